@@ -1,0 +1,168 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+)
+
+// Limits from AtLeastOnceQueue 0.2.0 §producer Binding and QueueConsumer 0.3.0.
+const (
+	MaxBodyBytes    = 127000
+	MaxSendBatch    = 100
+	MaxDelaySeconds = 43200
+	MaxIDLength     = 256
+)
+
+// Errors of the delivery engine. Each maps to the Error.name the Forms give
+// (see Code); the JavaScript runtime uses that name for the rejection.
+var (
+	ErrUnknownBatch       = errors.New("the batch is not running: its handler invocation has ended")
+	ErrUnknownMessage     = errors.New("no message with that ID is in this batch")
+	ErrAlreadySettled     = errors.New("the message is already settled")
+	ErrBackendUnavailable = errors.New("the queue backend is unavailable")
+	ErrInvalidBody        = errors.New("the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte")
+	ErrMessageTooLarge    = errors.New("the message body is larger than 127000 bytes")
+	ErrBatchTooLarge      = errors.New("a batch holds 1 to 100 messages")
+	// ErrInvalidDelay is an argument error, not a Form code: the JavaScript
+	// runtime reports it as a RangeError.
+	ErrInvalidDelay = errors.New("delaySeconds must be an integer from 0 to 43200")
+	// ErrUnknownQueue: the queue is not (or no longer) known to the engine.
+	ErrUnknownQueue = errors.New("the queue does not exist")
+)
+
+// Code returns the stable code of err: the Form's Error.name for the
+// engine's errors ("unknown_batch", ...), "RangeError" for ErrInvalidDelay,
+// "backend_unavailable" for ErrUnknownQueue and for every other error.
+func Code(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrUnknownBatch):
+		return "unknown_batch"
+	case errors.Is(err, ErrUnknownMessage):
+		return "unknown_message"
+	case errors.Is(err, ErrAlreadySettled):
+		return "already_settled"
+	case errors.Is(err, ErrInvalidBody):
+		return "invalid_body"
+	case errors.Is(err, ErrMessageTooLarge):
+		return "message_too_large"
+	case errors.Is(err, ErrBatchTooLarge):
+		return "batch_too_large"
+	case errors.Is(err, ErrInvalidDelay):
+		return "RangeError"
+	default:
+		return "backend_unavailable"
+	}
+}
+
+// QueueConfig is what the engine needs of an AtLeastOnceQueue 0.2.0 resource.
+type QueueConfig struct {
+	UID                     string
+	Name                    string // the resource name; batches carry it
+	DeliveryDelaySeconds    int
+	MessageRetentionSeconds int
+}
+
+// ConsumerConfig is what the engine needs of a QueueConsumer 0.3.0 resource.
+type ConsumerConfig struct {
+	UID                    string
+	QueueUID               string
+	WorkerUID              string
+	MaxBatchSize           int
+	MaxBatchTimeoutSeconds int
+	MaxConcurrency         int
+	MaxRetries             int
+	RetryDelaySeconds      int
+	DeadLetterQueueUID     string // empty: discard after the last retry
+}
+
+// OutgoingMessage is one message handed to Send. Delay nil means the queue's
+// deliveryDelaySeconds.
+type OutgoingMessage struct {
+	Body  []byte
+	Delay *int
+}
+
+// Message is one message of a delivered batch.
+type Message struct {
+	ID              string
+	TimestampMillis int64 // accept time, UTC epoch milliseconds
+	Body            []byte
+	Attempts        int // 1 on the first delivery
+}
+
+// Handler runs a consumer's queue handler for one batch. A nil return
+// means the handler returned normally (the engine acknowledges what is
+// unsettled); an error means it threw, rejected or ran out of time (the
+// engine retries what is unsettled after retryDelaySeconds). ctx carries the
+// host's handler time limit.
+type Handler interface {
+	HandleBatch(ctx context.Context, b *Batch) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, b *Batch) error
+
+func (f HandlerFunc) HandleBatch(ctx context.Context, b *Batch) error { return f(ctx, b) }
+
+// Resolver finds the Handler of a ModuleWorker at delivery time, so that a
+// change of the worker's selected version applies to the next batch. An error
+// means no handler can run now: the engine delivers nothing (no attempt is
+// counted) and tries again later.
+type Resolver interface {
+	Resolve(ctx context.Context, workerUID string) (Handler, error)
+}
+
+// SettleKind names the four settlement methods.
+type SettleKind int
+
+const (
+	Acknowledge SettleKind = iota + 1
+	Retry
+	AcknowledgeAll
+	RetryAll
+)
+
+// Settlement is one call of a settlement method.
+type Settlement struct {
+	Kind      SettleKind
+	MessageID string // Acknowledge and Retry
+	Delay     *int   // Retry and RetryAll; nil means retryDelaySeconds
+}
+
+// Settler applies settlements of running batches; the Engine is one.
+type Settler interface {
+	Settle(ctx context.Context, batchID string, s Settlement) error
+}
+
+// Batch is one delivery of 1..maxBatchSize messages to a handler. Its
+// methods are bound to it, as the Form requires: JavaScript calls pass no
+// batch ID. They return only once the settlement is durable.
+type Batch struct {
+	ID       string
+	Queue    string // the queue resource's name
+	Messages []Message
+	settler  Settler
+}
+
+// NewBatch makes a batch whose settlements go to s.
+func NewBatch(id, queue string, msgs []Message, s Settler) *Batch {
+	return &Batch{ID: id, Queue: queue, Messages: msgs, settler: s}
+}
+
+func (b *Batch) Acknowledge(ctx context.Context, messageID string) error {
+	return b.settler.Settle(ctx, b.ID, Settlement{Kind: Acknowledge, MessageID: messageID})
+}
+
+func (b *Batch) Retry(ctx context.Context, messageID string, delay *int) error {
+	return b.settler.Settle(ctx, b.ID, Settlement{Kind: Retry, MessageID: messageID, Delay: delay})
+}
+
+func (b *Batch) AcknowledgeAll(ctx context.Context) error {
+	return b.settler.Settle(ctx, b.ID, Settlement{Kind: AcknowledgeAll})
+}
+
+func (b *Batch) RetryAll(ctx context.Context, delay *int) error {
+	return b.settler.Settle(ctx, b.ID, Settlement{Kind: RetryAll, Delay: delay})
+}

@@ -1,0 +1,63 @@
+// Package js runs ModuleWorker code on goja: it turns a WorkerVersion's ES
+// modules into one script (esbuild), runs it on event-loop-owned runtimes,
+// and exposes the queue handler, the fetch handler and producer Bindings as
+// spec/runtime-abi.md describes.
+package js
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+// Module is one ES module of a WorkerVersion.
+type Module struct {
+	Name    string
+	Content string
+}
+
+// Binding is one queueProducerBindings entry: env[Name] sends to QueueUID.
+type Binding struct {
+	Name     string
+	QueueUID string
+}
+
+// Version is what the runtime needs of a WorkerVersion 0.5.0 resource.
+type Version struct {
+	UID        string
+	Space      string
+	WorkerUID  string // the ModuleWorker this version belongs to; logs are kept per worker
+	Principal  string // the principal the version runs as (its creator)
+	MainModule string
+	Modules    []Module
+	Vars       map[string]string
+	Secrets    map[string]string
+	Bindings   []Binding
+}
+
+// Sender is how producer Bindings reach the queues. The host's
+// implementation authorises principal for the queue at call time, then
+// sends through the delivery engine; it returns the host-issued IDs in input
+// order only after the messages are durable. Its errors are the delivery
+// engine's (delivery.Code names them).
+type Sender interface {
+	Send(ctx context.Context, principal, space, queueUID string, msgs []delivery.OutgoingMessage) ([]string, error)
+}
+
+// CompileError reports a module that cannot be loaded: a syntax error, an
+// unresolvable import, or a main module without a default export. File,
+// Line (1-based) and Column (1-based) locate it when known.
+type CompileError struct {
+	File    string
+	Line    int
+	Column  int
+	Message string
+}
+
+func (e *CompileError) Error() string {
+	if e.File == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+}

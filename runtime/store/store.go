@@ -1,0 +1,174 @@
+// Package store defines the host's durable state and the interface every
+// backend implements.
+//
+// The model is a replicated-state-machine one, as in etcd's raft log: every
+// change is a Mutation, a closed set of small value types; Apply makes a
+// group of mutations durable as one atomic unit and only then applies them to
+// the readable state. Readers never observe a change that could still be
+// lost. The same mutations replayed from the journal rebuild the same state,
+// so live apply and recovery share one code path.
+//
+// The embedded backend is the file journal in runtime/journal (see Open in
+// journaled.go). A PostgreSQL backend would translate each Mutation into SQL
+// inside one transaction and must pass the same suite in runtime/store/storetest.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Errors returned by every Store implementation. Callers test with errors.Is.
+var (
+	// ErrNotFound: the requested record does not exist (or was deleted).
+	ErrNotFound = errors.New("store: not found")
+	// ErrUnavailable: the backend could not make a change durable (disk
+	// full, fsync failure, I/O error). Nothing of the failed Apply was
+	// applied; later calls may succeed once the cause is gone.
+	ErrUnavailable = errors.New("store: backend unavailable")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Resource states, as the Host API reports them.
+const (
+	StateCreating    = "creating"
+	StateActive      = "active"
+	StateUpdating    = "updating"
+	StateDeleting    = "deleting"
+	StateReconciling = "reconciling"
+)
+
+// Resource is the management record of one Host API v2 resource.
+type Resource struct {
+	UID      string `json:"uid"`
+	Space    string `json:"space"`
+	Name     string `json:"name"`
+	FormURL  string `json:"formUrl"`
+	Offering string `json:"offering"`
+	// Spec is the accepted spec document, exactly as validated.
+	Spec json.RawMessage `json:"spec"`
+	// PrivateInputs is never returned by the Host API.
+	PrivateInputs json.RawMessage `json:"privateInputs,omitempty"`
+	// Observed is what the host last confirmed; "{}" before the first
+	// observation.
+	Observed   json.RawMessage `json:"observed"`
+	State      string          `json:"state"`
+	Generation int64           `json:"generation"`
+	ETag       string          `json:"etag"`
+	CreateTime time.Time       `json:"createTime"`
+	UpdateTime time.Time       `json:"updateTime"`
+	// Exports lists the handlers a WorkerVersion's main module exports
+	// ("fetch", "queue"), recorded when the version is admitted. Empty for
+	// other Forms.
+	Exports []string `json:"exports,omitempty"`
+	// Creator is the principal that created the resource. A WorkerVersion
+	// runs as its creator.
+	Creator string `json:"creator,omitempty"`
+}
+
+// Operation states and effects (see spec/host-api.md §Operations).
+const (
+	OpPending     = "pending"
+	OpRunning     = "running"
+	OpSucceeded   = "succeeded"
+	OpFailed      = "failed"
+	OpReconciling = "reconciling"
+
+	EffectNone    = "none"
+	EffectPartial = "partial"
+	EffectUnknown = "unknown"
+	EffectApplied = "applied"
+)
+
+// Operation is one create, update or delete of a resource.
+type Operation struct {
+	ID          string `json:"id"`
+	Space       string `json:"space"`
+	Kind        string `json:"kind"` // "create", "update", "delete"
+	ResourceUID string `json:"resourceUid"`
+	State       string `json:"state"`
+	Effect      string `json:"effect"`
+	// Error is an RFC 9457 problem document, set when State is failed.
+	Error          json.RawMessage `json:"error,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+	Principal      string          `json:"principal"`
+	// Intent is the journaled description of the effect the Operation is
+	// about to cause (the desired resource record, for example). An
+	// Operation with an intent and no outcome is settled by observation on
+	// restart, or stays reconciling.
+	Intent     json.RawMessage `json:"intent,omitempty"`
+	CreateTime time.Time       `json:"createTime"`
+	UpdateTime time.Time       `json:"updateTime"`
+}
+
+// Done reports whether the Operation reached a final state. reconciling is
+// not final.
+func (o Operation) Done() bool { return o.State == OpSucceeded || o.State == OpFailed }
+
+// IdempotencyRecord binds an Idempotency-Key in its scope to the Operation it
+// created and to the fingerprint of the request body.
+type IdempotencyRecord struct {
+	// Scope identifies (principal, space, method, path); see server.
+	Scope       string    `json:"scope"`
+	Key         string    `json:"key"`
+	Fingerprint string    `json:"fingerprint"`
+	OperationID string    `json:"operationId"`
+	CreateTime  time.Time `json:"createTime"`
+}
+
+// Message is the delivery state of one queue message. The body is stored
+// separately and read with Store.Body, so that a large backlog does not have
+// to live in memory.
+type Message struct {
+	Queue string `json:"queue"` // the queue resource's UID
+	ID    string `json:"id"`
+	// AcceptedAt and VisibleAt are UTC Unix epoch milliseconds.
+	AcceptedAt int64 `json:"acceptedAt"`
+	VisibleAt  int64 `json:"visibleAt"`
+	// Attempts counts deliveries recorded so far (0 before the first).
+	Attempts int `json:"attempts"`
+	// Lease is the ID of the batch that holds the message while it is
+	// delivered and unsettled; empty otherwise. After a restart a leased
+	// message is no longer in any running batch: the engine treats it as
+	// unsettled and delivers it again.
+	Lease string `json:"lease,omitempty"`
+	Size  int    `json:"size"` // body length in bytes
+}
+
+// Store is the durable state of the host. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Apply makes muts durable as one atomic unit, then applies them to the
+	// state that the read methods return. It returns only after the unit is
+	// durable; on error nothing of it was applied (ErrUnavailable wraps the
+	// cause). Mutations that refer to records which do not exist are no-ops,
+	// so that replay after compaction is idempotent.
+	Apply(ctx context.Context, muts ...Mutation) error
+
+	Resource(ctx context.Context, uid string) (Resource, error)
+	// ResourceByName finds the resource of that name in space, if any.
+	ResourceByName(ctx context.Context, space, name string) (Resource, error)
+	// Resources lists the space's resources (all spaces when space is ""),
+	// ordered by CreateTime then UID. formURL filters when not empty.
+	Resources(ctx context.Context, space, formURL string) ([]Resource, error)
+
+	Operation(ctx context.Context, id string) (Operation, error)
+	// UnfinishedOperations lists Operations that are not Done, for recovery.
+	UnfinishedOperations(ctx context.Context) ([]Operation, error)
+
+	Idempotency(ctx context.Context, scope, key string) (IdempotencyRecord, error)
+
+	// Messages lists every message of a queue, for the engine's start-up.
+	Messages(ctx context.Context, queue string) ([]Message, error)
+	// Message returns one message's delivery state.
+	Message(ctx context.Context, queue, id string) (Message, error)
+	// MessageCount is the number of messages a queue holds.
+	MessageCount(ctx context.Context, queue string) (int, error)
+	// Body reads a message's body. The returned slice is the caller's.
+	Body(ctx context.Context, queue, id string) ([]byte, error)
+
+	Close() error
+}

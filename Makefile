@@ -1,0 +1,61 @@
+# Reference host and conformance kit for the Takoform queue Forms.
+# `make run` starts the host on its embedded default; `make test` runs every test.
+GO      ?= go
+DATA    ?= ./data
+ADDR    ?= 127.0.0.1:8787
+PKGS    := ./...
+
+.PHONY: all generate build run test conform bench torture fuzz vet fmt check-generated
+
+all: build
+
+## generate: regenerate gen/ and features/COVERAGE.md from spec/, schemas/ and features/ (byte for byte)
+generate:
+	$(GO) run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json
+	$(GO) tool oapi-codegen -config spec/oapi-codegen.yaml gen/api/openapi.json
+	@if [ -d tools/coverage ]; then $(GO) run ./tools/coverage; fi
+
+## build: the host binary in bin/
+build:
+	$(GO) build -o bin/takohost ./cmd/takohost
+
+## run: the host on loopback with its embedded file journal under $(DATA)
+run:
+	$(GO) run ./cmd/takohost -data $(DATA) -listen $(ADDR)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## test: formatting, vet, the conformance kit against an in-process host, then every Go test
+test: fmt vet
+	$(GO) run ./tools/conform -junit conform-junit.xml
+	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+## conform: the conformance kit (HOST=url TOKEN=t to run it against another host)
+conform:
+	$(GO) run ./tools/conform $(if $(HOST),-host $(HOST)) $(if $(TOKEN),-token $(TOKEN))
+
+## bench: benchmarks; writes BENCHMARKS.md
+bench:
+	$(GO) run ./tools/bench -out BENCHMARKS.md
+
+## torture: long crash and fault torture runs
+torture:
+	TORTURE=1 $(GO) test -count=1 -timeout 60m -run 'Torture|Crash' ./runtime/...
+	$(GO) run ./tools/torture -kills 60
+
+## fuzz: each fuzz target for a bounded time
+fuzz:
+	@for p in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$p 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-30s} $$p || exit 1; \
+	  done; \
+	done
+
+## check-generated: fail when `make generate` would change gen/ or features/COVERAGE.md
+check-generated: generate
+	git diff --exit-code -- gen features/COVERAGE.md
+	@test -z "$$(git status --porcelain -- gen features/COVERAGE.md)" || { git status --porcelain -- gen features/COVERAGE.md; echo "untracked generated files"; exit 1; }

@@ -1,0 +1,34 @@
+// Package host assembles the reference host: the journaled store, the
+// delivery engine, the JavaScript runtime and the Host API server. The
+// command in cmd/takohost, the conformance runner's in-process mode and the
+// end-to-end tests all start a host through this package.
+package host
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config configures one host. The zero value is not usable: DataDir is
+// required (":memory:" keeps state in memory only, for tests).
+type Config struct {
+	// DataDir holds the journal, host.json (principals and hashed tokens)
+	// and, on first start, admin-token.
+	DataDir string
+	// Listen is the TCP address for the Host API, "127.0.0.1:8787" by
+	// default. "127.0.0.1:0" picks a free port (see Host.Addr).
+	Listen string
+	// AllowedFetchHosts lists host[:port] patterns that workers' outbound
+	// fetch may reach, added to those in host.json. Empty denies all.
+	AllowedFetchHosts []string
+	// HandlerTimeout is the time limit of one handler invocation (queue or
+	// fetch); 30 s when zero.
+	HandlerTimeout time.Duration
+	// ShutdownGrace is how long Shutdown lets running handlers finish; 10 s
+	// when zero.
+	ShutdownGrace time.Duration
+	// ObserveInterval is how often observed is refreshed; 10 s when zero.
+	ObserveInterval time.Duration
+	// Logger receives structured logs; JSON to stderr when nil.
+	Logger *slog.Logger
+}

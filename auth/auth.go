@@ -1,0 +1,357 @@
+// Package auth holds the host's principals, their grants and their hashed
+// tokens.
+//
+// Tokens are bearer secrets, so the host never stores them: host.json keeps
+// only SHA-256 digests, and Authenticate compares the digest of a presented
+// token against every principal's digest in constant time, visiting all of
+// them whatever matches, so that neither the position of a match nor its
+// absence shows in the timing. Grants are per space and narrowed by Form URL
+// because the Forms say a reference grants no permission: the server asks
+// Can for the exact (space, Form, action) of each resource it touches, and
+// the producer Binding asks it again at every send, for the principal the
+// WorkerVersion runs as.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Roles a grant can carry.
+const (
+	RoleViewer = "viewer" // read
+	RoleEditor = "editor" // read, create, update, delete, invoke
+)
+
+// Action is what a request does to a resource of some Form.
+type Action int
+
+const (
+	// Read covers GET of resources, Operations and logs.
+	Read Action = iota + 1
+	// Write covers create, update, delete and invoke (the worker fetch
+	// route, producer Binding sends).
+	Write
+)
+
+func (a Action) String() string {
+	switch a {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// AllSpaces as a grant's space grants every space.
+const AllSpaces = "*"
+
+// Grant is one principal's role in one space, optionally narrowed to Forms.
+type Grant struct {
+	Space string `json:"space"`
+	Role  string `json:"role"`
+	// Forms, when not empty, lists the Form URLs (matched exactly) the
+	// grant applies to.
+	Forms []string `json:"forms,omitempty"`
+}
+
+func (g Grant) inSpace(space string) bool { return g.Space == AllSpaces || g.Space == space }
+
+func (g Grant) allows(a Action) bool {
+	switch a {
+	case Read:
+		return g.Role == RoleViewer || g.Role == RoleEditor
+	case Write:
+		return g.Role == RoleEditor
+	}
+	return false
+}
+
+func (g Grant) coversForm(formURL string) bool {
+	return len(g.Forms) == 0 || slices.Contains(g.Forms, formURL)
+}
+
+// Principal is one identity of host.json.
+type Principal struct {
+	Name string `json:"name"`
+	// TokenSHA256 is the lower-case hex SHA-256 of the bearer token.
+	TokenSHA256 string  `json:"tokenSha256"`
+	Grants      []Grant `json:"grants"`
+}
+
+// InSpace reports whether p holds any grant in space. A principal without
+// one is told that nothing in the space exists (404), so that another
+// space's existence never leaks.
+func (p *Principal) InSpace(space string) bool {
+	if p == nil {
+		return false
+	}
+	for _, g := range p.Grants {
+		if g.inSpace(space) {
+			return true
+		}
+	}
+	return false
+}
+
+// Can reports whether p may do a to resources of formURL in space.
+func (p *Principal) Can(space, formURL string, a Action) bool {
+	if p == nil {
+		return false
+	}
+	for _, g := range p.Grants {
+		if g.inSpace(space) && g.allows(a) && g.coversForm(formURL) {
+			return true
+		}
+	}
+	return false
+}
+
+// CanAny reports whether p may do a to resources of at least one Form in
+// space: the route-level check made before the request names its Form.
+func (p *Principal) CanAny(space string, a Action) bool {
+	if p == nil {
+		return false
+	}
+	for _, g := range p.Grants {
+		if g.inSpace(space) && g.allows(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Config is the content of host.json.
+type Config struct {
+	Principals []Principal `json:"principals"`
+	// AllowedFetchHosts lists host[:port] patterns workers' outbound fetch
+	// may reach.
+	AllowedFetchHosts []string `json:"allowedFetchHosts,omitempty"`
+}
+
+// HashToken returns the digest host.json stores for token.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Authenticate finds the principal whose token is token. It compares
+// against every principal, in constant time per comparison, and does not
+// stop at a match.
+func (c *Config) Authenticate(token string) (*Principal, bool) {
+	if c == nil || token == "" {
+		return nil, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	var found *Principal
+	for i := range c.Principals {
+		want, err := hex.DecodeString(c.Principals[i].TokenSHA256)
+		if err != nil || len(want) != sha256.Size {
+			// Compare anyway so that a malformed entry costs the same.
+			want = make([]byte, sha256.Size)
+			subtle.ConstantTimeCompare(sum[:], want)
+			continue
+		}
+		if subtle.ConstantTimeCompare(sum[:], want) == 1 && found == nil {
+			found = &c.Principals[i]
+		}
+	}
+	return found, found != nil
+}
+
+// Principal finds a principal by name (the producer Binding authorises the
+// principal a WorkerVersion runs as).
+func (c *Config) Principal(name string) (*Principal, bool) {
+	if c == nil {
+		return nil, false
+	}
+	for i := range c.Principals {
+		if c.Principals[i].Name == name {
+			return &c.Principals[i], true
+		}
+	}
+	return nil, false
+}
+
+// Validate checks host.json's invariants: unique non-empty names, 64-hex
+// digests, known roles, non-empty spaces.
+func (c *Config) Validate() error {
+	seen := map[string]bool{}
+	for i, p := range c.Principals {
+		if p.Name == "" {
+			return fmt.Errorf("principals[%d]: name is empty", i)
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("principals[%d]: duplicate name %q", i, p.Name)
+		}
+		seen[p.Name] = true
+		if b, err := hex.DecodeString(p.TokenSHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("principal %q: tokenSha256 must be 64 hex digits", p.Name)
+		}
+		for j, g := range p.Grants {
+			if g.Space == "" {
+				return fmt.Errorf("principal %q grants[%d]: space is empty", p.Name, j)
+			}
+			if g.Role != RoleViewer && g.Role != RoleEditor {
+				return fmt.Errorf("principal %q grants[%d]: role must be %q or %q", p.Name, j, RoleViewer, RoleEditor)
+			}
+		}
+	}
+	return nil
+}
+
+// File names inside the data directory.
+const (
+	ConfigFile     = "host.json"
+	AdminTokenFile = "admin-token"
+	AdminName      = "admin"
+)
+
+// Load reads and validates a host.json.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// NewToken returns a fresh random bearer token: 32 bytes, base64url
+// without padding.
+func NewToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// NewAdmin returns a Config holding only a fresh admin principal (editor in
+// every space) and its token; for hosts that keep nothing on disk.
+func NewAdmin() (*Config, string, error) {
+	tok, err := NewToken()
+	if err != nil {
+		return nil, "", err
+	}
+	return &Config{Principals: []Principal{adminPrincipal(tok)}}, tok, nil
+}
+
+func adminPrincipal(token string) Principal {
+	return Principal{
+		Name:        AdminName,
+		TokenSHA256: HashToken(token),
+		Grants:      []Grant{{Space: AllSpaces, Role: RoleEditor}},
+	}
+}
+
+// EnsureAdmin loads <dataDir>/host.json, creating it on first start with an
+// admin principal whose token it writes to <dataDir>/admin-token (0600).
+// Later starts reuse both. It returns the admin token when the admin-token
+// file is present (an operator may delete it once the token is stored
+// elsewhere), "" otherwise.
+func EnsureAdmin(dataDir string) (*Config, string, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, "", err
+	}
+	cfgPath := filepath.Join(dataDir, ConfigFile)
+	tokPath := filepath.Join(dataDir, AdminTokenFile)
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		tok, err := NewToken()
+		if err != nil {
+			return nil, "", err
+		}
+		// The token first: a crash between the two writes leaves a token
+		// file that the next start overwrites, never a host.json whose
+		// token nobody knows.
+		if err := writeFileAtomic(tokPath, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, "", err
+		}
+		cfg := &Config{Principals: []Principal{adminPrincipal(tok)}, AllowedFetchHosts: []string{}}
+		b, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			return nil, "", err
+		}
+		if err := writeFileAtomic(cfgPath, append(b, '\n'), 0o600); err != nil {
+			return nil, "", err
+		}
+	} else if err != nil {
+		return nil, "", err
+	}
+	cfg, err := Load(cfgPath)
+	if err != nil {
+		return nil, "", err
+	}
+	tok := ""
+	if b, err := os.ReadFile(tokPath); err == nil {
+		tok = strings.TrimSpace(string(b))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	return cfg, tok, nil
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer <token>"
+// header value (scheme case-insensitive, RFC 9110 §11.1). ok is false for
+// a missing or malformed value.
+func BearerToken(header string) (token string, ok bool) {
+	scheme, rest, found := strings.Cut(header, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok := strings.TrimLeft(rest, " ")
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", false
+	}
+	return tok, true
+}

@@ -1,0 +1,141 @@
+package auth
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	formQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
+	formConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
+)
+
+func testConfig() *Config {
+	return &Config{Principals: []Principal{
+		{Name: "admin", TokenSHA256: HashToken("t-admin"), Grants: []Grant{{Space: "*", Role: RoleEditor}}},
+		{Name: "viewer", TokenSHA256: HashToken("t-viewer"), Grants: []Grant{{Space: "a", Role: RoleViewer}}},
+		{Name: "narrow", TokenSHA256: HashToken("t-narrow"), Grants: []Grant{
+			{Space: "a", Role: RoleEditor, Forms: []string{formQueue}},
+			{Space: "b", Role: RoleViewer},
+		}},
+	}}
+}
+
+func TestAuthenticate(t *testing.T) {
+	c := testConfig()
+	for tok, want := range map[string]string{"t-admin": "admin", "t-viewer": "viewer", "t-narrow": "narrow"} {
+		p, ok := c.Authenticate(tok)
+		if !ok || p.Name != want {
+			t.Errorf("Authenticate(%q) = %v, %v; want %s", tok, p, ok, want)
+		}
+	}
+	for _, tok := range []string{"", "t-admin ", "T-ADMIN", "nope"} {
+		if p, ok := c.Authenticate(tok); ok {
+			t.Errorf("Authenticate(%q) = %v, want no match", tok, p.Name)
+		}
+	}
+	// A malformed digest never matches and does not stop the scan.
+	c.Principals = append([]Principal{{Name: "bad", TokenSHA256: "zz"}}, c.Principals...)
+	if p, ok := c.Authenticate("t-viewer"); !ok || p.Name != "viewer" {
+		t.Fatalf("after a malformed entry: %v %v", p, ok)
+	}
+}
+
+func TestCan(t *testing.T) {
+	c := testConfig()
+	get := func(n string) *Principal { p, _ := c.Principal(n); return p }
+	cases := []struct {
+		who, space, form string
+		a                Action
+		want             bool
+	}{
+		{"admin", "anything", formConsumer, Write, true},
+		{"viewer", "a", formQueue, Read, true},
+		{"viewer", "a", formQueue, Write, false},
+		{"viewer", "b", formQueue, Read, false},
+		{"narrow", "a", formQueue, Write, true},
+		{"narrow", "a", formQueue, Read, true},
+		{"narrow", "a", formConsumer, Read, false},
+		{"narrow", "a", formConsumer, Write, false},
+		{"narrow", "b", formConsumer, Read, true},
+		{"narrow", "b", formConsumer, Write, false},
+		{"narrow", "c", formQueue, Read, false},
+	}
+	for _, tc := range cases {
+		if got := get(tc.who).Can(tc.space, tc.form, tc.a); got != tc.want {
+			t.Errorf("%s.Can(%s, %s, %v) = %v, want %v", tc.who, tc.space, tc.form, tc.a, got, tc.want)
+		}
+	}
+	if !get("narrow").InSpace("b") || get("narrow").InSpace("c") || !get("admin").InSpace("x") {
+		t.Error("InSpace")
+	}
+	if get("viewer").CanAny("a", Write) || !get("narrow").CanAny("a", Write) {
+		t.Error("CanAny")
+	}
+	var nobody *Principal
+	if nobody.Can("a", formQueue, Read) || nobody.InSpace("a") {
+		t.Error("nil principal")
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	for h, want := range map[string]string{"Bearer abc": "abc", "bearer abc": "abc", "Bearer   abc": "abc"} {
+		if got, ok := BearerToken(h); !ok || got != want {
+			t.Errorf("BearerToken(%q) = %q %v", h, got, ok)
+		}
+	}
+	for _, h := range []string{"", "Bearer", "Bearer ", "Basic abc", "Bearer a b", "abc"} {
+		if got, ok := BearerToken(h); ok {
+			t.Errorf("BearerToken(%q) = %q, want malformed", h, got)
+		}
+	}
+}
+
+func TestEnsureAdmin(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg, tok, err := EnsureAdmin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tok) != 43 { // 32 bytes base64url without padding
+		t.Fatalf("token %q has length %d", tok, len(tok))
+	}
+	p, ok := cfg.Authenticate(tok)
+	if !ok || p.Name != AdminName || !p.Can("any", formQueue, Write) {
+		t.Fatalf("admin: %v %v", p, ok)
+	}
+	fi, err := os.Stat(filepath.Join(dir, AdminTokenFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("admin-token: %v %v", fi, err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if strings.Contains(string(raw), tok) {
+		t.Fatal("host.json holds the token in clear")
+	}
+	// A second start reuses both.
+	cfg2, tok2, err := EnsureAdmin(dir)
+	if err != nil || tok2 != tok {
+		t.Fatalf("second start: %q %v", tok2, err)
+	}
+	if _, ok := cfg2.Authenticate(tok); !ok {
+		t.Fatal("second start does not accept the token")
+	}
+}
+
+func TestLoadRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"unknown": `{"principals":[],"extra":1}`,
+		"role":    `{"principals":[{"name":"a","tokenSha256":"` + HashToken("x") + `","grants":[{"space":"s","role":"owner"}]}]}`,
+		"digest":  `{"principals":[{"name":"a","tokenSha256":"abc","grants":[]}]}`,
+		"dup":     `{"principals":[{"name":"a","tokenSha256":"` + HashToken("x") + `"},{"name":"a","tokenSha256":"` + HashToken("y") + `"}]}`,
+	} {
+		p := filepath.Join(dir, name+".json")
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, err := Load(p); err == nil {
+			t.Errorf("%s: Load accepted %s", name, body)
+		}
+	}
+}

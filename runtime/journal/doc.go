@@ -1,0 +1,70 @@
+// Package journal is the host's write-ahead log: an append-only sequence of
+// checksummed frames in segment files, made durable by group commit.
+//
+// # Why a hand-written journal
+//
+// The store needs exactly one thing from the disk: "this group of
+// mutations is durable, in this order". An embedded database would give
+// that plus a query engine, a page cache and a second on-disk format whose
+// recovery rules the host cannot state. A journal is a few hundred lines
+// whose every failure mode is tested here with FaultFS, and it lets the
+// store keep message bodies where they were first written instead of
+// copying them into a second structure.
+//
+// # Framing
+//
+// A segment is a file named %016d.wal holding frames back to back:
+//
+//	[u32 length][u32 crc32c(payload)][payload]   little-endian
+//
+// One Append is one frame and one atomic unit: a frame is either wholly
+// replayed or not at all. A length of zero is never written, so a
+// zero-filled region (what some file systems leave after a crash that
+// extended the file before its data reached the disk) never parses as
+// frames. Frames never span segments; the head segment is sealed and a new
+// one started when the next group would take it past Options.SegmentSize.
+//
+// # Group commit
+//
+// One writer goroutine takes every frame queued while the previous write
+// and sync ran, writes them with one write and makes them durable with one
+// fdatasync. The sync is the expensive part, so under load many frames
+// share one. Frames become durable in the order their Append calls queued
+// them; each frame's onDurable callback runs on the writer in that order
+// before any waiter of the group is released, which is how the store keeps
+// its memory in the journal's order. If the write or the sync fails, every
+// frame of the group fails with the cause, and the writer truncates the
+// segment back to its last durable size and syncs, so that the file never
+// holds a frame that was reported as failed (replay would otherwise revive
+// it). If that truncate fails, the journal refuses all writes (ErrBroken)
+// until it is reopened, since it can no longer say what the file holds.
+// Nothing else is sticky: a full disk that gets space back just works.
+//
+// # Recovery
+//
+// Open replays every frame of every segment in order. Because a group is
+// synced before the next one is written, and a segment is sealed only after
+// its last group was synced, a crash can only damage the tail of the last
+// segment, and nothing in that tail was ever acknowledged. So a bad frame
+// (incomplete header, length out of range or past the end of the file,
+// checksum mismatch, zero fill) at the end of the last segment is cut off
+// and reported in RecoveryReport. A bad frame anywhere else — in a sealed
+// segment, or followed by a valid frame — is media damage or a bug; it may
+// have been acknowledged, so Open fails with a *CorruptError naming the
+// file and offset and the host does not start. (A message body that itself
+// contains a well-formed frame, lying in a torn tail, can make a crash look
+// like such damage: the host then refuses to start rather than guess.)
+//
+// # Compaction support
+//
+// The journal does not know what is live; the store does. The journal
+// lists segments with their sizes, tells which segment a Pos is in, and
+// removes whole segments — only the oldest, because a record in a later
+// segment can cancel an earlier one (a delete after a put), and removing a
+// later segment first could bring the cancelled record back on replay.
+//
+// FS abstracts the file system: OSFS is the real one (fdatasync via
+// golang.org/x/sys/unix), MemFS models what survives a power loss, and
+// FaultFS injects failing syncs, short writes, a full disk, failing
+// truncates, bit flips and torn crashes, deterministically from a seed.
+package journal

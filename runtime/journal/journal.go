@@ -1,0 +1,633 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultSegmentSize is the size at which the head segment is sealed and a
+// new one started.
+const DefaultSegmentSize = 64 << 20
+
+// defaultMaxGroup bounds the bytes of one group commit, so that a burst of
+// large frames does not build one huge buffer; a frame larger than it is a
+// group of its own.
+const defaultMaxGroup = 8 << 20
+
+const segmentSuffix = ".wal"
+
+// Errors of the journal.
+var (
+	ErrClosed = errors.New("journal: closed")
+	// ErrBroken: a failed group could not be cut off the head segment,
+	// so nothing more may be appended after it. Reopen the journal.
+	ErrBroken = errors.New("journal: refusing writes until reopened")
+	// ErrCorrupt: a segment holds a damaged frame that is not the torn
+	// tail of the journal. Errors from Open wrap it in a *CorruptError.
+	ErrCorrupt = errors.New("journal: corrupt")
+	// ErrNoSegment: the segment was removed (or never existed).
+	ErrNoSegment = errors.New("journal: no such segment")
+)
+
+// CorruptError names the damaged frame.
+type CorruptError struct {
+	File   string
+	Offset int64
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("journal: corrupt frame in %s at offset %d: %s", e.File, e.Offset, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) hold.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// Options configure a journal. The zero value is usable.
+type Options struct {
+	FS          FS    // default OSFS
+	SegmentSize int64 // default DefaultSegmentSize
+	// MaxGroupBytes bounds one group commit (default 8 MiB).
+	MaxGroupBytes int
+	Logger        *slog.Logger // default slog.Default()
+}
+
+// Pos is where a frame starts: its segment and the offset of its header.
+type Pos struct {
+	Segment uint64
+	Offset  int64
+}
+
+// PayloadOffset is the offset of the frame's payload in its segment.
+func (p Pos) PayloadOffset() int64 { return p.Offset + HeaderSize }
+
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Segment, p.Offset) }
+
+// RecoveryReport says what Open found.
+type RecoveryReport struct {
+	Segments int
+	Frames   int
+	Bytes    int64 // bytes of valid frames replayed
+	Duration time.Duration
+	// Truncated is set when a torn tail was cut off the last segment:
+	// File, Offset (where the valid data ends) and Dropped bytes say what.
+	Truncated bool
+	File      string
+	Offset    int64
+	Dropped   int64
+	Reason    string
+}
+
+// SegmentInfo describes one segment file.
+type SegmentInfo struct {
+	ID     uint64
+	Size   int64 // durable bytes
+	Sealed bool  // false for the head, which is appended to
+}
+
+// Stats are cumulative counters since Open.
+type Stats struct {
+	Appends uint64 // frames made durable
+	Groups  uint64 // group commits, each one write and one sync
+	Failed  uint64 // frames failed
+}
+
+// Journal is an append-only log of frames in segment files. It is safe for
+// concurrent use.
+type Journal struct {
+	fs       FS
+	dir      string
+	segSize  int64
+	maxGroup int
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []*request
+	closed bool
+	broken error
+	segs   map[uint64]*segment
+	head   *segment
+	done   chan struct{}
+
+	appends, groups, failed atomic.Uint64
+}
+
+type segment struct {
+	id      uint64
+	name    string
+	f       File
+	size    int64 // durable size; written by the writer under mu
+	refs    int
+	removed bool
+}
+
+type request struct {
+	payload   []byte
+	onDurable func(Pos)
+	pos       Pos
+	err       error
+	done      chan struct{}
+}
+
+// SegmentName is the file name of segment id.
+func SegmentName(id uint64) string { return fmt.Sprintf("%016d%s", id, segmentSuffix) }
+
+func parseSegmentName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(digits) != 16 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(digits, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// Open opens the journal in dir, creating it if needed, and replays every
+// frame in order through replay (which may be nil). The payload passed to
+// replay is only valid during the call. A torn tail of the last segment is
+// cut off and reported; any other damage fails Open with a *CorruptError.
+func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte) error) (*Journal, RecoveryReport, error) {
+	start := time.Now()
+	j := &Journal{
+		fs:       opts.FS,
+		dir:      dir,
+		segSize:  opts.SegmentSize,
+		maxGroup: opts.MaxGroupBytes,
+		log:      opts.Logger,
+		segs:     map[uint64]*segment{},
+		done:     make(chan struct{}),
+	}
+	if j.fs == nil {
+		j.fs = OSFS{}
+	}
+	if j.segSize <= 0 {
+		j.segSize = DefaultSegmentSize
+	}
+	if j.maxGroup <= 0 {
+		j.maxGroup = defaultMaxGroup
+	}
+	if j.log == nil {
+		j.log = slog.Default()
+	}
+	j.cond = sync.NewCond(&j.mu)
+	var rep RecoveryReport
+	fail := func(err error) (*Journal, RecoveryReport, error) {
+		j.closeFiles()
+		return nil, rep, err
+	}
+
+	if err := j.fs.MkdirAll(dir, 0o755); err != nil {
+		return fail(fmt.Errorf("journal: %w", err))
+	}
+	names, err := j.fs.ReadDir(dir)
+	if err != nil {
+		return fail(fmt.Errorf("journal: %w", err))
+	}
+	var ids []uint64
+	for _, name := range names {
+		if id, ok := parseSegmentName(name); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var r segReader
+	for i, id := range ids {
+		s := &segment{id: id, name: join(dir, SegmentName(id))}
+		s.f, err = j.fs.OpenFile(s.name, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			return fail(fmt.Errorf("journal: %w", err))
+		}
+		j.segs[id] = s
+		j.head = s
+		if err := j.recoverSegment(ctx, &r, s, i == len(ids)-1, replay, &rep); err != nil {
+			return fail(err)
+		}
+		rep.Segments++
+	}
+	if j.head == nil {
+		if err := j.createSegment(1); err != nil {
+			return fail(err)
+		}
+	}
+	rep.Duration = time.Since(start)
+	go j.run()
+	return j, rep, nil
+}
+
+// segReader reads a segment through a large buffer: replay reads frames
+// in order, and one ReadAt per frame would dominate recovery time.
+type segReader struct {
+	f     File
+	buf   []byte
+	start int64
+	n     int
+}
+
+const readChunk = 4 << 20
+
+func (r *segReader) reset(f File) { r.f, r.start, r.n = f, 0, 0 }
+
+// slice returns n bytes at off; the caller has checked they exist.
+func (r *segReader) slice(off int64, n int) ([]byte, error) {
+	if off >= r.start && off+int64(n) <= r.start+int64(r.n) {
+		return r.buf[off-r.start : off-r.start+int64(n)], nil
+	}
+	want := max(n, readChunk)
+	if cap(r.buf) < want {
+		r.buf = make([]byte, want)
+	}
+	r.buf = r.buf[:want]
+	got, err := r.f.ReadAt(r.buf, off)
+	r.start, r.n = off, got
+	if got < n {
+		if err == nil {
+			err = errors.New("short read")
+		}
+		return nil, err
+	}
+	return r.buf[:n], nil
+}
+
+func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, last bool, replay func(Pos, []byte) error, rep *RecoveryReport) error {
+	size, err := s.f.Size()
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	r.reset(s.f)
+	var off int64
+	for off < size {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		reason := ""
+		var payload []byte
+		if size-off < HeaderSize {
+			reason = "incomplete frame header"
+		} else {
+			hdr, err := r.slice(off, HeaderSize)
+			if err != nil {
+				return fmt.Errorf("journal: read %s: %w", s.name, err)
+			}
+			length := int64(uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16 | uint32(hdr[3])<<24)
+			switch {
+			case length == 0 || length > MaxPayload:
+				reason = fmt.Sprintf("frame length %d out of range", length)
+			case HeaderSize+length > size-off:
+				reason = fmt.Sprintf("frame of %d bytes runs past the end of the file (%d bytes left)", length, size-off-HeaderSize)
+			default:
+				frame, err := r.slice(off, int(HeaderSize+length))
+				if err != nil {
+					return fmt.Errorf("journal: read %s: %w", s.name, err)
+				}
+				payload, _, err = DecodeFrame(frame)
+				if err != nil {
+					reason = "checksum mismatch"
+				}
+			}
+		}
+		if reason != "" {
+			return j.damaged(s, off, size, last, reason, rep)
+		}
+		if replay != nil {
+			if err := replay(Pos{s.id, off}, payload); err != nil {
+				return fmt.Errorf("journal: replay %s at offset %d: %w", s.name, off, err)
+			}
+		}
+		rep.Frames++
+		rep.Bytes += int64(len(payload)) + HeaderSize
+		off += int64(len(payload)) + HeaderSize
+	}
+	s.size = size
+	return nil
+}
+
+// damaged decides what a bad frame at off means. Only the tail of the
+// last segment can be torn by a crash, because every group is synced
+// before the next one is written and a segment is sealed only after its
+// last group was synced. Even there, a valid frame after the bad one means
+// the bad one was once complete: that is media damage, and dropping
+// acknowledged frames after it silently is not an option.
+func (j *Journal) damaged(s *segment, off, size int64, last bool, reason string, rep *RecoveryReport) error {
+	if !last {
+		return &CorruptError{File: s.name, Offset: off, Reason: reason + " in a sealed segment"}
+	}
+	rest := make([]byte, size-off)
+	if n, err := s.f.ReadAt(rest, off); n < len(rest) {
+		return fmt.Errorf("journal: read %s: %w", s.name, err)
+	}
+	allZero := !slices.ContainsFunc(rest, func(b byte) bool { return b != 0 })
+	if allZero {
+		reason = "zero-filled tail"
+	} else if p := findFrame(rest[1:]); p >= 0 {
+		return &CorruptError{File: s.name, Offset: off, Reason: fmt.Sprintf("%s, and a valid frame follows at offset %d", reason, off+1+int64(p))}
+	}
+	if err := s.f.Truncate(off); err != nil {
+		return fmt.Errorf("journal: cut torn tail of %s: %w", s.name, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("journal: cut torn tail of %s: %w", s.name, err)
+	}
+	rep.Truncated, rep.File, rep.Offset, rep.Dropped, rep.Reason = true, s.name, off, size-off, reason
+	j.log.Warn("journal: cut torn tail", "file", s.name, "offset", off, "dropped", size-off, "reason", reason)
+	s.size = off
+	return nil
+}
+
+// findFrame returns the first offset in b at which a valid frame starts, or
+// -1.
+func findFrame(b []byte) int {
+	for p := 0; p+HeaderSize < len(b); p++ {
+		if _, _, err := DecodeFrame(b[p:]); err == nil {
+			return p
+		}
+	}
+	return -1
+}
+
+func (j *Journal) createSegment(id uint64) error {
+	name := join(j.dir, SegmentName(id))
+	// O_TRUNC, not O_EXCL: a file of this number can only be left over from
+	// a rotation whose SyncDir failed, and nothing was written to it.
+	f, err := j.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("journal: create segment: %w", err)
+	}
+	if err := j.fs.SyncDir(j.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: create segment %s: %w", name, err)
+	}
+	s := &segment{id: id, name: name, f: f}
+	j.mu.Lock()
+	j.segs[id] = s
+	j.head = s
+	j.mu.Unlock()
+	return nil
+}
+
+// Append makes payload durable as one frame and returns where it is. Frames
+// are durable in the order of the Append calls that queue them. onDurable,
+// when not nil, is called with the frame's position on the journal's writer
+// goroutine, in frame order, after the frame is durable and before any
+// Append of its group returns: the store applies the frame to memory there,
+// so that memory changes in exactly the journal's order. onDurable must be
+// quick and must not call the journal.
+//
+// ctx is only checked before the frame is queued: once queued, the frame
+// may become durable, and the caller must learn whether it did.
+func (j *Journal) Append(ctx context.Context, payload []byte, onDurable func(Pos)) (Pos, error) {
+	if len(payload) == 0 || len(payload) > MaxPayload {
+		return Pos{}, fmt.Errorf("journal: payload of %d bytes: want 1 to %d", len(payload), MaxPayload)
+	}
+	if err := ctx.Err(); err != nil {
+		return Pos{}, err
+	}
+	r := &request{payload: payload, onDurable: onDurable, done: make(chan struct{})}
+	j.mu.Lock()
+	switch {
+	case j.closed:
+		j.mu.Unlock()
+		return Pos{}, ErrClosed
+	case j.broken != nil:
+		err := j.broken
+		j.mu.Unlock()
+		return Pos{}, err
+	}
+	j.queue = append(j.queue, r)
+	j.cond.Signal()
+	j.mu.Unlock()
+	<-r.done
+	return r.pos, r.err
+}
+
+func (j *Journal) run() {
+	defer close(j.done)
+	var buf []byte
+	for {
+		j.mu.Lock()
+		for len(j.queue) == 0 && !j.closed {
+			j.cond.Wait()
+		}
+		if len(j.queue) == 0 {
+			j.mu.Unlock()
+			return
+		}
+		n, bytes := 0, 0
+		for n < len(j.queue) && (n == 0 || bytes+len(j.queue[n].payload)+HeaderSize <= j.maxGroup) {
+			bytes += len(j.queue[n].payload) + HeaderSize
+			n++
+		}
+		group := slices.Clone(j.queue[:n])
+		j.queue = slices.Delete(j.queue, 0, n)
+		broken := j.broken
+		j.mu.Unlock()
+		if broken != nil {
+			j.finish(group, broken)
+			continue
+		}
+		buf = j.commit(group, buf[:0], bytes)
+	}
+}
+
+// commit writes group with one write and one sync.
+func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
+	h := j.head
+	if h.size > 0 && h.size+int64(bytes) > j.segSize {
+		if err := j.createSegment(h.id + 1); err != nil {
+			j.finish(group, err)
+			return buf
+		}
+		h = j.head
+	}
+	for _, r := range group {
+		r.pos = Pos{h.id, h.size + int64(len(buf))}
+		buf = AppendFrame(buf, r.payload)
+	}
+	_, err := h.f.Write(buf)
+	if err == nil {
+		err = h.f.Sync()
+	}
+	if err != nil {
+		err = fmt.Errorf("journal: append to %s: %w", h.name, err)
+		// Cut the group off so that the file never holds a frame that was
+		// reported as failed: replay would resurrect it.
+		terr := h.f.Truncate(h.size)
+		if terr == nil {
+			terr = h.f.Sync()
+		}
+		if terr != nil {
+			j.mu.Lock()
+			j.broken = fmt.Errorf("%w: cutting a failed group off %s failed: %w", ErrBroken, h.name, terr)
+			j.mu.Unlock()
+			j.log.Error("journal: refusing further writes", "file", h.name, "err", terr, "cause", err)
+		}
+		j.finish(group, err)
+		return buf
+	}
+	j.mu.Lock()
+	h.size += int64(len(buf))
+	j.mu.Unlock()
+	j.appends.Add(uint64(len(group)))
+	j.groups.Add(1)
+	for _, r := range group {
+		if r.onDurable != nil {
+			r.onDurable(r.pos)
+		}
+	}
+	for _, r := range group {
+		close(r.done)
+	}
+	return buf
+}
+
+func (j *Journal) finish(group []*request, err error) {
+	j.failed.Add(uint64(len(group)))
+	for _, r := range group {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// ReadAt reads from segment seg at off, as io.ReaderAt does. It is safe
+// while the segment is being removed: the file stays open until the read
+// ends, and a read after removal fails with ErrNoSegment.
+func (j *Journal) ReadAt(p []byte, seg uint64, off int64) (int, error) {
+	j.mu.Lock()
+	s := j.segs[seg]
+	if s == nil {
+		j.mu.Unlock()
+		return 0, fmt.Errorf("%w: %d", ErrNoSegment, seg)
+	}
+	s.refs++
+	j.mu.Unlock()
+	n, err := s.f.ReadAt(p, off)
+	j.mu.Lock()
+	s.refs--
+	if s.removed && s.refs == 0 {
+		s.f.Close()
+	}
+	j.mu.Unlock()
+	return n, err
+}
+
+// ReadFrame reads and checks the frame at pos; the payload is the caller's.
+func (j *Journal) ReadFrame(pos Pos) ([]byte, error) {
+	var hdr [HeaderSize]byte
+	if _, err := j.ReadAt(hdr[:], pos.Segment, pos.Offset); err != nil {
+		return nil, fmt.Errorf("journal: read frame %v: %w", pos, err)
+	}
+	length := uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16 | uint32(hdr[3])<<24
+	if length == 0 || length > MaxPayload {
+		return nil, fmt.Errorf("journal: read frame %v: %w: %d", pos, ErrBadLength, length)
+	}
+	frame := make([]byte, HeaderSize+int(length))
+	if _, err := j.ReadAt(frame, pos.Segment, pos.Offset); err != nil {
+		return nil, fmt.Errorf("journal: read frame %v: %w", pos, err)
+	}
+	payload, _, err := DecodeFrame(frame)
+	if err != nil {
+		return nil, fmt.Errorf("journal: read frame %v: %w", pos, err)
+	}
+	return payload, nil
+}
+
+// Segments lists the segments, oldest first; the last is the head.
+func (j *Journal) Segments() []SegmentInfo {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]SegmentInfo, 0, len(j.segs))
+	for _, s := range j.segs {
+		out = append(out, SegmentInfo{ID: s.id, Size: s.size, Sealed: s != j.head})
+	}
+	slices.SortFunc(out, func(a, b SegmentInfo) int { return cmpUint(a.ID, b.ID) })
+	return out
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// RemoveSegment deletes segment id, which must be the oldest one and
+// sealed. Only the oldest may go: a record in a later segment can cancel
+// one in an earlier segment (a delete after a put), and removing a later
+// segment first would bring the cancelled record back on replay.
+func (j *Journal) RemoveSegment(id uint64) error {
+	j.mu.Lock()
+	s := j.segs[id]
+	switch {
+	case s == nil:
+		j.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrNoSegment, id)
+	case s == j.head:
+		j.mu.Unlock()
+		return fmt.Errorf("journal: segment %d is the head", id)
+	}
+	for other := range j.segs {
+		if other < id {
+			j.mu.Unlock()
+			return fmt.Errorf("journal: segment %d is not the oldest (%d is older)", id, other)
+		}
+	}
+	delete(j.segs, id)
+	s.removed = true
+	closeNow := s.refs == 0
+	j.mu.Unlock()
+	if closeNow {
+		s.f.Close()
+	}
+	if err := j.fs.Remove(s.name); err != nil {
+		return fmt.Errorf("journal: remove segment: %w", err)
+	}
+	if err := j.fs.SyncDir(j.dir); err != nil {
+		return fmt.Errorf("journal: remove segment %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// Stats returns the journal's counters.
+func (j *Journal) Stats() Stats {
+	return Stats{Appends: j.appends.Load(), Groups: j.groups.Load(), Failed: j.failed.Load()}
+}
+
+// Dir is the journal's directory.
+func (j *Journal) Dir() string { return j.dir }
+
+// Close waits for queued frames, stops the writer and closes the files.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return ErrClosed
+	}
+	j.closed = true
+	j.cond.Broadcast()
+	j.mu.Unlock()
+	<-j.done
+	return j.closeFiles()
+}
+
+func (j *Journal) closeFiles() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var errs []error
+	for _, s := range j.segs {
+		if s.f != nil {
+			errs = append(errs, s.f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,390 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type rec struct {
+	pos     Pos
+	payload string
+}
+
+func open(t *testing.T, fsys FS, dir string, segSize int64) (*Journal, RecoveryReport, []rec) {
+	t.Helper()
+	j, rep, got, err := tryOpen(fsys, dir, segSize)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return j, rep, got
+}
+
+func tryOpen(fsys FS, dir string, segSize int64) (*Journal, RecoveryReport, []rec, error) {
+	var got []rec
+	j, rep, err := Open(context.Background(), dir, Options{FS: fsys, SegmentSize: segSize, Logger: quiet}, func(p Pos, b []byte) error {
+		got = append(got, rec{p, string(b)})
+		return nil
+	})
+	return j, rep, got, err
+}
+
+func mustAppend(t *testing.T, j *Journal, s string) Pos {
+	t.Helper()
+	p, err := j.Append(context.Background(), []byte(s), nil)
+	if err != nil {
+		t.Fatalf("Append(%q): %v", s, err)
+	}
+	return p
+}
+
+func payloads(rs []rec) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.payload
+	}
+	return out
+}
+
+func equal(t *testing.T, got []rec, want ...string) {
+	t.Helper()
+	if g := strings.Join(payloads(got), ","); g != strings.Join(want, ",") {
+		t.Fatalf("replayed %q, want %q", g, strings.Join(want, ","))
+	}
+}
+
+func TestAppendReopenRotateReadAt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		dir  string
+	}{{"os", OSFS{}, t.TempDir()}, {"mem", NewMemFS(1), "/j"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, rep, got := open(t, tc.fs, tc.dir, 100)
+			if len(got) != 0 || rep.Truncated || rep.Segments != 0 {
+				t.Fatalf("fresh journal: %+v %v", rep, got)
+			}
+			var want []string
+			var pos []Pos
+			for i := range 20 {
+				s := fmt.Sprintf("record-%02d-%s", i, strings.Repeat("x", i))
+				want = append(want, s)
+				pos = append(pos, mustAppend(t, j, s))
+			}
+			segs := j.Segments()
+			if len(segs) < 3 || segs[len(segs)-1].Sealed || !segs[0].Sealed {
+				t.Fatalf("expected rotation at 100 bytes, got %+v", segs)
+			}
+			for i, p := range pos {
+				buf := make([]byte, len(want[i]))
+				if _, err := j.ReadAt(buf, p.Segment, p.PayloadOffset()); err != nil || string(buf) != want[i] {
+					t.Fatalf("ReadAt %v = %q, %v; want %q", p, buf, err, want[i])
+				}
+				if b, err := j.ReadFrame(p); err != nil || string(b) != want[i] {
+					t.Fatalf("ReadFrame %v = %q, %v", p, b, err)
+				}
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			j, rep, got = open(t, tc.fs, tc.dir, 100)
+			defer j.Close()
+			equal(t, got, want...)
+			for i, r := range got {
+				if r.pos != pos[i] {
+					t.Fatalf("frame %d replayed at %v, appended at %v", i, r.pos, pos[i])
+				}
+			}
+			if rep.Frames != 20 || rep.Segments != len(segs) || rep.Truncated {
+				t.Fatalf("report %+v", rep)
+			}
+			mustAppend(t, j, "after-reopen")
+		})
+	}
+}
+
+func TestGroupCommitOrderAndBatching(t *testing.T) {
+	ffs := NewFaultFS(nil, 2)
+	j, _, _ := open(t, ffs, "/j", 1<<20)
+	var mu sync.Mutex
+	var order []Pos
+	var wg sync.WaitGroup
+	const writers, each = 32, 50
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				_, err := j.Append(context.Background(), fmt.Appendf(nil, "w%d-%d", w, i), func(p Pos) {
+					mu.Lock()
+					order = append(order, p)
+					mu.Unlock()
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := j.Stats()
+	if st.Appends != writers*each || st.Groups >= st.Appends {
+		t.Fatalf("stats %+v: expected groups of more than one frame", st)
+	}
+	for i := 1; i < len(order); i++ {
+		a, b := order[i-1], order[i]
+		if a.Segment > b.Segment || a.Segment == b.Segment && a.Offset >= b.Offset {
+			t.Fatalf("onDurable out of journal order: %v then %v", a, b)
+		}
+	}
+	j.Close()
+	_, _, got := open(t, ffs, "/j", 1<<20)
+	if len(got) != writers*each {
+		t.Fatalf("replayed %d frames", len(got))
+	}
+	for i, r := range got {
+		if r.pos != order[i] {
+			t.Fatalf("replay order differs from onDurable order at %d", i)
+		}
+	}
+}
+
+// failAndRecover checks the common contract of write faults: the failed
+// frame is reported as failed with the cause, the next append works
+// without reopening, and reopening shows exactly the acknowledged frames.
+func failAndRecover(t *testing.T, arm func(*FaultFS), disarm func(*FaultFS), cause error) {
+	t.Helper()
+	ffs := NewFaultFS(nil, 3)
+	j, _, _ := open(t, ffs, "/j", 1<<20)
+	mustAppend(t, j, "a")
+	arm(ffs)
+	onDurable := false
+	_, err := j.Append(context.Background(), []byte(strings.Repeat("b", 1000)), func(Pos) { onDurable = true })
+	if err == nil || !errors.Is(err, cause) {
+		t.Fatalf("Append under fault = %v, want %v", err, cause)
+	}
+	if onDurable {
+		t.Fatal("onDurable called for a failed frame")
+	}
+	if disarm != nil {
+		disarm(ffs)
+	}
+	mustAppend(t, j, "c")
+	if s := j.Segments(); s[0].Size != 2*(HeaderSize+1) {
+		t.Fatalf("segment holds %d bytes, want the two acknowledged frames only", s[0].Size)
+	}
+	ffs.Crash(CrashKeepAll)
+	_, rep, got := open(t, ffs, "/j", 1<<20)
+	equal(t, got, "a", "c")
+	if rep.Truncated {
+		t.Fatalf("unexpected truncation %+v", rep)
+	}
+}
+
+func TestSyncFailure(t *testing.T) {
+	failAndRecover(t, func(f *FaultFS) { f.FailSyncs(1) }, nil, ErrInjected)
+}
+
+func TestWriteFailure(t *testing.T) {
+	failAndRecover(t, func(f *FaultFS) { f.FailWrites(1) }, nil, ErrInjected)
+}
+
+func TestShortWrite(t *testing.T) {
+	failAndRecover(t, func(f *FaultFS) { f.ShortWrites(1) }, nil, io.ErrShortWrite)
+}
+
+func TestDiskFullRecoversByItself(t *testing.T) {
+	failAndRecover(t, func(f *FaultFS) { f.SetCapacity(f.Used() + 500) }, func(f *FaultFS) { f.SetCapacity(-1) }, syscall.ENOSPC)
+}
+
+func TestFailedTruncateRefusesWrites(t *testing.T) {
+	ffs := NewFaultFS(nil, 4)
+	j, _, _ := open(t, ffs, "/j", 1<<20)
+	mustAppend(t, j, "a")
+	ffs.FailSyncs(1)
+	ffs.FailTruncates(1)
+	if _, err := j.Append(context.Background(), []byte("b"), nil); !errors.Is(err, ErrInjected) {
+		t.Fatalf("Append = %v", err)
+	}
+	if _, err := j.Append(context.Background(), []byte("c"), nil); !errors.Is(err, ErrBroken) {
+		t.Fatalf("Append after failed truncate = %v, want ErrBroken", err)
+	}
+	j.Close()
+	ffs.Crash(CrashDropUnsynced)
+	j, _, got := open(t, ffs, "/j", 1<<20)
+	equal(t, got, "a")
+	mustAppend(t, j, "d")
+}
+
+func TestTornTail(t *testing.T) {
+	for _, mode := range []CrashMode{CrashKeepPrefix, CrashZeroFill} {
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("mode%d/seed%d", mode, seed), func(t *testing.T) {
+				mem := NewMemFS(seed)
+				j, _, _ := open(t, mem, "/j", 1<<20)
+				mustAppend(t, j, "durable")
+				seg := j.Segments()[0]
+				// Write an unsynced frame straight to the file, as a crash
+				// in the middle of a group commit leaves it.
+				f, _ := mem.OpenFile(filepath.Join("/j", SegmentName(seg.ID)), 0, 0)
+				f.Write(AppendFrame(nil, bytes.Repeat([]byte("t"), 300)))
+				mem.Crash(mode)
+				j2, rep, got := open(t, mem, "/j", 1<<20)
+				defer j2.Close()
+				size := HeaderSize + int64(len("durable"))
+				full := size + HeaderSize + 300
+				switch {
+				case len(got) == 2:
+					// The whole frame survived: nothing to cut.
+					if mode == CrashZeroFill || rep.Truncated {
+						t.Fatalf("zero fill cannot keep the frame intact: %+v", rep)
+					}
+				case len(got) == 1:
+					if rep.Truncated != (rep.Dropped > 0) || rep.Truncated && (rep.Offset != size || rep.Dropped > full-size || !strings.HasSuffix(rep.File, SegmentName(seg.ID))) {
+						t.Fatalf("report %+v", rep)
+					}
+				default:
+					t.Fatalf("replayed %v", payloads(got))
+				}
+				if s := j2.Segments()[0].Size; s != size && s != full {
+					t.Fatalf("segment size after recovery %d", s)
+				}
+				mustAppend(t, j2, "next")
+			})
+		}
+	}
+}
+
+func TestZeroFilledTailReported(t *testing.T) {
+	mem := NewMemFS(1)
+	j, _, _ := open(t, mem, "/j", 1<<20)
+	mustAppend(t, j, "durable")
+	j.Close()
+	name := filepath.Join("/j", SegmentName(1))
+	f, _ := mem.OpenFile(name, 0, 0)
+	f.Write(make([]byte, 4096))
+	f.Close()
+	_, rep, got := open(t, mem, "/j", 1<<20)
+	equal(t, got, "durable")
+	if !rep.Truncated || rep.File != name || rep.Offset != 15 || rep.Dropped != 4096 || rep.Reason != "zero-filled tail" {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestBadCRCAtTailIsCut(t *testing.T) {
+	mem := NewMemFS(1)
+	j, _, _ := open(t, mem, "/j", 1<<20)
+	mustAppend(t, j, "one")
+	mustAppend(t, j, "two")
+	j.Close()
+	name := filepath.Join("/j", SegmentName(1))
+	mem.FlipBit(name, int64(HeaderSize+3+HeaderSize+1), 3)
+	_, rep, got := open(t, mem, "/j", 1<<20)
+	equal(t, got, "one")
+	if !rep.Truncated || rep.Offset != HeaderSize+3 || rep.Reason != "checksum mismatch" {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestCorruptionBeforeTailFailsOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  int64 // of the flipped byte, in the first segment
+		segs int
+	}{
+		{"payload bit", HeaderSize + 2, 1},
+		{"crc bit", 5, 1},
+		{"length bit", 1, 1},
+		{"sealed segment tail", 3*(HeaderSize+9) + HeaderSize + 4, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := NewMemFS(1)
+			j, _, _ := open(t, mem, "/j", 4*(HeaderSize+9))
+			for i := range 6 {
+				mustAppend(t, j, fmt.Sprintf("payload-%d", i))
+			}
+			if n := len(j.Segments()); n != 2 {
+				t.Fatalf("%d segments", n)
+			}
+			j.Close()
+			name := filepath.Join("/j", SegmentName(1))
+			if err := mem.FlipBit(name, tc.off, 0); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := tryOpen(mem, "/j", 4*(HeaderSize+9))
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open = %v, want a CorruptError", err)
+			}
+			wantOff := tc.off / (HeaderSize + 9) * (HeaderSize + 9)
+			if ce.File != name || ce.Offset != wantOff || !strings.Contains(err.Error(), name) {
+				t.Fatalf("error %v names %s at %d, want %s at %d", err, ce.File, ce.Offset, name, wantOff)
+			}
+		})
+	}
+}
+
+func TestRemoveSegment(t *testing.T) {
+	mem := NewMemFS(1)
+	j, _, _ := open(t, mem, "/j", 30)
+	var pos []Pos
+	for i := range 5 {
+		pos = append(pos, mustAppend(t, j, fmt.Sprintf("record-%d-abcdefgh", i)))
+	}
+	segs := j.Segments()
+	if len(segs) != 5 {
+		t.Fatalf("%+v", segs)
+	}
+	if err := j.RemoveSegment(segs[1].ID); err == nil {
+		t.Fatal("removed a segment that is not the oldest")
+	}
+	if err := j.RemoveSegment(segs[4].ID); err == nil {
+		t.Fatal("removed the head")
+	}
+	if err := j.RemoveSegment(segs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.ReadAt(make([]byte, 1), pos[0].Segment, 0); !errors.Is(err, ErrNoSegment) {
+		t.Fatalf("ReadAt removed segment = %v", err)
+	}
+	j.Close()
+	_, rep, got := open(t, mem, "/j", 30)
+	if len(got) != 4 || rep.Segments != 4 || got[0].pos != pos[1] {
+		t.Fatalf("after removal: %+v %v", rep, got)
+	}
+}
+
+func TestAppendAfterClose(t *testing.T) {
+	j, _, _ := open(t, NewMemFS(1), "/j", 0)
+	j.Close()
+	if _, err := j.Append(context.Background(), []byte("x"), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v", err)
+	}
+	if _, err := j.Append(context.Background(), nil, nil); err == nil {
+		t.Fatal("empty payload accepted")
+	}
+}
+
+func TestCorruptionInLastSegmentWithDataAfterFailsOpen(t *testing.T) {
+	mem := NewMemFS(1)
+	j, _, _ := open(t, mem, "/j", 1<<20)
+	for i := range 4 {
+		mustAppend(t, j, fmt.Sprintf("payload-%d", i))
+	}
+	j.Close()
+	name := filepath.Join("/j", SegmentName(1))
+	mem.FlipBit(name, 17+HeaderSize+4, 6)
+	_, _, _, err := tryOpen(mem, "/j", 1<<20)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != name || ce.Offset != 17 || !strings.Contains(ce.Reason, "valid frame follows at offset 34") {
+		t.Fatalf("Open = %v", err)
+	}
+}

@@ -53,3 +53,20 @@ func FuzzValidateResource(f *testing.F) {
 func pointsInto(ptr, base string) bool {
 	return ptr == base || strings.HasPrefix(ptr, base+"/")
 }
+
+// TestConcurrentFirstUse: the lazy compilation and the compiled schemas are
+// safe to use from many goroutines at once (run with -race).
+func TestConcurrentFirstUse(t *testing.T) {
+	done := make(chan []Violation)
+	for i := range 8 {
+		go func() {
+			vs, _ := ValidateResource(fuzzForms[i%len(fuzzForms)], []byte(`{"maxBatchSize":5.0}`), nil)
+			done <- vs
+		}()
+	}
+	for range 8 {
+		if vs := <-done; len(vs) == 0 {
+			t.Fatal("want violations")
+		}
+	}
+}

@@ -235,6 +235,13 @@ type refField struct {
 	required bool
 }
 
+func expectIf(cond bool, want ...Violation) []Violation {
+	if cond {
+		return want
+	}
+	return nil
+}
+
 func missingCase(t target, path string, required bool) tc {
 	doc := del(t.valid, path)
 	if required {
@@ -266,6 +273,8 @@ func (f intField) cases() []tc {
 		t.with(p+"/fraction", set(t.valid, p, raw(fmt.Sprintf("%d.5", mid))), v(ptr, rng)),
 		t.with(p+"/point-zero", set(t.valid, p, raw(fmt.Sprintf("%d.0", mid))), v(ptr, lit)),
 		t.with(p+"/exponent", set(t.valid, p, raw(fmt.Sprintf("%de0", mid))), v(ptr, lit)),
+		t.with(p+"/exponent-upper", set(t.valid, p, raw(fmt.Sprintf("%dE+0", mid))), v(ptr, lit)),
+		t.with(p+"/negative-zero", set(t.valid, p, raw("-0")), expectIf(f.min > 0, v(ptr, rng))...),
 		t.with(p+"/point-zero-above-maximum", set(t.valid, p, raw(fmt.Sprintf("%d.0", f.max+1))), v(ptr, lit)),
 		siblingCase(t, p),
 	}
@@ -640,6 +649,11 @@ func TestValidation(t *testing.T) {
 		}
 		seen[c.name] = true
 		t.Run(c.name, func(t *testing.T) {
+			if c.file == "" { // KnownForm agrees with ValidateResource
+				if known := KnownForm(c.form); known != !errors.Is(c.wantErr, ErrUnknownForm) {
+					t.Fatalf("KnownForm(%q) = %v", c.form, known)
+				}
+			}
 			got, err := c.run()
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {

@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/takoform/queuehost/gen/api"
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+// fakeEngine records what the server asks of the delivery engine. Gates
+// let a test hold an effect (a Detach that has not proven its stop
+// boundary, a queue removal in progress).
+type fakeEngine struct {
+	mu        sync.Mutex
+	queues    map[string]delivery.QueueConfig
+	consumers map[string]delivery.ConsumerConfig
+	counts    map[string]int
+	calls     []string
+
+	detachGate chan struct{} // when set, Detach waits for it to be closed
+	removeGate chan struct{}
+	failAttach error
+	failStats  error
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{}, counts: map[string]int{}}
+}
+
+func (e *fakeEngine) record(c string) {
+	e.calls = append(e.calls, c)
+}
+
+func (e *fakeEngine) AddQueue(_ context.Context, q delivery.QueueConfig) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.record("AddQueue " + q.UID)
+	if _, ok := e.queues[q.UID]; ok {
+		return fmt.Errorf("queue %s exists", q.UID)
+	}
+	e.queues[q.UID] = q
+	return nil
+}
+
+func (e *fakeEngine) UpdateQueue(_ context.Context, q delivery.QueueConfig) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.record("UpdateQueue " + q.UID)
+	if _, ok := e.queues[q.UID]; !ok {
+		return delivery.ErrUnknownQueue
+	}
+	e.queues[q.UID] = q
+	return nil
+}
+
+func (e *fakeEngine) RemoveQueue(ctx context.Context, uid string) error {
+	e.mu.Lock()
+	gate := e.removeGate
+	e.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.record("RemoveQueue " + uid)
+	if _, ok := e.queues[uid]; !ok {
+		return delivery.ErrUnknownQueue
+	}
+	delete(e.queues, uid)
+	return nil
+}
+
+func (e *fakeEngine) QueueStats(_ context.Context, uid string) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failStats != nil {
+		return 0, e.failStats
+	}
+	if _, ok := e.queues[uid]; !ok {
+		return 0, delivery.ErrUnknownQueue
+	}
+	return e.counts[uid], nil
+}
+
+func (e *fakeEngine) Attach(_ context.Context, c delivery.ConsumerConfig) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.record("Attach " + c.UID)
+	if e.failAttach != nil {
+		return e.failAttach
+	}
+	if _, ok := e.queues[c.QueueUID]; !ok {
+		return delivery.ErrUnknownQueue
+	}
+	if _, ok := e.consumers[c.UID]; ok {
+		return fmt.Errorf("consumer %s attached", c.UID)
+	}
+	e.consumers[c.UID] = c
+	return nil
+}
+
+func (e *fakeEngine) UpdateConsumer(_ context.Context, c delivery.ConsumerConfig) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.record("UpdateConsumer " + c.UID)
+	if _, ok := e.consumers[c.UID]; !ok {
+		return errors.New("not attached")
+	}
+	e.consumers[c.UID] = c
+	return nil
+}
+
+func (e *fakeEngine) Detach(ctx context.Context, uid string) error {
+	e.mu.Lock()
+	gate := e.detachGate
+	e.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.record("Detach " + uid)
+	delete(e.consumers, uid)
+	return nil
+}
+
+func (e *fakeEngine) has(kind, uid string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if kind == "queue" {
+		_, ok := e.queues[uid]
+		return ok
+	}
+	_, ok := e.consumers[uid]
+	return ok
+}
+
+func (e *fakeEngine) callsOf(prefix string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, c := range e.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeWorkers stands in for the goja runtime in admission tests: a module
+// "exports" the handlers whose method it defines, and the text
+// SYNTAX_ERROR at line L, column C is a compile error there.
+type fakeWorkers struct {
+	mu      sync.Mutex
+	evicted []string
+}
+
+var handlerRe = regexp.MustCompile(`\b(fetch|queue)\s*\(`)
+
+func (f *fakeWorkers) Compile(_ context.Context, v *Version) ([]string, error) {
+	var exports []string
+	for _, m := range v.Modules {
+		for i, line := range strings.Split(m.Content, "\n") {
+			if c := strings.Index(line, "SYNTAX_ERROR"); c >= 0 {
+				return nil, &CompileError{File: m.Name, Line: i + 1, Column: c + 1, Message: "Unexpected token"}
+			}
+		}
+		if m.Name == v.MainModule {
+			for _, mm := range handlerRe.FindAllStringSubmatch(m.Content, -1) {
+				if !slices.Contains(exports, mm[1]) {
+					exports = append(exports, mm[1])
+				}
+			}
+		}
+	}
+	return exports, nil
+}
+
+func (f *fakeWorkers) Fetch(_ context.Context, v *Version, req *http.Request) (*http.Response, error) {
+	return nil, errors.New("fake workers do not run code")
+}
+
+func (f *fakeWorkers) Logs(context.Context, string, int64, int) ([]api.LogEntry, error) {
+	return nil, nil
+}
+
+func (f *fakeWorkers) Evict(uid string) {
+	f.mu.Lock()
+	f.evicted = append(f.evicted, uid)
+	f.mu.Unlock()
+}

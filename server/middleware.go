@@ -1,0 +1,284 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/schemas"
+)
+
+type ctxKey struct{}
+
+// reqInfo travels in the request context: the middleware fills it, the
+// handlers and the access log read it.
+type reqInfo struct {
+	id        string
+	principal *auth.Principal
+	body      []byte // the validated request body (POST, PUT)
+}
+
+func info(ctx context.Context) *reqInfo {
+	if ri, ok := ctx.Value(ctxKey{}).(*reqInfo); ok {
+		return ri
+	}
+	return &reqInfo{}
+}
+
+func requestID(ctx context.Context) string { return info(ctx).id }
+
+func principal(ctx context.Context) *auth.Principal { return info(ctx).principal }
+
+var clientRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func newID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// requestID gives every request an ID (the client's X-Request-Id when it is
+// a plain token, a fresh one otherwise) and echoes it.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !clientRequestID.MatchString(id) {
+			id = newID("req-")
+		}
+		w.Header().Set("X-Request-Id", id)
+		ri := &reqInfo{id: id}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// accessLog writes one JSON line per request. It logs the path without the
+// query and never a header value or a body, so no token or secret can
+// reach the log.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		ri := info(r.Context())
+		who := ""
+		if ri.principal != nil {
+			who = ri.principal.Name
+		}
+		s.log.LogAttrs(r.Context(), levelInfo, "request",
+			attr("method", r.Method), attr("path", r.URL.Path), attrInt("status", sw.status),
+			attrDur("duration", time.Since(start)), attr("principal", who), attr("requestId", ri.id))
+	})
+}
+
+// recoverer turns a handler panic into a 500 problem and a log line.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "handler panic", "panic", fmt.Sprint(v), "requestId", requestID(r.Context()))
+			s.writeProblem(w, r, newProblem(http.StatusInternalServerError, CodeInternal, "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// probeWriter captures what the mux would answer for an unmatched request.
+type probeWriter struct {
+	h      http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header         { return p.h }
+func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (p *probeWriter) WriteHeader(code int)        { p.status = code }
+
+// route dispatches to the mux, rendering its 404 and 405 as problems.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	probe := &probeWriter{h: http.Header{}}
+	h.ServeHTTP(probe, r)
+	switch probe.status {
+	case http.StatusMethodNotAllowed:
+		if allow := probe.h.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		s.writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	case http.StatusNotFound, 0:
+		s.writeProblem(w, r, notFound("no such route"))
+	default:
+		h.ServeHTTP(w, r) // a redirect to the cleaned path
+	}
+}
+
+// routeGuard runs on every matched route: authentication, the space rule,
+// the role for the route and, for POST and PUT, the envelope.
+func (s *Server) routeGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Pattern == "GET /v2/openapi.json" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="takohost"`)
+			s.writeProblem(w, r, newProblem(http.StatusUnauthorized, CodeUnauthenticated, "an Authorization: Bearer <token> header is required"))
+			return
+		}
+		p, ok := s.authn.Authenticate(tok)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="takohost", error="invalid_token"`)
+			s.writeProblem(w, r, newProblem(http.StatusUnauthorized, CodeUnauthenticated, "the token matches no principal"))
+			return
+		}
+		info(r.Context()).principal = p
+		space := r.PathValue("space")
+		if !p.InSpace(space) {
+			s.writeProblem(w, r, notFound("not found"))
+			return
+		}
+		action := auth.Read
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+		default:
+			action = auth.Write
+		}
+		if isFetch(r) {
+			action = auth.Write
+		}
+		if !p.CanAny(space, action) {
+			s.writeProblem(w, r, forbidden("the principal may not %s in this space", action))
+			return
+		}
+		if schema := envelopeSchema(r); schema != "" {
+			if err := s.readEnvelope(w, r, schema); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isFetch(r *http.Request) bool {
+	return r.Pattern == "/v2/spaces/{space}/resources/{uid}/fetch" ||
+		r.Pattern == "/v2/spaces/{space}/resources/{uid}/fetch/{path...}"
+}
+
+func envelopeSchema(r *http.Request) string {
+	switch r.Pattern {
+	case "POST /v2/spaces/{space}/resources":
+		return schemas.SchemaCreateResourceRequest
+	case "PUT /v2/spaces/{space}/resources/{uid}":
+		return schemas.SchemaUpdateResourceRequest
+	}
+	return ""
+}
+
+// readEnvelope checks the content type, size, nesting depth and closed
+// shape of a request body before the strict handler decodes it (encoding/json
+// would silently drop unknown members), then hands the same bytes on.
+func (s *Server) readEnvelope(w http.ResponseWriter, r *http.Request, schema string) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return invalidRequest("the request body must be application/json")
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return invalidRequest("the request body is larger than %d bytes (8 MiB)", MaxBodyBytes)
+		}
+		return invalidRequest("the request body could not be read")
+	}
+	if d := jsonDepth(raw); d > MaxJSONDepth {
+		return invalidRequest("the request body is nested more than %d levels deep", MaxJSONDepth)
+	}
+	vs, err := schemas.ValidateDocument(schema, raw, "")
+	if err != nil {
+		if errors.Is(err, schemas.ErrNotJSON) {
+			return invalidRequest("the request body is not JSON: %v", err)
+		}
+		return err
+	}
+	if len(vs) > 0 {
+		return fromViolations(http.StatusBadRequest, CodeInvalidRequest, "the request body does not have the request's shape", vs)
+	}
+	info(r.Context()).body = raw
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	return nil
+}
+
+// jsonDepth is the deepest nesting of arrays and objects in raw, counted
+// without decoding (so that a hostile document costs one pass).
+func jsonDepth(raw []byte) int {
+	depth, max := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return max
+}

@@ -315,3 +315,29 @@ func (h *harness) worker(space, name string, handlers ...string) (string, string
 	h.mustPut(space, w, map[string]any{"handlers": handlers, "version": refTo(v)})
 	return w, v
 }
+
+// pauseHook holds every Operation after its intent is journaled until
+// release is closed, signalling paused each time.
+func pauseHook(release <-chan struct{}, paused chan<- struct{}) harnessOpt {
+	return func(o *Options) {
+		o.AfterIntent = func(ctx context.Context, op store.Operation) {
+			select {
+			case paused <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

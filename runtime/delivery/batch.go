@@ -1,0 +1,469 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/takoform/queuehost/runtime/clock"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// ErrHandlerTimeout is the cause (context.Cause) of a handler context that
+// ended because the invocation exceeded Options.HandlerTimeout. It wraps
+// context.DeadlineExceeded.
+var ErrHandlerTimeout = fmt.Errorf("delivery: the handler exceeded its time limit: %w", context.DeadlineExceeded)
+
+// errBatchClosed is the cause of a handler context whose batch was closed
+// by Detach, Shutdown or RemoveQueue before the handler returned.
+var errBatchClosed = errors.New("delivery: the batch was closed by the host")
+
+type batchState uint8
+
+const (
+	bDispatching batchState = iota // resolving, reading bodies, recording the delivery
+	bRunning                       // handler invoked; settlements accepted
+	bClosing                       // invocation ended; waiting for settlements in flight, then finalizing
+	bClosed
+)
+
+type outcome uint8
+
+const (
+	outSuccess outcome = iota + 1 // handler returned nil: acknowledge the unsettled
+	outFailure                    // threw, rejected, panicked: retry the unsettled
+	outTimeout                    // exceeded HandlerTimeout: retry the unsettled
+	outClose                      // closed by the host: unsettled go back as they are
+)
+
+type settleState uint8
+
+const (
+	unsettled settleState = iota
+	settling
+	settled
+)
+
+type bmsg struct {
+	m    *msg
+	st   settleState
+	wait chan struct{} // closed when a settlement in flight ends
+}
+
+// batch is one delivery; guarded by its queue's mu.
+type batch struct {
+	id    string
+	q     *queue
+	c     *consumer
+	items []*bmsg
+	byID  map[string]*bmsg
+	state batchState
+	// abort: set while dispatching by Detach, Shutdown or RemoveQueue;
+	// the handler is not invoked and the messages go back.
+	abort bool
+	// noAck: the consumer is detaching; a normal return of the handler
+	// does not acknowledge what is unsettled (QC §削除).
+	noAck      bool
+	outcome    outcome
+	pending    int  // settlements in flight
+	finalizing bool // someone is running finalize
+	cancel     context.CancelCauseFunc
+	timer      clock.Timer
+	done       chan struct{} // closed when bClosed
+}
+
+func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
+	b := &batch{id: e.newBatchID(), q: q, c: c, byID: make(map[string]*bmsg, len(ms)), done: make(chan struct{})}
+	for _, m := range ms {
+		bm := &bmsg{m: m}
+		b.items = append(b.items, bm)
+		b.byID[m.id] = bm
+	}
+	return b
+}
+
+// dispatchBatch resolves the handler, reads the bodies, records the
+// delivery durably (attempts+1, lease) and runs the handler. Runs in its own
+// goroutine, counted by track until the handler is invoked.
+func (e *Engine) dispatchBatch(b *batch) {
+	q := b.q
+	tracked := true
+	defer func() {
+		if tracked {
+			e.track.done()
+		}
+	}()
+	q.mu.Lock()
+	workerUID, queueName, abort := b.c.cfg.WorkerUID, q.cfg.Name, b.abort
+	q.mu.Unlock()
+	if abort {
+		e.unlease(b, nil, false)
+		return
+	}
+	h, err := e.res.Resolve(e.ctx, workerUID)
+	if err == nil && h == nil {
+		err = errors.New("resolver returned no handler")
+	}
+	if err != nil {
+		e.log.Warn("delivery: cannot resolve the queue handler; delivering nothing, will retry", "queue", q.uid, "consumer", b.c.cfg.UID, "worker", workerUID, "err", err)
+		e.unlease(b, nil, true)
+		return
+	}
+	bodies := make(map[string][]byte, len(b.items))
+	var gone []*bmsg
+	for _, bm := range b.items {
+		body, err := e.store.Body(e.ctx, q.uid, bm.m.id)
+		if errors.Is(err, store.ErrNotFound) {
+			gone = append(gone, bm)
+			continue
+		}
+		if err != nil {
+			e.log.Warn("delivery: reading message bodies failed; will retry", "queue", q.uid, "err", err)
+			e.unlease(b, nil, true)
+			return
+		}
+		bodies[bm.m.id] = body
+	}
+	if len(gone) > 0 {
+		e.unlease(b, gone, false)
+		return
+	}
+	ids := make([]string, len(b.items))
+	for i, bm := range b.items {
+		ids[i] = bm.m.id
+	}
+	q.mu.Lock()
+	abort = b.abort
+	q.mu.Unlock()
+	if abort {
+		e.unlease(b, nil, false)
+		return
+	}
+	if err := e.store.Apply(e.ctx, store.DeliverMessages{Queue: q.uid, Batch: b.id, IDs: ids}); err != nil {
+		e.log.Warn("delivery: recording a delivery failed; will retry", "queue", q.uid, "err", err)
+		e.unlease(b, nil, true)
+		return
+	}
+
+	q.mu.Lock()
+	msgs := make([]Message, len(b.items))
+	for i, bm := range b.items {
+		bm.m.attempts++
+		msgs[i] = Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[bm.m.id], Attempts: bm.m.attempts}
+	}
+	b.c.failures, b.c.backoffUntil = 0, 0
+	b.state = bRunning
+	if b.abort {
+		// Closed while the delivery was being recorded: the attempt
+		// counts, the handler does not run, the messages go back.
+		fin := e.closeLocked(b, outClose)
+		q.mu.Unlock()
+		if fin {
+			e.finalize(b)
+		}
+		return
+	}
+	base := context.Background()
+	hctx, cancel := context.WithCancelCause(base)
+	timeout := e.handlerTimeout
+	if clock.IsReal(e.clock) {
+		// Let the handler see its deadline; the clock timer below is what
+		// closes the batch.
+		var c2 context.CancelFunc
+		hctx, c2 = context.WithDeadlineCause(hctx, e.clock.Now().Add(timeout), ErrHandlerTimeout)
+		cancel1 := cancel
+		cancel = func(cause error) { cancel1(cause); c2() }
+	}
+	b.cancel = cancel
+	b.timer = e.clock.AfterFunc(timeout, func() { e.handlerTimedOut(b) })
+	e.registerBatch(b)
+	e.delivered.Add(1)
+	q.mu.Unlock()
+
+	batch := NewBatch(b.id, queueName, msgs, e)
+	tracked = false
+	e.track.done()
+	herr := runHandler(hctx, h, batch)
+	e.track.add()
+	tracked = true
+
+	out := outSuccess
+	if herr != nil {
+		out = outFailure
+		e.log.Info("delivery: the queue handler failed; unsettled messages will be retried", "queue", q.uid, "batch", b.id, "err", herr)
+	}
+	q.mu.Lock()
+	fin := e.closeLocked(b, out)
+	q.mu.Unlock()
+	if fin {
+		e.finalize(b)
+	}
+}
+
+// runHandler calls h, turning a panic into an error.
+func runHandler(ctx context.Context, h Handler, b *Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("queue handler panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return h.HandleBatch(ctx, b)
+}
+
+// unlease abandons a batch that never reached its handler: nothing was
+// recorded, so the messages simply become deliverable again (gone ones are
+// forgotten). With fail, the consumer backs off.
+func (e *Engine) unlease(b *batch, gone []*bmsg, fail bool) {
+	q := b.q
+	q.mu.Lock()
+	now := e.nowMs()
+	for _, bm := range gone {
+		q.drop(bm.m)
+	}
+	for _, bm := range b.items {
+		if bm.m.state == stLeased {
+			q.release(bm.m, bm.m.visibleAt, now)
+		}
+	}
+	if fail {
+		b.c.failures++
+		b.c.backoffUntil = now + backoff(b.c.failures).Milliseconds()
+	}
+	e.endBatchLocked(b)
+	q.pump()
+	q.mu.Unlock()
+	e.notify()
+}
+
+// endBatchLocked retires b. q.mu held.
+func (e *Engine) endBatchLocked(b *batch) {
+	b.state = bClosed
+	delete(b.q.batches, b.id)
+	b.c.inflight--
+	e.unregisterBatch(b.id)
+	close(b.done)
+}
+
+func (e *Engine) handlerTimedOut(b *batch) {
+	q := b.q
+	q.mu.Lock()
+	fin := e.closeLocked(b, outTimeout)
+	q.mu.Unlock()
+	if fin {
+		e.log.Info("delivery: the queue handler exceeded its time limit; unsettled messages will be retried", "queue", q.uid, "batch", b.id)
+		e.track.add()
+		go func() {
+			defer e.track.done()
+			e.finalize(b)
+		}()
+	}
+}
+
+// closeLocked ends the invocation of a running batch: from now on every
+// settlement is ErrUnknownBatch. It reports whether the caller must run
+// finalize (no settlement is in flight); otherwise the last settlement in
+// flight runs it. The first close wins. q.mu held.
+func (e *Engine) closeLocked(b *batch, out outcome) bool {
+	if b.state != bRunning {
+		return false
+	}
+	b.state = bClosing
+	b.outcome = out
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	if b.cancel != nil {
+		switch out {
+		case outTimeout:
+			b.cancel(ErrHandlerTimeout)
+		case outClose:
+			b.cancel(errBatchClosed)
+		default:
+			b.cancel(context.Canceled)
+		}
+	}
+	e.unregisterBatch(b.id)
+	if b.pending == 0 && !b.finalizing {
+		b.finalizing = true
+		return true
+	}
+	return false
+}
+
+// finalize settles what the handler left unsettled according to the
+// outcome, then retires the batch. For outClose it does no I/O.
+func (e *Engine) finalize(b *batch) {
+	q := b.q
+	q.mu.Lock()
+	out := b.outcome
+	if out == outSuccess && b.noAck {
+		out = outClose
+	}
+	cfg := b.c.cfg
+	now := e.nowMs()
+	p := plan{q: q}
+	for _, bm := range b.items {
+		if bm.st != unsettled {
+			continue
+		}
+		bm.st = settled
+		switch out {
+		case outSuccess:
+			p.ack = append(p.ack, bm.m)
+		case outFailure, outTimeout:
+			p.retryOrExhaust(bm.m, now+int64(cfg.RetryDelaySeconds)*1000, now, cfg)
+		default:
+			// Closed by the host: nothing is acknowledged; the delivery
+			// stays counted and the message is deliverable again at once
+			// (its durable lease is overwritten by the next delivery, or
+			// released at the next start).
+			q.release(bm.m, now, now)
+		}
+	}
+	q.mu.Unlock()
+
+	var moved []*msg
+	var dlq *queue
+	var err error
+	if !p.empty() {
+		moved, dlq, err = e.commit(context.Background(), &p)
+	}
+
+	q.mu.Lock()
+	now = e.nowMs()
+	if err != nil {
+		// Nothing of the plan is durable: the messages stay leased in the
+		// store and unsettled. Deliver them again after the retry delay
+		// (an exhausted one is dead-lettered at that point instead).
+		e.log.Warn("delivery: settling a finished batch failed; its messages will be redelivered", "queue", q.uid, "batch", b.id, "err", err)
+		for _, m := range p.all() {
+			q.release(m, now+int64(cfg.RetryDelaySeconds)*1000, now)
+		}
+	} else {
+		q.applyPlan(&p, now)
+	}
+	e.endBatchLocked(b)
+	e.finished.Add(1)
+	q.pump()
+	q.mu.Unlock()
+	e.addMoved(dlq, moved)
+	e.notify()
+}
+
+// Settle applies one settlement of a running batch. It returns only after
+// the settlement is durable. See the package documentation for the errors.
+func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error {
+	switch s.Kind {
+	case Acknowledge, Retry, AcknowledgeAll, RetryAll:
+	default:
+		return fmt.Errorf("delivery: unknown settlement kind %d", s.Kind)
+	}
+	if (s.Kind == Retry || s.Kind == RetryAll) && s.Delay != nil && (*s.Delay < 0 || *s.Delay > MaxDelaySeconds) {
+		return ErrInvalidDelay
+	}
+	b := e.lookupBatch(batchID)
+	if b == nil {
+		return ErrUnknownBatch
+	}
+	q := b.q
+	q.mu.Lock()
+	var targets []*bmsg
+	for {
+		if b.state != bRunning {
+			q.mu.Unlock()
+			return ErrUnknownBatch
+		}
+		if s.Kind == AcknowledgeAll || s.Kind == RetryAll {
+			for _, bm := range b.items {
+				if bm.st == unsettled {
+					targets = append(targets, bm)
+				}
+			}
+			if len(targets) == 0 {
+				q.mu.Unlock()
+				return nil
+			}
+			break
+		}
+		bm := b.byID[s.MessageID]
+		if bm == nil {
+			q.mu.Unlock()
+			return ErrUnknownMessage
+		}
+		if bm.st == settled {
+			q.mu.Unlock()
+			return ErrAlreadySettled
+		}
+		if bm.st == settling {
+			// Another settlement of this message is in flight: its
+			// outcome decides ours.
+			ch := bm.wait
+			q.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", ErrBackendUnavailable, ctx.Err())
+			}
+			q.mu.Lock()
+			continue
+		}
+		targets = []*bmsg{bm}
+		break
+	}
+	cfg := b.c.cfg
+	now := e.nowMs()
+	p := plan{q: q}
+	for _, bm := range targets {
+		bm.st = settling
+		bm.wait = make(chan struct{})
+		switch s.Kind {
+		case Acknowledge, AcknowledgeAll:
+			p.ack = append(p.ack, bm.m)
+		default:
+			delay := cfg.RetryDelaySeconds
+			if s.Delay != nil {
+				delay = *s.Delay
+			}
+			p.retryOrExhaust(bm.m, now+int64(delay)*1000, now, cfg)
+		}
+	}
+	b.pending++
+	q.mu.Unlock()
+
+	moved, dlq, err := e.commit(ctx, &p)
+
+	q.mu.Lock()
+	b.pending--
+	for _, bm := range targets {
+		close(bm.wait)
+		if err != nil {
+			bm.st = unsettled
+		} else {
+			bm.st = settled
+		}
+	}
+	if err == nil {
+		q.applyPlan(&p, e.nowMs())
+	}
+	fin := b.state == bClosing && b.pending == 0 && !b.finalizing
+	if fin {
+		b.finalizing = true
+	}
+	q.pump()
+	q.mu.Unlock()
+	if fin {
+		e.track.add()
+		go func() {
+			defer e.track.done()
+			e.finalize(b)
+		}()
+	}
+	e.addMoved(dlq, moved)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
+	}
+	return nil
+}
+
+var _ Settler = (*Engine)(nil)

@@ -1,0 +1,733 @@
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/takoform/queuehost/runtime/clock"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// Engine errors beyond the Forms' codes (Code maps them to
+// "backend_unavailable"; the API layer checks them first).
+var (
+	// ErrQueueExists: AddQueue of a UID the engine already has.
+	ErrQueueExists = errors.New("the queue is already known to the engine")
+	// ErrUnknownConsumer: UpdateConsumer of a consumer that is not attached.
+	ErrUnknownConsumer = errors.New("the consumer is not attached")
+	// ErrConsumerConflict: the queue already has a consumer (one that is
+	// still detaching counts), or the consumer UID is already attached.
+	ErrConsumerConflict = errors.New("the queue already has a consumer")
+	// ErrInvalidConfig: a QueueConfig or ConsumerConfig outside the Forms'
+	// ranges, or an update that changes an immutable field.
+	ErrInvalidConfig = errors.New("invalid queue or consumer configuration")
+	// ErrNotRunning: the engine has not been started or has shut down.
+	ErrNotRunning = errors.New("the delivery engine is not running")
+)
+
+// Options configure an Engine. The zero value is usable.
+type Options struct {
+	// Clock drives every schedule of the engine (visibility, batch fill,
+	// retention, backoff, handler time limit). Default clock.Real().
+	Clock clock.Clock
+	// HandlerTimeout is the time limit of one handler invocation. Default
+	// 30s.
+	HandlerTimeout time.Duration
+	// Logger receives the engine's operational logs. Default: discarded.
+	Logger *slog.Logger
+	// NewID issues message and batch IDs (1..256 characters, never
+	// reused). Default: 128 random bits as 32 hex digits.
+	NewID func() string
+}
+
+// Engine is the delivery engine: it accepts messages, delivers them in
+// batches to consumers' handlers, applies settlements, retries, dead-letters
+// and expires them, all durably through a store.Store. Its methods are safe
+// for concurrent use.
+type Engine struct {
+	store          store.Store
+	res            Resolver
+	clock          clock.Clock
+	handlerTimeout time.Duration
+	log            *slog.Logger
+	newID          func() string
+
+	ctx    context.Context // background work; cancelled when Shutdown returns
+	cancel context.CancelFunc
+
+	admin    sync.Mutex // serialises Start and AddQueue
+	started  atomic.Bool
+	stopping atomic.Bool
+	stopped  atomic.Bool
+
+	mu        sync.Mutex // leaf lock: never held while taking another
+	queues    map[string]*queue
+	consumers map[string]*consumer
+
+	bmu     sync.Mutex // leaf lock
+	running map[string]*batch
+
+	track tracker
+
+	delivered atomic.Int64 // batches handed to a handler
+	finished  atomic.Int64 // batches finalized after their handler ran
+
+	evMu sync.Mutex
+	evCh chan struct{}
+}
+
+// New returns an engine over st that finds handlers with res. Call
+// AddQueue and Attach for the existing resources, then Start.
+func New(st store.Store, res Resolver, opts Options) *Engine {
+	e := &Engine{
+		store:          st,
+		res:            res,
+		clock:          opts.Clock,
+		handlerTimeout: opts.HandlerTimeout,
+		log:            opts.Logger,
+		newID:          opts.NewID,
+		queues:         map[string]*queue{},
+		consumers:      map[string]*consumer{},
+		running:        map[string]*batch{},
+		evCh:           make(chan struct{}),
+	}
+	e.track.e = e
+	if e.clock == nil {
+		e.clock = clock.Real()
+	}
+	if e.handlerTimeout <= 0 {
+		e.handlerTimeout = 30 * time.Second
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.newID == nil {
+		e.newID = randomID
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e
+}
+
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (e *Engine) nowMs() int64 { return e.clock.Now().UTC().UnixMilli() }
+
+func (e *Engine) newBatchID() string { return e.newID() }
+
+// newMessageID issues an ID not present in q (IDs are random; the check
+// only matters for an injected NewID).
+func (e *Engine) newMessageID(q *queue) string {
+	for {
+		id := e.newID()
+		q.mu.Lock()
+		_, dup := q.msgs[id]
+		q.mu.Unlock()
+		if !dup && id != "" && len(id) <= MaxIDLength {
+			return id
+		}
+	}
+}
+
+func (e *Engine) queue(uid string) *queue {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.queues[uid]
+}
+
+func (e *Engine) registerBatch(b *batch) {
+	e.bmu.Lock()
+	e.running[b.id] = b
+	e.bmu.Unlock()
+}
+
+func (e *Engine) unregisterBatch(id string) {
+	e.bmu.Lock()
+	delete(e.running, id)
+	e.bmu.Unlock()
+}
+
+func (e *Engine) lookupBatch(id string) *batch {
+	e.bmu.Lock()
+	defer e.bmu.Unlock()
+	return e.running[id]
+}
+
+func validQueue(c QueueConfig) error {
+	switch {
+	case c.UID == "":
+		return fmt.Errorf("%w: empty queue UID", ErrInvalidConfig)
+	case c.DeliveryDelaySeconds < 0 || c.DeliveryDelaySeconds > MaxDelaySeconds:
+		return fmt.Errorf("%w: deliveryDelaySeconds %d", ErrInvalidConfig, c.DeliveryDelaySeconds)
+	case c.MessageRetentionSeconds < 60 || c.MessageRetentionSeconds > 1209600:
+		return fmt.Errorf("%w: messageRetentionSeconds %d", ErrInvalidConfig, c.MessageRetentionSeconds)
+	}
+	return nil
+}
+
+func validConsumer(c ConsumerConfig) error {
+	switch {
+	case c.UID == "" || c.QueueUID == "" || c.WorkerUID == "":
+		return fmt.Errorf("%w: consumer, queue and worker UIDs are required", ErrInvalidConfig)
+	case c.MaxBatchSize < 1 || c.MaxBatchSize > 100:
+		return fmt.Errorf("%w: maxBatchSize %d", ErrInvalidConfig, c.MaxBatchSize)
+	case c.MaxBatchTimeoutSeconds < 0 || c.MaxBatchTimeoutSeconds > 60:
+		return fmt.Errorf("%w: maxBatchTimeoutSeconds %d", ErrInvalidConfig, c.MaxBatchTimeoutSeconds)
+	case c.MaxConcurrency < 1 || c.MaxConcurrency > 250:
+		return fmt.Errorf("%w: maxConcurrency %d", ErrInvalidConfig, c.MaxConcurrency)
+	case c.MaxRetries < 0 || c.MaxRetries > 100:
+		return fmt.Errorf("%w: maxRetries %d", ErrInvalidConfig, c.MaxRetries)
+	case c.RetryDelaySeconds < 0 || c.RetryDelaySeconds > MaxDelaySeconds:
+		return fmt.Errorf("%w: retryDelaySeconds %d", ErrInvalidConfig, c.RetryDelaySeconds)
+	case c.DeadLetterQueueUID == c.QueueUID:
+		return fmt.Errorf("%w: a queue cannot be its own dead-letter queue", ErrInvalidConfig)
+	}
+	return nil
+}
+
+func backendErr(err error) error {
+	if err == nil || errors.Is(err, ErrBackendUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
+}
+
+// Start loads every added queue's messages from the store and begins
+// delivery. Messages leased by a batch of an earlier run are unsettled: they
+// are deliverable at once (or dead-lettered/discarded if they already had
+// 1+maxRetries deliveries). Queues added after Start are loaded by AddQueue.
+func (e *Engine) Start(ctx context.Context) error {
+	e.admin.Lock()
+	defer e.admin.Unlock()
+	if e.started.Load() || e.stopping.Load() {
+		return fmt.Errorf("delivery: Start called twice or after Shutdown")
+	}
+	e.mu.Lock()
+	qs := make([]*queue, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	e.mu.Unlock()
+	loaded := make([][]*msg, len(qs))
+	for i, q := range qs {
+		ms, err := e.load(ctx, q.uid)
+		if err != nil {
+			return err
+		}
+		loaded[i] = ms
+	}
+	for i, q := range qs {
+		q.mu.Lock()
+		for _, m := range loaded[i] {
+			q.insert(m)
+		}
+		q.mu.Unlock()
+	}
+	e.started.Store(true)
+	for _, q := range qs {
+		q.mu.Lock()
+		q.pump()
+		q.mu.Unlock()
+	}
+	return nil
+}
+
+func (e *Engine) load(ctx context.Context, uid string) ([]*msg, error) {
+	sms, err := e.store.Messages(ctx, uid)
+	if err != nil {
+		return nil, backendErr(fmt.Errorf("loading the messages of queue %s: %w", uid, err))
+	}
+	now := e.nowMs()
+	out := make([]*msg, 0, len(sms))
+	leased := 0
+	for _, sm := range sms {
+		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size)
+		if sm.Lease != "" {
+			// Unsettled in a batch of a run that ended: deliverable now.
+			leased++
+			if m.visibleAt > now {
+				m.visibleAt = now
+			}
+		}
+		out = append(out, m)
+	}
+	if leased > 0 {
+		e.log.Info("delivery: redelivering messages left unsettled by an earlier run", "queue", uid, "count", leased)
+	}
+	return out, nil
+}
+
+// Shutdown stops taking new batches, lets running handlers finish until ctx
+// ends (the grace period: a handler that returns in time is settled as
+// usual), then closes the batches still running without acknowledging
+// anything: what is unsettled stays in the store and is redelivered after
+// a restart. It returns nil when every batch ended within the grace period,
+// else an error wrapping ctx's. Afterwards every method fails with
+// ErrNotRunning (Settle: ErrUnknownBatch).
+func (e *Engine) Shutdown(ctx context.Context) error {
+	if e.stopping.Swap(true) {
+		return nil
+	}
+	e.mu.Lock()
+	qs := make([]*queue, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	e.mu.Unlock()
+	var waits []chan struct{}
+	for _, q := range qs {
+		q.mu.Lock()
+		q.stopTimer()
+		for _, b := range q.batches {
+			if b.state == bDispatching {
+				b.abort = true
+			}
+			waits = append(waits, b.done)
+		}
+		q.mu.Unlock()
+	}
+	var forced error
+	if err := waitAll(ctx, waits); err == nil {
+		err = e.track.wait(ctx)
+		forced = err
+	} else {
+		forced = err
+	}
+	if forced != nil {
+		n := 0
+		for _, q := range qs {
+			var fin []*batch
+			q.mu.Lock()
+			for _, b := range q.batches {
+				if e.closeLocked(b, outClose) {
+					fin = append(fin, b)
+				}
+				n++
+			}
+			q.mu.Unlock()
+			for _, b := range fin {
+				e.finalize(b)
+			}
+		}
+		e.log.Warn("delivery: shutdown grace period ended; closed unfinished batches without acknowledging", "batches", n)
+		forced = fmt.Errorf("delivery: shutdown grace period ended with %d batches unfinished (closed, nothing acknowledged): %w", n, forced)
+	}
+	e.stopped.Store(true)
+	e.cancel()
+	return forced
+}
+
+func waitAll(ctx context.Context, chans []chan struct{}) error {
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (e *Engine) checkRunning() error {
+	if e.stopping.Load() {
+		return ErrNotRunning
+	}
+	return nil
+}
+
+// AddQueue makes a queue known to the engine. After Start it also loads
+// the queue's stored messages.
+func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
+	if err := validQueue(cfg); err != nil {
+		return err
+	}
+	if err := e.checkRunning(); err != nil {
+		return err
+	}
+	e.admin.Lock()
+	defer e.admin.Unlock()
+	if e.queue(cfg.UID) != nil {
+		return ErrQueueExists
+	}
+	q := &queue{e: e, uid: cfg.UID, cfg: cfg, msgs: map[string]*msg{}, batches: map[string]*batch{}}
+	if e.started.Load() {
+		ms, err := e.load(ctx, cfg.UID)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			q.insert(m)
+		}
+	}
+	e.mu.Lock()
+	e.queues[cfg.UID] = q
+	e.mu.Unlock()
+	q.mu.Lock()
+	q.pump()
+	q.mu.Unlock()
+	return nil
+}
+
+// UpdateQueue replaces a queue's settings. A new deliveryDelaySeconds
+// applies to later sends only; a new messageRetentionSeconds applies at once
+// to every message the queue holds (expired ones are removed).
+func (e *Engine) UpdateQueue(ctx context.Context, cfg QueueConfig) error {
+	if err := validQueue(cfg); err != nil {
+		return err
+	}
+	q := e.queue(cfg.UID)
+	if q == nil {
+		return ErrUnknownQueue
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.removed {
+		return ErrUnknownQueue
+	}
+	q.cfg = cfg
+	q.pump()
+	return nil
+}
+
+// RemoveQueue durably deletes every message of the queue (store.DropQueue)
+// and forgets it. Batches of the queue are closed (settlements answer
+// ErrUnknownBatch); a consumer still attached is dropped with it. Removing
+// an unknown queue is a no-op.
+func (e *Engine) RemoveQueue(ctx context.Context, uid string) error {
+	q := e.queue(uid)
+	if q == nil {
+		return nil
+	}
+	q.life.Lock()
+	defer q.life.Unlock()
+	if err := e.store.Apply(ctx, store.DropQueue{Queue: uid}); err != nil {
+		return backendErr(err)
+	}
+	q.mu.Lock()
+	q.removed = true
+	q.stopTimer()
+	var fin []*batch
+	for _, b := range q.batches {
+		if b.state == bDispatching {
+			b.abort = true
+		}
+		if e.closeLocked(b, outClose) {
+			fin = append(fin, b)
+		}
+	}
+	c := q.consumer
+	q.consumer = nil
+	q.mu.Unlock()
+	for _, b := range fin {
+		e.finalize(b)
+	}
+	e.mu.Lock()
+	if e.queues[uid] == q {
+		delete(e.queues, uid)
+	}
+	if c != nil && e.consumers[c.cfg.UID] == c {
+		delete(e.consumers, c.cfg.UID)
+	}
+	e.mu.Unlock()
+	e.notify()
+	return nil
+}
+
+// QueueStats returns the number of messages the queue holds: accepted and
+// not yet acknowledged, discarded, dead-lettered away or removed as expired.
+func (e *Engine) QueueStats(ctx context.Context, uid string) (messageCount int, err error) {
+	q := e.queue(uid)
+	if q == nil {
+		return 0, ErrUnknownQueue
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.removed {
+		return 0, ErrUnknownQueue
+	}
+	return len(q.msgs), nil
+}
+
+// Attach connects a consumer to its queue; delivery starts at once (after
+// Start). The queue must be known and have no consumer.
+func (e *Engine) Attach(ctx context.Context, cfg ConsumerConfig) error {
+	if err := validConsumer(cfg); err != nil {
+		return err
+	}
+	if err := e.checkRunning(); err != nil {
+		return err
+	}
+	q := e.queue(cfg.QueueUID)
+	if q == nil {
+		return ErrUnknownQueue
+	}
+	c := &consumer{cfg: cfg, q: q}
+	e.mu.Lock()
+	if _, dup := e.consumers[cfg.UID]; dup {
+		e.mu.Unlock()
+		return ErrConsumerConflict
+	}
+	e.consumers[cfg.UID] = c
+	e.mu.Unlock()
+	q.mu.Lock()
+	if q.removed || q.consumer != nil {
+		removed := q.removed
+		q.mu.Unlock()
+		e.mu.Lock()
+		delete(e.consumers, cfg.UID)
+		e.mu.Unlock()
+		if removed {
+			return ErrUnknownQueue
+		}
+		return ErrConsumerConflict
+	}
+	q.consumer = c
+	q.pump()
+	q.mu.Unlock()
+	return nil
+}
+
+func (e *Engine) consumer(uid string) *consumer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.consumers[uid]
+}
+
+// UpdateConsumer replaces a consumer's settings. They apply to the next
+// batches and to the next settlement decisions (retry delay, maxRetries,
+// dead-letter queue); running batches are not restarted. QueueUID and
+// WorkerUID cannot change.
+func (e *Engine) UpdateConsumer(ctx context.Context, cfg ConsumerConfig) error {
+	if err := validConsumer(cfg); err != nil {
+		return err
+	}
+	c := e.consumer(cfg.UID)
+	if c == nil {
+		return ErrUnknownConsumer
+	}
+	q := c.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if cfg.QueueUID != c.cfg.QueueUID || cfg.WorkerUID != c.cfg.WorkerUID {
+		return fmt.Errorf("%w: queue and worker of a consumer are immutable", ErrInvalidConfig)
+	}
+	if c.detaching {
+		return ErrUnknownConsumer
+	}
+	c.cfg = cfg
+	q.pump()
+	return nil
+}
+
+// Detach disconnects a consumer. It stops new batches at once, then waits
+// until every batch of the consumer has ended; a handler that returns
+// normally meanwhile does NOT acknowledge what it left unsettled (only its
+// explicit settlements count), and nothing unsettled is acknowledged:
+// those messages are deliverable again. When ctx ends first, the running
+// batches are closed (settlements answer ErrUnknownBatch, the handler's
+// context is cancelled). Detach returns nil only once that stop boundary is
+// proven (no handler of the consumer can settle anything any more); else an
+// error wrapping ctx's, and the consumer stays detaching: call Detach again.
+// Detaching an unknown consumer is a no-op.
+func (e *Engine) Detach(ctx context.Context, consumerUID string) error {
+	c := e.consumer(consumerUID)
+	if c == nil {
+		return nil
+	}
+	q := c.q
+	q.mu.Lock()
+	c.detaching = true
+	var waits []chan struct{}
+	for _, b := range q.batches {
+		if b.c != c {
+			continue
+		}
+		b.noAck = true
+		if b.state == bDispatching {
+			b.abort = true
+		}
+		waits = append(waits, b.done)
+	}
+	q.pump()
+	q.mu.Unlock()
+
+	if err := waitAll(ctx, waits); err != nil {
+		var fin []*batch
+		q.mu.Lock()
+		for _, b := range q.batches {
+			if b.c == c && e.closeLocked(b, outClose) {
+				fin = append(fin, b)
+			}
+		}
+		q.mu.Unlock()
+		for _, b := range fin {
+			e.finalize(b)
+		}
+		q.mu.Lock()
+		proven := true
+		for _, b := range q.batches {
+			if b.c == c && !(b.state == bDispatching && b.abort) {
+				proven = false
+			}
+		}
+		q.mu.Unlock()
+		if !proven {
+			return fmt.Errorf("delivery: detach of consumer %s: settlements still in flight: %w", consumerUID, err)
+		}
+	}
+	q.mu.Lock()
+	if q.consumer == c {
+		q.consumer = nil
+	}
+	q.pump()
+	q.mu.Unlock()
+	e.mu.Lock()
+	if e.consumers[consumerUID] == c {
+		delete(e.consumers, consumerUID)
+	}
+	e.mu.Unlock()
+	e.notify()
+	return nil
+}
+
+// Send accepts 1..100 messages into a queue atomically and durably and
+// returns their new IDs in input order. Validation (ErrBatchTooLarge,
+// ErrInvalidBody, ErrMessageTooLarge, ErrInvalidDelay) happens before any
+// effect; a store failure (ErrBackendUnavailable) accepts none.
+func (e *Engine) Send(ctx context.Context, queueUID string, msgs []OutgoingMessage) ([]string, error) {
+	if len(msgs) < 1 || len(msgs) > MaxSendBatch {
+		return nil, ErrBatchTooLarge
+	}
+	for _, m := range msgs {
+		switch {
+		case len(m.Body) == 0:
+			return nil, ErrInvalidBody
+		case len(m.Body) > MaxBodyBytes:
+			return nil, ErrMessageTooLarge
+		case m.Delay != nil && (*m.Delay < 0 || *m.Delay > MaxDelaySeconds):
+			return nil, ErrInvalidDelay
+		}
+	}
+	if !e.started.Load() || e.stopped.Load() {
+		return nil, fmt.Errorf("%w: %w", ErrBackendUnavailable, ErrNotRunning)
+	}
+	q := e.queue(queueUID)
+	if q == nil {
+		return nil, ErrUnknownQueue
+	}
+	q.life.RLock()
+	defer q.life.RUnlock()
+	q.mu.Lock()
+	removed, defDelay := q.removed, q.cfg.DeliveryDelaySeconds
+	q.mu.Unlock()
+	if removed {
+		return nil, ErrUnknownQueue
+	}
+	now := e.nowMs()
+	ids := make([]string, len(msgs))
+	seen := make(map[string]bool, len(msgs))
+	muts := make([]store.Mutation, len(msgs))
+	news := make([]*msg, len(msgs))
+	for i, m := range msgs {
+		id := e.newMessageID(q)
+		for seen[id] {
+			id = e.newMessageID(q)
+		}
+		seen[id] = true
+		delay := defDelay
+		if m.Delay != nil {
+			delay = *m.Delay
+		}
+		visibleAt := now + int64(delay)*1000
+		body := append([]byte(nil), m.Body...)
+		ids[i] = id
+		muts[i] = store.AcceptMessage{
+			Message: store.Message{Queue: queueUID, ID: id, AcceptedAt: now, VisibleAt: visibleAt, Size: len(body)},
+			Body:    body,
+		}
+		news[i] = newMsg(id, now, visibleAt, 0, len(body))
+	}
+	if err := e.store.Apply(ctx, muts...); err != nil {
+		return nil, backendErr(err)
+	}
+	q.mu.Lock()
+	if !q.removed {
+		for _, m := range news {
+			q.insert(m)
+		}
+		q.pump()
+	}
+	q.mu.Unlock()
+	return ids, nil
+}
+
+// notify wakes whoever waits for engine progress (tests).
+func (e *Engine) notify() {
+	e.evMu.Lock()
+	close(e.evCh)
+	e.evCh = make(chan struct{})
+	e.evMu.Unlock()
+}
+
+func (e *Engine) events() <-chan struct{} {
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
+	return e.evCh
+}
+
+// tracker counts the engine's background work (dispatching, finalizing,
+// background writes), not the time handlers run.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{}
+	e    *Engine
+}
+
+func (t *tracker) add() {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.zero = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 {
+		close(t.zero)
+	}
+	e := t.e
+	t.mu.Unlock()
+	if e != nil {
+		e.notify()
+	}
+}
+
+func (t *tracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	ch := t.zero
+	t.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

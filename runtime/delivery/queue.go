@@ -1,0 +1,547 @@
+package delivery
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"sync"
+
+	"github.com/takoform/queuehost/runtime/clock"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// queue is the engine's state of one AtLeastOnceQueue. Everything but life
+// is guarded by mu. mu is never held across store I/O or a handler call.
+type queue struct {
+	e   *Engine
+	uid string
+
+	// life serialises message-creating store writes (Send, dead-letter
+	// moves into this queue) against RemoveQueue's DropQueue, so that no
+	// message is accepted into a dropped queue. Readers: Send and commit;
+	// writer: RemoveQueue. Never acquired while mu is held.
+	life sync.RWMutex
+
+	mu      sync.Mutex
+	cfg     QueueConfig
+	removed bool
+	msgs    map[string]*msg
+	delayed visHeap // stReady, not yet promoted (visibleAt may be future)
+	avail   visHeap // stReady, visibleAt <= now, ready for a batch
+	expiry  expHeap // every message whose expiry has not been found yet
+
+	consumer *consumer
+	batches  map[string]*batch // dispatching, running or closing
+
+	// Background store work: messages found expired, and messages that
+	// exhausted their deliveries, waiting for (or in) their store write.
+	toExpire   []*msg
+	toExhaust  []*msg
+	expiring   bool // a removal of toExpire is in flight
+	exhausting bool // a dead-letter/discard write is in flight
+	opFailures int
+	opRetryAt  int64 // after a failed background write: not before
+
+	timer   clock.Timer
+	timerAt int64 // due time the timer is armed for; 0 when not armed
+}
+
+// consumer is one attached QueueConsumer; guarded by its queue's mu.
+type consumer struct {
+	cfg       ConsumerConfig
+	q         *queue
+	inflight  int  // batches counted against maxConcurrency
+	detaching bool // no new batches; Detach is waiting
+	// Resolver or delivery write failures back off the consumer.
+	failures     int
+	backoffUntil int64
+}
+
+func backoff(failures int) time.Duration {
+	if failures < 1 {
+		failures = 1
+	}
+	if failures > 7 {
+		return maxBackoff
+	}
+	d := minBackoff << (failures - 1)
+	if d > maxBackoff {
+		d = maxBackoff
+	}
+	return d
+}
+
+// Backoff bounds for retrying resolution and failed background writes.
+const (
+	minBackoff = time.Second
+	maxBackoff = time.Minute
+)
+
+func (q *queue) retentionMs() int64 { return int64(q.cfg.MessageRetentionSeconds) * 1000 }
+
+// expireAt is the instant from which m counts as expired: accept time plus
+// the queue's current retention.
+func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }
+
+// insert adds a new message (Send, load, dead-letter move). mu held.
+func (q *queue) insert(m *msg) {
+	q.msgs[m.id] = m
+	m.state = stReady
+	heap.Push(&q.delayed, m)
+	heap.Push(&q.expiry, m)
+}
+
+// unlinkVis removes m from whichever visibility heap holds it. mu held.
+func (q *queue) unlinkVis(m *msg) {
+	if m.visIdx < 0 {
+		return
+	}
+	if m.inAvail {
+		heap.Remove(&q.avail, m.visIdx)
+	} else {
+		heap.Remove(&q.delayed, m.visIdx)
+	}
+	m.inAvail = false
+}
+
+// drop forgets m: the store no longer holds it. mu held.
+func (q *queue) drop(m *msg) {
+	q.unlinkVis(m)
+	if m.expIdx >= 0 {
+		heap.Remove(&q.expiry, m.expIdx)
+	}
+	m.state = stGone
+	if q.msgs[m.id] == m {
+		delete(q.msgs, m.id)
+	}
+}
+
+// release puts a leased or busy message back to be delivered from
+// visibleAt, unless it has expired, in which case it goes to expiry
+// removal instead. mu held.
+func (q *queue) release(m *msg, visibleAt, now int64) {
+	if m.state != stLeased && m.state != stBusy {
+		return
+	}
+	if m.expired || now >= q.expireAt(m) {
+		q.markExpired(m)
+		return
+	}
+	m.state = stReady
+	m.visibleAt = visibleAt
+	m.inAvail = false
+	heap.Push(&q.delayed, m)
+	if m.expIdx < 0 {
+		heap.Push(&q.expiry, m)
+	}
+}
+
+// markExpired moves m (not leased) to the expiry removal list. mu held.
+func (q *queue) markExpired(m *msg) {
+	q.unlinkVis(m)
+	if m.expIdx >= 0 {
+		heap.Remove(&q.expiry, m.expIdx)
+	}
+	m.expired = true
+	m.state = stBusy
+	q.toExpire = append(q.toExpire, m)
+}
+
+// expireDue pops every message whose retention has passed. Messages that
+// are waiting are queued for removal; leased (in a running batch) or busy
+// ones are only flagged and are removed when they come back. mu held.
+func (q *queue) expireDue(now int64) {
+	for len(q.expiry) > 0 {
+		m := q.expiry[0]
+		if now < q.expireAt(m) {
+			return
+		}
+		heap.Pop(&q.expiry)
+		switch m.state {
+		case stReady:
+			q.markExpired(m)
+		default:
+			m.expired = true
+		}
+	}
+}
+
+// pump does everything that is due on the queue now: expiry, batch
+// formation, background writes; then arms the queue's timer for the next
+// due event. Called with mu held after every change that can make something
+// due. It never blocks: store I/O and handlers run in goroutines.
+func (q *queue) pump() {
+	e := q.e
+	if q.removed || e.stopping.Load() {
+		q.stopTimer()
+		return
+	}
+	if !e.started.Load() {
+		return
+	}
+	now := e.nowMs()
+	q.expireDue(now)
+	if len(q.toExpire) > 0 && !q.expiring && now >= q.opRetryAt {
+		list := q.toExpire
+		q.toExpire = nil
+		q.expiring = true
+		e.track.add()
+		go e.removeExpired(q, list)
+	}
+	if c := q.consumer; c != nil && !c.detaching {
+		q.dispatch(c, now)
+		if len(q.toExhaust) > 0 && !q.exhausting && now >= q.opRetryAt {
+			q.startExhaust(c, now)
+		}
+	}
+	q.rearm(now)
+}
+
+func (q *queue) exhausted(c *consumer, m *msg) bool { return m.attempts >= 1+c.cfg.MaxRetries }
+
+// dispatch forms the batches that are due. mu held.
+func (q *queue) dispatch(c *consumer, now int64) {
+	for len(q.delayed) > 0 && q.delayed[0].visibleAt <= now {
+		m := heap.Pop(&q.delayed).(*msg)
+		m.inAvail = true
+		heap.Push(&q.avail, m)
+	}
+	timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000
+	for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && len(q.avail) > 0 {
+		// A batch is due when it is full, or when its first message has
+		// been available for maxBatchTimeoutSeconds.
+		if len(q.avail) < c.cfg.MaxBatchSize && now < q.avail[0].visibleAt+timeoutMs {
+			return
+		}
+		var ms []*msg
+		for len(ms) < c.cfg.MaxBatchSize && len(q.avail) > 0 {
+			m := heap.Pop(&q.avail).(*msg)
+			m.inAvail = false
+			if q.exhausted(c, m) {
+				// Already had 1+maxRetries deliveries (restart, store
+				// failure at settlement, lowered maxRetries): never
+				// deliver again; dead-letter or discard.
+				m.state = stBusy
+				q.toExhaust = append(q.toExhaust, m)
+				continue
+			}
+			m.state = stLeased
+			ms = append(ms, m)
+		}
+		if len(ms) == 0 {
+			continue
+		}
+		b := q.e.newBatch(q, c, ms)
+		c.inflight++
+		q.batches[b.id] = b
+		q.e.track.add()
+		go q.e.dispatchBatch(b)
+	}
+}
+
+// rearm arms the queue's one timer for the earliest future event, or stops
+// it when nothing is due: an idle queue costs no goroutine and no timer.
+// mu held.
+func (q *queue) rearm(now int64) {
+	var next int64
+	consider := func(t int64) {
+		if t > now && (next == 0 || t < next) {
+			next = t
+		}
+	}
+	if len(q.expiry) > 0 {
+		consider(q.expireAt(q.expiry[0]))
+	}
+	if (len(q.toExpire) > 0 && !q.expiring) || (len(q.toExhaust) > 0 && !q.exhausting && q.consumer != nil) {
+		consider(q.opRetryAt)
+	}
+	if c := q.consumer; c != nil && !c.detaching && c.inflight < c.cfg.MaxConcurrency {
+		if c.backoffUntil > now {
+			if len(q.avail) > 0 || len(q.delayed) > 0 {
+				consider(c.backoffUntil)
+			}
+		} else {
+			if len(q.delayed) > 0 {
+				consider(q.delayed[0].visibleAt)
+			}
+			if len(q.avail) > 0 {
+				consider(q.avail[0].visibleAt + int64(c.cfg.MaxBatchTimeoutSeconds)*1000)
+			}
+		}
+	}
+	if next == q.timerAt {
+		return
+	}
+	if next == 0 {
+		q.stopTimer()
+		return
+	}
+	d := time.Duration(next-now) * time.Millisecond
+	if q.timer == nil {
+		q.timer = q.e.clock.AfterFunc(d, q.onTimer)
+	} else {
+		q.timer.Reset(d)
+	}
+	q.timerAt = next
+}
+
+func (q *queue) stopTimer() {
+	if q.timer != nil && q.timerAt != 0 {
+		q.timer.Stop()
+	}
+	q.timerAt = 0
+}
+
+func (q *queue) onTimer() {
+	q.mu.Lock()
+	q.timerAt = 0
+	q.pump()
+	q.mu.Unlock()
+}
+
+// opFailed backs off background writes after a store failure. mu held.
+func (q *queue) opFailed(now int64) {
+	q.opFailures++
+	q.opRetryAt = now + backoff(q.opFailures).Milliseconds()
+}
+
+func (q *queue) opSucceeded() {
+	q.opFailures = 0
+	q.opRetryAt = 0
+}
+
+// removeExpired durably removes messages found expired.
+func (e *Engine) removeExpired(q *queue, list []*msg) {
+	defer e.track.done()
+	ids := make([]string, len(list))
+	for i, m := range list {
+		ids[i] = m.id
+	}
+	err := e.store.Apply(e.ctx, store.RemoveMessages{Queue: q.uid, IDs: ids, Reason: store.RemovedExpired})
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.expiring = false
+	if err != nil {
+		e.log.Warn("delivery: removing expired messages failed; will retry", "queue", q.uid, "count", len(ids), "err", err)
+		q.toExpire = append(q.toExpire, list...)
+		q.opFailed(e.nowMs())
+	} else {
+		q.opSucceeded()
+		for _, m := range list {
+			q.drop(m)
+		}
+		e.log.Debug("delivery: expired messages removed", "queue", q.uid, "count", len(ids))
+	}
+	q.pump()
+}
+
+// startExhaust launches the dead-letter/discard write of toExhaust with the
+// consumer's current settings. mu held.
+func (q *queue) startExhaust(c *consumer, now int64) {
+	var p plan
+	p.q = q
+	p.dlqUID = c.cfg.DeadLetterQueueUID
+	list := q.toExhaust
+	q.toExhaust = nil
+	for _, m := range list {
+		switch {
+		case m.expired || now >= q.expireAt(m):
+			m.expired = true
+			p.expire = append(p.expire, m)
+		case !q.exhausted(c, m):
+			// maxRetries was raised meanwhile: deliverable again.
+			q.release(m, m.visibleAt, now)
+		case p.dlqUID != "":
+			p.dead = append(p.dead, m)
+		default:
+			p.discard = append(p.discard, m)
+		}
+	}
+	if p.empty() {
+		return
+	}
+	q.exhausting = true
+	q.e.track.add()
+	go q.e.runExhaust(q, &p)
+}
+
+func (e *Engine) runExhaust(q *queue, p *plan) {
+	defer e.track.done()
+	moved, dlq, err := e.commit(e.ctx, p)
+	q.mu.Lock()
+	q.exhausting = false
+	if err != nil {
+		e.log.Warn("delivery: dead-letter/discard failed; will retry", "queue", q.uid, "err", err)
+		q.toExhaust = append(q.toExhaust, p.all()...)
+		q.opFailed(e.nowMs())
+	} else {
+		q.opSucceeded()
+		q.applyPlan(p, e.nowMs())
+	}
+	q.pump()
+	q.mu.Unlock()
+	e.addMoved(dlq, moved)
+}
+
+// plan is a set of final dispositions of messages of one queue, written in
+// one store.Apply by commit and then applied to memory by applyPlan.
+type plan struct {
+	q       *queue
+	ack     []*msg
+	retry   []*msg
+	retryAt []int64
+	expire  []*msg
+	discard []*msg
+	dead    []*msg
+	dlqUID  string
+	gone    []*msg // found missing from the store while committing
+}
+
+func (p *plan) empty() bool {
+	return len(p.ack)+len(p.retry)+len(p.expire)+len(p.discard)+len(p.dead) == 0
+}
+
+func (p *plan) all() []*msg {
+	var out []*msg
+	for _, l := range [][]*msg{p.ack, p.retry, p.expire, p.discard, p.dead, p.gone} {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// retryOrExhaust classifies a message that is to be retried (visible again
+// at visibleAt): expired messages are removed as expired; one that has had
+// 1+maxRetries deliveries is dead-lettered (cfg has a DLQ) or discarded.
+// q.mu held.
+func (p *plan) retryOrExhaust(m *msg, visibleAt, now int64, cfg ConsumerConfig) {
+	q := p.q
+	switch {
+	case m.expired || now >= q.expireAt(m):
+		m.expired = true
+		p.expire = append(p.expire, m)
+	case m.attempts >= 1+cfg.MaxRetries:
+		if cfg.DeadLetterQueueUID != "" {
+			p.dlqUID = cfg.DeadLetterQueueUID
+			p.dead = append(p.dead, m)
+		} else {
+			p.discard = append(p.discard, m)
+		}
+	default:
+		p.retry = append(p.retry, m)
+		p.retryAt = append(p.retryAt, visibleAt)
+	}
+}
+
+var errNoDeadLetterQueue = errors.New("the dead-letter queue is not known to the engine")
+
+// commit writes p in one store.Apply. For dead-lettered messages it reads
+// their bodies and accepts new messages into the DLQ in the same Apply,
+// returning them (to be added to the DLQ's memory with addMoved). No queue's
+// mu may be held.
+func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue, err error) {
+	q := p.q
+	q.life.RLock()
+	defer q.life.RUnlock()
+	var muts []store.Mutation
+	remove := func(ms []*msg, reason string) {
+		if len(ms) == 0 {
+			return
+		}
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.id
+		}
+		muts = append(muts, store.RemoveMessages{Queue: q.uid, IDs: ids, Reason: reason})
+	}
+	if len(p.dead) > 0 {
+		dlq = e.queue(p.dlqUID)
+		if dlq == nil {
+			return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
+		}
+		if dlq != q {
+			dlq.life.RLock()
+			defer dlq.life.RUnlock()
+		}
+		dlq.mu.Lock()
+		removed, delay := dlq.removed, int64(dlq.cfg.DeliveryDelaySeconds)*1000
+		dlq.mu.Unlock()
+		if removed {
+			return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
+		}
+		now := e.nowMs()
+		var dead, gone []*msg
+		for _, m := range p.dead {
+			body, err := e.store.Body(ctx, q.uid, m.id)
+			if errors.Is(err, store.ErrNotFound) {
+				gone = append(gone, m)
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			id := e.newMessageID(dlq)
+			muts = append(muts, store.AcceptMessage{
+				Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
+				Body:    body,
+			})
+			moved = append(moved, newMsg(id, now, now+delay, 0, len(body)))
+			dead = append(dead, m)
+		}
+		remove(dead, store.RemovedDeadLettered)
+		defer func() {
+			if err == nil {
+				p.dead, p.gone = dead, append(p.gone, gone...)
+			}
+		}()
+	}
+	remove(p.ack, store.RemovedAcknowledged)
+	remove(p.expire, store.RemovedExpired)
+	remove(p.discard, store.RemovedDiscarded)
+	for i, m := range p.retry {
+		muts = append(muts, store.RetryMessage{Queue: q.uid, ID: m.id, VisibleAt: p.retryAt[i]})
+	}
+	if len(muts) == 0 {
+		return nil, nil, nil
+	}
+	if err := e.store.Apply(ctx, muts...); err != nil {
+		return nil, nil, err
+	}
+	return moved, dlq, nil
+}
+
+// applyPlan applies a committed plan to memory. q.mu held.
+func (q *queue) applyPlan(p *plan, now int64) {
+	for _, l := range [][]*msg{p.ack, p.expire, p.discard, p.dead, p.gone} {
+		for _, m := range l {
+			q.drop(m)
+		}
+	}
+	for i, m := range p.retry {
+		q.release(m, p.retryAt[i], now)
+	}
+	if n := len(p.dead); n > 0 {
+		q.e.log.Info("delivery: messages dead-lettered", "queue", q.uid, "deadLetterQueue", p.dlqUID, "count", n)
+	}
+	if n := len(p.discard); n > 0 {
+		q.e.log.Info("delivery: messages discarded after their last retry", "queue", q.uid, "count", n)
+	}
+}
+
+// addMoved adds dead-lettered messages, already durable, to the DLQ.
+func (e *Engine) addMoved(dlq *queue, moved []*msg) {
+	if dlq == nil || len(moved) == 0 {
+		return
+	}
+	dlq.mu.Lock()
+	if !dlq.removed {
+		for _, m := range moved {
+			dlq.insert(m)
+		}
+		dlq.pump()
+	}
+	dlq.mu.Unlock()
+	e.notify()
+}

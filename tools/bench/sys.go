@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpuTime is the CPU time (user + system) this process has used so far,
+// from getrusage(RUSAGE_SELF).
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssBytes is the resident set size from /proc/self/status (VmRSS).
+func rssBytes() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseFloat(f[0], 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// span measures wall and CPU time of one run.
+type span struct {
+	wall0 time.Time
+	cpu0  time.Duration
+}
+
+func startSpan() span { return span{time.Now(), cpuTime()} }
+
+func (s span) end() (wall, cpu time.Duration) {
+	return time.Since(s.wall0), cpuTime() - s.cpu0
+}
+
+// machine describes where the run happened.
+func machine(dir string) []kv {
+	var out []kv
+	add := func(k, v string) { out = append(out, kv{k, v}) }
+	add("date", time.Now().UTC().Format(time.RFC3339))
+	add("nproc", fmt.Sprintf("%d (GOMAXPROCS %d)", runtime.NumCPU(), runtime.GOMAXPROCS(0)))
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				f := strings.Fields(rest)
+				kb, _ := strconv.ParseFloat(f[0], 64)
+				add("memory", fmt.Sprintf("%.1f GiB (MemTotal)", kb/(1<<20)))
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "model name"); ok {
+				add("cpu", strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":")))
+				break
+			}
+		}
+	}
+	if b, err := exec.Command("df", "-hT", dir).Output(); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) >= 2 {
+			add("data dir disk (df -hT)", strings.Join(strings.Fields(lines[len(lines)-1]), " "))
+		}
+	}
+	add("data dir", dir)
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		add("kernel", strings.TrimSpace(string(b)))
+	}
+	add("go", runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		add("load average at start", strings.Join(strings.Fields(string(b))[:3], " "))
+	}
+	return out
+}
+
+// progress shows the running phase on stderr: its name, elapsed time and
+// current rate. On a terminal it redraws one line; otherwise it prints a
+// line a second.
+type progress struct {
+	mu    sync.Mutex
+	name  string
+	unit  string
+	start time.Time
+	count atomic.Int64
+	stop  chan struct{}
+	done  chan struct{}
+	tty   bool
+	quiet bool
+}
+
+func newProgress(quiet bool) *progress {
+	fi, err := os.Stderr.Stat()
+	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return &progress{tty: tty, quiet: quiet}
+}
+
+// phase starts showing a new phase; the returned counter is what the rate
+// is computed from.
+func (p *progress) phase(name, unit string) *atomic.Int64 {
+	p.end()
+	p.mu.Lock()
+	p.name, p.unit, p.start = name, unit, time.Now()
+	p.count.Store(0)
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	stop, done := p.stop, p.done
+	p.mu.Unlock()
+	go p.loop(stop, done)
+	return &p.count
+}
+
+func (p *progress) loop(stop, done chan struct{}) {
+	defer close(done)
+	every := time.Second
+	if p.tty {
+		every = 250 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last int64
+	lastT := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			n := p.count.Load()
+			rate := float64(n-last) / now.Sub(lastT).Seconds()
+			last, lastT = n, now
+			p.mu.Lock()
+			line := fmt.Sprintf("[%s] %5.1fs  %s %s/s (total %d)", p.name, time.Since(p.start).Seconds(), num(rate), p.unit, n)
+			p.mu.Unlock()
+			if p.quiet {
+				continue
+			}
+			if p.tty {
+				fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(os.Stderr, line)
+			}
+		}
+	}
+}
+
+// end stops the running phase's display and prints its last line.
+func (p *progress) end() {
+	p.mu.Lock()
+	stop, done, name := p.stop, p.done, p.name
+	p.stop = nil
+	p.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	close(stop)
+	<-done
+	if !p.quiet {
+		if p.tty {
+			fmt.Fprint(os.Stderr, "\r\033[K")
+		}
+		fmt.Fprintf(os.Stderr, "[%s] done in %.1fs (total %d %s)\n", name, time.Since(p.start).Seconds(), p.count.Load(), p.unit)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}

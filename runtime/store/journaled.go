@@ -1,0 +1,294 @@
+package store
+
+// The journaled store
+//
+// Journaled keeps the whole state machine in memory except message bodies,
+// and makes every Apply durable as one frame of runtime/journal before
+// applying it. The sequence for one Apply is: encode the group (codec.go)
+// → journal.Append → on the journal's writer goroutine, once the frame is
+// durable and in journal order, apply it to the state under the write lock
+// → return. So readers never see a change that could still be lost, memory
+// changes in exactly the order that replay will reproduce, and a failed
+// Append leaves memory untouched (ErrUnavailable). Open replays the journal
+// through the same apply.
+//
+// A message's index entry records where its body lies in the journal
+// (segment, offset, length, CRC32C); Body reads it back with one ReadAt
+// and checks it, so a backlog costs about 100 bytes of memory per message
+// whatever the bodies weigh.
+//
+// Compaction keeps disk use proportional to live data. Every entity is
+// anchored in the segment of its latest full-state record (PutResource,
+// PutOperation, PutIdempotency, AcceptMessage); the state counts the live
+// bytes anchored in each segment. When the sealed segments hold mostly
+// dead bytes, the compactor takes the oldest segment, rewrites the current
+// full state of every entity still anchored there to the head, and deletes
+// the segment. Invariant: only the oldest segment is ever deleted, and
+// only once nothing is anchored in it. Then no record that survives can
+// have been cancelled by a deleted one (a cancelling record — delete,
+// remove, a later put — always follows what it cancels, so it sits in the
+// same or a later segment), and delta records (DeliverMessages,
+// RetryMessage) left in later segments precede the rewritten full state
+// and replay as no-ops on an unknown message, or are overridden by it.
+// The rewrite re-checks liveness under a gate that briefly holds back new
+// Applies and waits for those in flight, so a message removed or changed
+// meanwhile is never resurrected or reverted; the segment's bodies are read
+// before taking the gate, so writers wait for about one group commit per
+// batch, not for the I/O of a whole segment.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/takoform/queuehost/runtime/journal"
+)
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	FS          journal.FS   // default journal.OSFS
+	SegmentSize int64        // default journal.DefaultSegmentSize (64 MiB)
+	Logger      *slog.Logger // default slog.Default()
+
+	// Background compaction runs when the sealed segments hold at least
+	// CompactMinGarbage dead bytes (default: one segment) and those are
+	// more than CompactGarbageRatio of their bytes (default 0.5). So disk
+	// use stays within about live/(1-ratio) plus the head segment.
+	CompactGarbageRatio float64
+	CompactMinGarbage   int64
+	// DisableCompaction turns background compaction off; Compact still
+	// works.
+	DisableCompaction bool
+}
+
+// RecoveryReport says what Open replayed and what torn tail, if any, it cut
+// off the journal.
+type RecoveryReport = journal.RecoveryReport
+
+// Stats describe the journal and how much of it is live.
+type Stats struct {
+	Segments  int
+	Bytes     int64 // on disk, all segments
+	LiveBytes int64 // estimate of the bytes of records still needed
+	// SealedBytes and SealedLiveBytes are the same for the sealed
+	// segments only, which are what compaction can reclaim.
+	SealedBytes     int64
+	SealedLiveBytes int64
+	Messages        int64
+	Appends         uint64 // Apply frames made durable since Open
+	Syncs           uint64 // group commits since Open
+	Compacted       uint64 // segments compacted and deleted since Open
+}
+
+// Journaled is the durable Store of the embedded host.
+type Journaled struct {
+	core
+	j   *journal.Journal
+	log *slog.Logger
+	opt Options
+
+	// gate is held shared by every Apply from before its frame is queued
+	// until it is applied, and exclusively by a compaction batch while it
+	// checks liveness and queues its rewrite: that orders the rewrite after
+	// every change it might otherwise undo.
+	gate sync.RWMutex
+
+	compactMu   sync.Mutex // one compaction at a time
+	kick        chan struct{}
+	stop        context.CancelFunc
+	compactDone chan struct{}
+	compacted   atomic.Uint64
+	closeOnce   sync.Once
+}
+
+var _ Store = (*Journaled)(nil)
+
+var payloadPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// Open opens (creating if needed) the journaled store in dir and replays
+// it. A torn tail is cut off and reported; other damage is an error, and
+// the host must not start on it.
+func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryReport, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.SegmentSize <= 0 {
+		opts.SegmentSize = journal.DefaultSegmentSize
+	}
+	if opts.CompactGarbageRatio <= 0 || opts.CompactGarbageRatio >= 1 {
+		opts.CompactGarbageRatio = 0.5
+	}
+	if opts.CompactMinGarbage <= 0 {
+		opts.CompactMinGarbage = opts.SegmentSize
+	}
+	s := &Journaled{core: core{st: newState(false)}, log: opts.Logger, opt: opts, kick: make(chan struct{}, 1)}
+	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger},
+		func(p journal.Pos, payload []byte) error {
+			muts, meta, err := decodeGroup(payload)
+			if err != nil {
+				return err
+			}
+			s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
+			return nil
+		})
+	if err != nil {
+		return nil, rep, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s.j = j
+	cctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.compactDone = make(chan struct{})
+	go s.compactor(cctx)
+	return s, rep, nil
+}
+
+// Apply implements Store. Errors other than ErrClosed and ctx's wrap
+// ErrUnavailable and the cause.
+func (s *Journaled) Apply(ctx context.Context, muts ...Mutation) error {
+	if len(muts) == 0 {
+		return ctx.Err()
+	}
+	bp := payloadPool.Get().(*[]byte)
+	payload, meta, err := encodeGroup((*bp)[:0], muts)
+	if err != nil {
+		payloadPool.Put(bp)
+		return err
+	}
+	err = s.append(ctx, payload, func(p journal.Pos) {
+		s.mu.Lock()
+		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
+		s.mu.Unlock()
+	})
+	if cap(payload) <= 1<<20 {
+		*bp = payload
+		payloadPool.Put(bp)
+	}
+	if err != nil {
+		return err
+	}
+	s.maybeCompact()
+	return nil
+}
+
+func (s *Journaled) append(ctx context.Context, payload []byte, onDurable func(journal.Pos)) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	return s.appendLocked(ctx, payload, onDurable)
+}
+
+func (s *Journaled) appendLocked(ctx context.Context, payload []byte, onDurable func(journal.Pos)) error {
+	_, err := s.j.Append(ctx, payload, onDurable)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, journal.ErrClosed):
+		return ErrClosed
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err
+	default:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+}
+
+// Body implements Store: one ReadAt of the journal, checked against the
+// body's CRC32C.
+func (s *Journaled) Body(ctx context.Context, queue, id string) ([]byte, error) {
+	// A compaction may move the body and delete its segment between the
+	// lookup and the read; the lookup then finds the new place.
+	for range 3 {
+		if err := s.rlock(ctx); err != nil {
+			return nil, err
+		}
+		e, ok := s.st.message(queue, id)
+		var loc msgEntry
+		if ok {
+			loc = *e
+		}
+		s.mu.RUnlock()
+		if !ok {
+			return nil, notFound("message", id)
+		}
+		b, err := s.readBody(&loc)
+		if errors.Is(err, journal.ErrNoSegment) {
+			continue
+		}
+		return b, err
+	}
+	return nil, fmt.Errorf("%w: body of message %q keeps moving", ErrUnavailable, id)
+}
+
+func (s *Journaled) readBody(e *msgEntry) ([]byte, error) {
+	b := make([]byte, e.size)
+	if n, err := s.j.ReadAt(b, uint64(e.seg), e.off); n < len(b) {
+		if errors.Is(err, journal.ErrNoSegment) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: read body at %d:%d: %w", ErrUnavailable, e.seg, e.off, err)
+	}
+	if journal.Checksum(b) != e.crc {
+		return nil, fmt.Errorf("%w: body of message %q at segment %d offset %d fails its checksum", ErrUnavailable, e.id, e.seg, e.off)
+	}
+	return b, nil
+}
+
+// Stats reports the journal's size and how much of it is live.
+func (s *Journaled) Stats() Stats {
+	segs := s.j.Segments()
+	js := s.j.Stats()
+	st := Stats{Segments: len(segs), Appends: js.Appends, Syncs: js.Groups, Compacted: s.compacted.Load()}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, g := range segs {
+		live := s.st.live[g.ID]
+		st.Bytes += g.Size
+		st.LiveBytes += live
+		if g.Sealed {
+			st.SealedBytes += g.Size
+			st.SealedLiveBytes += live
+		}
+	}
+	st.Messages = s.st.messageCount()
+	return st
+}
+
+// Close stops compaction, waits for Applies in flight and closes the
+// journal. Closing twice is not an error.
+func (s *Journaled) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.stop()
+		<-s.compactDone
+		s.gate.Lock()
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.gate.Unlock()
+		err = s.j.Close()
+	})
+	return err
+}
+
+// RecoveryStats is what MeasureRecovery found.
+type RecoveryStats struct {
+	Duration time.Duration
+	Report   RecoveryReport
+	Stats    Stats
+}
+
+// MeasureRecovery opens the store in dir, as a restarting host would, and
+// closes it again: how long a restart takes to replay the journal. It is
+// for the benchmark tool.
+func MeasureRecovery(ctx context.Context, dir string, opts Options) (RecoveryStats, error) {
+	opts.DisableCompaction = true
+	start := time.Now()
+	s, rep, err := Open(ctx, dir, opts)
+	if err != nil {
+		return RecoveryStats{}, err
+	}
+	rs := RecoveryStats{Duration: time.Since(start), Report: rep, Stats: s.Stats()}
+	return rs, s.Close()
+}

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Memory is the state machine with no journal: every change is lost when
+// the process exits. It is for tests of other packages and for the
+// ":memory:" development mode, never for a host whose queues must survive
+// a restart.
+type Memory struct {
+	core
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty, non-durable Store.
+func NewMemory() Store { return &Memory{core{st: newState(true)}} }
+
+// Apply applies muts atomically. It never fails for want of a disk.
+func (m *Memory) Apply(ctx context.Context, muts ...Mutation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, mu := range muts {
+		switch mu.(type) {
+		case PutResource, DeleteResource, PutOperation, PutIdempotency, DeleteIdempotency,
+			AcceptMessage, DeliverMessages, RetryMessage, RemoveMessages, DropQueue:
+		default:
+			return fmt.Errorf("store: unknown mutation %T", mu)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.st.apply(muts, 0, 0, nil)
+	return nil
+}
+
+// Body returns a copy of a message's body.
+func (m *Memory) Body(ctx context.Context, queue, id string) ([]byte, error) {
+	if err := m.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	e, ok := m.st.message(queue, id)
+	if !ok {
+		return nil, notFound("message", id)
+	}
+	return cloneBytes(m.st.bodies[e.off]), nil
+}
+
+// Close makes every later call fail with ErrClosed. Closing twice is not
+// an error.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	m.st = newState(true)
+	return nil
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// core holds the state and the read methods both backends share.
+type core struct {
+	mu     sync.RWMutex
+	st     *state
+	closed bool
+}
+
+// rlock takes the read lock unless the store is closed or ctx is done.
+func (c *core) rlock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func notFound(kind, id string) error { return fmt.Errorf("%w: %s %q", ErrNotFound, kind, id) }
+
+func (c *core) Resource(ctx context.Context, uid string) (Resource, error) {
+	if err := c.rlock(ctx); err != nil {
+		return Resource{}, err
+	}
+	defer c.mu.RUnlock()
+	e := c.st.resources[uid]
+	if e == nil {
+		return Resource{}, notFound("resource", uid)
+	}
+	return cloneResource(e.r), nil
+}
+
+func (c *core) ResourceByName(ctx context.Context, space, name string) (Resource, error) {
+	if err := c.rlock(ctx); err != nil {
+		return Resource{}, err
+	}
+	defer c.mu.RUnlock()
+	uid, ok := c.st.byName[nameKey{space, name}]
+	if !ok {
+		return Resource{}, notFound("resource", space+"/"+name)
+	}
+	return cloneResource(c.st.resources[uid].r), nil
+}
+
+func (c *core) Resources(ctx context.Context, space, formURL string) ([]Resource, error) {
+	if err := c.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer c.mu.RUnlock()
+	return c.st.resourceList(space, formURL), nil
+}
+
+func (c *core) Operation(ctx context.Context, id string) (Operation, error) {
+	if err := c.rlock(ctx); err != nil {
+		return Operation{}, err
+	}
+	defer c.mu.RUnlock()
+	e := c.st.ops[id]
+	if e == nil {
+		return Operation{}, notFound("operation", id)
+	}
+	return cloneOperation(e.o), nil
+}
+
+func (c *core) UnfinishedOperations(ctx context.Context) ([]Operation, error) {
+	if err := c.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer c.mu.RUnlock()
+	return c.st.unfinished(), nil
+}
+
+func (c *core) Idempotency(ctx context.Context, scope, key string) (IdempotencyRecord, error) {
+	if err := c.rlock(ctx); err != nil {
+		return IdempotencyRecord{}, err
+	}
+	defer c.mu.RUnlock()
+	e := c.st.idem[idemKey{scope, key}]
+	if e == nil {
+		return IdempotencyRecord{}, notFound("idempotency key", key)
+	}
+	return e.r, nil
+}
+
+// Messages lists a queue's messages ordered by AcceptedAt, then ID.
+func (c *core) Messages(ctx context.Context, queue string) ([]Message, error) {
+	if err := c.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer c.mu.RUnlock()
+	return c.st.messages(queue), nil
+}
+
+func (c *core) Message(ctx context.Context, queue, id string) (Message, error) {
+	if err := c.rlock(ctx); err != nil {
+		return Message{}, err
+	}
+	defer c.mu.RUnlock()
+	e, ok := c.st.message(queue, id)
+	if !ok {
+		return Message{}, notFound("message", id)
+	}
+	return e.message(queue), nil
+}
+
+func (c *core) MessageCount(ctx context.Context, queue string) (int, error) {
+	if err := c.rlock(ctx); err != nil {
+		return 0, err
+	}
+	defer c.mu.RUnlock()
+	if q := c.st.queues[queue]; q != nil {
+		return len(q.idx), nil
+	}
+	return 0, nil
+}

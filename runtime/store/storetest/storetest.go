@@ -1,0 +1,566 @@
+// Package storetest is the conformance suite every store.Store backend
+// must pass. A backend's test calls Run with a function that opens the
+// backend on a directory; the suite reopens the same directory after Close
+// and expects every durable change back.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// Option adjusts the suite to a backend.
+type Option func(*config)
+
+type config struct {
+	reopen bool
+	fault  func(t *testing.T, on bool)
+}
+
+// NoReopen skips every check that needs the state back after Close: for
+// backends that are not durable, like store.NewMemory.
+func NoReopen() Option { return func(c *config) { c.reopen = false } }
+
+// WithFault gives the suite a way to make the backend unable to persist:
+// fault(t, true) arms it (the next Apply must then fail with
+// store.ErrUnavailable), fault(t, false) removes it.
+func WithFault(fault func(t *testing.T, on bool)) Option {
+	return func(c *config) { c.fault = fault }
+}
+
+// Opener opens a backend on dir. Opening the same dir again after Close
+// must give back all durable state.
+type Opener func(t *testing.T, dir string) store.Store
+
+// Run runs the suite.
+func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...Option) {
+	c := config{reopen: true}
+	for _, o := range opts {
+		o(&c)
+	}
+	h := &harness{open: open, cfg: c}
+	t.Run("Resources", h.wrap(testResources))
+	t.Run("Operations", h.wrap(testOperations))
+	t.Run("Idempotency", h.wrap(testIdempotency))
+	t.Run("Messages", h.wrap(testMessages))
+	t.Run("AcceptReplaces", h.wrap(testAcceptReplaces))
+	t.Run("DropQueue", h.wrap(testDropQueue))
+	t.Run("UnknownReferencesAreNoOps", h.wrap(testNoOps))
+	t.Run("Copies", h.wrap(testCopies))
+	t.Run("AtomicVisibility", h.wrap(testAtomicVisibility))
+	t.Run("ManyMessages", h.wrap(testManyMessages))
+	t.Run("Closed", h.wrap(testClosed))
+	if c.fault != nil {
+		t.Run("FaultIsAllOrNothing", h.wrap(testFault))
+	}
+}
+
+type harness struct {
+	open Opener
+	cfg  config
+}
+
+// env is one subtest's store, reopenable on its directory.
+type env struct {
+	*testing.T
+	h   *harness
+	dir string
+	s   store.Store
+	ctx context.Context
+}
+
+func (h *harness) wrap(f func(e *env)) func(t *testing.T) {
+	return func(t *testing.T) {
+		e := &env{T: t, h: h, dir: t.TempDir(), ctx: context.Background()}
+		e.s = h.open(t, e.dir)
+		t.Cleanup(func() { e.s.Close() })
+		f(e)
+	}
+}
+
+// reopen closes the store and opens it again, then runs check on each of
+// the two stores (before and after) when the backend is durable; otherwise
+// just once on the open store.
+func (e *env) reopen(check func()) {
+	e.Helper()
+	check()
+	if !e.h.cfg.reopen {
+		return
+	}
+	if err := e.s.Close(); err != nil {
+		e.Fatalf("Close: %v", err)
+	}
+	e.s = e.h.open(e.T, e.dir)
+	check()
+}
+
+func (e *env) apply(muts ...store.Mutation) {
+	e.Helper()
+	if err := e.s.Apply(e.ctx, muts...); err != nil {
+		e.Fatalf("Apply: %v", err)
+	}
+}
+
+func (e *env) notFound(err error, what string) {
+	e.Helper()
+	if !errors.Is(err, store.ErrNotFound) {
+		e.Fatalf("%s: got %v, want ErrNotFound", what, err)
+	}
+}
+
+func same(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got  %#v\n want %#v", what, got, want)
+	}
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+func resource(uid, space, name, form string, at int) store.Resource {
+	return store.Resource{
+		UID: uid, Space: space, Name: name, FormURL: form, Offering: "default",
+		Spec:          json.RawMessage(`{"name":"` + name + `"}`),
+		PrivateInputs: json.RawMessage(`{"secret":1}`),
+		Observed:      json.RawMessage(`{}`),
+		State:         store.StateActive, Generation: 3, ETag: "e-" + uid,
+		CreateTime: t0.Add(time.Duration(at) * time.Second),
+		UpdateTime: t0.Add(time.Duration(at)*time.Second + time.Millisecond),
+		Exports:    []string{"fetch", "queue"},
+		Creator:    "principal-1",
+	}
+}
+
+func testResources(e *env) {
+	forms := []string{"https://forms/queue", "https://forms/worker"}
+	a := resource("u1", "s1", "alpha", forms[0], 2)
+	b := resource("u2", "s1", "beta", forms[1], 1)
+	c := resource("u3", "s2", "alpha", forms[0], 1)
+	c.PrivateInputs, c.Exports = nil, nil // nil stays nil
+	c.CreateTime = b.CreateTime           // ties break on UID
+	e.apply(store.PutResource{Resource: a}, store.PutResource{Resource: b}, store.PutResource{Resource: c})
+	// Rename a: its old name is free, the new one finds it.
+	a2 := a
+	a2.Name, a2.Generation, a2.State = "gamma", 4, store.StateUpdating
+	e.apply(store.PutResource{Resource: a2})
+	e.apply(store.DeleteResource{UID: "u2"})
+	e.reopen(func() {
+		got, err := e.s.Resource(e.ctx, "u1")
+		if err != nil {
+			e.Fatal(err)
+		}
+		same(e.T, "Resource(u1)", got, a2)
+		if r, err := e.s.ResourceByName(e.ctx, "s1", "gamma"); err != nil || r.UID != "u1" {
+			e.Fatalf("ResourceByName(s1, gamma) = %v, %v", r.UID, err)
+		}
+		_, err = e.s.ResourceByName(e.ctx, "s1", "alpha")
+		e.notFound(err, "old name after rename")
+		_, err = e.s.Resource(e.ctx, "u2")
+		e.notFound(err, "deleted resource")
+		_, err = e.s.ResourceByName(e.ctx, "s1", "beta")
+		e.notFound(err, "name of deleted resource")
+		if r, err := e.s.ResourceByName(e.ctx, "s2", "alpha"); err != nil {
+			e.Fatal(err)
+		} else {
+			same(e.T, "resource with nil fields", r, c)
+		}
+		all, _ := e.s.Resources(e.ctx, "", "")
+		same(e.T, "Resources(all) order by CreateTime then UID", uids(all), []string{"u3", "u1"})
+		s1, _ := e.s.Resources(e.ctx, "s1", "")
+		same(e.T, "Resources(s1)", uids(s1), []string{"u1"})
+		f, _ := e.s.Resources(e.ctx, "", forms[0])
+		same(e.T, "Resources(form)", uids(f), []string{"u3", "u1"})
+		none, err := e.s.Resources(e.ctx, "nope", "")
+		if err != nil || len(none) != 0 {
+			e.Fatalf("Resources(unknown space) = %v, %v", none, err)
+		}
+	})
+	// The name is free again for a new resource.
+	d := resource("u4", "s1", "beta", forms[1], 5)
+	e.apply(store.PutResource{Resource: d})
+	if r, err := e.s.ResourceByName(e.ctx, "s1", "beta"); err != nil || r.UID != "u4" {
+		e.Fatalf("reused name: %v %v", r.UID, err)
+	}
+}
+
+func uids(rs []store.Resource) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.UID)
+	}
+	return out
+}
+
+func operation(id string, state string, at int) store.Operation {
+	return store.Operation{
+		ID: id, Space: "s1", Kind: "create", ResourceUID: "u1", State: state, Effect: store.EffectNone,
+		IdempotencyKey: "k-" + id, Principal: "p1",
+		Intent:     json.RawMessage(`{"want":"` + id + `"}`),
+		CreateTime: t0.Add(time.Duration(at) * time.Second), UpdateTime: t0.Add(time.Hour),
+	}
+}
+
+func testOperations(e *env) {
+	o1 := operation("o1", store.OpPending, 3)
+	o2 := operation("o2", store.OpRunning, 1)
+	o3 := operation("o3", store.OpReconciling, 2)
+	o3.Intent = nil
+	o4 := operation("o4", store.OpSucceeded, 0)
+	o4.Effect = store.EffectApplied
+	e.apply(store.PutOperation{Operation: o1}, store.PutOperation{Operation: o2}, store.PutOperation{Operation: o3}, store.PutOperation{Operation: o4})
+	o2.State, o2.Effect = store.OpFailed, store.EffectPartial
+	o2.Error = json.RawMessage(`{"type":"about:blank","status":500}`)
+	e.apply(store.PutOperation{Operation: o2})
+	e.reopen(func() {
+		for _, want := range []store.Operation{o1, o2, o3, o4} {
+			got, err := e.s.Operation(e.ctx, want.ID)
+			if err != nil {
+				e.Fatal(err)
+			}
+			same(e.T, "Operation "+want.ID, got, want)
+		}
+		_, err := e.s.Operation(e.ctx, "nope")
+		e.notFound(err, "unknown operation")
+		un, err := e.s.UnfinishedOperations(e.ctx)
+		if err != nil {
+			e.Fatal(err)
+		}
+		same(e.T, "UnfinishedOperations (reconciling is not done)", un, []store.Operation{o3, o1})
+	})
+}
+
+func testIdempotency(e *env) {
+	r1 := store.IdempotencyRecord{Scope: "p|s|POST|/x", Key: "k1", Fingerprint: "f1", OperationID: "o1", CreateTime: t0}
+	r2 := store.IdempotencyRecord{Scope: "p|s|POST|/x", Key: "k2", Fingerprint: "f2", OperationID: "o2", CreateTime: t0}
+	r3 := r1
+	r3.Scope = "other"
+	e.apply(store.PutIdempotency{Record: r1}, store.PutIdempotency{Record: r2}, store.PutIdempotency{Record: r3})
+	r2.Fingerprint = "f2b"
+	e.apply(store.PutIdempotency{Record: r2}, store.DeleteIdempotency{Scope: r1.Scope, Key: r1.Key})
+	e.reopen(func() {
+		_, err := e.s.Idempotency(e.ctx, r1.Scope, r1.Key)
+		e.notFound(err, "deleted idempotency record")
+		for _, want := range []store.IdempotencyRecord{r2, r3} {
+			got, err := e.s.Idempotency(e.ctx, want.Scope, want.Key)
+			if err != nil {
+				e.Fatal(err)
+			}
+			same(e.T, "Idempotency", got, want)
+		}
+	})
+}
+
+func msg(q, id string, at int64, body string) store.AcceptMessage {
+	return store.AcceptMessage{
+		Message: store.Message{Queue: q, ID: id, AcceptedAt: at, VisibleAt: at + 10, Size: len(body)},
+		Body:    []byte(body),
+	}
+}
+
+func (e *env) body(q, id, want string) {
+	e.Helper()
+	b, err := e.s.Body(e.ctx, q, id)
+	if err != nil || string(b) != want {
+		e.Fatalf("Body(%s, %s) = %q, %v; want %q", q, id, b, err, want)
+	}
+}
+
+func testMessages(e *env) {
+	e.apply(msg("q1", "m3", 300, "third"), msg("q1", "m1", 100, "first"), msg("q1", "m2", 100, "second"),
+		msg("q2", "m1", 50, "other queue"))
+	e.apply(store.DeliverMessages{Queue: "q1", Batch: "b1", IDs: []string{"m1", "m2", "nope"}})
+	e.apply(store.DeliverMessages{Queue: "q1", Batch: "b2", IDs: []string{"m1"}})
+	e.apply(store.RetryMessage{Queue: "q1", ID: "m2", VisibleAt: 999})
+	e.apply(store.RemoveMessages{Queue: "q1", IDs: []string{"m3"}, Reason: store.RemovedAcknowledged})
+	e.reopen(func() {
+		got, err := e.s.Messages(e.ctx, "q1")
+		if err != nil {
+			e.Fatal(err)
+		}
+		want := []store.Message{
+			{Queue: "q1", ID: "m1", AcceptedAt: 100, VisibleAt: 110, Attempts: 2, Lease: "b2", Size: 5},
+			{Queue: "q1", ID: "m2", AcceptedAt: 100, VisibleAt: 999, Attempts: 1, Size: 6},
+		}
+		same(e.T, "Messages(q1), by AcceptedAt then ID", got, want)
+		m, err := e.s.Message(e.ctx, "q1", "m1")
+		if err != nil {
+			e.Fatal(err)
+		}
+		same(e.T, "Message(q1, m1)", m, want[0])
+		_, err = e.s.Message(e.ctx, "q1", "m3")
+		e.notFound(err, "removed message")
+		_, err = e.s.Body(e.ctx, "q1", "m3")
+		e.notFound(err, "body of removed message")
+		_, err = e.s.Message(e.ctx, "q9", "m1")
+		e.notFound(err, "message of unknown queue")
+		if n, err := e.s.MessageCount(e.ctx, "q1"); n != 2 || err != nil {
+			e.Fatalf("MessageCount(q1) = %d, %v", n, err)
+		}
+		if n, err := e.s.MessageCount(e.ctx, "q9"); n != 0 || err != nil {
+			e.Fatalf("MessageCount(q9) = %d, %v", n, err)
+		}
+		if l, err := e.s.Messages(e.ctx, "q9"); len(l) != 0 || err != nil {
+			e.Fatalf("Messages(q9) = %v, %v", l, err)
+		}
+		e.body("q1", "m1", "first")
+		e.body("q1", "m2", "second")
+		e.body("q2", "m1", "other queue")
+	})
+	for _, r := range []string{store.RemovedExpired, store.RemovedDiscarded, store.RemovedDeadLettered} {
+		e.apply(msg("q3", r, 1, r))
+		e.apply(store.RemoveMessages{Queue: "q3", IDs: []string{r}, Reason: r})
+	}
+	if n, _ := e.s.MessageCount(e.ctx, "q3"); n != 0 {
+		e.Fatalf("q3 holds %d after removals", n)
+	}
+}
+
+func testAcceptReplaces(e *env) {
+	e.apply(msg("q", "m", 1, "old body"))
+	e.apply(store.DeliverMessages{Queue: "q", Batch: "b", IDs: []string{"m"}})
+	repl := msg("q", "m", 1, "the new body")
+	repl.Message.Attempts, repl.Message.Lease, repl.Message.VisibleAt = 7, "b9", 77
+	e.apply(repl)
+	e.reopen(func() {
+		m, err := e.s.Message(e.ctx, "q", "m")
+		if err != nil {
+			e.Fatal(err)
+		}
+		same(e.T, "replaced message", m, repl.Message)
+		e.body("q", "m", "the new body")
+		if n, _ := e.s.MessageCount(e.ctx, "q"); n != 1 {
+			e.Fatalf("MessageCount = %d after replacing", n)
+		}
+	})
+}
+
+func testDropQueue(e *env) {
+	e.apply(msg("q", "a", 1, "a"), msg("q", "b", 2, "b"), msg("keep", "a", 1, "kept"))
+	e.apply(store.DropQueue{Queue: "q"})
+	e.reopen(func() {
+		if n, _ := e.s.MessageCount(e.ctx, "q"); n != 0 {
+			e.Fatalf("dropped queue holds %d", n)
+		}
+		_, err := e.s.Body(e.ctx, "q", "a")
+		e.notFound(err, "body in dropped queue")
+		e.body("keep", "a", "kept")
+	})
+	// A dropped queue can be used again.
+	e.apply(msg("q", "a", 3, "again"))
+	e.body("q", "a", "again")
+}
+
+func testNoOps(e *env) {
+	e.apply(msg("q", "m", 1, "x"))
+	e.apply(
+		store.DeleteResource{UID: "nope"},
+		store.DeleteIdempotency{Scope: "nope", Key: "nope"},
+		store.DeliverMessages{Queue: "nope", Batch: "b", IDs: []string{"m"}},
+		store.DeliverMessages{Queue: "q", Batch: "b", IDs: []string{"nope"}},
+		store.RetryMessage{Queue: "q", ID: "nope", VisibleAt: 5},
+		store.RetryMessage{Queue: "nope", ID: "m", VisibleAt: 5},
+		store.RemoveMessages{Queue: "q", IDs: []string{"nope"}, Reason: store.RemovedAcknowledged},
+		store.RemoveMessages{Queue: "nope", IDs: []string{"m"}, Reason: store.RemovedAcknowledged},
+		store.DropQueue{Queue: "nope"},
+	)
+	e.apply() // an empty Apply is fine too
+	e.reopen(func() {
+		m, err := e.s.Message(e.ctx, "q", "m")
+		if err != nil {
+			e.Fatal(err)
+		}
+		same(e.T, "untouched message", m, msg("q", "m", 1, "x").Message)
+	})
+}
+
+func testCopies(e *env) {
+	r := resource("u1", "s", "n", "f", 0)
+	o := operation("o1", store.OpFailed, 0)
+	o.Error = json.RawMessage(`{"status":500}`)
+	m := msg("q", "m", 1, "body")
+	e.apply(store.PutResource{Resource: r}, store.PutOperation{Operation: o}, m)
+	// The caller's values after Apply are the caller's.
+	r.Spec[2], r.Exports[0], o.Error[2], o.Intent[2], m.Body[0] = 'X', "X", 'X', 'X', 'X'
+	want := resource("u1", "s", "n", "f", 0)
+
+	got, _ := e.s.Resource(e.ctx, "u1")
+	same(e.T, "resource after the caller changed its input", got, want)
+	got.Spec[2], got.Observed[0], got.PrivateInputs[0], got.Exports[0] = 'Y', 'Y', 'Y', "Y"
+	got, _ = e.s.ResourceByName(e.ctx, "s", "n")
+	same(e.T, "resource after the caller changed a read", got, want)
+	got.Spec[2] = 'Z'
+	list, _ := e.s.Resources(e.ctx, "", "")
+	same(e.T, "listed resource", list[0], want)
+	list[0].Spec[2] = 'W'
+	got, _ = e.s.Resource(e.ctx, "u1")
+	same(e.T, "resource after the caller changed a listed one", got, want)
+
+	op, _ := e.s.Operation(e.ctx, "o1")
+	if string(op.Error) != `{"status":500}` || string(op.Intent) != `{"want":"o1"}` {
+		e.Fatalf("operation after the caller changed its input: %s %s", op.Error, op.Intent)
+	}
+	op.Error[0] = 'X'
+	op, _ = e.s.Operation(e.ctx, "o1")
+	if string(op.Error) != `{"status":500}` {
+		e.Fatalf("operation after the caller changed a read: %s", op.Error)
+	}
+	b, _ := e.s.Body(e.ctx, "q", "m")
+	if string(b) != "body" {
+		e.Fatalf("body after the caller changed its input: %q", b)
+	}
+	b[0] = 'X'
+	e.body("q", "m", "body")
+	ms, _ := e.s.Messages(e.ctx, "q")
+	ms[0].Attempts = 99
+	if mm, _ := e.s.Message(e.ctx, "q", "m"); mm.Attempts != 0 {
+		e.Fatal("Messages returned an alias")
+	}
+}
+
+// testAtomicVisibility checks that readers never see part of an Apply: each
+// Apply moves one message from queue a to queue b, so a+b is constant.
+func testAtomicVisibility(e *env) {
+	const n = 200
+	for i := range n {
+		e.apply(msg("a", fmt.Sprint(i), int64(i), "x"))
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			// Moves only go from a to b, so probing b then a can only find
+			// both if a move was half applied, and probing a then b can only
+			// find neither if so.
+			i := fmt.Sprint(time.Now().UnixNano() % n)
+			_, errB := e.s.Message(e.ctx, "b", i)
+			_, errA := e.s.Message(e.ctx, "a", i)
+			if errA == nil && errB == nil {
+				e.Error("message in both queues")
+				return
+			}
+			_, errA = e.s.Message(e.ctx, "a", i)
+			_, errB = e.s.Message(e.ctx, "b", i)
+			if errA != nil && errB != nil {
+				e.Error("message in neither queue")
+				return
+			}
+		}
+	})
+	for i := range n {
+		id := fmt.Sprint(i)
+		e.apply(store.RemoveMessages{Queue: "a", IDs: []string{id}, Reason: store.RemovedDeadLettered}, msg("b", id, int64(i), "x"))
+	}
+	close(done)
+	wg.Wait()
+	e.reopen(func() {
+		na, _ := e.s.MessageCount(e.ctx, "a")
+		nb, _ := e.s.MessageCount(e.ctx, "b")
+		if na != 0 || nb != n {
+			e.Fatalf("counts a=%d b=%d", na, nb)
+		}
+	})
+}
+
+func testManyMessages(e *env) {
+	const n = 3000
+	var batch []store.Mutation
+	for i := range n {
+		batch = append(batch, msg("q", fmt.Sprintf("m%05d", i), int64(i), fmt.Sprintf("body-%d", i)))
+		if len(batch) == 100 {
+			e.apply(batch...)
+			batch = nil
+		}
+	}
+	var gone []string
+	for i := 0; i < n; i += 3 {
+		gone = append(gone, fmt.Sprintf("m%05d", i))
+	}
+	e.apply(store.RemoveMessages{Queue: "q", IDs: gone, Reason: store.RemovedAcknowledged})
+	e.reopen(func() {
+		ms, err := e.s.Messages(e.ctx, "q")
+		if err != nil {
+			e.Fatal(err)
+		}
+		if len(ms) != n-len(gone) {
+			e.Fatalf("%d messages, want %d", len(ms), n-len(gone))
+		}
+		if !slices.IsSortedFunc(ms, func(a, b store.Message) int { return int(a.AcceptedAt - b.AcceptedAt) }) {
+			e.Fatal("Messages not ordered by AcceptedAt")
+		}
+		for _, i := range []int{1, 2, n - 1} {
+			e.body("q", fmt.Sprintf("m%05d", i), fmt.Sprintf("body-%d", i))
+		}
+		if c, _ := e.s.MessageCount(e.ctx, "q"); c != len(ms) {
+			e.Fatalf("MessageCount %d, Messages %d", c, len(ms))
+		}
+	})
+}
+
+func testClosed(e *env) {
+	e.apply(msg("q", "m", 1, "x"))
+	if err := e.s.Close(); err != nil {
+		e.Fatal(err)
+	}
+	if err := e.s.Apply(e.ctx, msg("q", "n", 1, "x")); !errors.Is(err, store.ErrClosed) {
+		e.Fatalf("Apply after Close = %v", err)
+	}
+	if _, err := e.s.Message(e.ctx, "q", "m"); !errors.Is(err, store.ErrClosed) {
+		e.Fatalf("Message after Close = %v", err)
+	}
+	if _, err := e.s.Body(e.ctx, "q", "m"); !errors.Is(err, store.ErrClosed) {
+		e.Fatalf("Body after Close = %v", err)
+	}
+	if _, err := e.s.Resources(e.ctx, "", ""); !errors.Is(err, store.ErrClosed) {
+		e.Fatalf("Resources after Close = %v", err)
+	}
+	if e.h.cfg.reopen {
+		e.s = e.h.open(e.T, e.dir)
+		e.body("q", "m", "x")
+	}
+}
+
+func testFault(e *env) {
+	e.apply(msg("q", "before", 1, "x"), store.PutResource{Resource: resource("u0", "s", "zero", "f", 0)})
+	e.h.cfg.fault(e.T, true)
+	err := e.s.Apply(e.ctx,
+		store.PutResource{Resource: resource("u1", "s", "one", "f", 1)},
+		store.DeleteResource{UID: "u0"},
+		store.RemoveMessages{Queue: "q", IDs: []string{"before"}, Reason: store.RemovedAcknowledged},
+		msg("q", "during", 2, "y"),
+	)
+	e.h.cfg.fault(e.T, false)
+	if !errors.Is(err, store.ErrUnavailable) {
+		e.Fatalf("Apply under fault = %v, want ErrUnavailable", err)
+	}
+	check := func() {
+		e.Helper()
+		_, err := e.s.Resource(e.ctx, "u1")
+		e.notFound(err, "resource of the failed Apply")
+		if _, err := e.s.Resource(e.ctx, "u0"); err != nil {
+			e.Fatalf("resource deleted by the failed Apply: %v", err)
+		}
+		_, err = e.s.Message(e.ctx, "q", "during")
+		e.notFound(err, "message of the failed Apply")
+		e.body("q", "before", "x")
+	}
+	check()
+	e.apply(msg("q", "after", 3, "z"))
+	e.reopen(func() {
+		check()
+		e.body("q", "after", "z")
+	})
+}

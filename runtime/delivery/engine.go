@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,7 @@ type Engine struct {
 	running map[string]*batch
 
 	track tracker
+	seq   atomic.Uint64 // accept order of messages
 
 	delivered atomic.Int64 // batches handed to a handler
 	finished  atomic.Int64 // batches finalized after their handler ran
@@ -248,10 +250,18 @@ func (e *Engine) load(ctx context.Context, uid string) ([]*msg, error) {
 		return nil, backendErr(fmt.Errorf("loading the messages of queue %s: %w", uid, err))
 	}
 	now := e.nowMs()
+	// The store keeps no accept order within a millisecond; ID order is
+	// the stable stand-in after a restart.
+	sort.Slice(sms, func(i, j int) bool {
+		if sms[i].AcceptedAt != sms[j].AcceptedAt {
+			return sms[i].AcceptedAt < sms[j].AcceptedAt
+		}
+		return sms[i].ID < sms[j].ID
+	})
 	out := make([]*msg, 0, len(sms))
 	leased := 0
 	for _, sm := range sms {
-		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size)
+		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, e.seq.Add(1))
 		if sm.Lease != "" {
 			// Unsettled in a batch of a run that ended: deliverable now.
 			leased++
@@ -655,7 +665,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []OutgoingMessa
 			Message: store.Message{Queue: queueUID, ID: id, AcceptedAt: now, VisibleAt: visibleAt, Size: len(body)},
 			Body:    body,
 		}
-		news[i] = newMsg(id, now, visibleAt, 0, len(body))
+		news[i] = newMsg(id, now, visibleAt, 0, len(body), e.seq.Add(1))
 	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
 		return nil, backendErr(err)

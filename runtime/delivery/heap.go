@@ -26,6 +26,7 @@ type msg struct {
 	visibleAt  int64 // UTC epoch ms
 	attempts   int
 	size       int
+	seq        uint64 // engine-wide accept order, the last tie-breaker
 	state      msgState
 	// expired: the retention deadline passed while the message was leased
 	// or busy; it is removed as expired as soon as it comes back, even if
@@ -36,12 +37,12 @@ type msg struct {
 	expIdx  int  // index in expiry; -1 when not in it
 }
 
-func newMsg(id string, acceptedAt, visibleAt int64, attempts, size int) *msg {
-	return &msg{id: id, acceptedAt: acceptedAt, visibleAt: visibleAt, attempts: attempts, size: size, visIdx: -1, expIdx: -1}
+func newMsg(id string, acceptedAt, visibleAt int64, attempts, size int, seq uint64) *msg {
+	return &msg{id: id, acceptedAt: acceptedAt, visibleAt: visibleAt, attempts: attempts, size: size, seq: seq, visIdx: -1, expIdx: -1}
 }
 
-// visLess is the delivery order: visible time, then accept time, then ID
-// (a total order, so batches are reproducible).
+// visLess is the delivery order: visible time, then accept time, then
+// accept order (input order within one Send), a total order.
 func visLess(a, b *msg) bool {
 	if a.visibleAt != b.visibleAt {
 		return a.visibleAt < b.visibleAt
@@ -49,7 +50,7 @@ func visLess(a, b *msg) bool {
 	if a.acceptedAt != b.acceptedAt {
 		return a.acceptedAt < b.acceptedAt
 	}
-	return a.id < b.id
+	return a.seq < b.seq
 }
 
 // expLess is the retention order. Retention is one duration per queue, so
@@ -58,7 +59,7 @@ func expLess(a, b *msg) bool {
 	if a.acceptedAt != b.acceptedAt {
 		return a.acceptedAt < b.acceptedAt
 	}
-	return a.id < b.id
+	return a.seq < b.seq
 }
 
 // visHeap orders messages by visLess; index kept in msg.visIdx.

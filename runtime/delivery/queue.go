@@ -487,7 +487,7 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 				Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
 				Body:    body,
 			})
-			moved = append(moved, newMsg(id, now, now+delay, 0, len(body)))
+			moved = append(moved, newMsg(id, now, now+delay, 0, len(body), e.seq.Add(1)))
 			dead = append(dead, m)
 		}
 		remove(dead, store.RemovedDeadLettered)

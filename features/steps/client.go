@@ -1,0 +1,151 @@
+package steps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Response is one Host API answer, with its problem decoded when it is one.
+type Response struct {
+	Method, Path string
+	Status       int
+	Header       http.Header
+	Body         []byte
+	Problem      *Problem
+}
+
+// Problem is an RFC 9457 problem with the Host API v2 extension members.
+type Problem struct {
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail"`
+	Instance  string         `json:"instance"`
+	Code      string         `json:"code"`
+	RequestID string         `json:"requestId"`
+	Errors    []ProblemError `json:"errors"`
+}
+
+// ProblemError is one input error of a problem.
+type ProblemError struct {
+	Pointer string `json:"pointer"`
+	Detail  string `json:"detail"`
+}
+
+// JSON decodes the body into v, keeping numbers exact.
+func (r *Response) JSON(v any) error {
+	d := json.NewDecoder(bytes.NewReader(r.Body))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%s %s: body is not JSON (%v): %.300s", r.Method, r.Path, err, r.Body)
+	}
+	return nil
+}
+
+// Map decodes a JSON object body.
+func (r *Response) Map() (map[string]any, error) {
+	var m map[string]any
+	err := r.JSON(&m)
+	return m, err
+}
+
+func (r *Response) String() string {
+	return fmt.Sprintf("%s %s -> %d %.600s", r.Method, r.Path, r.Status, r.Body)
+}
+
+// Client is the kit's only way to talk to the Host API: bearer token,
+// JSON bodies, problem decoding.
+type Client struct {
+	Base  func() string // the host's base URL (it may move on restart)
+	Token string        // "" sends no Authorization header
+	HTTP  *http.Client
+}
+
+// Do sends one request. body is nil, []byte (sent as is) or a value
+// encoded as JSON.
+func (c *Client) Do(ctx context.Context, method, path string, body any, header http.Header) (*Response, error) {
+	var rd io.Reader
+	if body != nil {
+		switch b := body.(type) {
+		case []byte:
+			rd = bytes.NewReader(b)
+		case string:
+			rd = strings.NewReader(b)
+		default:
+			enc, err := json.Marshal(b)
+			if err != nil {
+				return nil, err
+			}
+			rd = bytes.NewReader(enc)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base(), "/")+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for k, vs := range header {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
+	}
+	r := &Response{Method: method, Path: path, Status: res.StatusCode, Header: res.Header, Body: b}
+	if res.StatusCode >= 400 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
+		var p Problem
+		if json.Unmarshal(b, &p) == nil {
+			r.Problem = &p
+		}
+	}
+	return r, nil
+}
+
+// CheckProblem verifies that r is the problem status/code with the Host
+// API's problem members.
+func CheckProblem(r *Response, status int, code string) error {
+	if r.Status != status {
+		return fmt.Errorf("want %d %s, got %s", status, code, r)
+	}
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+		return fmt.Errorf("want Content-Type application/problem+json, got %q: %s", r.Header.Get("Content-Type"), r)
+	}
+	if r.Problem == nil {
+		return fmt.Errorf("problem body does not decode: %s", r)
+	}
+	if r.Problem.Code != code {
+		return fmt.Errorf("want code %q, got %q: %s", code, r.Problem.Code, r)
+	}
+	if r.Problem.Status != status {
+		return fmt.Errorf("problem status member %d differs from HTTP status %d", r.Problem.Status, status)
+	}
+	if rid := r.Header.Get("X-Request-Id"); rid == "" || r.Problem.RequestID != rid {
+		return fmt.Errorf("problem requestId %q does not match X-Request-Id %q", r.Problem.RequestID, rid)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+// Package steps holds the conformance kit's step definitions. Steps talk to
+// the host only over HTTP: the Host API v2 and the test workers' fetch
+// handlers. Test workers report what they see to the kit's Recorder.
+//
+// One place each: client.go (HTTP, auth header, problem decoding), ops.go
+// (Operation waiting), recorder.go (worker callbacks and bounded polling).
+package steps
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// Form URLs, matched exactly by hosts.
+const (
+	FormQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
+	FormConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
+	FormWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
+	FormVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+)
+
+var formsByShortName = map[string]string{
+	"AtLeastOnceQueue": FormQueue,
+	"QueueConsumer":    FormConsumer,
+	"ModuleWorker":     FormWorker,
+	"WorkerVersion":    FormVersion,
+}
+
+// Principal names the kit knows; the README says which grants each needs.
+const (
+	PrincipalAdmin  = "admin"  // editor in every space
+	PrincipalViewer = "viewer" // viewer in every space
+	PrincipalNarrow = "narrow" // editor on QueueConsumer, ModuleWorker, WorkerVersion only
+	PrincipalSender = "sender" // editor on ModuleWorker, WorkerVersion; viewer on AtLeastOnceQueue
+	PrincipalOther  = "other"  // editor only in Config.OtherSpace
+)
+
+// Config is what the runner gives the kit.
+type Config struct {
+	Base        func() string     // the host's base URL, e.g. http://127.0.0.1:8787
+	Tokens      map[string]string // principal name -> bearer token
+	OtherSpace  string            // the only space PrincipalOther has grants in
+	Recorder    *Recorder
+	RecorderURL string // the recorder's base URL as the host's workers reach it
+	// Restart restarts the host and returns once it serves again; nil when
+	// the runner has no host control (then @restart scenarios are skipped).
+	Restart func(ctx context.Context) error
+	// HandlerTimeout is the host's handler time limit, 0 when unknown (then
+	// @handler-limit scenarios are skipped).
+	HandlerTimeout time.Duration
+	// Workers holds the test workers' sources (kit.js, fetch-only.js).
+	Workers fs.FS
+	// Log receives one progress line per scenario.
+	Log func(format string, args ...any)
+}
+
+// Kit is one run of the conformance kit.
+type Kit struct {
+	cfg   Config
+	run   string
+	n     atomic.Int64
+	gate  sync.RWMutex // @restart scenarios run alone
+	httpc *http.Client
+
+	mu      sync.Mutex
+	skipped map[string]string // scenario -> reason
+	done    int
+}
+
+// New makes a Kit for one run.
+func New(cfg Config) *Kit {
+	b := make([]byte, 3)
+	rand.Read(b)
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	return &Kit{
+		cfg:     cfg,
+		run:     hex.EncodeToString(b),
+		httpc:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		skipped: map[string]string{},
+	}
+}
+
+// Skipped lists the skipped scenarios with their reasons, sorted.
+func (k *Kit) Skipped() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for n, r := range k.skipped {
+		out = append(out, n+": "+r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (k *Kit) skip(ctx context.Context, reason string) error {
+	w := get(ctx)
+	if w != nil {
+		k.mu.Lock()
+		k.skipped[w.scenario] = reason
+		k.mu.Unlock()
+	}
+	return fmt.Errorf("%w: %s", godog.ErrSkip, reason)
+}
+
+type ctxKey struct{}
+
+func get(ctx context.Context) *world { w, _ := ctx.Value(ctxKey{}).(*world); return w }
+
+// resource is one resource the scenario created, by alias.
+type resource struct {
+	alias, uid, name, form, space string
+	spec                          map[string]any
+	handlers                      []string
+}
+
+// sent is one message a scenario sent, by tag.
+type sent struct {
+	id              string
+	before, after   time.Time // kit clock around the send call
+	deliverAfterMin time.Duration
+}
+
+// world is one scenario's state.
+type world struct {
+	k        *Kit
+	scenario string
+	tags     map[string]bool
+	space    string
+	space2   string
+	scope    string
+	as       string // principal of the next requests
+	res      map[string]*resource
+	etags    map[string]string
+	sent     map[string]*sent
+	header   http.Header // for the next request only
+	last     *Response
+	prev     *Response
+	lastOp   *Operation
+	call     *callResult
+	bg       chan *Response
+}
+
+func (k *Kit) newSpace() string {
+	return fmt.Sprintf("kit-%s-%d", k.run, k.n.Add(1))
+}
+
+// InitializeScenario registers every step and the per-scenario hooks.
+func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
+	sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
+		w := &world{k: k, scenario: s.Name, tags: map[string]bool{}, as: PrincipalAdmin,
+			res: map[string]*resource{}, etags: map[string]string{}, sent: map[string]*sent{}}
+		for _, t := range s.Tags {
+			w.tags[t.Name] = true
+		}
+		w.space = k.newSpace()
+		w.scope = w.space
+		ctx = context.WithValue(ctx, ctxKey{}, w)
+		if w.tags["@restart"] {
+			if k.cfg.Restart == nil {
+				return ctx, k.skip(ctx, "needs host control: pass --restart-cmd")
+			}
+			k.gate.Lock()
+		} else {
+			k.gate.RLock()
+		}
+		if w.tags["@handler-limit"] && k.cfg.HandlerTimeout <= 0 {
+			w.unlock()
+			return ctx, k.skip(ctx, "needs the host's handler time limit: pass --handler-timeout")
+		}
+		return ctx, nil
+	})
+	sc.After(func(ctx context.Context, s *godog.Scenario, err error) (context.Context, error) {
+		w := get(ctx)
+		if w == nil {
+			return ctx, nil
+		}
+		if !(w.tags["@restart"] && k.cfg.Restart == nil) && !(w.tags["@handler-limit"] && k.cfg.HandlerTimeout <= 0) {
+			w.unlock()
+		}
+		status := "passed"
+		if err != nil {
+			status = "FAILED"
+			if errors.Is(err, godog.ErrSkip) {
+				status = "skipped"
+			}
+		}
+		k.mu.Lock()
+		k.done++
+		n := k.done
+		k.mu.Unlock()
+		k.cfg.Log("[%d] %s: %s", n, status, s.Name)
+		k.cfg.Recorder.Forget(w.scope)
+		return ctx, nil
+	})
+	registerResourceSteps(sc)
+	registerDeliverySteps(sc)
+	registerProducerSteps(sc)
+}
+
+func (w *world) unlock() {
+	if w.tags["@restart"] {
+		w.k.gate.Unlock()
+	} else {
+		w.k.gate.RUnlock()
+	}
+}
+
+// client is the HTTP client for the current principal.
+func (w *world) client(ctx context.Context) (*Client, error) {
+	tok := ""
+	switch w.as {
+	case "nobody":
+	case "bogus":
+		tok = "kit-not-a-token-" + w.k.run
+	default:
+		tok = w.k.cfg.Tokens[w.as]
+		if tok == "" {
+			return nil, w.k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", w.as, w.as))
+		}
+	}
+	return &Client{Base: w.k.cfg.Base, Token: tok, HTTP: w.k.httpc}, nil
+}
+
+// admin is the admin client, for setup and checks whatever w.as is.
+func (w *world) admin() *Client {
+	return &Client{Base: w.k.cfg.Base, Token: w.k.cfg.Tokens[PrincipalAdmin], HTTP: w.k.httpc}
+}
+
+// do sends a request as the current principal with the one-shot headers.
+func (w *world) do(ctx context.Context, method, path string, body any) (*Response, error) {
+	c, err := w.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := w.header
+	w.header = nil
+	r, err := c.Do(ctx, method, path, body, h)
+	if err != nil {
+		return nil, err
+	}
+	w.prev, w.last = w.last, r
+	return r, nil
+}
+
+// expand replaces the placeholders of feature text: {{uid:a}}, {{name:a}},
+// {{space}}, {{space2}}, {{nouid}}, {{etag:a}}, {{recorder}}.
+func (w *world) expand(s string) (string, error) {
+	var err error
+	out := placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
+		inner := m[2 : len(m)-2]
+		kind, arg, _ := strings.Cut(inner, ":")
+		switch kind {
+		case "space":
+			return w.space
+		case "space2":
+			return w.secondSpace()
+		case "nouid":
+			return "kit-no-such-uid-" + w.k.run
+		case "recorder":
+			return w.k.cfg.RecorderURL
+		case "uid", "name":
+			r := w.res[arg]
+			if r == nil {
+				err = fmt.Errorf("no resource %q in this scenario", arg)
+				return m
+			}
+			if kind == "uid" {
+				return r.uid
+			}
+			return r.name
+		case "etag":
+			e, ok := w.etags[arg]
+			if !ok {
+				err = fmt.Errorf("no remembered etag of %q", arg)
+			}
+			return strings.ReplaceAll(e, `"`, `\"`)
+		}
+		err = fmt.Errorf("unknown placeholder %s", m)
+		return m
+	})
+	return out, err
+}
+
+func (w *world) secondSpace() string {
+	if w.space2 == "" {
+		w.space2 = w.k.newSpace()
+	}
+	return w.space2
+}
+
+func (w *world) resource(alias string) (*resource, error) {
+	r := w.res[alias]
+	if r == nil {
+		return nil, fmt.Errorf("no resource %q in this scenario", alias)
+	}
+	return r, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,124 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+)
+
+// Operation is a Host API v2 Operation.
+type Operation struct {
+	ID             string   `json:"id"`
+	Kind           string   `json:"kind"`
+	ResourceUID    string   `json:"resourceUid"`
+	State          string   `json:"state"`
+	Effect         string   `json:"effect"`
+	Error          *Problem `json:"error"`
+	IdempotencyKey string   `json:"idempotencyKey"`
+	CreateTime     string   `json:"createTime"`
+	UpdateTime     string   `json:"updateTime"`
+}
+
+// Terminal reports whether the Operation is done.
+func (o *Operation) Terminal() bool { return o.State == "succeeded" || o.State == "failed" }
+
+// allowedPairs is Host API v2's state/effect pairing.
+var allowedPairs = map[string][]string{
+	"pending":     {"none"},
+	"running":     {"none", "partial", "unknown"},
+	"reconciling": {"unknown"},
+	"succeeded":   {"applied", "none"},
+	"failed":      {"none", "partial"},
+}
+
+// CheckPair fails for a state/effect combination Host API v2 forbids.
+func (o *Operation) CheckPair() error {
+	for _, e := range allowedPairs[o.State] {
+		if e == o.Effect {
+			return nil
+		}
+	}
+	return fmt.Errorf("operation %s has state %q with effect %q, which Host API v2 does not allow", o.ID, o.State, o.Effect)
+}
+
+var locationRE = regexp.MustCompile(`/v2/spaces/([a-z0-9-]+)/operations/([^/?#]+)$`)
+
+// AcceptedOperation checks that r is 202 with an Operation and a Location
+// naming it, and returns the Operation.
+func AcceptedOperation(r *Response) (*Operation, error) {
+	if r.Status != 202 {
+		return nil, fmt.Errorf("want 202 Accepted, got %s", r)
+	}
+	var op Operation
+	if err := r.JSON(&op); err != nil {
+		return nil, err
+	}
+	if op.ID == "" {
+		return nil, fmt.Errorf("202 without an Operation id: %s", r)
+	}
+	if err := op.CheckPair(); err != nil {
+		return nil, err
+	}
+	loc := r.Header.Get("Location")
+	u, err := url.Parse(loc)
+	if err != nil || !locationRE.MatchString(u.Path) {
+		return nil, fmt.Errorf("202 Location %q is not /v2/spaces/{space}/operations/{id}", loc)
+	}
+	if m := locationRE.FindStringSubmatch(u.Path); m[2] != url.PathEscape(op.ID) && m[2] != op.ID {
+		return nil, fmt.Errorf("Location %q does not name Operation %q", loc, op.ID)
+	}
+	return &op, nil
+}
+
+// GetOperation reads an Operation once, long-polling up to wait seconds.
+func GetOperation(ctx context.Context, c *Client, space, id string, wait int) (*Operation, *Response, error) {
+	r, err := c.Do(ctx, "GET", fmt.Sprintf("/v2/spaces/%s/operations/%s?wait=%d", space, url.PathEscape(id), wait), nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Status != 200 {
+		return nil, r, fmt.Errorf("reading operation %s: %s", id, r)
+	}
+	var op Operation
+	if err := r.JSON(&op); err != nil {
+		return nil, r, err
+	}
+	if err := op.CheckPair(); err != nil {
+		return nil, r, err
+	}
+	if !op.Terminal() && r.Header.Get("Retry-After") == "" {
+		return nil, r, fmt.Errorf("non-terminal operation %s (%s) answered without Retry-After", id, op.State)
+	}
+	return &op, r, nil
+}
+
+// WaitOperation long-polls an Operation until it is terminal or timeout
+// passes.
+func WaitOperation(ctx context.Context, c *Client, space, id string, timeout time.Duration) (*Operation, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		wait := int(left / time.Second)
+		if wait > 10 {
+			wait = 10
+		}
+		if wait < 0 {
+			wait = 0
+		}
+		op, _, err := GetOperation(ctx, c, space, id, wait)
+		if err != nil {
+			return nil, err
+		}
+		if op.Terminal() {
+			return op, nil
+		}
+		if time.Now().After(deadline) {
+			return op, fmt.Errorf("operation %s still %s/%s after %s", id, op.State, op.Effect, timeout)
+		}
+		if wait == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

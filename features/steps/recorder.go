@@ -1,0 +1,190 @@
+package steps
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Event is one observation a test worker POSTed to the recorder.
+type Event struct {
+	Scope        string   `json:"scope"`
+	Kind         string   `json:"kind"` // "start" or "end" of a queue handler invocation
+	BatchID      any      `json:"batchId"`
+	Queue        any      `json:"queue"`
+	Messages     []Msg    `json:"messages"`
+	Results      []Result `json:"results"`
+	Threw        bool     `json:"threw"`
+	WorkerMillis float64  `json:"workerMillis"`
+	StartMillis  float64  `json:"startMillis"`
+
+	Recv time.Time `json:"-"` // when the recorder received it (kit clock)
+	Seq  int       `json:"-"`
+}
+
+// BatchIDString is the batch ID when it is a string.
+func (e *Event) BatchIDString() string { s, _ := e.BatchID.(string); return s }
+
+// QueueName is the batch's queue name when it is a string.
+func (e *Event) QueueName() string { s, _ := e.Queue.(string); return s }
+
+// Msg is one message as the handler saw it.
+type Msg struct {
+	ID                any     `json:"id"`
+	IDType            string  `json:"idType"`
+	TimestampMillis   any     `json:"timestampMillis"`
+	Attempts          any     `json:"attempts"`
+	BodyIsArrayBuffer bool    `json:"bodyIsArrayBuffer"`
+	BodyLength        float64 `json:"bodyLength"`
+	Body              string  `json:"body"` // base64
+	Tag               string  `json:"tag"`
+	Step              string  `json:"step"`
+}
+
+// IDString is the message ID when it is a string.
+func (m *Msg) IDString() string { s, _ := m.ID.(string); return s }
+
+// Result is one settlement call's outcome.
+type Result struct {
+	Op    string `json:"op"`
+	ID    string `json:"id"`
+	OK    bool   `json:"ok"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Recorder receives the test workers' outbound fetches on loopback (or any
+// address the host can reach) and lets steps wait for them.
+type Recorder struct {
+	mu     sync.Mutex
+	events map[string][]*Event
+	seq    int
+	srv    *http.Server
+	ln     net.Listener
+}
+
+// StartRecorder listens on addr ("127.0.0.1:0" for a free port).
+func StartRecorder(addr string) (*Recorder, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{events: map[string][]*Event{}, ln: ln}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /event", r.handle)
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go r.srv.Serve(ln)
+	return r, nil
+}
+
+// Addr is the host:port the recorder listens on.
+func (r *Recorder) Addr() string { return r.ln.Addr().String() }
+
+// Close stops the recorder.
+func (r *Recorder) Close() error { return r.srv.Close() }
+
+func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
+	b, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
+	if err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	var e Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	e.Recv = time.Now()
+	r.mu.Lock()
+	r.seq++
+	e.Seq = r.seq
+	r.events[e.Scope] = append(r.events[e.Scope], &e)
+	r.mu.Unlock()
+	w.WriteHeader(204)
+}
+
+// Events returns a copy of the scope's events in arrival order.
+func (r *Recorder) Events(scope string) []*Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := append([]*Event(nil), r.events[scope]...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+// Forget drops a scope's events (at the end of a scenario).
+func (r *Recorder) Forget(scope string) {
+	r.mu.Lock()
+	delete(r.events, scope)
+	r.mu.Unlock()
+}
+
+// Delivery is one delivery of one message: the start event of the batch
+// it came in, the message as seen, and the batch's end event if any.
+type Delivery struct {
+	Start *Event
+	Msg   Msg
+	End   *Event
+}
+
+// Deliveries lists every delivery of the messages tagged tag, in arrival order.
+func (r *Recorder) Deliveries(scope, tag string) []Delivery {
+	evs := r.Events(scope)
+	ends := map[string]*Event{}
+	for _, e := range evs {
+		if e.Kind == "end" {
+			ends[e.BatchIDString()] = e
+		}
+	}
+	var out []Delivery
+	for _, e := range evs {
+		if e.Kind != "start" {
+			continue
+		}
+		for _, m := range e.Messages {
+			if m.Tag == tag {
+				out = append(out, Delivery{Start: e, Msg: m, End: ends[e.BatchIDString()]})
+			}
+		}
+	}
+	return out
+}
+
+// Poll calls check every interval until it returns nil or the deadline
+// passes; it returns check's last error then.
+func Poll(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if s, ok := err.(godogStop); ok {
+			return s.error
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %w", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Consistently calls check every interval for the whole window and fails on
+// the first error: how the kit shows that something does not happen.
+func Consistently(window time.Duration, check func() error) error {
+	deadline := time.Now().Add(window)
+	for {
+		if err := check(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -44,13 +44,15 @@ func testAuth() *auth.Config {
 }
 
 type harness struct {
-	t   *testing.T
-	srv *Server
-	ts  *httptest.Server
-	st  store.Store
-	eng *fakeEngine
-	wk  *fakeWorkers
-	log *bytes.Buffer
+	t      *testing.T
+	srv    *Server
+	ts     *httptest.Server
+	base   string
+	client *http.Client
+	st     store.Store
+	eng    *fakeEngine
+	wk     *fakeWorkers
+	log    *bytes.Buffer
 }
 
 type harnessOpt func(*Options)
@@ -58,7 +60,7 @@ type harnessOpt func(*Options)
 func newHarness(t *testing.T, st store.Store, opts ...harnessOpt) *harness {
 	t.Helper()
 	if st == nil {
-		st = newMemStore()
+		st = store.NewMemory()
 	}
 	h := &harness{t: t, st: st, eng: newFakeEngine(), wk: &fakeWorkers{}, log: &bytes.Buffer{}}
 	o := Options{
@@ -78,6 +80,7 @@ func newHarness(t *testing.T, st store.Store, opts ...harnessOpt) *harness {
 	}
 	h.srv = srv
 	h.ts = httptest.NewServer(srv)
+	h.base, h.client = h.ts.URL, h.ts.Client()
 	t.Cleanup(func() {
 		h.ts.Close()
 		srv.Close()
@@ -152,7 +155,7 @@ func (h *harness) do(method, path, token string, body any, headers ...string) *r
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, h.ts.URL+path, rd)
+	req, err := http.NewRequest(method, h.base+path, rd)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -165,7 +168,7 @@ func (h *harness) do(method, path, token string, body any, headers ...string) *r
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	res, err := h.ts.Client().Do(req)
+	res, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

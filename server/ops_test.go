@@ -117,7 +117,7 @@ func TestIdempotency(t *testing.T) {
 }
 
 func TestStoreFailureChangesNothing(t *testing.T) {
-	fs := &failingStore{Store: newMemStore()}
+	fs := &failingStore{Store: store.NewMemory()}
 	h := newHarness(t, fs)
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
 	fs.fail.Store(true)
@@ -240,7 +240,7 @@ func restart(t *testing.T, old *harness, opts ...harnessOpt) *harness {
 }
 
 func TestRestartResumesOperations(t *testing.T) {
-	st := newMemStore()
+	st := store.NewMemory()
 	h := newHarness(t, st)
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
 	w, _ := h.worker("s1", "w")

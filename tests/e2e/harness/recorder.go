@@ -1,0 +1,162 @@
+package harness
+
+import (
+	_ "embed"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// WorkerJS is the test worker's single module (worker.js).
+//
+//go:embed worker.js
+var WorkerJS string
+
+// Event is one report a test worker POSTed.
+type Event struct {
+	Scope    string      `json:"scope"`
+	Kind     string      `json:"kind"` // "delivery" or "settled"
+	BatchID  string      `json:"batchId"`
+	Queue    string      `json:"queue"`
+	Messages []EventMsg  `json:"messages"`
+	Acked    []string    `json:"acked"`
+	Failed   []FailedMsg `json:"failed"`
+	Threw    bool        `json:"threw"`
+
+	Seq  int       `json:"-"`
+	Recv time.Time `json:"-"`
+}
+
+// EventMsg is one message as the handler saw it.
+type EventMsg struct {
+	ID       string  `json:"id"`
+	Attempts int     `json:"attempts"`
+	TS       float64 `json:"ts"`
+	K        string  `json:"k"`
+	Step     string  `json:"step"`
+}
+
+// FailedMsg is a settlement call that rejected.
+type FailedMsg struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Recorder receives the workers' reports on loopback.
+type Recorder struct {
+	mu     sync.Mutex
+	events []*Event
+	seq    int
+	// Sinks counts requests to other paths (the sandbox and secrets tests'
+	// outbound fetch targets), by path.
+	sinks   map[string]int
+	sinkHdr []http.Header
+	// OnEvent, when set, is called (outside the lock) for every event.
+	OnEvent func(*Event)
+	srv     *http.Server
+	ln      net.Listener
+}
+
+// StartRecorder listens on a free loopback port.
+func StartRecorder() (*Recorder, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{ln: ln, sinks: map[string]int{}}
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second}
+	go r.srv.Serve(ln)
+	return r, nil
+}
+
+// Addr is host:port.
+func (r *Recorder) Addr() string { return r.ln.Addr().String() }
+
+// URL is the base URL workers use.
+func (r *Recorder) URL() string { return "http://" + r.Addr() }
+
+// Close stops the recorder.
+func (r *Recorder) Close() error { return r.srv.Close() }
+
+func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(io.LimitReader(req.Body, 16<<20))
+	if req.URL.Path != "/event" {
+		r.mu.Lock()
+		r.sinks[req.URL.Path]++
+		r.sinkHdr = append(r.sinkHdr, req.Header.Clone())
+		r.mu.Unlock()
+		w.Write([]byte("sink ok"))
+		return
+	}
+	var e Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	e.Recv = time.Now()
+	r.mu.Lock()
+	r.seq++
+	e.Seq = r.seq
+	r.events = append(r.events, &e)
+	cb := r.OnEvent
+	r.mu.Unlock()
+	if cb != nil {
+		cb(&e)
+	}
+	w.WriteHeader(204)
+}
+
+// Events is a copy of every event so far, in arrival order.
+func (r *Recorder) Events() []*Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*Event(nil), r.events...)
+}
+
+// Len is the number of events so far.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// Sink is how many requests reached path.
+func (r *Recorder) Sink(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sinks[path]
+}
+
+// SinkHeaders are the headers of every sink request.
+func (r *Recorder) SinkHeaders() []http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]http.Header(nil), r.sinkHdr...)
+}
+
+// Deliveries lists (seq, queue, message) of every delivery of key k.
+func (r *Recorder) Deliveries(k string) []Seen {
+	var out []Seen
+	for _, e := range r.Events() {
+		if e.Kind != "delivery" {
+			continue
+		}
+		for _, m := range e.Messages {
+			if m.K == k {
+				out = append(out, Seen{Seq: e.Seq, Queue: e.Queue, BatchID: e.BatchID, Msg: m})
+			}
+		}
+	}
+	return out
+}
+
+// Seen is one delivery of one message.
+type Seen struct {
+	Seq     int
+	Queue   string
+	BatchID string
+	Msg     EventMsg
+}

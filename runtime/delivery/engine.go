@@ -288,6 +288,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	if e.stopping.Swap(true) {
 		return nil
 	}
+	e.notify()
 	e.mu.Lock()
 	qs := make([]*queue, 0, len(e.queues))
 	for _, q := range e.queues {
@@ -570,6 +571,7 @@ func (e *Engine) Detach(ctx context.Context, consumerUID string) error {
 	}
 	q.pump()
 	q.mu.Unlock()
+	e.notify()
 
 	if err := waitAll(ctx, waits); err != nil {
 		var fin []*batch

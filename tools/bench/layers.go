@@ -18,10 +18,11 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 		s.NotMeasured = why
 	}
 	if run("store") {
-		pending("Store Apply of AcceptMessage (runtime/store)", "store.Open (the journaled Store) has not landed in runtime/store yet")
+		b.storeLayer(ctx)
 	}
 	if run("engine") {
-		pending("End-to-end through the delivery engine (runtime/delivery)", "delivery.Engine has not landed in runtime/delivery yet")
+		b.engineSendLayer(ctx)
+		b.e2eLayer(ctx, []handlerKind{goKind})
 	}
 	if run("overhead") {
 		pending("JavaScript invocation overhead (runtime/js)", "the runtime/js QueueHandler has not landed yet")

@@ -133,6 +133,7 @@ func main() {
 		b.journalRecovery(ctx, b.recovery)
 	}
 	b.layers(ctx, run)
+	b.diskDrift(diskDur)
 	b.checkTargets()
 	b.prog.end()
 
@@ -168,4 +169,20 @@ func (b *bench) diskLayer(d time.Duration) {
 	b.rep.Limits = lim
 	s.row("fdatasync rate (4 KiB appends)", num(lim.FsyncPerSec)+" /s", fmt.Sprint(lim.FsyncSamples))
 	s.row("sequential write bandwidth with fdatasync per 1 MiB", num(lim.SyncWriteMBps)+" MiB/s", mib(float64(lim.BandwidthSample)))
+}
+
+// diskDrift measures the raw limits again at the end: on a shared machine
+// the difference says how much the limits moved during the run.
+func (b *bench) diskDrift(d time.Duration) {
+	c := b.prog.phase("disk again (drift check)", "fdatasyncs")
+	lim, err := measureDisk(b.dir, d, c)
+	b.prog.end()
+	s := b.rep.Sections[0]
+	if err != nil {
+		s.note("Re-measuring at the end failed: %v", err)
+		return
+	}
+	s.note("Measured again at the end of the run, for drift: fdatasync %s /s (%s of the first figure), synced bandwidth %s MiB/s (%s). "+
+		"Ratios use the first figures.", num(lim.FsyncPerSec), pct(lim.FsyncPerSec/b.rep.Limits.FsyncPerSec),
+		num(lim.SyncWriteMBps), pct(lim.SyncWriteMBps/b.rep.Limits.SyncWriteMBps))
 }

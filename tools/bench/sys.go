@@ -187,3 +187,5 @@ func (p *progress) end() {
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
+
+func numCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+// handlerKind builds the queue handler an end-to-end run delivers to.
+type handlerKind struct {
+	Name string
+	// New returns the handler and a function releasing what it holds.
+	New func(ctx context.Context) (delivery.Handler, func(), error)
+}
+
+// goHandler does what the JavaScript handler does: read every message's
+// body, then return normally so that the engine acknowledges the batch.
+var sink atomic.Int64
+
+func goHandler() delivery.Handler {
+	return delivery.HandlerFunc(func(ctx context.Context, b *delivery.Batch) error {
+		n := 0
+		for _, m := range b.Messages {
+			n += len(m.Body)
+		}
+		sink.Add(int64(n))
+		return nil
+	})
+}
+
+var goKind = handlerKind{Name: "Go handler", New: func(context.Context) (delivery.Handler, func(), error) {
+	return goHandler(), func() {}, nil
+}}
+
+const (
+	e2eProducers = 4
+	e2eBody      = 100
+	e2eBacklog   = 20000 // producers pause while more than this is unacknowledged
+)
+
+// runE2E sends batches of 100 from e2eProducers goroutines into a queue
+// whose consumer delivers to h, and counts durable acknowledgements in a
+// window after a warm-up. It also keeps the payload lengths of every
+// journal record written in that window, to replay them into the journal
+// alone.
+func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc int, counter *atomic.Int64) (msgsPerSec float64, cpu time.Duration, acked int64, recs []int32, err error) {
+	env, err := b.newEngineEnv(ctx, "e2e", resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }))
+	if err != nil {
+		return 0, 0, 0, nil, err
+	}
+	defer env.close()
+	if err := env.eng.Attach(ctx, delivery.ConsumerConfig{UID: "c1", QueueUID: "q1", WorkerUID: "w1",
+		MaxBatchSize: batchSize, MaxBatchTimeoutSeconds: 0, MaxConcurrency: conc, MaxRetries: 3, RetryDelaySeconds: 0}); err != nil {
+		return 0, 0, 0, nil, err
+	}
+	body := make([]byte, e2eBody)
+	for i := range body {
+		body[i] = 'x'
+	}
+	msgs := make([]delivery.OutgoingMessage, 100)
+	for i := range msgs {
+		msgs[i].Body = body
+	}
+	pctx, stop := context.WithCancel(ctx)
+	var sent atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for p := 0; p < e2eProducers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pctx.Err() == nil {
+				if sent.Load()-env.obs.acked.Load() > e2eBacklog {
+					time.Sleep(200 * time.Microsecond)
+					continue
+				}
+				if _, err := env.eng.Send(pctx, "q1", msgs); err != nil {
+					if pctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+					}
+					return
+				}
+				sent.Add(int64(len(msgs)))
+			}
+		}()
+	}
+	// Progress follows acknowledgements.
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		var last int64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				a := env.obs.acked.Load()
+				counter.Add(a - last)
+				last = a
+			}
+		}
+	}()
+	warm := b.pointDur / 5
+	time.Sleep(warm)
+	a0, r0 := env.obs.acked.Load(), len(env.fs.records())
+	sp := startSpan()
+	time.Sleep(b.pointDur)
+	a1, all := env.obs.acked.Load(), env.fs.records()
+	wall, cpu := sp.end()
+	stop()
+	wg.Wait()
+	close(done)
+	if e, ok := firstErr.Load().(error); ok {
+		return 0, 0, 0, nil, e
+	}
+	acked = a1 - a0
+	return float64(acked) / wall.Seconds(), cpu, acked, all[r0:], nil
+}
+
+func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
+	s := b.rep.section("End-to-end: send → deliver → handler → durable acknowledgement (runtime/delivery)",
+		fmt.Sprintf("delivery.Engine over a fresh journaled store per point. %d producer goroutines call Engine.Send with batches of 100 messages of %d B "+
+			"(pausing while more than %d are unacknowledged); the consumer has maxBatchSize 100, maxBatchTimeoutSeconds 0; the handler reads every body and returns, "+
+			"so the engine acknowledges the batch durably. Messages/s counts durable acknowledgements over %s after a %s warm-up. "+
+			"Journal alone: every journal record the store wrote in that window (accepts, deliveries, acknowledgements, with their exact payload sizes) appended again "+
+			"into a bare runtime/journal by as many closed-loop writers as the run had concurrent writers (producers + maxConcurrency); its messages/s is the window's "+
+			"acknowledged messages ÷ the time the journal took. CPU is the whole process (producers included), from getrusage.",
+			e2eProducers, e2eBody, e2eBacklog, b.pointDur, b.pointDur/5),
+		"handler", "maxConcurrency", "msgs/s", "journal alone, same records (msgs/s)", "ratio to journal alone", "msgs per raw fsync", "journal records per msg", "CPU s per 1M msgs", "CPU use (of all cores)")
+	for _, k := range kinds {
+		for _, conc := range []int{1, 4, 16} {
+			h, release, err := k.New(ctx)
+			if err != nil {
+				s.note("%s: %v", k.Name, err)
+				break
+			}
+			c := b.prog.phase(fmt.Sprintf("e2e %s maxConcurrency %d", k.Name, conc), "acks")
+			rate, cpu, acked, recs, err := b.runE2E(ctx, h, 100, conc, c)
+			b.prog.end()
+			release()
+			if err != nil {
+				s.note("%s, maxConcurrency %d: error: %v", k.Name, conc, err)
+				continue
+			}
+			c = b.prog.phase(fmt.Sprintf("journal alone, records of e2e %s maxConcurrency %d", k.Name, conc), "records")
+			jd, _, err := replayRecords(ctx, b.dir, recs, e2eProducers+conc, c)
+			b.prog.end()
+			jrate := 0.0
+			if err == nil && jd > 0 {
+				jrate = float64(acked) / jd.Seconds()
+			} else if err != nil {
+				s.note("journal replay: %v", err)
+			}
+			key := fmt.Sprintf("%s/%d", k.Name, conc)
+			b.e2e[key] = e2eResult{MsgsPerSec: rate, Journal: jrate}
+			s.row(k.Name, fmt.Sprint(conc), num(rate), num(jrate), ratio(rate, jrate), ratio(rate, b.rep.Limits.FsyncPerSec),
+				num(float64(len(recs))/float64(max(acked, 1))), num(cpu.Seconds()/float64(max(acked, 1))*1e6),
+				pct(cpu.Seconds()/b.pointDur.Seconds()/float64(numCPU())))
+			runtime.GC()
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package js
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/dop251/goja"
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+// bindingObject is env[name] of a producer Binding: exactly send and
+// sendBatch. Every argument is validated on the loop before Sender.Send is
+// called (off the loop); an invalid sendBatch sends nothing.
+func (in *instance) bindingObject(b Binding) *goja.Object {
+	o := in.vm.NewObject()
+	_ = o.Set("send", func(call goja.FunctionCall) goja.Value {
+		msg, err := in.outgoing(call.Argument(0), call.Argument(1), "options")
+		if err != nil {
+			return in.rejected(in.codeError(err))
+		}
+		return in.send(b, []delivery.OutgoingMessage{msg}, false)
+	})
+	_ = o.Set("sendBatch", func(call goja.FunctionCall) goja.Value {
+		arr, ok := call.Argument(0).(*goja.Object)
+		if !ok || arr.ClassName() != "Array" {
+			return in.rejected(in.codeError(fmt.Errorf("sendBatch: messages must be an array: %w", delivery.ErrInvalidBody)))
+		}
+		n := arr.Get("length").ToInteger()
+		if n < 1 || n > delivery.MaxSendBatch {
+			return in.rejected(in.codeError(fmt.Errorf("sendBatch: %d messages: %w", n, delivery.ErrBatchTooLarge)))
+		}
+		msgs := make([]delivery.OutgoingMessage, n)
+		for i := int64(0); i < n; i++ {
+			mo, ok := arr.Get(fmt.Sprint(i)).(*goja.Object)
+			if !ok || !in.plainObject(mo) {
+				return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d must be an object {body, delaySeconds?}: %w", i, delivery.ErrInvalidBody)))
+			}
+			for _, k := range mo.Keys() {
+				if k != "body" && k != "delaySeconds" {
+					return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d has the unknown field %q: %w", i, k, delivery.ErrInvalidBody)))
+				}
+			}
+			m, err := in.outgoingBody(mo.Get("body"))
+			if err == nil {
+				m.Delay, err = sendDelay(mo.Get("delaySeconds"))
+			}
+			if err != nil {
+				return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d: %w", i, err)))
+			}
+			msgs[i] = m
+		}
+		return in.send(b, msgs, true)
+	})
+	return o
+}
+
+// outgoing validates send(body, options).
+func (in *instance) outgoing(body, options goja.Value, what string) (delivery.OutgoingMessage, error) {
+	m, err := in.outgoingBody(body)
+	if err != nil {
+		return m, err
+	}
+	if options == nil || goja.IsUndefined(options) {
+		return m, nil
+	}
+	oo, ok := options.(*goja.Object)
+	if !ok || !in.plainObject(oo) {
+		return m, fmt.Errorf("%s must be undefined or an object {delaySeconds?}: %w", what, delivery.ErrInvalidBody)
+	}
+	for _, k := range oo.Keys() {
+		if k != "delaySeconds" {
+			return m, fmt.Errorf("%s has the unknown field %q: %w", what, k, delivery.ErrInvalidBody)
+		}
+	}
+	m.Delay, err = sendDelay(oo.Get("delaySeconds"))
+	return m, err
+}
+
+// outgoingBody copies a string (as UTF-8), an ArrayBuffer or the viewed
+// bytes of an ArrayBufferView; anything else, or an empty body, is
+// invalid_body; more than 127000 bytes is message_too_large.
+func (in *instance) outgoingBody(v goja.Value) (delivery.OutgoingMessage, error) {
+	var b []byte
+	switch {
+	case v == nil || goja.IsUndefined(v) || goja.IsNull(v):
+		return delivery.OutgoingMessage{}, fmt.Errorf("the body is missing: %w", delivery.ErrInvalidBody)
+	default:
+		if s, ok := v.Export().(string); ok {
+			b = []byte(s)
+			break
+		}
+		vb, ok, err := in.viewBytes(v)
+		if err != nil {
+			return delivery.OutgoingMessage{}, fmt.Errorf("%v: %w", err, delivery.ErrInvalidBody)
+		}
+		if !ok {
+			return delivery.OutgoingMessage{}, fmt.Errorf("a body of type %s: %w", jsType(v), delivery.ErrInvalidBody)
+		}
+		b = vb
+	}
+	if len(b) == 0 {
+		return delivery.OutgoingMessage{}, fmt.Errorf("the body is empty: %w", delivery.ErrInvalidBody)
+	}
+	if len(b) > delivery.MaxBodyBytes {
+		return delivery.OutgoingMessage{}, fmt.Errorf("%d bytes: %w", len(b), delivery.ErrMessageTooLarge)
+	}
+	return delivery.OutgoingMessage{Body: b}, nil
+}
+
+// sendDelay reads delaySeconds of a send: undefined means the queue's
+// default; anything but an integer 0..43200 is invalid_body.
+func sendDelay(v goja.Value) (*int, error) {
+	d, ok := delayArg(v)
+	if !ok {
+		return nil, fmt.Errorf("delaySeconds must be an integer from 0 to %d: %w", delivery.MaxDelaySeconds, delivery.ErrInvalidBody)
+	}
+	return d, nil
+}
+
+// plainObject: an object whose prototype is Object.prototype or null (not
+// an array, a class instance, a function...).
+func (in *instance) plainObject(o *goja.Object) bool {
+	if o.ClassName() != "Object" {
+		return false
+	}
+	if _, isFn := goja.AssertFunction(o); isFn {
+		return false
+	}
+	p := o.Prototype()
+	if p == nil {
+		return true
+	}
+	op := in.objectProto()
+	return op != nil && p.SameAs(op)
+}
+
+func (in *instance) objectProto() *goja.Object {
+	if in.objProto == nil {
+		if c, ok := in.vm.Get("Object").(*goja.Object); ok {
+			if p, ok := c.Get("prototype").(*goja.Object); ok {
+				in.objProto = p
+			}
+		}
+	}
+	return in.objProto
+}
+
+func jsType(v goja.Value) string {
+	switch {
+	case goja.IsNull(v):
+		return "null"
+	case goja.IsUndefined(v):
+		return "undefined"
+	}
+	if o, ok := v.(*goja.Object); ok {
+		if _, fn := goja.AssertFunction(o); fn {
+			return "function"
+		}
+		return o.ClassName()
+	}
+	switch v.Export().(type) {
+	case int64, float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return v.ExportType().String()
+}
+
+var errBadIDs = errors.New("the sender returned the wrong number of message IDs")
+
+// send calls Sender.Send off the loop with the invocation's context.
+func (in *instance) send(b Binding, msgs []delivery.OutgoingMessage, batch bool) goja.Value {
+	ver := in.ver
+	sender := in.rt.opts.Sender
+	return in.async(func(ctx context.Context) (any, error) {
+		if sender == nil {
+			return nil, fmt.Errorf("no queue sender is configured: %w", delivery.ErrBackendUnavailable)
+		}
+		ids, err := sender.Send(ctx, ver.v.Principal, ver.v.Space, b.QueueUID, msgs)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) != len(msgs) {
+			return nil, fmt.Errorf("%w: %d for %d messages", errBadIDs, len(ids), len(msgs))
+		}
+		return ids, nil
+	}, func(r any) goja.Value {
+		ids := r.([]string)
+		if !batch {
+			return in.vm.ToValue(ids[0])
+		}
+		out := make([]any, len(ids))
+		for i, id := range ids {
+			out[i] = id
+		}
+		return in.vm.NewArray(out...)
+	}, in.codeError)
+}
+
+var _ = math.Trunc

@@ -1,0 +1,409 @@
+package js
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// Fetch runs the worker's fetch(request, env, ctx) for r and returns the
+// Response it produced as an *http.Response whose Body is fully buffered
+// (the caller copies it out, for example with WriteResponse).
+//
+// path is the decoded path under the worker's fetch route ("foo/bar" or
+// "/foo/bar"); request.url is scheme://r.Host/path?query, request.method and
+// the body are r's, and request.headers are r's without Authorization (the
+// host credential is never shown to worker code).
+//
+// The returned error is for what the host answers itself: ErrNoFetchHandler,
+// a *CompileError, ErrRequestTooLarge, ErrClosed, or a pool wait that
+// outlived ctx. A handler that throws, rejects, returns something other than
+// a Response or runs out of time yields a 500 application/problem+json
+// response (code "worker_exception" or "worker_timeout") and a log entry.
+func (rt *Runtime) Fetch(ctx context.Context, v *Version, r *http.Request, path string) (*http.Response, error) {
+	e, err := rt.version(v)
+	if err != nil {
+		return nil, err
+	}
+	if !e.prog.HasHandler(HandlerFetch) {
+		return nil, ErrNoFetchHandler
+	}
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err = io.ReadAll(io.LimitReader(r.Body, int64(rt.opts.MaxBodyBytes)+1))
+		if err != nil {
+			return nil, fmt.Errorf("js: reading the request body: %w", err)
+		}
+		if len(body) > rt.opts.MaxBodyBytes {
+			return nil, ErrRequestTooLarge
+		}
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host := r.Host
+	if host == "" {
+		host = "localhost"
+	}
+	u := &url.URL{Scheme: scheme, Host: host, Path: "/" + strings.TrimPrefix(path, "/"), RawQuery: r.URL.RawQuery}
+	method := r.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+
+	var resp *http.Response
+	err = e.run(ctx, func(in *instance) error {
+		return in.invoke(ctx, rt.opts.InvocationTimeout, func(inv *invocation) (goja.Value, error) {
+			fetch, _ := goja.AssertFunction(in.def.Get(HandlerFetch))
+			if fetch == nil {
+				return nil, &ScriptError{Name: "TypeError", Message: "the default export's fetch is not a function"}
+			}
+			var pairs []any
+			for k, vs := range r.Header {
+				if strings.EqualFold(k, "Authorization") {
+					continue
+				}
+				for _, x := range vs {
+					pairs = append(pairs, in.vm.NewArray(strings.ToLower(k), x))
+				}
+			}
+			var bodyV goja.Value = goja.Null()
+			if len(body) > 0 {
+				bodyV = in.vm.ToValue(in.vm.NewArrayBuffer(body))
+			}
+			req, err := in.h.makeRequest(goja.Undefined(), in.vm.ToValue(u.String()), in.vm.ToValue(method), in.vm.NewArray(pairs...), bodyV)
+			if err != nil {
+				return nil, err
+			}
+			return fetch(in.def, req, in.env, in.ctxObject(inv))
+		}, func(res goja.Value) error {
+			parts, err := in.h.responseParts(goja.Undefined(), res)
+			if err != nil {
+				return err
+			}
+			resp, err = in.httpResponse(parts.ToObject(in.vm), r)
+			return err
+		})
+	})
+	if err == nil {
+		return resp, nil
+	}
+	var se *ScriptError
+	switch {
+	case errors.As(err, &se):
+		e.logError(fmt.Sprintf("Uncaught (in fetch handler) %s", se.describe()))
+		return problemResponse(r, "worker_exception", "The worker's fetch handler threw an exception", se.Error()), nil
+	case errors.Is(err, ErrTimeout):
+		e.logError("Uncaught (in fetch handler) " + err.Error())
+		return problemResponse(r, "worker_timeout", "The worker's fetch handler ran out of time", err.Error()), nil
+	}
+	return nil, err
+}
+
+func (e *version) logError(msg string) { e.rt.logs.add(e.v.WorkerUID, e.v.UID, "error", msg) }
+
+func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {
+	status := int(parts.Get("status").ToInteger())
+	h := http.Header{}
+	if hv, ok := parts.Get("headers").Export().([]any); ok {
+		for _, p := range hv {
+			if kv, ok := p.([]any); ok && len(kv) == 2 {
+				h.Add(fmt.Sprint(kv[0]), fmt.Sprint(kv[1]))
+			}
+		}
+	}
+	var body []byte
+	if bv := parts.Get("body"); bv != nil && !goja.IsNull(bv) && !goja.IsUndefined(bv) {
+		b, ok, err := in.viewBytes(bv)
+		if err != nil || !ok {
+			return nil, &ScriptError{Name: "TypeError", Message: "the Response body cannot be read"}
+		}
+		body = b
+	}
+	text := parts.Get("statusText").String()
+	if text == "" {
+		text = http.StatusText(status)
+	}
+	return &http.Response{
+		Status:        strconv.Itoa(status) + " " + text,
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}, nil
+}
+
+func problemResponse(r *http.Request, code, title, detail string) *http.Response {
+	b, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": 500, "code": code, "detail": detail})
+	return &http.Response{
+		Status: "500 Internal Server Error", StatusCode: 500, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/problem+json"}},
+		Body:          io.NopCloser(bytes.NewReader(b)),
+		ContentLength: int64(len(b)),
+		Request:       r,
+	}
+}
+
+// WriteResponse copies a Response returned by Fetch to w.
+func WriteResponse(w http.ResponseWriter, resp *http.Response) error {
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	w.WriteHeader(resp.StatusCode)
+	_, err := io.Copy(w, resp.Body)
+	return err
+}
+
+// ---------- outbound fetch ----------
+
+type fetchResult struct {
+	status     int
+	statusText string
+	url        string
+	redirected bool
+	headers    [][2]string
+	body       []byte
+}
+
+// outboundFetch is host.fetch(method, url, headerPairs, body|null,
+// redirect) → Promise of the response parts; failures reject TypeError.
+func (in *instance) outboundFetch(call goja.FunctionCall) goja.Value {
+	if in.rt == nil {
+		return in.rejected(in.newError("TypeError", "fetch is not available here"))
+	}
+	method := call.Argument(0).String()
+	rawURL := call.Argument(1).String()
+	var hdrs [][2]string
+	if hv, ok := call.Argument(2).Export().([]any); ok {
+		for _, p := range hv {
+			if kv, ok := p.([]any); ok && len(kv) == 2 {
+				hdrs = append(hdrs, [2]string{fmt.Sprint(kv[0]), fmt.Sprint(kv[1])})
+			}
+		}
+	}
+	var body []byte
+	if bv := call.Argument(3); !goja.IsNull(bv) && !goja.IsUndefined(bv) {
+		b, ok, err := in.viewBytes(bv)
+		if err != nil || !ok {
+			return in.rejected(in.newError("TypeError", "fetch: the request body cannot be read"))
+		}
+		body = b
+	}
+	redirect := call.Argument(4).String()
+	rt := in.rt
+	return in.async(func(ctx context.Context) (any, error) {
+		return rt.doFetch(ctx, method, rawURL, hdrs, body, redirect)
+	}, func(r any) goja.Value {
+		fr := r.(*fetchResult)
+		o := in.vm.NewObject()
+		_ = o.Set("status", fr.status)
+		_ = o.Set("statusText", fr.statusText)
+		_ = o.Set("url", fr.url)
+		_ = o.Set("redirected", fr.redirected)
+		pairs := make([]any, len(fr.headers))
+		for i, kv := range fr.headers {
+			pairs[i] = in.vm.NewArray(kv[0], kv[1])
+		}
+		_ = o.Set("headers", in.vm.NewArray(pairs...))
+		if fr.body != nil {
+			_ = o.Set("body", in.vm.NewArrayBuffer(fr.body))
+		} else {
+			_ = o.Set("body", goja.Null())
+		}
+		return o
+	}, func(err error) goja.Value {
+		return in.newError("TypeError", "fetch failed: "+err.Error())
+	})
+}
+
+var errRedirectMode = errors.New(`redirect mode is "error"`)
+
+func (rt *Runtime) doFetch(ctx context.Context, method, rawURL string, hdrs [][2]string, body []byte, redirect string) (*fetchResult, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("the scheme %q is not supported", u.Scheme)
+	}
+	if !rt.hostAllowed(u) {
+		return nil, fmt.Errorf("the host %q is not in the allowed hosts", u.Host)
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range hdrs {
+		if strings.EqualFold(kv[0], "host") {
+			continue
+		}
+		req.Header.Add(kv[0], kv[1])
+	}
+	c := *rt.client
+	c.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		switch redirect {
+		case "manual":
+			return http.ErrUseLastResponse
+		case "error":
+			return errRedirectMode
+		}
+		if len(via) >= 20 {
+			return errors.New("too many redirects")
+		}
+		if !rt.hostAllowed(next.URL) {
+			return fmt.Errorf("redirected to %q, which is not in the allowed hosts", next.URL.Host)
+		}
+		return nil
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("the invocation ended or ran out of time: %w", err)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(rt.opts.MaxBodyBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the response body: %w", err)
+	}
+	if len(b) > rt.opts.MaxBodyBytes {
+		return nil, fmt.Errorf("the response body is larger than %d bytes", rt.opts.MaxBodyBytes)
+	}
+	fr := &fetchResult{
+		status:     resp.StatusCode,
+		statusText: strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode))),
+		url:        resp.Request.URL.String(),
+		redirected: resp.Request.URL.String() != rawURL,
+		body:       b,
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			fr.headers = append(fr.headers, [2]string{strings.ToLower(k), v})
+		}
+	}
+	return fr, nil
+}
+
+// hostAllowed matches u's host against Options.AllowedFetchHosts.
+func (rt *Runtime) hostAllowed(u *url.URL) bool {
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if host == "" {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, a := range rt.opts.AllowedFetchHosts {
+		a = strings.ToLower(strings.TrimSpace(a))
+		switch {
+		case a == "":
+		case strings.HasPrefix(a, "*."):
+			if strings.HasSuffix(host, a[1:]) && len(host) > len(a)-1 {
+				return true
+			}
+		default:
+			if h, p, err := net.SplitHostPort(a); err == nil {
+				if strings.Trim(h, "[]") == host && p == port {
+					return true
+				}
+			} else if strings.Trim(a, "[]") == host {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Addresses never dialled, whatever name resolved to them.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack (inside link-local anyway)
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("192.0.0.192"),     // Oracle Cloud (legacy)
+}
+
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// blockedAddr reports whether the dialler must refuse ip: link-local
+// (169.254.0.0/16, fe80::/10), link-local multicast, unspecified, or a
+// cloud metadata address, also when IPv4-mapped or behind NAT64.
+func blockedAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if nat64.Contains(ip) {
+		b := ip.As16()
+		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() {
+		return true
+	}
+	for _, m := range metadataAddrs {
+		if ip == m {
+			return true
+		}
+	}
+	return false
+}
+
+func (rt *Runtime) newFetchClient() *http.Client {
+	if rt.opts.Transport != nil {
+		return &http.Client{Transport: rt.opts.Transport}
+	}
+	d := &net.Dialer{
+		Timeout:   10 * time.Second,
+		KeepAlive: 30 * time.Second,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				return fmt.Errorf("refusing to dial %s: not an IP address", address)
+			}
+			if blockedAddr(ip) {
+				return fmt.Errorf("refusing to connect to %s: link-local and cloud metadata addresses are not reachable from workers", host)
+			}
+			return nil
+		},
+	}
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 nil, // no environment: never a proxy from HTTP_PROXY
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}}
+}

@@ -1,0 +1,87 @@
+package js
+
+import (
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// LogEntry is one line of a worker's log stream: a console.* call or an
+// uncaught error of a handler invocation.
+type LogEntry struct {
+	Seq        int64  `json:"seq"`        // 1, 2, ... per worker; never reused while the Runtime lives
+	TimeMillis int64  `json:"timeMillis"` // UTC epoch milliseconds
+	Level      string `json:"level"`      // "log", "info", "warn", "error" or "debug"
+	Message    string `json:"message"`    // at most 16 KiB, cut at a rune boundary with "…" appended
+	VersionUID string `json:"versionUID"`
+}
+
+// Logs returns up to limit entries of the worker's log with Seq > after,
+// oldest first (after 0: from the oldest kept). limit <= 0 means 100. The
+// ring keeps Options.LogEntries entries per worker; older ones are gone.
+func (rt *Runtime) Logs(workerUID string, after int64, limit int) []LogEntry {
+	return rt.logs.list(workerUID, after, limit)
+}
+
+type logStore struct {
+	size int
+	mu   sync.Mutex
+	ring map[string]*logRing
+	now  func() time.Time
+}
+
+type logRing struct {
+	entries []LogEntry // circular, len <= size
+	start   int
+	nextSeq int64
+}
+
+func newLogStore(size int) *logStore {
+	return &logStore{size: size, ring: map[string]*logRing{}, now: time.Now}
+}
+
+func (s *logStore) add(worker, versionUID, level, msg string) {
+	if len(msg) > maxLogMessageBytes {
+		cut := maxLogMessageBytes
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.ring[worker]
+	if r == nil {
+		r = &logRing{nextSeq: 1}
+		s.ring[worker] = r
+	}
+	e := LogEntry{Seq: r.nextSeq, TimeMillis: s.now().UnixMilli(), Level: level, Message: msg, VersionUID: versionUID}
+	r.nextSeq++
+	if len(r.entries) < s.size {
+		r.entries = append(r.entries, e)
+		return
+	}
+	r.entries[r.start] = e
+	r.start = (r.start + 1) % s.size
+}
+
+func (s *logStore) list(worker string, after int64, limit int) []LogEntry {
+	if limit <= 0 {
+		limit = 100
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.ring[worker]
+	if r == nil {
+		return nil
+	}
+	var out []LogEntry
+	n := len(r.entries)
+	for i := 0; i < n && len(out) < limit; i++ {
+		e := r.entries[(r.start+i)%n]
+		if e.Seq > after {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,470 @@
+// The JavaScript half of the global surface: console, TextEncoder and
+// TextDecoder, Headers, Request, Response, fetch, crypto, structuredClone and
+// queueMicrotask. It is evaluated once per runtime, before any worker code,
+// as a function of `host` (the Go functions this runtime exposes on purpose).
+// Nothing of `host` is reachable from worker code.
+(function (host) {
+  "use strict";
+  const g = globalThis;
+  const define = (name, value) =>
+    Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
+  const ArrayBufferIsView = ArrayBuffer.isView;
+  const internals = new WeakMap();
+
+  function domError(name, message) {
+    const e = new Error(message);
+    e.name = name;
+    return e;
+  }
+
+  // ---------- console ----------
+  function inspect(v, depth, seen) {
+    switch (typeof v) {
+      case "string":
+        return depth === 0 ? v : JSON.stringify(v);
+      case "bigint":
+        return String(v) + "n";
+      case "symbol":
+        return v.toString();
+      case "function":
+        return "[Function: " + (v.name || "(anonymous)") + "]";
+      case "object":
+        break;
+      default:
+        return String(v);
+    }
+    if (v === null) return "null";
+    if (seen.has(v)) return "[Circular]";
+    if (v instanceof Error) return depth === 0 && v.stack ? String(v.stack) : String(v);
+    if (v instanceof Date) return isNaN(v.getTime()) ? "Invalid Date" : v.toISOString();
+    if (v instanceof RegExp) return String(v);
+    if (v instanceof ArrayBuffer) return "ArrayBuffer { byteLength: " + v.byteLength + " }";
+    if (depth > 2) return Array.isArray(v) ? "[Array]" : "[Object]";
+    seen.add(v);
+    try {
+      if (ArrayBufferIsView(v) && !(v instanceof DataView)) {
+        const items = Array.prototype.slice.call(v, 0, 50).map(String);
+        if (v.length > 50) items.push("... " + (v.length - 50) + " more");
+        return v.constructor.name + "(" + v.length + ") [" + items.join(", ") + "]";
+      }
+      if (Array.isArray(v)) {
+        const items = v.slice(0, 100).map((x) => inspect(x, depth + 1, seen));
+        if (v.length > 100) items.push("... " + (v.length - 100) + " more");
+        return "[" + items.join(", ") + "]";
+      }
+      if (v instanceof Map) {
+        const items = [];
+        for (const [k, x] of v) items.push(inspect(k, depth + 1, seen) + " => " + inspect(x, depth + 1, seen));
+        return "Map(" + v.size + ") {" + (items.length ? " " + items.join(", ") + " " : "") + "}";
+      }
+      if (v instanceof Set) {
+        const items = [];
+        for (const x of v) items.push(inspect(x, depth + 1, seen));
+        return "Set(" + v.size + ") {" + (items.length ? " " + items.join(", ") + " " : "") + "}";
+      }
+      if (v instanceof URL) return "URL " + JSON.stringify(v.href);
+      if (v instanceof Headers) return "Headers " + inspect(Object.fromEntries(v), depth, seen);
+      const keys = Object.keys(v);
+      const items = keys.slice(0, 100).map((k) => {
+        const key = /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(k) ? k : JSON.stringify(k);
+        return key + ": " + inspect(v[k], depth + 1, seen);
+      });
+      if (keys.length > 100) items.push("... " + (keys.length - 100) + " more");
+      const ctor = v.constructor && v.constructor !== Object && typeof v.constructor.name === "string" ? v.constructor.name + " " : "";
+      return ctor + (items.length ? "{ " + items.join(", ") + " }" : "{}");
+    } finally {
+      seen.delete(v);
+    }
+  }
+  function format(args) {
+    const parts = [];
+    for (let i = 0; i < args.length; i++) {
+      try {
+        parts.push(inspect(args[i], 0, new Set()));
+      } catch (e) {
+        parts.push("[uninspectable]");
+      }
+    }
+    return parts.join(" ");
+  }
+  const console = {};
+  for (const level of ["log", "info", "warn", "error", "debug"]) {
+    const f = { [level](...args) { host.log(level, format(args)); } }[level];
+    console[level] = f;
+  }
+  define("console", console);
+
+  // ---------- bytes ----------
+  // viewOf returns [buffer, byteOffset, byteLength] of an ArrayBuffer or an
+  // ArrayBufferView, or undefined.
+  function viewOf(x) {
+    if (x instanceof ArrayBuffer) return [x, 0, x.byteLength];
+    if (ArrayBufferIsView(x)) return [x.buffer, x.byteOffset, x.byteLength];
+    return undefined;
+  }
+  function copyBytes(x) {
+    const v = viewOf(x);
+    return new Uint8Array(v[0].slice(v[1], v[1] + v[2]));
+  }
+  function utf8(s) {
+    return new Uint8Array(host.utf8Encode(String(s)));
+  }
+  function decodeUTF8(bytes) {
+    return host.utf8Decode(bytes.buffer, bytes.byteOffset, bytes.byteLength, false, false);
+  }
+
+  // ---------- TextEncoder / TextDecoder ----------
+  class TextEncoder {
+    get encoding() { return "utf-8"; }
+    encode(input = "") { return utf8(input); }
+    encodeInto(source, destination) {
+      if (!(destination instanceof Uint8Array)) throw new TypeError("encodeInto: the destination must be a Uint8Array");
+      const s = String(source);
+      let read = 0, written = 0;
+      for (const ch of s) {
+        const b = utf8(ch);
+        if (written + b.length > destination.length) break;
+        destination.set(b, written);
+        written += b.length;
+        read += ch.length;
+      }
+      return { read, written };
+    }
+  }
+  const utf8Labels = ["utf-8", "utf8", "unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "x-unicode20utf8"];
+  class TextDecoder {
+    #fatal; #ignoreBOM;
+    constructor(label = "utf-8", options = {}) {
+      const l = String(label).trim().toLowerCase();
+      if (!utf8Labels.includes(l)) throw new RangeError("TextDecoder: only utf-8 is supported, not " + JSON.stringify(String(label)));
+      this.#fatal = !!(options && options.fatal);
+      this.#ignoreBOM = !!(options && options.ignoreBOM);
+    }
+    get encoding() { return "utf-8"; }
+    get fatal() { return this.#fatal; }
+    get ignoreBOM() { return this.#ignoreBOM; }
+    decode(input, options) {
+      if (input === undefined) return "";
+      const v = viewOf(input);
+      if (!v) throw new TypeError("TextDecoder.decode: the input must be an ArrayBuffer or an ArrayBufferView");
+      return host.utf8Decode(v[0], v[1], v[2], this.#fatal, this.#ignoreBOM);
+    }
+  }
+  define("TextEncoder", TextEncoder);
+  define("TextDecoder", TextDecoder);
+
+  // ---------- Headers ----------
+  const tokenRE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+  function headerName(n) {
+    n = String(n);
+    if (!tokenRE.test(n)) throw new TypeError("Invalid header name: " + JSON.stringify(n));
+    return n.toLowerCase();
+  }
+  function headerValue(v) {
+    v = String(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
+    if (/[\0\r\n]/.test(v)) throw new TypeError("Invalid header value");
+    return v;
+  }
+  class Headers {
+    #map = new Map();
+    constructor(init) {
+      if (init === undefined || init === null) return;
+      if (init instanceof Headers) {
+        for (const [k, v] of init.#map) this.#map.set(k, v.slice());
+      } else if (typeof init === "object" && typeof init[Symbol.iterator] === "function") {
+        for (const pair of init) {
+          const p = Array.from(pair);
+          if (p.length !== 2) throw new TypeError("Headers: each header must be a [name, value] pair");
+          this.append(p[0], p[1]);
+        }
+      } else if (typeof init === "object") {
+        for (const k of Object.keys(init)) this.append(k, init[k]);
+      } else {
+        throw new TypeError("Headers: cannot be built from " + typeof init);
+      }
+    }
+    append(name, value) {
+      const n = headerName(name), v = headerValue(value);
+      const list = this.#map.get(n);
+      if (list) list.push(v); else this.#map.set(n, [v]);
+    }
+    set(name, value) { this.#map.set(headerName(name), [headerValue(value)]); }
+    get(name) {
+      const list = this.#map.get(headerName(name));
+      return list ? list.join(", ") : null;
+    }
+    getSetCookie() { return (this.#map.get("set-cookie") || []).slice(); }
+    has(name) { return this.#map.has(headerName(name)); }
+    delete(name) { this.#map.delete(headerName(name)); }
+    forEach(callback, thisArg) {
+      for (const [k, v] of this) callback.call(thisArg, v, k, this);
+    }
+    *entries() {
+      const names = Array.from(this.#map.keys()).sort();
+      for (const n of names) {
+        const list = this.#map.get(n);
+        if (!list) continue;
+        if (n === "set-cookie") { for (const v of list) yield [n, v]; }
+        else yield [n, list.join(", ")];
+      }
+    }
+    *keys() { for (const [k] of this.entries()) yield k; }
+    *values() { for (const [, v] of this.entries()) yield v; }
+    [Symbol.iterator]() { return this.entries(); }
+    get [Symbol.toStringTag]() { return "Headers"; }
+  }
+  define("Headers", Headers);
+
+  // ---------- Body, Request, Response ----------
+  // extractBody returns [bytes (Uint8Array) or null, content type or null].
+  function extractBody(body) {
+    if (body === undefined || body === null) return [null, null];
+    let bytes, type = null;
+    if (typeof body === "string") { bytes = utf8(body); type = "text/plain;charset=UTF-8"; }
+    else if (viewOf(body)) bytes = copyBytes(body);
+    else if (body instanceof URLSearchParams) { bytes = utf8(body.toString()); type = "application/x-www-form-urlencoded;charset=UTF-8"; }
+    else { bytes = utf8(String(body)); type = "text/plain;charset=UTF-8"; }
+    if (bytes.byteLength > host.maxBodyBytes) throw new TypeError("the body is larger than " + host.maxBodyBytes + " bytes");
+    return [bytes, type];
+  }
+  class Body {
+    constructor(bytes) { internals.set(this, { bytes, used: false }); }
+    #take() {
+      const i = internals.get(this);
+      if (!i) throw new TypeError("Illegal invocation");
+      if (i.used) throw new TypeError("Body has already been used");
+      i.used = true;
+      return i.bytes || new Uint8Array(0);
+    }
+    get bodyUsed() { const i = internals.get(this); return !!(i && i.used); }
+    // There are no streams in this runtime: body is null or a Uint8Array
+    // copy of the bytes.
+    get body() {
+      const i = internals.get(this);
+      return i && i.bytes ? i.bytes.slice() : null;
+    }
+    text() { try { return Promise.resolve(decodeUTF8(this.#take())); } catch (e) { return Promise.reject(e); } }
+    json() { return this.text().then((t) => JSON.parse(t)); }
+    arrayBuffer() { try { return Promise.resolve(this.#take().slice().buffer); } catch (e) { return Promise.reject(e); } }
+    bytes() { try { return Promise.resolve(this.#take().slice()); } catch (e) { return Promise.reject(e); } }
+  }
+  const tokenMethods = ["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"];
+  class Request extends Body {
+    #method; #url; #headers; #redirect;
+    constructor(input, init = {}) {
+      if (init === null || typeof init !== "object") init = {};
+      let url, method = "GET", headers, bytes = null, redirect = "follow";
+      if (input instanceof Request) {
+        url = input.url; method = input.method; headers = new Headers(input.headers); redirect = input.redirect;
+        const i = internals.get(input);
+        if (i.used) throw new TypeError("Request body has already been used");
+        bytes = i.bytes;
+      } else {
+        try { url = new URL(String(input)).href; }
+        catch (e) { throw new TypeError("Invalid URL: " + String(input)); }
+        headers = new Headers();
+      }
+      if (init.method !== undefined) {
+        const m = String(init.method);
+        if (!tokenRE.test(m)) throw new TypeError("Invalid method: " + JSON.stringify(m));
+        method = tokenMethods.includes(m.toUpperCase()) ? m.toUpperCase() : m;
+      }
+      if (init.headers !== undefined) headers = new Headers(init.headers);
+      if (init.redirect !== undefined) {
+        redirect = String(init.redirect);
+        if (!["follow", "manual", "error"].includes(redirect)) throw new TypeError("Invalid redirect mode: " + redirect);
+      }
+      if (init.body !== undefined && init.body !== null) {
+        if (method === "GET" || method === "HEAD") throw new TypeError("Request with GET/HEAD method cannot have a body");
+        const [b, type] = extractBody(init.body);
+        bytes = b;
+        if (type && !headers.has("content-type")) headers.set("content-type", type);
+      }
+      super(bytes);
+      this.#method = method; this.#url = url; this.#headers = headers; this.#redirect = redirect;
+    }
+    get method() { return this.#method; }
+    get url() { return this.#url; }
+    get headers() { return this.#headers; }
+    get redirect() { return this.#redirect; }
+    clone() {
+      if (this.bodyUsed) throw new TypeError("Request body has already been used");
+      return new Request(this);
+    }
+    get [Symbol.toStringTag]() { return "Request"; }
+  }
+  const nullBodyStatus = [101, 103, 204, 205, 304];
+  const redirectStatus = [301, 302, 303, 307, 308];
+  let trusted = false; // set while fetch builds a Response from the network
+  class Response extends Body {
+    #status; #statusText; #headers; #url = ""; #redirected = false; #type = "default";
+    constructor(body = null, init = {}) {
+      if (init === null || typeof init !== "object") init = {};
+      const status = init.status === undefined ? 200 : Number(init.status);
+      if (!trusted && (!Number.isInteger(status) || status < 200 || status > 599)) {
+        throw new RangeError("Response status must be an integer from 200 to 599, not " + String(init.status));
+      }
+      const headers = new Headers(init.headers);
+      const [bytes, type] = extractBody(body);
+      if (bytes !== null && nullBodyStatus.includes(status) && !trusted) {
+        throw new TypeError("Response with status " + status + " cannot have a body");
+      }
+      if (type && !headers.has("content-type")) headers.set("content-type", type);
+      super(bytes);
+      this.#status = status;
+      this.#statusText = init.statusText === undefined ? "" : String(init.statusText);
+      this.#headers = headers;
+    }
+    get status() { return this.#status; }
+    get ok() { return this.#status >= 200 && this.#status <= 299; }
+    get statusText() { return this.#statusText; }
+    get headers() { return this.#headers; }
+    get url() { return this.#url; }
+    get redirected() { return this.#redirected; }
+    get type() { return this.#type; }
+    clone() {
+      if (this.bodyUsed) throw new TypeError("Response body has already been used");
+      const i = internals.get(this);
+      const r = new Response(i.bytes, { status: this.#status, statusText: this.#statusText, headers: this.#headers });
+      r.#url = this.#url; r.#redirected = this.#redirected; r.#type = this.#type;
+      return r;
+    }
+    static json(data, init = {}) {
+      const text = JSON.stringify(data);
+      if (text === undefined) throw new TypeError("Response.json: the data cannot be serialised to JSON");
+      const headers = new Headers(init && init.headers);
+      if (!headers.has("content-type")) headers.set("content-type", "application/json");
+      return new Response(text, { ...init, headers });
+    }
+    static redirect(url, status = 302) {
+      if (!redirectStatus.includes(status)) throw new RangeError("Invalid redirect status " + status);
+      const href = new URL(String(url)).href;
+      const r = new Response(null, { status, headers: { location: href } });
+      return r;
+    }
+    static #network(parts) {
+      trusted = true;
+      try {
+        const r = new Response(parts.body, { status: parts.status, statusText: parts.statusText, headers: parts.headers });
+        r.#url = parts.url; r.#redirected = !!parts.redirected; r.#type = "basic";
+        return r;
+      } finally {
+        trusted = false;
+      }
+    }
+    static error() {
+      trusted = true;
+      try {
+        const r = new Response(null, { status: 0 });
+        r.#type = "error";
+        return r;
+      } finally {
+        trusted = false;
+      }
+    }
+    static _internalNetwork(parts) { return Response.#network(parts); }
+    get [Symbol.toStringTag]() { return "Response"; }
+  }
+  const networkResponse = Response._internalNetwork;
+  delete Response._internalNetwork;
+  define("Request", Request);
+  define("Response", Response);
+
+  // ---------- fetch ----------
+  function fetch(input, init) {
+    let req;
+    try { req = new Request(input, init); } catch (e) { return Promise.reject(e); }
+    const i = internals.get(req);
+    if (i.used) return Promise.reject(new TypeError("Request body has already been used"));
+    i.used = true;
+    const body = i.bytes ? i.bytes.slice().buffer : null;
+    return host.fetch(req.method, req.url, Array.from(req.headers), body, req.redirect).then(networkResponse);
+  }
+  define("fetch", fetch);
+
+  // ---------- crypto ----------
+  const integerArrays = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
+    typeof BigInt64Array === "function" ? BigInt64Array : Int8Array, typeof BigUint64Array === "function" ? BigUint64Array : Int8Array];
+  const crypto = {
+    getRandomValues(array) {
+      if (!integerArrays.some((C) => array instanceof C)) {
+        throw domError("TypeMismatchError", "getRandomValues: the argument must be an integer typed array");
+      }
+      if (array.byteLength > 65536) {
+        throw domError("QuotaExceededError", "getRandomValues: at most 65536 bytes can be requested at once");
+      }
+      host.randomFill(array.buffer, array.byteOffset, array.byteLength);
+      return array;
+    },
+    randomUUID() { return host.randomUUID(); },
+  };
+  define("crypto", crypto);
+
+  // ---------- structuredClone ----------
+  function structuredClone(value, options) {
+    const seen = new Map();
+    function clone(v) {
+      if (typeof v === "symbol") throw domError("DataCloneError", "structuredClone: a Symbol cannot be cloned");
+      if (typeof v === "function") throw domError("DataCloneError", "structuredClone: a function cannot be cloned");
+      if (v === null || typeof v !== "object") return v;
+      if (seen.has(v)) return seen.get(v);
+      let out;
+      if (v instanceof Date) out = new Date(v.getTime());
+      else if (v instanceof RegExp) out = new RegExp(v.source, v.flags);
+      else if (v instanceof ArrayBuffer) out = v.slice(0);
+      else if (v instanceof DataView) { seen.set(v, null); out = new DataView(clone(v.buffer), v.byteOffset, v.byteLength); }
+      else if (ArrayBufferIsView(v)) { seen.set(v, null); out = new v.constructor(clone(v.buffer), v.byteOffset, v.length); }
+      else if (v instanceof Boolean || v instanceof Number || v instanceof String) out = Object(v.valueOf());
+      else if (v instanceof Error) {
+        const C = { EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError }[v.name] || Error;
+        out = new C(v.message);
+        seen.set(v, out);
+        if (v.stack !== undefined) out.stack = String(v.stack);
+        return out;
+      }
+      else if (v instanceof Map) { out = new Map(); seen.set(v, out); for (const [k, x] of v) out.set(clone(k), clone(x)); return out; }
+      else if (v instanceof Set) { out = new Set(); seen.set(v, out); for (const x of v) out.add(clone(x)); return out; }
+      else if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet || internals.has(v) || v instanceof Headers || v instanceof URL) {
+        throw domError("DataCloneError", "structuredClone: " + Object.prototype.toString.call(v) + " cannot be cloned");
+      }
+      else {
+        out = Array.isArray(v) ? new Array(v.length) : {};
+        seen.set(v, out);
+        for (const k of Object.keys(v)) out[k] = clone(v[k]);
+        return out;
+      }
+      seen.set(v, out);
+      return out;
+    }
+    if (arguments.length === 0) throw new TypeError("structuredClone: 1 argument required");
+    return clone(value);
+  }
+  define("structuredClone", structuredClone);
+
+  // ---------- queueMicrotask ----------
+  function queueMicrotask(callback) {
+    if (typeof callback !== "function") throw new TypeError("queueMicrotask: the callback must be a function");
+    Promise.resolve().then(() => {
+      try { callback(); } catch (e) { host.reportError(e, "in a queueMicrotask callback"); }
+    });
+  }
+  define("queueMicrotask", queueMicrotask);
+
+  // ---------- what Go uses ----------
+  return {
+    isView: (x) => ArrayBufferIsView(x),
+    toPromise: (x) => Promise.resolve(x),
+    makeRequest(url, method, headers, body) {
+      const hasBody = body !== null && method !== "GET" && method !== "HEAD";
+      return new Request(url, { method, headers, body: hasBody ? body : undefined });
+    },
+    responseParts(r) {
+      if (!(r instanceof Response)) {
+        throw new TypeError("the fetch handler must return a Response, not " + (r === null ? "null" : typeof r === "object" ? Object.prototype.toString.call(r) : typeof r));
+      }
+      const i = internals.get(r);
+      if (i.used) throw new TypeError("the returned Response's body has already been used");
+      return { status: r.status, statusText: r.statusText, headers: Array.from(r.headers), body: i.bytes };
+    },
+  };
+})

@@ -1,0 +1,185 @@
+package js
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/dop251/goja"
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+// QueueHandler returns the delivery.Handler running v's queue handler. The
+// version is compiled once (cached by UID); ErrNoQueueHandler if its default
+// export has no queue function, a *CompileError if it does not load.
+func (rt *Runtime) QueueHandler(v *Version) (delivery.Handler, error) {
+	e, err := rt.version(v)
+	if err != nil {
+		return nil, err
+	}
+	if !e.prog.HasHandler(HandlerQueue) {
+		return nil, ErrNoQueueHandler
+	}
+	return queueHandler{e}, nil
+}
+
+type queueHandler struct{ e *version }
+
+// HandleBatch runs queue(batch, env, ctx) on a runtime of the version, on
+// the calling goroutine, and returns nil once the handler (and every
+// ctx.waitUntil promise) has settled without the handler throwing or
+// rejecting. A *ScriptError carries the handler's exception; an error
+// wrapping ErrTimeout reports the time limit.
+func (h queueHandler) HandleBatch(ctx context.Context, b *delivery.Batch) error {
+	return h.e.run(ctx, func(in *instance) error {
+		err := in.invoke(ctx, in.rt.opts.InvocationTimeout, func(inv *invocation) (goja.Value, error) {
+			queue, _ := goja.AssertFunction(in.def.Get(HandlerQueue))
+			if queue == nil {
+				return nil, &ScriptError{Name: "TypeError", Message: "the default export's queue is not a function"}
+			}
+			return queue(in.def, in.batchObject(b), in.env, in.ctxObject(inv))
+		}, nil)
+		if err != nil {
+			in.log("error", "Uncaught (in queue handler) "+describeErr(err))
+		}
+		return err
+	})
+}
+
+func describeErr(err error) string {
+	if se, ok := err.(*ScriptError); ok {
+		return se.describe()
+	}
+	return err.Error()
+}
+
+// batchObject builds the JavaScript batch: id, queue, messages (bodies are
+// fresh ArrayBuffer copies) and the four settlement methods bound to b.
+func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
+	vm := in.vm
+	msgs := make([]any, len(b.Messages))
+	for i, m := range b.Messages {
+		o := vm.NewObject()
+		_ = o.Set("id", m.ID)
+		_ = o.Set("timestampMillis", m.TimestampMillis)
+		_ = o.Set("body", vm.NewArrayBuffer(append([]byte(nil), m.Body...)))
+		_ = o.Set("attempts", m.Attempts)
+		msgs[i] = o
+	}
+	o := vm.NewObject()
+	_ = o.Set("id", b.ID)
+	_ = o.Set("queue", b.Queue)
+	_ = o.Set("messages", vm.NewArray(msgs...))
+	_ = o.Set("acknowledge", func(call goja.FunctionCall) goja.Value {
+		id, ok := call.Argument(0).Export().(string)
+		if !ok {
+			return in.rejected(in.newError("TypeError", "acknowledge: messageId must be a string"))
+		}
+		return in.settle(func(ctx context.Context) error { return b.Acknowledge(ctx, id) })
+	})
+	_ = o.Set("retry", func(call goja.FunctionCall) goja.Value {
+		id, ok := call.Argument(0).Export().(string)
+		if !ok {
+			return in.rejected(in.newError("TypeError", "retry: messageId must be a string"))
+		}
+		delay, ok := delayArg(call.Argument(1))
+		if !ok {
+			return in.rejected(in.newError("RangeError", "retry: "+delivery.ErrInvalidDelay.Error()))
+		}
+		return in.settle(func(ctx context.Context) error { return b.Retry(ctx, id, delay) })
+	})
+	_ = o.Set("acknowledgeAll", func(call goja.FunctionCall) goja.Value {
+		return in.settle(func(ctx context.Context) error { return b.AcknowledgeAll(ctx) })
+	})
+	_ = o.Set("retryAll", func(call goja.FunctionCall) goja.Value {
+		delay, ok := delayArg(call.Argument(0))
+		if !ok {
+			return in.rejected(in.newError("RangeError", "retryAll: "+delivery.ErrInvalidDelay.Error()))
+		}
+		return in.settle(func(ctx context.Context) error { return b.RetryAll(ctx, delay) })
+	})
+	return o
+}
+
+// delayArg reads an optional delaySeconds: undefined means nil; otherwise
+// a Number that is an integer in 0..MaxDelaySeconds.
+func delayArg(v goja.Value) (*int, bool) {
+	if v == nil || goja.IsUndefined(v) {
+		return nil, true
+	}
+	var f float64
+	switch x := v.Export().(type) {
+	case int64:
+		f = float64(x)
+	case float64:
+		f = x
+	default:
+		return nil, false
+	}
+	if math.IsNaN(f) || f != math.Trunc(f) || f < 0 || f > delivery.MaxDelaySeconds {
+		return nil, false
+	}
+	d := int(f)
+	return &d, true
+}
+
+// settle runs a settlement off the loop; the Promise resolves with
+// undefined or rejects with an Error named delivery.Code(err).
+func (in *instance) settle(call func(ctx context.Context) error) goja.Value {
+	return in.async(func(ctx context.Context) (any, error) {
+		return nil, call(ctx)
+	}, func(any) goja.Value { return goja.Undefined() }, in.codeError)
+}
+
+// codeError makes the rejection value of a delivery error.
+func (in *instance) codeError(err error) goja.Value {
+	return in.newError(delivery.Code(err), err.Error())
+}
+
+// ctxObject is the handler's third argument: waitUntil(promise) extends the
+// invocation until the promise settles (within the time limit);
+// passThroughOnException is accepted and does nothing.
+func (in *instance) ctxObject(inv *invocation) *goja.Object {
+	o := in.vm.NewObject()
+	_ = o.Set("waitUntil", func(call goja.FunctionCall) goja.Value {
+		if in.cur != inv {
+			panic(in.newError("Error", "waitUntil: the invocation has ended"))
+		}
+		pv, err := in.h.toPromise(goja.Undefined(), call.Argument(0))
+		if err != nil {
+			panic(err)
+		}
+		if p, ok := pv.Export().(*goja.Promise); ok {
+			inv.waits = append(inv.waits, p)
+			// Report a rejection in the log; it does not fail the handler.
+			then, _ := goja.AssertFunction(pv.ToObject(in.vm).Get("then"))
+			if then != nil {
+				_, _ = then(pv, goja.Undefined(), in.vm.ToValue(func(r goja.Value) {
+					in.log("error", "Uncaught (in ctx.waitUntil promise) "+in.scriptError(r).describe())
+				}))
+			}
+		}
+		return goja.Undefined()
+	})
+	_ = o.Set("passThroughOnException", func() {})
+	return o
+}
+
+// buildEnv makes env: vars and secrets (strings) and producer Bindings,
+// each by name. Names share one namespace (the schema guarantees it);
+// a Binding wins over a var or secret of the same name.
+func (in *instance) buildEnv(v *Version) *goja.Object {
+	env := in.vm.NewObject()
+	for k, x := range v.Vars {
+		_ = env.Set(k, x)
+	}
+	for k, x := range v.Secrets {
+		_ = env.Set(k, x)
+	}
+	for _, b := range v.Bindings {
+		_ = env.Set(b.Name, in.bindingObject(b))
+	}
+	return env
+}
+
+var _ = fmt.Sprintf

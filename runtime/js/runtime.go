@@ -1,0 +1,338 @@
+package js
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// Defaults of Options.
+const (
+	DefaultInvocationTimeout = 30 * time.Second
+	DefaultStartupTimeout    = 5 * time.Second
+	DefaultMaxRuntimes       = 250 // QueueConsumer's largest maxConcurrency
+	DefaultMaxBodyBytes      = 16 << 20
+	DefaultLogEntries        = 1000
+	maxLogMessageBytes       = 16 << 10
+)
+
+// Errors of the runtime.
+var (
+	ErrClosed           = errors.New("js: the runtime is closed")
+	ErrNoQueueHandler   = errors.New("js: the worker's default export has no queue handler")
+	ErrNoFetchHandler   = errors.New("js: the worker's default export has no fetch handler")
+	ErrRequestTooLarge  = errors.New("js: the request body is larger than the limit")
+	ErrRuntimeExhausted = errors.New("js: no runtime of the version became free before the deadline")
+)
+
+// Options configure a Runtime. Zero values take the defaults.
+type Options struct {
+	// Sender carries producer Binding sends; nil makes every send reject
+	// backend_unavailable.
+	Sender Sender
+	// AllowedFetchHosts lists the hosts outbound fetch may reach: a host
+	// name or IP literal ("api.example.com", "127.0.0.1", "::1") matching any
+	// port, "host:port" matching one port, or "*.example.com" matching
+	// subdomains of example.com (not example.com itself). Empty denies all.
+	AllowedFetchHosts []string
+	// InvocationTimeout is the wall-time limit of one handler invocation
+	// (default 30 s); the caller's context deadline applies when earlier.
+	InvocationTimeout time.Duration
+	// StartupTimeout bounds the modules' top-level code (default 5 s).
+	StartupTimeout time.Duration
+	// MaxModuleBytes limits the total size of a version's modules, names
+	// included (default 4 MiB).
+	MaxModuleBytes int
+	// MaxRuntimes caps the runtimes of one version (default 250). The pool
+	// grows with demand, so a queue consumer's runtimes never exceed its
+	// maxConcurrency (plus concurrent fetch invocations).
+	MaxRuntimes int
+	// MaxBodyBytes limits a Request or Response body built in JavaScript,
+	// an inbound fetch request body and an outbound fetch response body
+	// (default 16 MiB).
+	MaxBodyBytes int
+	// LogEntries is the size of each worker's log ring (default 1000).
+	LogEntries int
+	// Logger receives the host-side events (runtime discarded, compile
+	// failures); nil discards them.
+	Logger *slog.Logger
+	// Transport, when set, replaces the outbound fetch transport. The host
+	// allow-list is still checked for every request and redirect, but the
+	// dial-time address checks are then the transport's job. For tests.
+	Transport http.RoundTripper
+}
+
+func (o Options) withDefaults() Options {
+	if o.InvocationTimeout <= 0 {
+		o.InvocationTimeout = DefaultInvocationTimeout
+	}
+	if o.StartupTimeout <= 0 {
+		o.StartupTimeout = DefaultStartupTimeout
+	}
+	if o.MaxModuleBytes <= 0 {
+		o.MaxModuleBytes = DefaultMaxModuleBytes
+	}
+	if o.MaxRuntimes <= 0 {
+		o.MaxRuntimes = DefaultMaxRuntimes
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.LogEntries <= 0 {
+		o.LogEntries = DefaultLogEntries
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Runtime runs the workers of one host: compiled programs and runtime pools
+// per version, outbound fetch, and the per-worker log rings.
+type Runtime struct {
+	opts   Options
+	client *http.Client
+	logs   *logStore
+
+	mu       sync.Mutex
+	closed   bool
+	versions map[string]*version
+}
+
+// New makes a Runtime.
+func New(opts Options) *Runtime {
+	opts = opts.withDefaults()
+	rt := &Runtime{opts: opts, versions: map[string]*version{}, logs: newLogStore(opts.LogEntries)}
+	rt.client = rt.newFetchClient()
+	return rt
+}
+
+// Close evicts every version: idle runtimes are dropped at once, busy ones
+// when their invocation ends. Later calls fail with ErrClosed.
+func (rt *Runtime) Close() {
+	rt.mu.Lock()
+	rt.closed = true
+	vs := rt.versions
+	rt.versions = map[string]*version{}
+	rt.mu.Unlock()
+	for _, v := range vs {
+		v.close()
+	}
+}
+
+// Evict forgets a version's program and runtimes (for example once the
+// version is deleted). Running invocations finish; their runtimes are then
+// dropped. A later use compiles the version again.
+func (rt *Runtime) Evict(versionUID string) {
+	rt.mu.Lock()
+	v := rt.versions[versionUID]
+	delete(rt.versions, versionUID)
+	rt.mu.Unlock()
+	if v != nil {
+		v.close()
+	}
+}
+
+// version is the cache entry of one WorkerVersion: its program and pool.
+type version struct {
+	rt    *Runtime
+	v     Version
+	ready chan struct{}
+	prog  *Program
+	err   error
+	pool  *pool
+}
+
+// Compile returns v's Program, compiling it once per version UID (versions
+// are immutable). A *CompileError reports what is wrong with the modules.
+func (rt *Runtime) Compile(v *Version) (*Program, error) {
+	e, err := rt.version(v)
+	if err != nil {
+		return nil, err
+	}
+	return e.prog, nil
+}
+
+func (rt *Runtime) version(v *Version) (*version, error) {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e, ok := rt.versions[v.UID]
+	if !ok {
+		e = &version{rt: rt, v: copyVersion(v), ready: make(chan struct{})}
+		e.pool = newPool(rt.opts.MaxRuntimes, e.newInstance)
+		rt.versions[v.UID] = e
+		rt.mu.Unlock()
+		e.prog, e.err = compile(&e.v, rt.opts)
+		if e.err != nil {
+			rt.opts.Logger.Info("js: version does not compile", "version", v.UID, "error", e.err)
+			rt.mu.Lock()
+			if rt.versions[v.UID] == e {
+				delete(rt.versions, v.UID) // do not cache failures: limits may change
+			}
+			rt.mu.Unlock()
+		}
+		close(e.ready)
+	} else {
+		rt.mu.Unlock()
+		<-e.ready
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+func copyVersion(v *Version) Version {
+	c := *v
+	c.Modules = append([]Module(nil), v.Modules...)
+	c.Bindings = append([]Binding(nil), v.Bindings...)
+	c.Vars = make(map[string]string, len(v.Vars))
+	for k, x := range v.Vars {
+		c.Vars[k] = x
+	}
+	c.Secrets = make(map[string]string, len(v.Secrets))
+	for k, x := range v.Secrets {
+		c.Secrets[k] = x
+	}
+	return c
+}
+
+func (e *version) close() { e.pool.close() }
+
+// newInstance makes a runtime for the version: globals, env, and the
+// modules evaluated (top-level code under the startup limit).
+func (e *version) newInstance() (*instance, error) {
+	in, err := newBareInstance(e.rt, e)
+	if err != nil {
+		return nil, err
+	}
+	def, err := evalProgram(in.vm, e.prog, e.rt.opts.StartupTimeout)
+	if err != nil {
+		return nil, err
+	}
+	in.def = def
+	in.env = in.buildEnv(&e.v)
+	return in, nil
+}
+
+// instance is one goja runtime of a version. The goroutine that holds it
+// (checked out of the pool) owns it; JavaScript runs only there.
+type instance struct {
+	vm  *goja.Runtime
+	rt  *Runtime // nil in the compile probe
+	ver *version // nil in the compile probe
+
+	cur       *invocation // the running invocation, nil between invocations
+	broken    bool        // interrupted or abandoned: never reuse
+	nextTimer int64
+
+	h                                        helpers
+	errorCtor, typeErrorCtor, rangeErrorCtor goja.Value
+	def                                      *goja.Object // the default export
+	env                                      *goja.Object
+	objProto                                 *goja.Object
+}
+
+func (in *instance) log(level, msg string) {
+	if in.rt == nil || in.ver == nil {
+		return
+	}
+	in.rt.logs.add(in.ver.v.WorkerUID, in.ver.v.UID, level, msg)
+}
+
+// run checks an instance out of the version's pool, runs f on it and
+// returns it (or discards it when broken).
+func (e *version) run(ctx context.Context, f func(in *instance) error) error {
+	in, err := e.pool.get(ctx)
+	if err != nil {
+		return err
+	}
+	err = f(in)
+	if in.broken {
+		e.rt.opts.Logger.Info("js: runtime discarded", "version", e.v.UID, "worker", e.v.WorkerUID, "error", err)
+		e.pool.discard()
+	} else {
+		e.pool.put(in)
+	}
+	return err
+}
+
+// pool holds a version's runtimes: slots bounds the runtimes in existence
+// (idle or busy); idle ones are reused, newest first.
+type pool struct {
+	slots  chan struct{}
+	create func() (*instance, error)
+
+	mu     sync.Mutex
+	idle   []*instance
+	closed bool
+}
+
+func newPool(max int, create func() (*instance, error)) *pool {
+	return &pool{slots: make(chan struct{}, max), create: create}
+}
+
+func (p *pool) get(ctx context.Context) (*instance, error) {
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrRuntimeExhausted, context.Cause(ctx))
+		}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		return nil, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		in := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return in, nil
+	}
+	p.mu.Unlock()
+	in, err := p.create()
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	return in, nil
+}
+
+func (p *pool) put(in *instance) {
+	p.mu.Lock()
+	if !p.closed {
+		p.idle = append(p.idle, in)
+	}
+	p.mu.Unlock()
+	<-p.slots
+}
+
+func (p *pool) discard() { <-p.slots }
+
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.idle = nil
+	p.mu.Unlock()
+}
+
+// Idle and total counts, for tests and metrics.
+func (p *pool) stats() (idle, busy int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle), len(p.slots)
+}

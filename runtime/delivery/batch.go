@@ -460,6 +460,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 		}()
 	}
 	e.addMoved(dlq, moved)
+	e.notify()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
 	}

@@ -35,7 +35,7 @@ func TestMaxRetriesZeroDeadLettersWithNewIdentity(t *testing.T) {
 	}
 	// the move is one Apply: the removal and the accept together
 	var moveApply []store.Mutation
-	for _, g := range h.st.applies {
+	for _, g := range h.st.applyLog() {
 		for _, m := range g {
 			if r, ok := m.(store.RemoveMessages); ok && r.Reason == store.RemovedDeadLettered {
 				moveApply = g

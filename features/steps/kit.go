@@ -254,6 +254,7 @@ func (w *world) do(ctx context.Context, method, path string, body any) (*Respons
 		return nil, err
 	}
 	w.prev, w.last = w.last, r
+	w.lastOp = nil
 	return r, nil
 }
 

@@ -586,6 +586,47 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		_, err = w.create(ctx, w.space, v, FormVersion, spec, pi)
 		return err
 	})
+	sc.Step(`^I create a version "([^"]*)" of "([^"]*)" with (\d+) bindings to "([^"]*)"$`, func(ctx context.Context, v, wk string, n int, q string) error {
+		w := W(ctx)
+		mw, err := w.resource(wk)
+		if err != nil {
+			return err
+		}
+		qr, err := w.resource(q)
+		if err != nil {
+			return err
+		}
+		var bs []any
+		for i := 0; i < n; i++ {
+			bs = append(bs, map[string]any{"name": fmt.Sprintf("B%d", i), "resource": ref(qr.uid)})
+		}
+		spec, err := w.versionSpec(mw.uid, "kit.js", bs)
+		if err != nil {
+			return err
+		}
+		_, err = w.create(ctx, w.space, v, FormVersion, spec, nil)
+		return err
+	})
+	sc.Step(`^the request is (accepted|refused with (\d+) "([^"]*)")$`, func(ctx context.Context, outcome string, status, code string) error {
+		w := W(ctx)
+		if w.last == nil {
+			return fmt.Errorf("no request was made")
+		}
+		if outcome == "accepted" {
+			if _, err := AcceptedOperation(w.last); err != nil {
+				return err
+			}
+			if w.lastOp == nil || w.lastOp.State != "succeeded" {
+				return fmt.Errorf("operation did not succeed: %+v (answer %s)", w.lastOp, w.last)
+			}
+			if w.lastOp.Effect != "applied" && w.lastOp.Effect != "none" {
+				return fmt.Errorf("succeeded operation has effect %q", w.lastOp.Effect)
+			}
+			return nil
+		}
+		n, _ := strconv.Atoi(status)
+		return CheckProblem(w.last, n, code)
+	})
 	sc.Step(`^I update "([^"]*)" with (.+)$`, func(ctx context.Context, a, mods string) error {
 		w := W(ctx)
 		rs, err := w.resource(a)
@@ -715,29 +756,6 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 	})
 
 	// ---- outcomes ----
-	sc.Step(`^the request is accepted$`, func(ctx context.Context) error {
-		w := W(ctx)
-		if w.last == nil {
-			return fmt.Errorf("no request was made")
-		}
-		if _, err := AcceptedOperation(w.last); err != nil {
-			return err
-		}
-		if w.lastOp == nil || w.lastOp.State != "succeeded" {
-			return fmt.Errorf("operation did not succeed: %+v", w.lastOp)
-		}
-		if w.lastOp.Effect != "applied" && w.lastOp.Effect != "none" {
-			return fmt.Errorf("succeeded operation has effect %q", w.lastOp.Effect)
-		}
-		return nil
-	})
-	sc.Step(`^the request is refused with (\d+) "([^"]*)"$`, func(ctx context.Context, status int, code string) error {
-		w := W(ctx)
-		if w.last == nil {
-			return fmt.Errorf("no request was made")
-		}
-		return CheckProblem(w.last, status, code)
-	})
 	sc.Step(`^the problem points at "([^"]*)"$`, func(ctx context.Context, ptr string) error {
 		w := W(ctx)
 		if w.last == nil || w.last.Problem == nil {

@@ -1,0 +1,111 @@
+@HostAPI-v2 @operations
+Feature: Resource CRUD through Operations
+
+  @QC-CRUD-3 @Q-OPS-1 @Q-OPS-5
+  Scenario: create answers 202 with an Operation and a Location that long-polls to succeeded
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    And I remember the operation
+    And the remembered operation reads succeeded
+    And "q" exists
+    And "q" is at generation 1
+
+  @Q-OPS-2 @QC-CRUD-2
+  Scenario: a name already used in the space is name_conflict, before any side effect
+    Given a queue "q"
+    When I create a queue "q" with spec {"messageRetentionSeconds": 120}
+    Then the request is refused with 409 "name_conflict"
+    And the listing holds exactly 1 resource named "q"
+
+  @QueueConsumer-0.3.0 @AtLeastOnceQueue-0.2.0 @idempotency @QC-CRUD-18 @Q-OPS-19
+  Scenario: the same Idempotency-Key and body return the same Operation and create one resource
+    Given the next request carries header "Idempotency-Key": kit-key-1
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    Given the next request carries header "Idempotency-Key": kit-key-1
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the response replays the previous operation
+    And the listing holds exactly 1 resource named "q"
+
+  @idempotency @QC-CRUD-18
+  Scenario: the structured-field string form of a key is the same key
+    Given the next request carries header "Idempotency-Key": "kit-key-2"
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    Given the next request carries header "Idempotency-Key": kit-key-2
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the response replays the previous operation
+
+  @idempotency @QC-CRUD-18
+  Scenario: the same key with another body is idempotency_key_reuse
+    Given the next request carries header "Idempotency-Key": kit-key-3
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    Given the next request carries header "Idempotency-Key": kit-key-3
+    When I create a queue "q" with spec {"messageRetentionSeconds": 61}
+    Then the request is refused with 422 "idempotency_key_reuse"
+
+  @idempotency
+  Scenario: a request refused in admission stores no key, so a corrected retry is accepted
+    Given the next request carries header "Idempotency-Key": kit-key-4
+    When I create a queue "q" with spec {"messageRetentionSeconds": 59}
+    Then the request is refused with 422 "invalid_spec"
+    Given the next request carries header "Idempotency-Key": kit-key-4
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+
+  @idempotency
+  Scenario: an Idempotency-Key longer than 255 characters is invalid_request
+    Given the next request carries header "Idempotency-Key": kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is refused with 400 "invalid_request"
+
+  @QueueConsumer-0.3.0 @idempotency @QC-CRUD-18
+  Scenario: an update retried with its key replays the same Operation
+    Given a queue "q"
+    And a worker "w"
+    And a consumer "c" of "q" by "w"
+    And the next request carries header "Idempotency-Key": kit-key-5
+    When I update "c" with maxRetries=5
+    Then the request is accepted
+    Given the next request carries header "Idempotency-Key": kit-key-5
+    When I update "c" with maxRetries=5
+    Then the response replays the previous operation
+    And "c" is at generation 2
+
+  @if-match
+  Scenario: If-Match with a stale etag is precondition_failed; with the current one the update applies
+    Given a queue "q"
+    And I remember the etag of "q"
+    And "q" has been updated with messageRetentionSeconds=120
+    And the next request carries header "If-Match": {{etag:q}}
+    When I update "q" with messageRetentionSeconds=180
+    Then the request is refused with 412 "precondition_failed"
+    Given I remember the etag of "q"
+    And the next request carries header "If-Match": {{etag:q}}
+    When I update "q" with messageRetentionSeconds=180
+    Then the request is accepted
+    And the next request carries header "If-Match": {{etag:q}}
+    When I delete "q"
+    Then the request is refused with 412 "precondition_failed"
+
+  @QueueConsumer-0.3.0 @operation-in-progress @QC-CRUD-11 @QC-CRUD-24 @QC-CRUD-21
+  Scenario: while a consumer's deletion waits for its running handler, another Operation on it is operation_in_progress
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w"
+    And "w" sends {"tag":"slow","do":"sleep-ack:4000"} through "TASKS"
+    And message "slow" is delivered
+    When I start deleting "c"
+    And I update "c" with maxRetries=1
+    Then the request is refused with 409 "operation_in_progress"
+    And the deletion of "c" completes
+    And "c" no longer exists
+    And message "slow" is not delivered again within 2 seconds
+
+  @Q-OPS-7
+  Scenario: a deleted resource answers 404 not_found
+    Given a queue "q"
+    And "q" has been deleted
+    When I read "q"
+    Then the request is refused with 404 "not_found"

@@ -1,0 +1,119 @@
+@QueueConsumer-0.3.0 @settlement
+Feature: Settlement methods and the handler's outcome
+
+  Background:
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxRetries=1
+
+  @QC-DELIV-16 @QC-DELIV-20 @QC-DELIV-23
+  Scenario: acknowledge settles a message; a second settlement is already_settled and nothing is reversed
+    When "w" sends {"tag":"m1","do":"ack-then-retry"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome         |
+      | acknowledge | ok              |
+      | retry       | already_settled |
+      | acknowledge | already_settled |
+    And message "m1" is delivered exactly 1 time
+
+  @QC-DELIV-17 @QC-DELIV-21 @QC-DELIV-23
+  Scenario: retry returns a message for redelivery; acknowledging it afterwards is already_settled
+    When "w" sends {"tag":"m1","do":["retry-then-ack","ack"]} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome         |
+      | retry       | ok              |
+      | acknowledge | already_settled |
+      | retry       | already_settled |
+    And message "m1" is delivered with attempts 1, 2
+
+  @QC-DELIV-16 @QC-DELIV-17 @QC-DELIV-23 @QC-DELIV-24
+  Scenario: an ID that is not in the batch is unknown_message
+    When "w" sends {"tag":"m1","do":"foreign-id"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome         |
+      | acknowledge | unknown_message |
+      | retry       | unknown_message |
+    And message "m1" is delivered exactly 1 time
+
+  @QC-DELIV-18 @QC-DELIV-22 @QC-DELIV-23
+  Scenario: acknowledgeAll settles every unsettled message
+    When "w" sends {"tag":"m1","do":"ackall"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call           | outcome         |
+      | acknowledgeAll | ok              |
+      | acknowledge    | already_settled |
+      | retry          | already_settled |
+      | acknowledgeAll | ok              |
+    And message "m1" is delivered exactly 1 time
+
+  @QC-DELIV-19 @QC-DELIV-22
+  Scenario: retryAll returns every unsettled message for redelivery
+    When "w" sends {"tag":"m1","do":["retryall","ack"]} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome         |
+      | retryAll    | ok              |
+      | acknowledge | already_settled |
+    And message "m1" is delivered with attempts 1, 2
+
+  @QC-DELIV-15 @QC-DELIV-16 @QC-DELIV-17 @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-24
+  Scenario: after the handler returned, every method of its batch is unknown_batch
+    When "w" sends {"tag":"k","do":"keep"} through "TASKS"
+    And message "k" is delivered exactly 1 time
+    And "w" sends {"tag":"s","do":"stale"} through "TASKS"
+    Then the settlement results for "s" were:
+      | call           | outcome       |
+      | acknowledge    | unknown_batch |
+      | retry          | unknown_batch |
+      | acknowledgeAll | unknown_batch |
+      | retryAll       | unknown_batch |
+    And message "k" is not delivered again within 1 second
+
+  @QC-DELIV-16 @QC-DELIV-26
+  Scenario: after the handler threw, every method of its batch is unknown_batch
+    When "w" sends {"tag":"k","do":["keep-then-throw","ack"]} through "TASKS"
+    And message "k" is delivered with attempts 1, 2
+    And "w" sends {"tag":"s","do":"stale"} through "TASKS"
+    Then the settlement results for "s" were:
+      | call           | outcome       |
+      | acknowledge    | unknown_batch |
+      | retry          | unknown_batch |
+      | acknowledgeAll | unknown_batch |
+      | retryAll       | unknown_batch |
+
+  @QC-DELIV-25 @QC-CRUD-12
+  Scenario: a handler that returns acknowledges what it left unsettled
+    When "w" sends {"tag":"m1","do":"none"} through "TASKS"
+    Then message "m1" is delivered exactly 1 time
+
+  @QC-DELIV-26 @QC-CRUD-12 @QC-CRUD-17
+  Scenario: a handler that rejects retries what it left unsettled
+    When "w" sends {"tag":"m1","do":["throw","ack"]} through "TASKS"
+    Then message "m1" is delivered with attempts 1, 2
+
+  @QC-DELIV-26
+  Scenario: a handler that throws synchronously retries what it left unsettled
+    When "w" sends {"tag":"m1","do":["throw-sync","ack"]} through "TASKS"
+    Then message "m1" is delivered with attempts 2
+
+  @QC-DELIV-26 @QC-DELIV-23
+  Scenario: a handler that throws keeps the acknowledgements it made
+    When "w" sends {"tag":"m1","do":"ack-then-throw"} through "TASKS"
+    Then message "m1" is delivered exactly 1 time
+
+  @QC-DELIV-26 @QC-DELIV-23
+  Scenario: a handler that throws keeps an acknowledgeAll
+    When "w" sends {"tag":"m1","do":"ackall-then-throw"} through "TASKS"
+    Then message "m1" is delivered exactly 1 time
+
+  @QC-DELIV-26
+  Scenario: in one batch, a throw keeps the settled message and retries the unsettled one
+    Given a queue "q2"
+    And a worker "w2" with producer binding T2 to "q2"
+    And a consumer "c2" of "q2" by "w2" with maxBatchSize=2; maxBatchTimeoutSeconds=2; maxRetries=1
+    When "w2" sends a batch through "T2":
+      """
+      {"tag":"settled","do":"ack"}
+      {"tag":"unsettled","do":["throw","ack"]}
+      """
+    Then message "unsettled" is delivered with attempts 1, 2
+    And message "settled" is delivered exactly 1 time

@@ -1,0 +1,81 @@
+// Command takohost runs the reference host for the Takoform queue Forms on
+// one machine: the journal and host.json live in -data, the Host API on
+// -listen. On first start it creates an admin principal and writes its token
+// to <data>/admin-token; it prints that path, never the token.
+//
+// SIGINT or SIGTERM shut it down gracefully: it stops accepting requests,
+// lets running handlers finish within -shutdown-grace, leaves anything
+// unsettled to be redelivered on the next start, and exits 0.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/takoform/queuehost/host"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("takohost", flag.ContinueOnError)
+	data := fs.String("data", "./data", `data directory (journal, host.json, admin-token); ":memory:" keeps nothing`)
+	listen := fs.String("listen", "127.0.0.1:8787", "TCP address of the Host API")
+	allow := fs.String("allow-fetch", "", "comma-separated host[:port] patterns workers' outbound fetch may reach")
+	handlerTimeout := fs.Duration("handler-timeout", 30*time.Second, "time limit of one handler invocation")
+	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long shutdown lets running handlers finish")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg := host.Config{
+		DataDir: *data, Listen: *listen, HandlerTimeout: *handlerTimeout,
+		ShutdownGrace: *grace, Logger: logger,
+	}
+	for _, h := range strings.Split(*allow, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.AllowedFetchHosts = append(cfg.AllowedFetchHosts, h)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	h, err := host.New(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "takohost:", err)
+		return 1
+	}
+	if err := h.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "takohost:", err)
+		_ = h.Shutdown(context.Background())
+		return 1
+	}
+	fmt.Printf("takohost listening on %s\n", h.URL())
+	tokenRef := "$TOKEN"
+	if p := h.AdminTokenPath(); p != "" {
+		fmt.Printf("admin token written to %s\n", p)
+		tokenRef = "$(cat " + p + ")"
+	} else {
+		fmt.Println("in-memory host: the admin token is not kept anywhere")
+	}
+	fmt.Printf("try: curl -s -H \"Authorization: Bearer %s\" %s/v2/spaces/demo/resources\n", tokenRef, h.URL())
+
+	<-ctx.Done()
+	stop()
+	logger.Info("shutting down", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), *grace+5*time.Second)
+	defer cancel()
+	if err := h.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown", "err", err)
+	}
+	return 0
+}

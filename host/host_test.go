@@ -1,0 +1,174 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/schemas"
+)
+
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (c *client) do(method, path string, body any) (int, map[string]any, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return res.StatusCode, m, raw
+}
+
+func (c *client) create(name, form string, spec any) string {
+	c.t.Helper()
+	st, op, raw := c.do("POST", "/v2/spaces/demo/resources", map[string]any{"name": name, "formUrl": form, "spec": spec})
+	if st != 202 {
+		c.t.Fatalf("create %s: %d %s", name, st, raw)
+	}
+	_, done, raw := c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
+	if done["state"] != "succeeded" {
+		c.t.Fatalf("create %s: %s", name, raw)
+	}
+	return op["resourceUid"].(string)
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func startHost(t *testing.T, dir string) *Host {
+	t.Helper()
+	h, err := New(context.Background(), Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+const workerModule = `export default {
+  async fetch(request, env, ctx) {
+    const id = await env.TASKS.send("hello " + new URL(request.url).pathname);
+    return new Response("sent " + (id.length > 0));
+  },
+  async queue(batch, env, ctx) {
+    for (const m of batch.messages) {
+      console.log("got " + new TextDecoder().decode(m.body) + " attempts=" + m.attempts);
+    }
+  },
+};
+`
+
+// TestEndToEnd runs the whole host in memory: a worker's fetch handler
+// sends through its producer Binding, the consumer delivers to its queue
+// handler, and the worker's log shows it.
+func TestEndToEnd(t *testing.T) {
+	h := startHost(t, MemoryDataDir)
+	defer h.Shutdown(context.Background())
+	c := &client{t: t, base: h.URL(), token: h.AdminToken()}
+	q := c.create("tasks", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
+	w := c.create("w", schemas.FormModuleWorker, map[string]any{"handlers": []string{"fetch"}})
+	v := c.create("w-v1", schemas.FormWorkerVersion, map[string]any{
+		"worker": map[string]any{"resourceUid": w}, "mainModule": "main.js",
+		"modules":               []any{map[string]any{"name": "main.js", "content": workerModule}},
+		"queueProducerBindings": []any{map[string]any{"name": "TASKS", "resource": map[string]any{"resourceUid": q}}},
+	})
+	st, op, raw := c.do("PUT", "/v2/spaces/demo/resources/"+w, map[string]any{"spec": map[string]any{"handlers": []string{"fetch", "queue"}, "version": map[string]any{"resourceUid": v}}})
+	if st != 202 {
+		t.Fatalf("select: %d %s", st, raw)
+	}
+	c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
+	c.create("c", schemas.FormQueueConsumer, map[string]any{
+		"queue": map[string]any{"resourceUid": q}, "worker": map[string]any{"resourceUid": w},
+		"maxBatchSize": 10, "maxBatchTimeoutSeconds": 0, "maxConcurrency": 1, "maxRetries": 1, "retryDelaySeconds": 0,
+	})
+
+	req, _ := http.NewRequest("POST", h.URL()+"/v2/spaces/demo/resources/"+w+"/fetch/some/path?x=1", strings.NewReader("body"))
+	req.Header.Set("Authorization", "Bearer "+h.AdminToken())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "sent true" {
+		t.Fatalf("fetch: %d %s", res.StatusCode, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, logs, raw := c.do("GET", "/v2/spaces/demo/resources/"+w+"/logs", nil)
+		if strings.Contains(string(raw), "got hello /some/path attempts=1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue handler never ran: %v", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A worker without a fetch declaration answers 404.
+	w2 := c.create("w2", schemas.FormModuleWorker, map[string]any{"handlers": []string{"queue"}})
+	if st, p, _ := c.do("GET", "/v2/spaces/demo/resources/"+w2+"/fetch", nil); st != 404 || p["code"] != "not_found" {
+		t.Fatalf("fetch without handler: %d %v", st, p)
+	}
+}
+
+func TestDataDirAndRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	h := startHost(t, dir)
+	tok := h.AdminToken()
+	raw, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil || strings.TrimSpace(string(raw)) != tok || tok == "" || h.AdminTokenPath() != filepath.Join(dir, "admin-token") {
+		t.Fatalf("admin token file: %q %v", raw, err)
+	}
+	c := &client{t: t, base: h.URL(), token: tok}
+	q := c.create("q", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h = startHost(t, dir)
+	defer h.Shutdown(context.Background())
+	if h.AdminToken() != tok {
+		t.Fatal("the admin token changed across restarts")
+	}
+	c.base = h.URL()
+	st, r, raw2 := c.do("GET", "/v2/spaces/demo/resources/"+q, nil)
+	if st != 200 || r["state"] != "active" {
+		t.Fatalf("after restart: %d %s", st, raw2)
+	}
+	obs, _ := r["observed"].(map[string]any)
+	if obs["queueExists"] != true {
+		t.Fatalf("the queue was not rebuilt in the engine: %s", raw2)
+	}
+}
+
+func TestNewNeedsDataDir(t *testing.T) {
+	if _, err := New(context.Background(), Config{}); err == nil {
+		t.Fatal("New accepted an empty DataDir")
+	}
+}

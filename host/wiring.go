@@ -1,0 +1,117 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/gen/api"
+	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/schemas"
+	"github.com/takoform/queuehost/server"
+)
+
+// sender authorises every producer Binding call at call time, for the
+// principal the WorkerVersion runs as (a reference grants no permission),
+// then sends through the engine. A refusal is backend_unavailable, the only
+// rejection the Form names; its message (which the runtime logs to the
+// worker's log) says why.
+type sender struct{ h *Host }
+
+func (s sender) Send(ctx context.Context, principal, space, queueUID string, msgs []delivery.OutgoingMessage) ([]string, error) {
+	p, ok := s.h.principals.Principal(principal)
+	if !ok || !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {
+		return nil, fmt.Errorf("%w: principal %q may not send to AtLeastOnceQueue resources in space %q", delivery.ErrBackendUnavailable, principal, space)
+	}
+	q, err := s.h.st.Resource(ctx, queueUID)
+	if err != nil || q.Space != space || q.FormURL != schemas.FormAtLeastOnceQueue || q.State == store.StateDeleting {
+		return nil, fmt.Errorf("%w: the queue %s does not exist in space %q", delivery.ErrBackendUnavailable, queueUID, space)
+	}
+	return s.h.eng.Send(ctx, queueUID, msgs)
+}
+
+// resolver maps a ModuleWorker to its selected version's queue handler at
+// delivery time, so that selecting another version applies to the next
+// batch.
+type resolver struct{ h *Host }
+
+func (r resolver) Resolve(ctx context.Context, workerUID string) (delivery.Handler, error) {
+	v, _, err := server.SelectedVersion(ctx, r.h.st, workerUID)
+	if err != nil {
+		return nil, err
+	}
+	return r.h.rt.QueueHandler(toJS(v))
+}
+
+// workers adapts the runtime to server.Workers.
+type workers struct{ h *Host }
+
+func toJS(v *server.Version) *js.Version {
+	out := &js.Version{
+		UID: v.UID, Space: v.Space, WorkerUID: v.WorkerUID, Principal: v.Principal,
+		MainModule: v.MainModule, Vars: v.Vars, Secrets: v.Secrets,
+	}
+	for _, m := range v.Modules {
+		out.Modules = append(out.Modules, js.Module{Name: m.Name, Content: m.Content})
+	}
+	for _, b := range v.Bindings {
+		out.Bindings = append(out.Bindings, js.Binding{Name: b.Name, QueueUID: b.QueueUID})
+	}
+	return out
+}
+
+// Compile uses the runtime's uncached compile: admission compiles versions
+// that may still be refused, which the runtime's cache must not keep.
+func (w workers) Compile(_ context.Context, v *server.Version) ([]string, error) {
+	p, err := js.Compile(toJS(v))
+	if err != nil {
+		var ce *js.CompileError
+		if errors.As(err, &ce) {
+			return nil, &server.CompileError{File: ce.File, Line: ce.Line, Column: ce.Column, Message: ce.Message}
+		}
+		return nil, err
+	}
+	return append([]string(nil), p.Handlers...), nil
+}
+
+// Fetch passes the request the server built (http://worker.invalid/<path>)
+// to the runtime. The runtime answers a handler that threw or timed out
+// with its own 500 problem; the host turns that into an error so that the
+// server answers worker_error as spec/host-api.md says.
+func (w workers) Fetch(ctx context.Context, v *server.Version, r *http.Request) (*http.Response, error) {
+	resp, err := w.h.rt.Fetch(ctx, toJS(v), r, r.URL.Path)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusInternalServerError && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		var p struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(b, &p) == nil && strings.HasPrefix(p.Code, "worker_") {
+			return nil, fmt.Errorf("host: the worker's fetch handler failed (%s)", p.Code)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return resp, nil
+}
+
+func (w workers) Logs(_ context.Context, workerUID string, after int64, limit int) ([]api.LogEntry, error) {
+	entries := w.h.rt.Logs(workerUID, after, limit)
+	out := make([]api.LogEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, api.LogEntry{Seq: e.Seq, TimeMillis: e.TimeMillis, Level: api.LogEntryLevel(e.Level), Message: e.Message, VersionUid: e.VersionUID})
+	}
+	return out, nil
+}
+
+func (w workers) Evict(versionUID string) { w.h.rt.Evict(versionUID) }

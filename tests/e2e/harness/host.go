@@ -125,6 +125,9 @@ type Host struct {
 	DataDir string
 	Addr    string   // 127.0.0.1:port, fixed across restarts
 	Args    []string // extra flags (-allow-fetch, -handler-timeout, ...)
+	// Wrap, when set, is a command prefix the binary runs under (it must
+	// exec the binary in the same process, e.g. unshare -m sh -c '... exec "$0" "$@"').
+	Wrap []string
 	// Out receives the output of every run (stdout and stderr).
 	Out *SyncBuffer
 	// ReadyTimeout bounds Start; 60 s when zero.
@@ -171,8 +174,12 @@ func (h *Host) Start(ctx context.Context) error {
 		return errors.New("host already running")
 	}
 	args := append([]string{"-data", h.DataDir, "-listen", h.Addr}, h.Args...)
-	cmd := exec.Command(h.Bin, args...)
-	fmt.Fprintf(h.Out, "=== harness: start #%d: %s %s\n", h.Starts+1, h.Bin, strings.Join(args, " "))
+	argv := append([]string{h.Bin}, args...)
+	if len(h.Wrap) > 0 {
+		argv = append(append([]string{}, h.Wrap...), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	fmt.Fprintf(h.Out, "=== harness: start #%d: %s\n", h.Starts+1, strings.Join(argv, " "))
 	cmd.Stdout, cmd.Stderr = h.Out, h.Out
 	if err := cmd.Start(); err != nil {
 		return err

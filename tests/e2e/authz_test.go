@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/tests/e2e/harness"
+)
+
+// TestAuthorisationMatrix runs every Host API route against every kind of
+// caller and checks the status spec/host-api.md §Authentication and
+// authorisation fixes: 401 without or with a bad token, 404 for a principal
+// with no grant in the space (never leaking existence), 403 for a grant
+// without the role or the Form, 2xx otherwise.
+func TestAuthorisationMatrix(t *testing.T) {
+	e := startEnv(t, hostOpts{principals: true})
+	ctx := ctxT(t, 120*time.Second)
+	topo := e.topology(harness.TopologyOptions{NoConsumers: true})
+	c := e.admin
+	// An Operation to read: the admin's create of one more worker.
+	r, err := c.Do(ctx, "POST", "/v2/spaces/"+spaceA+"/resources", map[string]any{
+		"name": "mx-op", "formUrl": harness.FormWorker, "spec": map[string]any{"handlers": []string{"fetch"}}}, nil)
+	if err != nil || r.Status != 202 {
+		t.Fatalf("create mx-op: %v %s", err, r)
+	}
+	var op harness.Operation
+	if err := r.JSON(&op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitOp(ctx, spaceA, op.ID, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	workerSpec := map[string]any{"handlers": []string{"fetch", "queue"}, "version": harness.Ref(topo.Version)}
+	sp := "/v2/spaces/" + spaceA
+
+	type route struct {
+		name   string
+		method string
+		// path and body are computed per caller (create and delete need
+		// fresh names and targets).
+		req func(caller string) (path string, body any)
+		// want maps a caller to the expected status; callers absent from
+		// the map expect the route's default.
+		want map[string]int
+	}
+	std := func(viewer, editor, narrow int) map[string]int {
+		return map[string]int{"none": 401, "bad": 401, "other": 404, "admin": 0, "viewer": viewer, "editor": editor, "narrow": narrow}
+	}
+	fixed := func(p string, b any) func(string) (string, any) {
+		return func(string) (string, any) { return p, b }
+	}
+	delTargets := map[string]string{}
+	routes := []route{
+		{"list", "GET", fixed(sp+"/resources", nil), std(200, 200, 200)},
+		{"list-by-form", "GET", fixed(sp+"/resources?formUrl="+harness.FormWorker, nil), std(200, 200, 200)},
+		{"create-worker", "POST", func(who string) (string, any) {
+			return sp + "/resources", map[string]any{"name": "mx-c-" + who, "formUrl": harness.FormWorker, "spec": map[string]any{"handlers": []string{"fetch"}}}
+		}, std(403, 202, 403)},
+		{"create-queue", "POST", func(who string) (string, any) {
+			return sp + "/resources", map[string]any{"name": "mx-q-" + who, "formUrl": harness.FormQueue, "spec": harness.QueueSpec(0)}
+		}, std(403, 202, 202)},
+		{"get-worker", "GET", fixed(sp+"/resources/"+topo.Worker, nil), std(200, 200, 403)},
+		{"get-queue", "GET", fixed(sp+"/resources/"+topo.Queue, nil), std(200, 200, 200)},
+		{"put-worker", "PUT", fixed(sp+"/resources/"+topo.Worker, map[string]any{"spec": workerSpec}), std(403, 202, 403)},
+		{"put-queue", "PUT", fixed(sp+"/resources/"+topo.Queue, map[string]any{"spec": harness.QueueSpec(0)}), std(403, 202, 202)},
+		{"delete-worker", "DELETE", func(who string) (string, any) { return sp + "/resources/" + delTargets[who], nil }, std(403, 202, 403)},
+		{"get-operation", "GET", fixed(sp+"/operations/"+op.ID, nil), std(200, 200, 403)},
+		{"logs", "GET", fixed(sp+"/resources/"+topo.Worker+"/logs", nil), std(200, 200, 403)},
+		{"fetch", "POST", fixed(sp+"/resources/"+topo.Worker+"/fetch/hello", "{}"), std(403, 200, 403)},
+		{"fetch-root", "GET", fixed(sp+"/resources/"+topo.Worker+"/fetch", nil), std(403, 200, 403)},
+		{"openapi", "GET", fixed("/v2/openapi.json", nil), map[string]int{"none": 200, "bad": 200, "other": 200, "admin": 200, "viewer": 200, "editor": 200, "narrow": 200}},
+	}
+	callers := []string{"none", "bad", "viewer", "editor", "narrow", "other", "admin"}
+	token := func(who string) string {
+		switch who {
+		case "none":
+			return ""
+		case "bad":
+			return "not-a-token-of-anyone"
+		}
+		return e.tok[who]
+	}
+	type cell struct{ route, caller string }
+	got := map[cell]int{}
+	n := 0
+	for _, rt := range routes {
+		for _, who := range callers {
+			if rt.name == "delete-worker" {
+				uid, err := c.Create(ctx, spaceA, "mx-d-"+who, harness.FormWorker, map[string]any{"handlers": []string{"fetch"}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				delTargets[who] = uid
+			}
+			want := rt.want[who]
+			path, b := rt.req(who)
+			cl := e.admin.With(token(who))
+			res, err := cl.Do(ctx, rt.method, path, b, nil)
+			n++
+			if err != nil {
+				t.Errorf("%s as %s: %v", rt.name, who, err)
+				continue
+			}
+			got[cell{rt.name, who}] = res.Status
+			if want == 0 {
+				if res.Status < 200 || res.Status > 299 {
+					t.Errorf("%s as %s: want 2xx, got %s", rt.name, who, res)
+				}
+			} else if res.Status != want {
+				t.Errorf("%s as %s: want %d, got %s", rt.name, who, want, res)
+			}
+			if res.Status >= 400 {
+				checkProblem(t, res, map[int]string{401: "unauthenticated", 403: "forbidden", 404: "not_found"}[res.Status])
+			}
+			if res.Status == 401 && res.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s as %s: 401 without WWW-Authenticate", rt.name, who)
+			}
+			if res.Status == 202 {
+				var o harness.Operation
+				if res.JSON(&o) == nil && o.ID != "" {
+					c.WaitOp(ctx, spaceA, o.ID, 20*time.Second)
+				}
+			}
+		}
+	}
+
+	// Existence never leaks to another space's principal: an existing UID
+	// and a made-up one read exactly alike (status, code, detail).
+	other := e.client("other")
+	for _, p := range []string{"/resources/" + topo.Worker, "/operations/" + op.ID, "/resources/" + topo.Worker + "/logs"} {
+		a, err1 := other.Do(ctx, "GET", sp+p, nil, nil)
+		missing := strings.Replace(strings.Replace(p, topo.Worker, "no-such-uid", 1), op.ID, "no-such-op", 1)
+		b, err2 := other.Do(ctx, "GET", sp+missing, nil, nil)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if a.Status != b.Status || a.Code() != b.Code() || a.Problem == nil || b.Problem == nil || a.Problem.Detail != b.Problem.Detail {
+			t.Errorf("another space's principal tells existing from missing: %s vs %s", a, b)
+		}
+	}
+	// The space itself: a space nobody uses reads as the one that exists.
+	a, _ := other.Do(ctx, "GET", sp+"/resources", nil, nil)
+	b, _ := other.Do(ctx, "GET", "/v2/spaces/nobody-here/resources", nil, nil)
+	if a == nil || b == nil || a.Status != 404 || b.Status != 404 || a.Problem.Detail != b.Problem.Detail {
+		t.Errorf("space existence leaks: %s vs %s", a, b)
+	}
+	// Lists return only what the principal may read.
+	l, err := e.client("narrow").List(ctx, spaceA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range l {
+		if r.FormURL != harness.FormQueue {
+			t.Errorf("narrow principal's list shows a %s resource %s", r.FormURL, r.Name)
+		}
+	}
+
+	t.Logf("authorisation matrix: %d routes x %d callers = %d requests", len(routes), len(callers), n)
+	var names []string
+	for _, rt := range routes {
+		names = append(names, rt.name)
+	}
+	t.Log("\n" + renderMatrix(names, callers, func(r, c string) int { return got[cell{r, c}] }))
+}
+
+func renderMatrix(routes, callers []string, at func(r, c string) int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-16s", "route")
+	for _, c := range callers {
+		fmt.Fprintf(&b, " %7s", c)
+	}
+	b.WriteString("\n")
+	for _, r := range routes {
+		fmt.Fprintf(&b, "%-16s", r)
+		for _, c := range callers {
+			fmt.Fprintf(&b, " %7d", at(r, c))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// checkProblem checks the Host API problem members.
+func checkProblem(t *testing.T, r *harness.Response, code string) {
+	t.Helper()
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+		t.Errorf("%s: Content-Type %q, want application/problem+json", r, r.Header.Get("Content-Type"))
+		return
+	}
+	if r.Problem == nil {
+		t.Errorf("%s: problem does not decode", r)
+		return
+	}
+	if code != "" && r.Problem.Code != code {
+		t.Errorf("%s: code %q, want %q", r, r.Problem.Code, code)
+	}
+	if r.Problem.Code == "" {
+		t.Errorf("%s: problem without code", r)
+	}
+	if r.Problem.Status != r.Status {
+		t.Errorf("%s: problem status %d differs from HTTP %d", r, r.Problem.Status, r.Status)
+	}
+	if rid := r.Header.Get("X-Request-Id"); rid == "" || rid != r.Problem.RequestID {
+		t.Errorf("%s: requestId %q vs X-Request-Id %q", r, r.Problem.RequestID, rid)
+	}
+	want := "https://queuehost.takoform.dev/problems/" + r.Problem.Code
+	if r.Problem.Type != want {
+		t.Errorf("%s: type %q, want %q", r, r.Problem.Type, want)
+	}
+}

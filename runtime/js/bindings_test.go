@@ -1,0 +1,166 @@
+package js
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+type sendSeen struct {
+	OK      bool            `json:"ok"`
+	Value   json.RawMessage `json:"value"`
+	Name    string          `json:"name"`
+	Message string          `json:"message"`
+	IsError bool            `json:"isError"`
+}
+
+func TestProducerBindings(t *testing.T) {
+	snd := &fakeSender{}
+	rt := New(Options{Sender: snd})
+	defer rt.Close()
+	v := queueVersion(t, "v-sends", "sends")
+	if err := runBatch(t, rt, newFakeSettler(), v, "b1", 1); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]sendSeen
+	seenOne(t, rt, v.WorkerUID, "sends", &got)
+
+	if string(got["keys"].Value) != `["send","sendBatch"]` {
+		t.Errorf("env.OUT has %s", got["keys"].Value)
+	}
+	rejects := map[string]string{
+		"tooLarge":          "message_too_large",
+		"tooLargeString":    "message_too_large",
+		"object":            "invalid_body",
+		"number":            "invalid_body",
+		"null":              "invalid_body",
+		"undefined":         "invalid_body",
+		"empty":             "invalid_body",
+		"unknownOption":     "invalid_body",
+		"badDelay":          "invalid_body",
+		"delayTooBig":       "invalid_body",
+		"optionsNotObject":  "invalid_body",
+		"batchOf101":        "batch_too_large",
+		"batchOf0":          "batch_too_large",
+		"batchNotArray":     "invalid_body",
+		"batchUnknownField": "invalid_body",
+		"batchBadBody":      "invalid_body",
+		"batchTooLargeBody": "message_too_large",
+	}
+	for k, name := range rejects {
+		if e := got[k]; e.OK || e.Name != name || !e.IsError || e.Message == "" {
+			t.Errorf("%s: %+v, want a rejection named %s", k, e, name)
+		}
+	}
+	// what reached the Sender, in order: only the valid sends
+	calls := snd.sent()
+	type msg struct {
+		body  []byte
+		delay *int
+	}
+	var flat [][]msg
+	for _, c := range calls {
+		if c.Principal != "alice" || c.Space != "space-1" || c.Queue != "queue-out" {
+			t.Errorf("send call %+v", c)
+		}
+		var ms []msg
+		for _, m := range c.Msgs {
+			ms = append(ms, msg{m.Body, m.Delay})
+		}
+		flat = append(flat, ms)
+	}
+	want := [][]msg{
+		{{[]byte("é"), nil}},
+		{{[]byte{2, 3, 4}, nil}},
+		{{[]byte{5, 6, 7}, nil}},
+		{{[]byte{2, 3}, nil}},
+		{{[]byte{0, 1, 2, 3, 4, 5, 6, 7}, nil}},
+		{{[]byte("later"), intp(30)}},
+		{{make([]byte, 127000), nil}},
+		{{[]byte("a"), nil}, {[]byte("b"), intp(5)}, {[]byte("c"), nil}},
+	}
+	if len(flat) != len(want) {
+		t.Fatalf("%d sends, want %d: %+v", len(flat), len(want), calls)
+	}
+	for i := range want {
+		if len(flat[i]) != len(want[i]) {
+			t.Fatalf("send %d: %d messages", i, len(flat[i]))
+		}
+		for j := range want[i] {
+			if !bytes.Equal(flat[i][j].body, want[i][j].body) || !reflect.DeepEqual(flat[i][j].delay, want[i][j].delay) {
+				t.Errorf("send %d message %d: body %x delay %v", i, j, flat[i][j].body, flat[i][j].delay)
+			}
+		}
+	}
+	if len(calls[0].Msgs[0].Body) != 2 {
+		t.Errorf("\"é\" sent as %d bytes", len(calls[0].Msgs[0].Body))
+	}
+	// resolved values: the IDs, in input order for sendBatch
+	if string(got["utf8"].Value) != `"id-1"` || string(got["max"].Value) != `"id-7"` {
+		t.Errorf("send resolved %s, %s", got["utf8"].Value, got["max"].Value)
+	}
+	if string(got["batch"].Value) != `["id-8","id-9","id-10"]` {
+		t.Errorf("sendBatch resolved %s", got["batch"].Value)
+	}
+}
+
+func TestSendBackendErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{delivery.ErrBackendUnavailable, "backend_unavailable"},
+		{delivery.ErrUnknownQueue, "backend_unavailable"},
+		{errors.New("forbidden for alice"), "backend_unavailable"},
+		{delivery.ErrMessageTooLarge, "message_too_large"},
+	} {
+		snd := &fakeSender{fail: c.err}
+		rt := New(Options{Sender: snd})
+		v := queueVersion(t, "v-sendfail", "sendFails")
+		if err := runBatch(t, rt, newFakeSettler(), v, "b1", 1); err != nil {
+			t.Fatal(err)
+		}
+		var e sendSeen
+		seenOne(t, rt, v.WorkerUID, "fail", &e)
+		if e.OK || e.Name != c.name || e.Message != c.err.Error() {
+			t.Errorf("%v: JS saw %+v", c.err, e)
+		}
+		rt.Close()
+	}
+}
+
+func TestNoSenderIsBackendUnavailable(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	v := queueVersion(t, "v-nosender", "sendFails")
+	if err := runBatch(t, rt, newFakeSettler(), v, "b1", 1); err != nil {
+		t.Fatal(err)
+	}
+	var e sendSeen
+	seenOne(t, rt, v.WorkerUID, "fail", &e)
+	if e.OK || e.Name != "backend_unavailable" {
+		t.Fatalf("JS saw %+v", e)
+	}
+}
+
+func TestEnvHoldsVarsSecretsBindings(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	v := queueVersion(t, "v-env", "env")
+	if err := runBatch(t, rt, newFakeSettler(), v, "b1", 1); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Keys     []string `json:"keys"`
+		GREETING string
+		TOKEN    string
+	}
+	seenOne(t, rt, v.WorkerUID, "env", &got)
+	if !reflect.DeepEqual(got.Keys, []string{"GREETING", "MODE", "OUT", "TOKEN"}) || got.GREETING != "hello" || got.TOKEN != "s3cret" {
+		t.Fatalf("env %+v", got)
+	}
+}

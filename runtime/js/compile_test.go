@@ -1,0 +1,150 @@
+package js
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func compileErr(t *testing.T, v *Version) *CompileError {
+	t.Helper()
+	_, err := Compile(v)
+	var ce *CompileError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Compile = %v, want a *CompileError", err)
+	}
+	return ce
+}
+
+func TestSyntaxErrorLocation(t *testing.T) {
+	ce := compileErr(t, loadVersion(t, "syntax", "v-syntax"))
+	if ce.File != "broken.js" || ce.Line != 4 || ce.Column != 28 {
+		t.Fatalf("error at %s:%d:%d (%s), want broken.js:4:28", ce.File, ce.Line, ce.Column, ce.Message)
+	}
+	if !strings.HasPrefix(ce.Error(), "broken.js:4:28: ") {
+		t.Fatalf("Error() = %q", ce.Error())
+	}
+}
+
+func TestMissingDefaultExport(t *testing.T) {
+	ce := compileErr(t, loadVersion(t, "nodefault", "v-nodefault"))
+	if !strings.Contains(ce.Message, "no default export") {
+		t.Fatalf("%v", ce)
+	}
+}
+
+func TestUnresolvableImport(t *testing.T) {
+	ce := compileErr(t, loadVersion(t, "badimport", "v-badimport"))
+	if ce.File != "main.js" || ce.Line != 2 || ce.Column != 16 || !strings.Contains(ce.Message, `"fs"`) {
+		t.Fatalf("%v", ce)
+	}
+}
+
+func TestTopLevelThrow(t *testing.T) {
+	ce := compileErr(t, loadVersion(t, "toplevel_throw", "v-top"))
+	if ce.File != "main.js" || ce.Line != 2 || !strings.Contains(ce.Message, "TypeError") {
+		t.Fatalf("%v", ce)
+	}
+}
+
+func TestTopLevelInfiniteLoop(t *testing.T) {
+	rt := New(Options{StartupTimeout: 100 * time.Millisecond})
+	defer rt.Close()
+	v := &Version{UID: "v-toploop", MainModule: "main.js", Modules: []Module{{Name: "main.js", Content: "while (true) {}\nexport default {};"}}}
+	start := time.Now()
+	_, err := rt.Compile(v)
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "longer than") || time.Since(start) > time.Second {
+		t.Fatalf("Compile = %v after %s", err, time.Since(start))
+	}
+}
+
+func TestModuleSizeLimit(t *testing.T) {
+	rt := New(Options{MaxModuleBytes: 1000})
+	defer rt.Close()
+	v := &Version{UID: "v-big", MainModule: "main.js", Modules: []Module{
+		{Name: "main.js", Content: "export default {};\n"},
+		{Name: "big.js", Content: "//" + strings.Repeat("x", 1000)},
+	}}
+	_, err := rt.Compile(v)
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "more than the limit of 1000 bytes") {
+		t.Fatalf("Compile = %v", err)
+	}
+	// the default limit is 4 MiB
+	if _, err := Compile(v); err != nil {
+		t.Fatalf("Compile with defaults = %v", err)
+	}
+}
+
+func TestMainModuleMissing(t *testing.T) {
+	v := &Version{UID: "v-nomain", MainModule: "index.js", Modules: []Module{{Name: "main.js", Content: "export default {};"}}}
+	if ce := compileErr(t, v); !strings.Contains(ce.Message, `"index.js"`) {
+		t.Fatalf("%v", ce)
+	}
+}
+
+func TestExportsDetection(t *testing.T) {
+	for dir, want := range map[string][]string{
+		"exports_fetch": {"fetch"},
+		"exports_queue": {"queue"},
+		"exports_both":  {"fetch", "queue"},
+		"imports":       {"fetch", "queue"},
+	} {
+		p, err := Compile(loadVersion(t, dir, "v-"+dir))
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if !reflect.DeepEqual(p.Handlers, want) {
+			t.Errorf("%s: handlers %v, want %v", dir, p.Handlers, want)
+		}
+	}
+	rt := New(Options{})
+	defer rt.Close()
+	if _, err := rt.QueueHandler(loadVersion(t, "exports_fetch", "v-f")); !errors.Is(err, ErrNoQueueHandler) {
+		t.Fatalf("QueueHandler of a fetch-only worker = %v", err)
+	}
+	if _, err := rt.Fetch(t.Context(), loadVersion(t, "exports_queue", "v-q"), newRequest("GET", "/", ""), "/"); !errors.Is(err, ErrNoFetchHandler) {
+		t.Fatalf("Fetch of a queue-only worker = %v", err)
+	}
+}
+
+func TestImportsBetweenModules(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	v := loadVersion(t, "imports", "v-imports")
+	resp, err := rt.Fetch(t.Context(), v, newRequest("GET", "/", ""), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != `{"double":42,"greet":"hello x","names":["double","explode","twice"],"twice":"hello twice"}` {
+		t.Fatalf("body %s", got)
+	}
+	// a stack trace points at the original module and line
+	err = runBatch(t, rt, newFakeSettler(), v, "b1", 1)
+	var se *ScriptError
+	if !errors.As(err, &se) || se.Name != "TypeError" || !strings.Contains(se.Stack, "lib/util.js:10:") {
+		t.Fatalf("HandleBatch = %v, stack %q", err, se.Stack)
+	}
+}
+
+func TestProgramCachedPerUID(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	v := loadVersion(t, "exports_both", "v-cache")
+	p1, err := rt.Compile(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := rt.Compile(v)
+	if p1 != p2 {
+		t.Fatal("compiled twice")
+	}
+	rt.Evict(v.UID)
+	p3, _ := rt.Compile(v)
+	if p3 == p1 {
+		t.Fatal("Evict kept the program")
+	}
+}

@@ -1,0 +1,3 @@
+export const a = 1;
+import fs from "fs";
+export default { fetch() { return new Response(fs); } };

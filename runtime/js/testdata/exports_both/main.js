@@ -1,0 +1,5 @@
+const worker = {
+  fetch() { return new Response("f"); },
+  queue() {},
+};
+export default worker;

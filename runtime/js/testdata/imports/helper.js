@@ -1,0 +1,3 @@
+export default function greet(name) {
+  return "hello " + name;
+}

@@ -1,0 +1,4 @@
+export function f() {
+  return 1;
+}
+export const g = (a, b => a;

@@ -1,0 +1,3 @@
+import { f } from "./broken.js";
+
+export default { queue() { f(); } };

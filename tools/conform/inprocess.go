@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/features/steps"
+	"github.com/takoform/queuehost/host"
+)
+
+// inProcessHandlerTimeout is the handler time limit of the in-process host,
+// short so that @handler-limit scenarios finish quickly.
+const inProcessHandlerTimeout = 2 * time.Second
+
+// inProcess is the reference host started by the runner, with the
+// host-control contract implemented directly: restart is Shutdown then
+// host.New on the same data directory and, if it is free, the same port.
+type inProcess struct {
+	mu     sync.Mutex
+	dir    string
+	cfg    host.Config
+	h      *host.Host
+	base   string
+	tokens map[string]string
+	logf   *os.File
+}
+
+func newToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startInProcess writes host.json with the kit's principals (see
+// features/README.md) before the host's first start, then starts it.
+func startInProcess(ctx context.Context, recorderAddr, otherSpace string) (*inProcess, error) {
+	dir, err := os.MkdirTemp("", "conform-*")
+	if err != nil {
+		return nil, err
+	}
+	ip := &inProcess{dir: dir, tokens: map[string]string{}}
+	for _, p := range []string{steps.PrincipalAdmin, steps.PrincipalViewer, steps.PrincipalNarrow, steps.PrincipalSender, steps.PrincipalOther} {
+		ip.tokens[p] = newToken()
+	}
+	all := auth.AllSpaces
+	hc := auth.Config{
+		Principals: []auth.Principal{
+			{Name: "kit-admin", TokenSHA256: auth.HashToken(ip.tokens[steps.PrincipalAdmin]), Grants: []auth.Grant{{Space: all, Role: auth.RoleEditor}}},
+			{Name: "kit-viewer", TokenSHA256: auth.HashToken(ip.tokens[steps.PrincipalViewer]), Grants: []auth.Grant{{Space: all, Role: auth.RoleViewer}}},
+			{Name: "kit-narrow", TokenSHA256: auth.HashToken(ip.tokens[steps.PrincipalNarrow]), Grants: []auth.Grant{{Space: all, Role: auth.RoleEditor, Forms: []string{steps.FormConsumer, steps.FormWorker, steps.FormVersion}}}},
+			{Name: "kit-sender", TokenSHA256: auth.HashToken(ip.tokens[steps.PrincipalSender]), Grants: []auth.Grant{
+				{Space: all, Role: auth.RoleEditor, Forms: []string{steps.FormWorker, steps.FormVersion}},
+				{Space: all, Role: auth.RoleViewer, Forms: []string{steps.FormQueue}},
+			}},
+			{Name: "kit-other", TokenSHA256: auth.HashToken(ip.tokens[steps.PrincipalOther]), Grants: []auth.Grant{{Space: otherSpace, Role: auth.RoleEditor}}},
+		},
+		AllowedFetchHosts: []string{recorderAddr},
+	}
+	b, err := json.MarshalIndent(hc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	ip.logf, err = os.Create(filepath.Join(dir, "host.log"))
+	if err != nil {
+		return nil, err
+	}
+	ip.cfg = host.Config{
+		DataDir:           dir,
+		Listen:            "127.0.0.1:0",
+		AllowedFetchHosts: []string{recorderAddr},
+		HandlerTimeout:    inProcessHandlerTimeout,
+		ShutdownGrace:     2 * time.Second,
+		ObserveInterval:   time.Second,
+		Logger:            slog.New(slog.NewJSONHandler(ip.logf, nil)),
+	}
+	if err := ip.start(ctx); err != nil {
+		return nil, err
+	}
+	return ip, nil
+}
+
+func (ip *inProcess) start(ctx context.Context) error {
+	h, err := host.New(ctx, ip.cfg)
+	if err != nil {
+		return err
+	}
+	if err := h.Start(); err != nil {
+		return err
+	}
+	ip.h = h
+	ip.base = h.URL()
+	return nil
+}
+
+func (ip *inProcess) url() string {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return ip.base
+}
+
+// restart shuts the host down and starts it again on the same data
+// directory, on the same port when it is free.
+func (ip *inProcess) restart(ctx context.Context) error {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := ip.h.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if u, err := url.Parse(ip.base); err == nil {
+		ip.cfg.Listen = u.Host
+	}
+	if err := ip.start(ctx); err != nil {
+		ip.cfg.Listen = "127.0.0.1:0"
+		if err2 := ip.start(ctx); err2 != nil {
+			return fmt.Errorf("restart: %v (on a new port: %v)", err, err2)
+		}
+	}
+	return nil
+}
+
+func (ip *inProcess) close(failed bool) {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if ip.h != nil {
+		ip.h.Shutdown(ctx)
+	}
+	ip.logf.Close()
+	if failed {
+		fmt.Fprintf(os.Stderr, "conform: kept the in-process host's data and log in %s\n", ip.dir)
+		return
+	}
+	os.RemoveAll(ip.dir)
+}

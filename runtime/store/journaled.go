@@ -292,3 +292,33 @@ func MeasureRecovery(ctx context.Context, dir string, opts Options) (RecoverySta
 	rs := RecoveryStats{Duration: time.Since(start), Report: rep, Stats: s.Stats()}
 	return rs, s.Close()
 }
+
+// FillForBenchmark accepts n messages of size bytes into queue of the store
+// in dir, 100 per Apply, so that MeasureRecovery has a journal to replay.
+// It is for the benchmark tool.
+func FillForBenchmark(ctx context.Context, dir string, opts Options, queue string, n, size int) error {
+	opts.DisableCompaction = true
+	s, _, err := Open(ctx, dir, opts)
+	if err != nil {
+		return err
+	}
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	var muts []Mutation
+	for i := range n {
+		muts = append(muts, AcceptMessage{
+			Message: Message{Queue: queue, ID: fmt.Sprintf("m%09d", i), AcceptedAt: int64(i), VisibleAt: int64(i), Size: size},
+			Body:    body,
+		})
+		if len(muts) == 100 || i == n-1 {
+			if err := s.Apply(ctx, muts...); err != nil {
+				s.Close()
+				return err
+			}
+			muts = muts[:0]
+		}
+	}
+	return s.Close()
+}

@@ -11,6 +11,18 @@
 // The embedded backend is the file journal in runtime/journal (see Open in
 // journaled.go). A PostgreSQL backend would translate each Mutation into SQL
 // inside one transaction and must pass the same suite in runtime/store/storetest.
+//
+// Two backends live here. Journaled (Open) is the durable one: each Apply
+// is one CRC-checked frame of the group-committed journal, applied to
+// memory on the journal's writer in journal order once it is durable;
+// message bodies stay in the journal and are read back by position, so a
+// large backlog costs about a hundred bytes of memory per message; and a
+// background compactor rewrites the live records of the oldest segment to
+// the head and deletes it (oldest first only, which keeps deletes and
+// removals correct on replay). Memory (NewMemory) is the same state
+// machine without a journal, for tests and the ":memory:" dev mode; it is
+// not durable. The design is explained at the top of journaled.go and in
+// runtime/journal.
 package store
 
 import (
@@ -139,7 +151,9 @@ type Message struct {
 }
 
 // Store is the durable state of the host. Implementations are safe for
-// concurrent use.
+// concurrent use. Read methods return copies the caller may change, with
+// times in UTC and without a monotonic clock reading, so that a value reads
+// back the same before and after a restart.
 type Store interface {
 	// Apply makes muts durable as one atomic unit, then applies them to the
 	// state that the read methods return. It returns only after the unit is
@@ -161,7 +175,8 @@ type Store interface {
 
 	Idempotency(ctx context.Context, scope, key string) (IdempotencyRecord, error)
 
-	// Messages lists every message of a queue, for the engine's start-up.
+	// Messages lists every message of a queue, for the engine's start-up,
+	// ordered by AcceptedAt, then ID.
 	Messages(ctx context.Context, queue string) ([]Message, error)
 	// Message returns one message's delivery state.
 	Message(ctx context.Context, queue, id string) (Message, error)

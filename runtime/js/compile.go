@@ -160,13 +160,17 @@ func bundle(v *Version, maxBytes int) (string, error) {
 	if script == nil {
 		return "", &CompileError{Message: "the bundler produced no output"}
 	}
-	out := strings.TrimRight(string(script), "\n")
+	// Wrapped so that the bundle's var stays local and the script's
+	// completion value is the module namespace; the prefix sits on line 1
+	// (esbuild's own "var ... = (() => {"), so mapped lines do not move.
+	out := "(function () { " + strings.TrimRight(string(script), "\n")
 	// Drop esbuild's external map reference and inline a map whose sources
 	// are the module names as given (without the plugin namespace), so that
 	// goja's stack traces read "util.js:3:9".
 	if i := strings.LastIndex(out, "\n//# sourceMappingURL="); i >= 0 {
 		out = out[:i]
 	}
+	out += "\nreturn " + bundleGlobal + ";\n})();"
 	if smap != nil {
 		var m map[string]any
 		if err := json.Unmarshal(smap, &m); err == nil {
@@ -247,10 +251,11 @@ func probeHandlers(p *Program, limit time.Duration) ([]string, error) {
 }
 
 // evalProgram runs the bundled script on vm (top-level code under limit)
-// and returns the default export, removing the bundle's global.
+// and returns the default export (the script's completion value is the
+// module namespace).
 func evalProgram(vm *goja.Runtime, p *Program, limit time.Duration) (*goja.Object, error) {
 	t := time.AfterFunc(limit, func() { vm.Interrupt(errStartupTimeout) })
-	_, err := vm.RunProgram(p.prog)
+	res, err := vm.RunProgram(p.prog)
 	stopped := t.Stop()
 	if !stopped {
 		// The interrupt fired or is firing: the runtime is not reusable
@@ -265,9 +270,7 @@ func evalProgram(vm *goja.Runtime, p *Program, limit time.Duration) (*goja.Objec
 		}
 		return nil, topLevelError(err)
 	}
-	g := vm.GlobalObject()
-	ns := g.Get(bundleGlobal)
-	_ = g.Delete(bundleGlobal)
+	ns := res
 	if ns == nil || goja.IsUndefined(ns) || goja.IsNull(ns) {
 		return nil, &CompileError{Message: "the bundle did not define its exports"}
 	}

@@ -428,3 +428,17 @@ func TestAutomaticCompactionBoundsDisk(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestFillAndMeasureRecovery(t *testing.T) {
+	dir := t.TempDir()
+	if err := store.FillForBenchmark(ctx, dir, store.Options{Logger: quiet, SegmentSize: 64 << 10}, "q", 1000, 100); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := store.MeasureRecovery(ctx, dir, store.Options{Logger: quiet, SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.Stats.Messages != 1000 || rs.Report.Frames != 10 || rs.Report.Segments < 2 || rs.Duration <= 0 {
+		t.Fatalf("%+v", rs)
+	}
+}

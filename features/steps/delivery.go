@@ -82,7 +82,7 @@ func registerDeliverySteps(sc *godog.ScenarioContext) {
 		_, err := get(ctx).waitDeliveries(tag, q, 1, deliverTimeout)
 		return err
 	})
-	sc.Step(`^messages? ((?:"[^"]*"(?:, | and )?)+) (?:is|are) delivered$`, func(ctx context.Context, list string) error {
+	sc.Step(`^messages ((?:"[^"]*"(?:, | and )?)+) are delivered$`, func(ctx context.Context, list string) error {
 		w := get(ctx)
 		for _, t := range strings.Split(strings.NewReplacer(" and ", ", ").Replace(list), ", ") {
 			if _, err := w.waitDeliveries(strings.Trim(t, `"`), "", 1, deliverTimeout); err != nil {

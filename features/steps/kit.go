@@ -289,7 +289,7 @@ func (w *world) expand(s string) (string, error) {
 			if !ok {
 				err = fmt.Errorf("no remembered etag of %q", arg)
 			}
-			return strings.ReplaceAll(e, `"`, `\"`)
+			return e
 		}
 		err = fmt.Errorf("unknown placeholder %s", m)
 		return m

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +142,19 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 				break
 			}
 			c := b.prog.phase(fmt.Sprintf("e2e %s maxConcurrency %d", k.Name, conc), "acks")
-			rate, cpu, acked, recs, err := b.runE2E(ctx, h, 100, conc, c)
+			var rate float64
+			var cpu time.Duration
+			var acked int64
+			var recs []int32
+			run := func() { rate, cpu, acked, recs, err = b.runE2E(ctx, h, 100, conc, c) }
+			if conc == 16 {
+				name := fmt.Sprintf("e2e %s, maxConcurrency %d", k.Name, conc)
+				if path, perr := b.profile(strings.ReplaceAll(fmt.Sprintf("e2e-%s-%d", k.Name, conc), " ", "-"), run); perr == nil {
+					b.profiles = append(b.profiles, profileRun{Name: name, Path: path, Section: s})
+				}
+			} else {
+				run()
+			}
 			b.prog.end()
 			release()
 			if err != nil {

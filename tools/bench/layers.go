@@ -22,21 +22,21 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	}
 	if run("engine") {
 		b.engineSendLayer(ctx)
-		b.e2eLayer(ctx, []handlerKind{goKind})
+		b.e2eLayer(ctx, []handlerKind{goKind, jsKind})
 	}
 	if run("overhead") {
-		pending("JavaScript invocation overhead (runtime/js)", "the runtime/js QueueHandler has not landed yet")
+		b.overheadLayer(ctx)
 	}
 	if run("latency") {
-		pending("Latency", "delivery.Engine and the runtime/js QueueHandler have not landed yet")
+		pending("Latency", "not written yet")
 	}
 	if run("host") {
-		pending("Producer throughput through the full host over HTTP", "package host (host.New) has not landed yet")
+		b.hostLayer(ctx)
 	}
 	if run("idle") {
-		pending("Idle cost of 10 000 queues with a consumer", "delivery.Engine has not landed yet")
+		pending("Idle cost of 10 000 queues with a consumer", "not written yet")
 	}
 	if run("backlog") {
-		pending("Backlog memory and restart-to-first-delivery", "store.Open and delivery.Engine have not landed yet")
+		pending("Backlog memory and restart-to-first-delivery", "not written yet")
 	}
 }

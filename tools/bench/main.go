@@ -37,8 +37,9 @@ type bench struct {
 	// results holds figures later phases and targets compare with, by key.
 	results map[string]float64
 	// extras for targets
-	e2e   map[string]e2eResult
-	notes map[string]string
+	e2e      map[string]e2eResult
+	notes    map[string]string
+	profiles []profileRun
 }
 
 // phases in the order they run; -only selects by name.
@@ -134,6 +135,7 @@ func main() {
 	}
 	b.layers(ctx, run)
 	b.diskDrift(diskDur)
+	b.renderProfiles()
 	b.checkTargets()
 	b.prog.end()
 

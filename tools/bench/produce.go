@@ -102,6 +102,7 @@ func (b *bench) prodRow(s *section, layer, below string, m prodMode, size int, p
 	}
 	rate := pt.rate()
 	b.results[pointKey(layer, m, size)] = rate
+	b.results[pointKey(layer, m, size)+"/cpu"] = pt.CPU.Seconds() / pt.Wall.Seconds() / float64(numCPU())
 	mbps := rate * float64(size) / (1 << 20)
 	cells := []string{m.Name, bytesize(size), num(rate), ratio(rate, b.rep.Limits.FsyncPerSec), pct(mbps / b.rep.Limits.SyncWriteMBps),
 		num(pt.CPU.Seconds() / float64(max(pt.Msgs, 1)) * 1e6), pct(pt.CPU.Seconds() / pt.Wall.Seconds() / float64(numCPU()))}

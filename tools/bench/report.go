@@ -272,3 +272,5 @@ func percentilesOf(samples []time.Duration) percentiles {
 	}
 	return percentiles{N: len(samples), P50: rank(50), P90: rank(90), P99: rank(99), Max: samples[len(samples)-1]}
 }
+
+func durNs(v float64) time.Duration { return time.Duration(v) }

@@ -89,3 +89,41 @@ func TestReportMarkdown(t *testing.T) {
 		}
 	}
 }
+
+func TestHotSpots(t *testing.T) {
+	top := `File: bench
+Type: cpu
+Showing nodes accounting for 1.5s, 75% of 2s total
+      flat  flat%   sum%        cum   cum%
+     0.40s 20.00% 20.00%      0.40s 20.00%  internal/runtime/syscall/linux.Syscall6
+     0.30s 15.00% 35.00%      0.50s 25.00%  github.com/dop251/goja.(*vm).run
+     0.25s 12.50% 47.50%      0.25s 12.50%  hash/crc32.castagnoliSSE42
+     0.22s 11.00% 58.50%      0.30s 15.00%  github.com/takoform/queuehost/runtime/delivery.(*queue).pump
+     0.10s  5.00% 63.50%      0.10s  5.00%  runtime.mallocgc
+`
+	hs := hotSpots(top, 10)
+	if len(hs) != 2 {
+		t.Fatalf("hotSpots = %+v, want goja and delivery", hs)
+	}
+	if hs[0].Package != "github.com/dop251/goja" || hs[0].Flat != 15 {
+		t.Errorf("first hot spot %+v", hs[0])
+	}
+	if hs[1].Package != "github.com/takoform/queuehost/runtime/delivery" {
+		t.Errorf("second hot spot %+v", hs[1])
+	}
+	if got := funcPackage("runtime.mallocgc"); got != "runtime" {
+		t.Errorf("funcPackage(runtime.mallocgc) = %q", got)
+	}
+}
+
+func TestPackageShares(t *testing.T) {
+	top := `      flat  flat%   sum%        cum   cum%
+     0.30s 15.00% 15.00%      0.50s 25.00%  github.com/dop251/goja.(*vm).run
+     0.10s  5.00% 20.00%      0.10s  5.00%  github.com/dop251/goja.(*Runtime).NewObject
+     0.20s 10.00% 30.00%      0.20s 10.00%  runtime.mallocgc
+`
+	ps := packageShares(top)
+	if len(ps) != 2 || ps[0].Package != "github.com/dop251/goja" || ps[0].Flat != 20 || ps[1].Package != "runtime" {
+		t.Fatalf("packageShares = %+v", ps)
+	}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/takoform/queuehost/host"
+)
+
+const (
+	formQueue   = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
+	formWorker  = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
+	formVersion = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	benchSpace  = "bench"
+)
+
+// apiClient is a minimal Host API client for the benchmark's setup and
+// load; HTTP on 127.0.0.1 only, with keep-alive.
+type apiClient struct {
+	base, token string
+	hc          *http.Client
+}
+
+func newAPIClient(base, token string, conns int) *apiClient {
+	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}
+	return &apiClient{base: base, token: token, hc: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
+}
+
+func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		return resp.StatusCode, json.Unmarshal(data, out)
+	}
+	return resp.StatusCode, nil
+}
+
+type operation struct {
+	ID          string          `json:"id"`
+	ResourceUID string          `json:"resourceUid"`
+	State       string          `json:"state"`
+	Error       json.RawMessage `json:"error"`
+}
+
+// wait polls an Operation until it is done.
+func (c *apiClient) wait(ctx context.Context, op operation) (operation, error) {
+	for op.State != "succeeded" && op.State != "failed" {
+		if _, err := c.do(ctx, "GET", fmt.Sprintf("/v2/spaces/%s/operations/%s?wait=30", benchSpace, op.ID), nil, &op); err != nil {
+			return op, err
+		}
+	}
+	if op.State == "failed" {
+		return op, fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
+	}
+	return op, nil
+}
+
+// create creates a resource and waits for its Operation; it returns the UID.
+func (c *apiClient) create(ctx context.Context, name, form string, spec any) (string, error) {
+	var op operation
+	if _, err := c.do(ctx, "POST", "/v2/spaces/"+benchSpace+"/resources", map[string]any{"name": name, "formUrl": form, "spec": spec}, &op); err != nil {
+		return "", err
+	}
+	op, err := c.wait(ctx, op)
+	return op.ResourceUID, err
+}
+
+func (c *apiClient) update(ctx context.Context, uid string, spec any) error {
+	var op operation
+	if _, err := c.do(ctx, "PUT", "/v2/spaces/"+benchSpace+"/resources/"+uid, map[string]any{"spec": spec}, &op); err != nil {
+		return err
+	}
+	_, err := c.wait(ctx, op)
+	return err
+}
+
+type ref struct {
+	ResourceUID string `json:"resourceUid"`
+}
+
+// benchHost is a host on 127.0.0.1 with a queue and a worker whose
+// selected version binds the queue as env.Q.
+type benchHost struct {
+	h      *host.Host
+	c      *apiClient
+	dir    string
+	queue  string
+	worker string
+}
+
+func (b *bench) startHost(ctx context.Context, conns int) (*benchHost, error) {
+	dir, err := os.MkdirTemp(b.dir, "host-")
+	if err != nil {
+		return nil, err
+	}
+	h, err := host.New(ctx, host.Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: quietLogger})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	bh := &benchHost{h: h, dir: dir}
+	if err := h.Start(); err != nil {
+		bh.close()
+		return nil, err
+	}
+	bh.c = newAPIClient(h.URL(), h.AdminToken(), conns)
+	if bh.queue, err = bh.c.create(ctx, "q", formQueue, map[string]any{"messageRetentionSeconds": 1209600}); err != nil {
+		bh.close()
+		return nil, err
+	}
+	if bh.worker, err = bh.c.create(ctx, "w", formWorker, map[string]any{"handlers": []string{"fetch", "queue"}}); err != nil {
+		bh.close()
+		return nil, err
+	}
+	ver, err := bh.c.create(ctx, "v1", formVersion, map[string]any{
+		"worker": ref{bh.worker}, "mainModule": "main.js",
+		"modules":               []map[string]string{{"name": "main.js", "content": benchWorker}},
+		"queueProducerBindings": []map[string]any{{"name": "Q", "resource": ref{bh.queue}}},
+	})
+	if err != nil {
+		bh.close()
+		return nil, err
+	}
+	if err := bh.c.update(ctx, bh.worker, map[string]any{"handlers": []string{"fetch", "queue"}, "version": ref{ver}}); err != nil {
+		bh.close()
+		return nil, err
+	}
+	return bh, nil
+}
+
+func (bh *benchHost) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bh.h.Shutdown(ctx)
+	os.RemoveAll(bh.dir)
+}
+
+// fetch calls the worker's fetch route once.
+func (bh *benchHost) fetch(ctx context.Context, path string) error {
+	_, err := bh.c.do(ctx, "POST", fmt.Sprintf("/v2/spaces/%s/resources/%s/fetch/%s", benchSpace, bh.worker, path), nil, nil)
+	return err
+}
+
+// hostLayer: the producer Binding through the worker fetch route of a full
+// host over HTTP on loopback; CPU-profiles the 100 B points.
+func (b *bench) hostLayer(ctx context.Context) {
+	s := b.prodSection("Producer throughput through the full host over HTTP (host, server, runtime/js, runtime/delivery)",
+		fmt.Sprintf("host.New on a fresh data directory, listening on 127.0.0.1; a ModuleWorker whose fetch handler calls env.Q.sendBatch of 100 messages or env.Q.send of one, "+
+			"driven through the worker fetch route (POST /v2/spaces/bench/resources/{worker}/fetch/batch or /one?size=N) by closed-loop HTTP clients in this process, %s per point. "+
+			"Each call of the table is one fetch request. Ratio to engine: this layer's messages/s ÷ the Engine.Send point with the same mode and body. "+
+			"CPU includes the HTTP load generator (same process).", b.pointDur), "engine")
+	bh, err := b.startHost(ctx, 64)
+	if err != nil {
+		s.NotMeasured = "starting the host: " + err.Error()
+		return
+	}
+	defer bh.close()
+	for _, m := range prodModes {
+		for _, size := range bodySizes {
+			path := fmt.Sprintf("one?size=%d", size)
+			if m.PerCall == 100 {
+				path = fmt.Sprintf("batch?size=%d", size)
+			}
+			call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, path) }
+			// Warm up the worker's runtimes and connections.
+			_ = call(ctx, nil)
+			c := b.prog.phase(fmt.Sprintf("host %s %s", m.Name, bytesize(size)), "msgs")
+			var pt prodPoint
+			if size == 100 {
+				var prof string
+				var err error
+				prof, err = b.profile(fmt.Sprintf("host-%d-%d", m.PerCall, size), func() {
+					pt = runProducer(ctx, call, m, size, b.pointDur, c)
+				})
+				if err != nil {
+					s.note("profile: %v", err)
+				} else {
+					b.profiles = append(b.profiles, profileRun{Name: fmt.Sprintf("host producer, %s, 100 B", m.Name), Path: prof, Section: s})
+				}
+			} else {
+				pt = runProducer(ctx, call, m, size, b.pointDur, c)
+			}
+			b.prog.end()
+			b.prodRow(s, "host", "engine", m, size, pt, "")
+		}
+	}
+	s.note("Records per sync is not shown for the host: the host does not expose its store's counters.")
+}

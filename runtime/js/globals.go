@@ -44,6 +44,7 @@ func newBareInstance(rt *Runtime, ver *version) (*instance, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
 	in := &instance{vm: vm, rt: rt, ver: ver}
+	vm.SetPromiseRejectionTracker(in.trackRejection)
 	if err := in.installGlobals(); err != nil {
 		return nil, err
 	}

@@ -126,7 +126,9 @@ func (in *instance) invoke(ctx context.Context, limit time.Duration, start func(
 			p = pr
 		}
 	}
+	defer in.reportUnhandled(p)
 	for {
+		in.reportUnhandled(p)
 		if ictx.Err() != nil {
 			return in.failure(inv, ictx.Err())
 		}
@@ -159,6 +161,32 @@ func (in *instance) invoke(ctx context.Context, limit time.Duration, start func(
 		}
 	}
 	return nil
+}
+
+// trackRejection is the runtime's promise rejection tracker: it keeps the
+// rejected promises that have no handler yet.
+func (in *instance) trackRejection(p *goja.Promise, op goja.PromiseRejectionOperation) {
+	switch op {
+	case goja.PromiseRejectionReject:
+		if in.unhandled == nil {
+			in.unhandled = map[*goja.Promise]struct{}{}
+		}
+		in.unhandled[p] = struct{}{}
+	case goja.PromiseRejectionHandle:
+		delete(in.unhandled, p)
+	}
+}
+
+// reportUnhandled logs the rejections still unhandled once the microtasks
+// have run (except the handler's own promise, which the caller reports).
+func (in *instance) reportUnhandled(except *goja.Promise) {
+	for p := range in.unhandled {
+		delete(in.unhandled, p)
+		if p == except {
+			continue
+		}
+		in.log("error", "Uncaught (in promise) "+in.scriptError(p.Result()).describe())
+	}
 }
 
 // failure turns an error that ended an invocation into the error the

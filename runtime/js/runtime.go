@@ -240,6 +240,7 @@ type instance struct {
 	def                                      *goja.Object // the default export
 	env                                      *goja.Object
 	objProto                                 *goja.Object
+	unhandled                                map[*goja.Promise]struct{} // rejected promises without a handler
 }
 
 func (in *instance) log(level, msg string) {

@@ -122,6 +122,12 @@ const scenarios = {
     seen("args", out);
   },
 
+  async unhandled(batch) {
+    batch.acknowledge("not-in-this-batch"); // not awaited: its rejection is logged
+    Promise.reject(new Error("handled later")).catch(() => {});
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  },
+
   async counter(batch) {
     invocations++;
     seen("counter", { invocations });

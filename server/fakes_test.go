@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -191,8 +193,18 @@ func (f *fakeWorkers) Compile(_ context.Context, v *Version) ([]string, error) {
 	return exports, nil
 }
 
+// Fetch echoes what the worker would see; a request header "X-Throw"
+// makes the handler throw.
 func (f *fakeWorkers) Fetch(_ context.Context, v *Version, req *http.Request) (*http.Response, error) {
-	return nil, errors.New("fake workers do not run code")
+	if req.Header.Get("X-Throw") != "" {
+		return nil, errors.New("Error: boom")
+	}
+	body, _ := io.ReadAll(req.Body)
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Seen-Auth", req.Header.Get("Authorization"))
+	rec.WriteHeader(201)
+	fmt.Fprintf(rec, "%s %s %s %s", req.Method, req.URL.String(), v.UID, body)
+	return rec.Result(), nil
 }
 
 func (f *fakeWorkers) Logs(context.Context, string, int64, int) ([]api.LogEntry, error) {

@@ -344,3 +344,9 @@ func mustJSON(v any) []byte {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func newTestServer(t *testing.T, h http.Handler) *httptest.Server {
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}

@@ -365,11 +365,13 @@ func (s *Server) complete(ctx context.Context, op store.Operation, in intent) {
 	delete(s.inflight, op.ResourceUID)
 	s.mu.Unlock()
 	s.unscheduleRetry(op.ID)
-	s.notify(op.ID)
 	if op.Kind == KindDelete && in.FormURL == schemas.FormWorkerVersion {
 		s.workers.Evict(op.ResourceUID)
 	}
+	// Observe before waking waiters, so that a client who sees the
+	// Operation succeeded reads an observation made after it.
 	s.observeAfter(ctx, op, in)
+	s.notify(op.ID)
 }
 
 // settleFailure decides what a failed effect means. A create whose absence

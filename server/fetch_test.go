@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+func TestFetchRoute(t *testing.T) {
+	h := newHarness(t, nil)
+	w, v := h.worker("s1", "w", "fetch", "queue")
+	r := h.do("POST", res("s1")+"/"+w+"/fetch/a/b%20c?x=1&y=2", tAdmin, "payload")
+	if r.status != 201 || string(r.body) != "POST http://worker.invalid/a/b%20c?x=1&y=2 "+v+" payload" || r.header.Get("X-Seen-Auth") != "" {
+		t.Fatalf("fetch: %d %q %v", r.status, r.body, r.header)
+	}
+	r = h.do("GET", res("s1")+"/"+w+"/fetch", tAdmin, nil)
+	if r.status != 201 || !strings.HasPrefix(string(r.body), "GET http://worker.invalid/ ") {
+		t.Fatalf("fetch without path: %d %q", r.status, r.body)
+	}
+	h.expect(h.do("GET", res("s1")+"/"+w+"/fetch/x", tAdmin, nil, "X-Throw", "1"), 500, "worker_error")
+	// Invoking needs editor on ModuleWorker.
+	h.expect(h.do("GET", res("s1")+"/"+w+"/fetch/x", tViewer, nil), 403, "forbidden")
+	h.expect(h.do("GET", res("s1")+"/"+w+"/fetch/x", tOther, nil), 404, "not_found")
+	h.expect(h.do("GET", res("s1")+"/"+w+"/fetch/x", "", nil), 401, "unauthenticated")
+	// No fetch declared, no version selected.
+	w2 := h.mustCreate("s1", "w2", fWorker, map[string]any{"handlers": []string{"queue"}})
+	r = h.do("GET", res("s1")+"/"+w2+"/fetch", tAdmin, nil)
+	h.expect(r, 404, "not_found")
+	if !strings.Contains(r.str("detail"), "fetch") {
+		t.Fatalf("detail: %s", r.body)
+	}
+	w3 := h.mustCreate("s1", "w3", fWorker, map[string]any{"handlers": []string{"fetch"}})
+	r = h.do("GET", res("s1")+"/"+w3+"/fetch", tAdmin, nil)
+	h.expect(r, 404, "not_found")
+	if !strings.Contains(r.str("detail"), "no selected version") {
+		t.Fatalf("detail: %s", r.body)
+	}
+	q := h.mustCreate("s1", "q", fQueue, queueSpec())
+	h.expect(h.do("GET", res("s1")+"/"+q+"/fetch", tAdmin, nil), 404, "not_found")
+	// Logs need read on ModuleWorker.
+	h.expect(h.do("GET", res("s1")+"/"+w+"/logs", tViewer, nil), 200, "")
+	h.expect(h.do("GET", res("s1")+"/"+w+"/logs", tQueueEd, nil), 403, "forbidden")
+	h.expect(h.do("GET", res("s1")+"/"+q+"/logs", tAdmin, nil), 404, "not_found")
+}
+
+type noHandlers struct{}
+
+func (noHandlers) Resolve(context.Context, string) (delivery.Handler, error) {
+	return nil, ErrNoVersion
+}
+
+// TestWithRealEngine drives the real delivery engine: observed comes from
+// its QueueStats, deleting a queue removes it from the engine.
+func TestWithRealEngine(t *testing.T) {
+	h := newHarness(t, nil)
+	eng := delivery.New(h.st, noHandlers{}, delivery.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := eng.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		eng.Shutdown(ctx)
+	})
+	h.ts.Close()
+	h.srv.Close()
+	srv, err := New(Options{Store: h.st, Auth: testAuth(), Engine: eng, Workers: h.wk, Logger: slog.New(slog.DiscardHandler), ObserveInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	h = &harness{t: t, st: h.st, srv: srv, wk: h.wk, log: h.log}
+	h.ts = newTestServer(t, srv)
+	h.base, h.client = h.ts.URL, h.ts.Client()
+
+	q := h.mustCreate("s1", "q", fQueue, queueSpec())
+	if _, err := eng.Send(t.Context(), q, []delivery.OutgoingMessage{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.observeAll(t.Context())
+	g := h.getRes("s1", q)
+	if g.get("observed", "queueExists") != true || g.get("observed", "messageCount") != 2.0 {
+		t.Fatalf("observed: %s", g.body)
+	}
+	w, _ := h.worker("s1", "w")
+	c := h.mustCreate("s1", "c", fConsumer, consumerSpec(q, w))
+	if g := h.getRes("s1", c); g.get("observed", "consumerAttached") != true {
+		t.Fatalf("consumer observed: %s", g.body)
+	}
+	h.mustDelete("s1", c)
+	h.mustDelete("s1", q)
+	if _, err := eng.QueueStats(t.Context(), q); err == nil {
+		t.Fatal("the engine still holds the deleted queue")
+	}
+}

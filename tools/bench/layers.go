@@ -28,7 +28,7 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 		b.overheadLayer(ctx)
 	}
 	if run("latency") {
-		pending("Latency", "not written yet")
+		b.latencyLayer(ctx)
 	}
 	if run("host") {
 		b.hostLayer(ctx)

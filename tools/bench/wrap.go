@@ -22,6 +22,17 @@ type recFS struct {
 	journal.OSFS
 	mu   sync.Mutex
 	lens []int32
+	// With timeSyncs set, every segment Sync's duration is kept.
+	timeSyncs atomic.Bool
+	syncs     []time.Duration
+}
+
+func (fs *recFS) takeSyncs() []time.Duration {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	s := fs.syncs
+	fs.syncs = nil
+	return s
 }
 
 func (fs *recFS) OpenFile(name string, flag int, perm os.FileMode) (journal.File, error) {
@@ -41,6 +52,19 @@ func (fs *recFS) records() []int32 {
 type recFile struct {
 	journal.File
 	fs *recFS
+}
+
+func (f *recFile) Sync() error {
+	if !f.fs.timeSyncs.Load() {
+		return f.File.Sync()
+	}
+	t := time.Now()
+	err := f.File.Sync()
+	d := time.Since(t)
+	f.fs.mu.Lock()
+	f.fs.syncs = append(f.fs.syncs, d)
+	f.fs.mu.Unlock()
+	return err
 }
 
 func (f *recFile) Write(p []byte) (int, error) {

@@ -81,7 +81,7 @@ func (w *world) invokeSend(ctx context.Context, worker, binding string, call map
 	}
 	after := time.Now()
 	if r.Status != 200 {
-		return nil, fmt.Errorf("the kit worker's fetch handler answered %s", r)
+		return nil, fmt.Errorf("the kit worker's fetch handler answered %s%s", r, w.workerLog(ctx, rs))
 	}
 	var cr callResult
 	if err := r.JSON(&cr); err != nil {
@@ -100,6 +100,29 @@ func (w *world) invokeSend(ctx context.Context, worker, binding string, call map
 		}
 	}
 	return &cr, nil
+}
+
+// workerLog returns the tail of a worker's log stream, for error messages.
+func (w *world) workerLog(ctx context.Context, rs *resource) string {
+	r, err := w.admin().Do(ctx, "GET", resPath(rs.space, rs.uid)+"/logs?limit=1000", nil, nil)
+	if err != nil || r.Status != 200 {
+		return ""
+	}
+	var l struct {
+		Items []struct {
+			Level   string `json:"level"`
+			Message string `json:"message"`
+		} `json:"items"`
+	}
+	if r.JSON(&l) != nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nworker log:")
+	for _, it := range l.Items[max(0, len(l.Items)-10):] {
+		fmt.Fprintf(&b, "\n  %s: %.500s", it.Level, it.Message)
+	}
+	return b.String()
 }
 
 func (w *world) mustSend(ctx context.Context, worker, binding string, call map[string]any) error {

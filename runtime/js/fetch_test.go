@@ -261,3 +261,17 @@ func TestAllowedHostPatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestAllocationGuard(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	_, got := doFetch(t, rt, fetchVersion(t, "v-alloc"), newRequest("GET", "/alloc", ""), "/alloc")
+	want := map[string]any{
+		"buffer": "RangeError", "u8": "RangeError", "f64": "RangeError", "arrayLike": "RangeError",
+		"repeat": "RangeError", "padStart": "RangeError", "small": "ok",
+		"subclass": true, "instanceofAB": true, "name": "ArrayBuffer Uint8Array 1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v", got)
+	}
+}

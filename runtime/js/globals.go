@@ -82,11 +82,12 @@ func (in *instance) installGlobals() error {
 	}
 
 	host := vm.NewObject()
-	maxBody := DefaultMaxBodyBytes
+	maxBody, maxAlloc := DefaultMaxBodyBytes, DefaultMaxAllocBytes
 	if in.rt != nil {
-		maxBody = in.rt.opts.MaxBodyBytes
+		maxBody, maxAlloc = in.rt.opts.MaxBodyBytes, in.rt.opts.MaxAllocBytes
 	}
 	_ = host.Set("maxBodyBytes", maxBody)
+	_ = host.Set("maxAllocBytes", maxAlloc)
 	_ = host.Set("log", func(level, msg string) { in.log(level, msg) })
 	_ = host.Set("reportError", func(v goja.Value, where string) {
 		in.log("error", "Uncaught "+where+": "+in.scriptError(v).describe())

@@ -450,6 +450,59 @@
   }
   define("queueMicrotask", queueMicrotask);
 
+  // ---------- allocation guard ----------
+  // A single ArrayBuffer, typed array or repeated/padded string larger than
+  // host.maxAllocBytes throws a RangeError. goja has no heap limit; this
+  // stops the one-line ways to ask for gigabytes, not a slow accumulation
+  // (the time limit bounds that).
+  const maxAlloc = host.maxAllocBytes;
+  const tooBig = (what, n) => new RangeError(what + ": " + n + " bytes is more than the allocation limit of " + maxAlloc + " bytes");
+  // Each constructor is replaced by a function that checks the requested
+  // size and then constructs the original; prototype, statics and
+  // instanceof stay those of the original (no Proxy: goja's instanceof does
+  // not accept a Proxy of a constructor).
+  const ArrayBufferCtor = ArrayBuffer;
+  const guardCtor = (name, Orig, size) => {
+    const F = { [name]: function (...args) {
+      if (new.target === undefined) throw new TypeError("Constructor " + name + " requires 'new'");
+      const n = size(args, Orig);
+      if (n > maxAlloc) throw tooBig(name, n);
+      return Reflect.construct(Orig, args, new.target === F ? Orig : new.target);
+    } }[name];
+    Object.setPrototypeOf(F, Orig);
+    Object.defineProperty(F, "prototype", { value: Orig.prototype, writable: false, enumerable: false, configurable: false });
+    Object.defineProperty(Orig.prototype, "constructor", { value: F, writable: true, enumerable: false, configurable: true });
+    define(name, F);
+  };
+  guardCtor("ArrayBuffer", ArrayBufferCtor, (args) => Number(args[0]) || 0);
+  for (const name of ["Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
+    "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array"]) {
+    const C = g[name];
+    if (typeof C !== "function") continue;
+    guardCtor(name, C, (args, Orig) => {
+      const a = args[0];
+      let n = 0;
+      if (typeof a === "number") n = a;
+      else if (a !== null && typeof a === "object" && !(a instanceof ArrayBufferCtor) && typeof a.length === "number") n = a.length;
+      return n * Orig.BYTES_PER_ELEMENT;
+    });
+  }
+  const strProto = String.prototype;
+  const guardString = (name, size) => {
+    const orig = strProto[name];
+    Object.defineProperty(strProto, name, {
+      value: { [name](...args) {
+        const n = size(String(this), args);
+        if (n * 2 > maxAlloc) throw tooBig("String.prototype." + name, n * 2);
+        return orig.apply(this, args);
+      } }[name],
+      writable: true, configurable: true, enumerable: false,
+    });
+  };
+  guardString("repeat", (s, [count]) => s.length * Math.max(0, Math.floor(Number(count)) || 0));
+  guardString("padStart", (s, [len]) => Number(len) || 0);
+  guardString("padEnd", (s, [len]) => Number(len) || 0);
+
   // ---------- what Go uses ----------
   return {
     isView: (x) => ArrayBufferIsView(x),

@@ -18,6 +18,7 @@ const (
 	DefaultStartupTimeout    = 5 * time.Second
 	DefaultMaxRuntimes       = 250 // QueueConsumer's largest maxConcurrency
 	DefaultMaxBodyBytes      = 16 << 20
+	DefaultMaxAllocBytes     = 64 << 20
 	DefaultLogEntries        = 1000
 	maxLogMessageBytes       = 16 << 10
 )
@@ -57,6 +58,10 @@ type Options struct {
 	// an inbound fetch request body and an outbound fetch response body
 	// (default 16 MiB).
 	MaxBodyBytes int
+	// MaxAllocBytes limits one ArrayBuffer or typed array allocation and
+	// the result of String.prototype.repeat/padStart/padEnd made in
+	// JavaScript (default 64 MiB): beyond it they throw a RangeError.
+	MaxAllocBytes int
 	// LogEntries is the size of each worker's log ring (default 1000).
 	LogEntries int
 	// Logger receives the host-side events (runtime discarded, compile
@@ -83,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxAllocBytes <= 0 {
+		o.MaxAllocBytes = DefaultMaxAllocBytes
 	}
 	if o.LogEntries <= 0 {
 		o.LogEntries = DefaultLogEntries

@@ -50,6 +50,26 @@ const routes = {
     return new Response("logged");
   },
 
+  async "/alloc"() {
+    const out = {};
+    const attempt = (name, f) => {
+      try { f(); out[name] = "ok"; } catch (e) { out[name] = e.name; }
+    };
+    attempt("buffer", () => new ArrayBuffer(2 * 1024 * 1024 * 1024));
+    attempt("u8", () => new Uint8Array(1e9));
+    attempt("f64", () => new Float64Array(1e8));
+    attempt("arrayLike", () => new Uint8Array({ length: 1e9 }));
+    attempt("repeat", () => "x".repeat(1e9));
+    attempt("padStart", () => "x".padStart(1e9));
+    attempt("small", () => { new ArrayBuffer(16); new Uint8Array(16); new Uint8Array([1, 2]); "ab".repeat(3); });
+    class Sub extends Uint8Array {}
+    const sub = new Sub(4);
+    out.subclass = sub instanceof Uint8Array && sub instanceof Sub && sub.length === 4;
+    out.instanceofAB = new Uint8Array(2).buffer instanceof ArrayBuffer;
+    out.name = ArrayBuffer.name + " " + Uint8Array.name + " " + Uint8Array.BYTES_PER_ELEMENT;
+    return Response.json(out);
+  },
+
   async "/globals"() {
     const names = [
       "console", "TextEncoder", "TextDecoder", "URL", "URLSearchParams", "Headers", "Request", "Response",

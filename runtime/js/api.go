@@ -1,7 +1,3 @@
-// Package js runs ModuleWorker code on goja: it turns a WorkerVersion's ES
-// modules into one script (esbuild), runs it on event-loop-owned runtimes,
-// and exposes the queue handler, the fetch handler and producer Bindings as
-// spec/runtime-abi.md describes.
 package js
 
 import (

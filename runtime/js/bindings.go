@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/dop251/goja"
 	"github.com/takoform/queuehost/runtime/delivery"
@@ -199,5 +198,3 @@ func (in *instance) send(b Binding, msgs []delivery.OutgoingMessage, batch bool)
 		return in.vm.NewArray(out...)
 	}, in.codeError)
 }
-
-var _ = math.Trunc

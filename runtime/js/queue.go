@@ -2,7 +2,6 @@ package js
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/dop251/goja"
@@ -181,5 +180,3 @@ func (in *instance) buildEnv(v *Version) *goja.Object {
 	}
 	return env
 }
-
-var _ = fmt.Sprintf

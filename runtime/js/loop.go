@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sync"
 	"time"
 
@@ -230,6 +231,10 @@ func (e *ScriptError) Error() string {
 	return e.Name + ": " + e.Message
 }
 
+// framePC matches goja's bytecode offset after a frame's position
+// ("main.js:3:9(12)"), which means nothing to a worker's author.
+var framePC = regexp.MustCompile(`(:\d+:\d+)\(\d+\)`)
+
 // scriptError describes a thrown JavaScript value.
 func (in *instance) scriptError(v goja.Value) *ScriptError {
 	se := &ScriptError{}
@@ -237,7 +242,7 @@ func (in *instance) scriptError(v goja.Value) *ScriptError {
 		se.Name = o.Get("name").String()
 		se.Message = o.Get("message").String()
 		if st := o.Get("stack"); st != nil && !goja.IsUndefined(st) {
-			se.Stack = st.String()
+			se.Stack = framePC.ReplaceAllString(st.String(), "$1")
 		}
 		return se
 	}

@@ -105,7 +105,7 @@ func TestThrowAfterAck(t *testing.T) {
 	if !errors.As(err, &se) || se.Name != "Error" || se.Message != "boom after ack" {
 		t.Fatalf("HandleBatch = %v", err)
 	}
-	if !strings.Contains(se.Stack, "main.js:") {
+	if !strings.Contains(se.Stack, "at throwAfterAck (main.js:44:10)\n") {
 		t.Fatalf("stack does not point at main.js: %q", se.Stack)
 	}
 	if got := s.settlements("b1"); !reflect.DeepEqual(got, []delivery.Settlement{{Kind: delivery.Acknowledge, MessageID: "m1"}}) {

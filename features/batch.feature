@@ -5,7 +5,7 @@ Feature: The batch a queue handler receives
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
 
-  @QC-DELIV-7 @QC-DELIV-8 @QC-DELIV-9 @QC-DELIV-10 @Q-MSG-6 @Q-MSG-7 @Q-MSG-8 @Q-BIND-7 @Q-MSG-4
+  @QC-DELIV-7 @QC-DELIV-8 @QC-DELIV-9 @QC-DELIV-10 @QC-DELIV-13 @QC-INTRO-4 @Q-MSG-3 @Q-MSG-6 @Q-MSG-7 @Q-MSG-8 @Q-BIND-7 @Q-MSG-4
   Scenario: a batch has an ID, the queue name and well-formed messages
     Given a consumer "c" of "q" by "w"
     When "w" sends {"tag":"m1","do":"ack"} through "TASKS"

@@ -82,7 +82,7 @@ Feature: QueueConsumer 0.3.0 spec validation
     And the problem points at "/spec"
     And the listing holds exactly 0 resources named "c"
 
-  @QC-UNK-1 @QC-UNK-2 @QC-UNK-3 @QC-OWN-2
+  @QC-UNK-1 @QC-UNK-2 @QC-UNK-3 @QC-OWN-2 @Q-REF-2
   Scenario Outline: a reference object holds resourceUid and nothing else
     When I create a consumer "c" of "q" by "w" with <field>=<value>
     Then the request is refused with 422 "invalid_spec"

@@ -57,7 +57,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
     Given a consumer "c2" of "q" by "w" with maxRetries=3
     Then message "m1" is delivered with attempts 1, 2
 
-  @AtLeastOnceQueue-0.2.0 @Q-OPS-20 @Q-MSG-4 @QC-CRUD-12
+  @AtLeastOnceQueue-0.2.0 @Q-OPS-20 @Q-MSG-4 @Q-MSG-5 @QC-CRUD-12
   Scenario: messages sent while no consumer is attached are delivered once one is
     When "w" sends {"tag":"m1","do":"ack"} through "TASKS"
     And message "m1" is not delivered within 2 seconds

@@ -1,7 +1,7 @@
 @HostAPI-v2 @operations
 Feature: Resource CRUD through Operations
 
-  @QC-CRUD-3 @Q-OPS-1 @Q-OPS-5
+  @QC-CRUD-3 @Q-OPS-1 @Q-OPS-5 @Q-INTRO-4 @Q-INTRO-5 @QC-INTRO-3
   Scenario: create answers 202 with an Operation and a Location that long-polls to succeeded
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
     Then the request is accepted

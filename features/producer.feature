@@ -8,7 +8,7 @@ Feature: The producer Binding: send and sendBatch
     And a worker "w" with producer binding TASKS to "q"
     And a consumer "c" of "q" by "w"
 
-  @Q-BIND-4 @Q-BIND-5 @Q-MSG-1
+  @Q-BIND-4 @Q-BIND-5 @Q-MSG-1 @Q-MSG-2
   Scenario: env[name] offers send and sendBatch and nothing to receive, peek or settle
     Then the binding "TASKS" of "w" offers exactly send and sendBatch
 

@@ -18,7 +18,7 @@ Feature: Retries, retry delay, dead-letter and discard
     When "w" sends {"tag":"m1","do":"throw"} through "TASKS"
     Then message "m1" is delivered with attempts 1
 
-  @QC-DELIV-29 @QC-DELIV-30 @QC-DELIV-35 @QC-INPUT-12 @QC-CRUD-10
+  @QC-DELIV-29 @QC-DELIV-30 @QC-DELIV-31 @QC-DELIV-35 @QC-INPUT-12 @QC-CRUD-10
   Scenario: an exhausted message moves to the dead-letter queue as a new message
     Given a consumer "c" of "q" by "w" with maxRetries=1; deadLetterQueue=@dlq
     And a consumer "dc" of "dlq" by "w"

@@ -405,6 +405,13 @@ func registerDeliverySteps(sc *godog.ScenarioContext) {
 		if m.Body != orig.Msg.Body {
 			return fmt.Errorf("the dead-lettered message's body differs from the original")
 		}
+		for _, k := range m.Keys {
+			switch k {
+			case "id", "timestampMillis", "body", "attempts":
+			default:
+				return fmt.Errorf("the dead-lettered message has member %q beyond the ABI's id, timestampMillis, body, attempts", k)
+			}
+		}
 		return nil
 	})
 	sc.Step(`^message "([^"]*)" is first delivered within (\d+) seconds? of being sent$`, func(ctx context.Context, tag string, s int) error {

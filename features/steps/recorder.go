@@ -35,15 +35,16 @@ func (e *Event) QueueName() string { s, _ := e.Queue.(string); return s }
 
 // Msg is one message as the handler saw it.
 type Msg struct {
-	ID                any     `json:"id"`
-	IDType            string  `json:"idType"`
-	TimestampMillis   any     `json:"timestampMillis"`
-	Attempts          any     `json:"attempts"`
-	BodyIsArrayBuffer bool    `json:"bodyIsArrayBuffer"`
-	BodyLength        float64 `json:"bodyLength"`
-	Body              string  `json:"body"` // base64
-	Tag               string  `json:"tag"`
-	Step              string  `json:"step"`
+	ID                any      `json:"id"`
+	IDType            string   `json:"idType"`
+	TimestampMillis   any      `json:"timestampMillis"`
+	Attempts          any      `json:"attempts"`
+	BodyIsArrayBuffer bool     `json:"bodyIsArrayBuffer"`
+	BodyLength        float64  `json:"bodyLength"`
+	Body              string   `json:"body"` // base64
+	Tag               string   `json:"tag"`
+	Step              string   `json:"step"`
+	Keys              []string `json:"keys"`
 }
 
 // IDString is the message ID when it is a string.

@@ -300,6 +300,7 @@ export default {
           body: bytes instanceof ArrayBuffer ? toB64(bytes) : "",
           tag: d.tag,
           step: d.step,
+          keys: Object.keys(m).sort(),
         },
       };
     });

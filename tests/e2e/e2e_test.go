@@ -38,6 +38,7 @@ type hostOpts struct {
 	principals bool     // write host.json with the matrix principals
 	allowFetch []string // host.json allowedFetchHosts
 	wrap       []string // command prefix (unshare ...)
+	allowMore  []string // more -allow-fetch patterns besides the recorder
 	noStart    bool
 }
 
@@ -74,7 +75,7 @@ func startEnv(t *testing.T, o hostOpts) *env {
 			t.Fatal(err)
 		}
 	}
-	args := append([]string{"-allow-fetch", rec.Addr()}, o.args...)
+	args := append([]string{"-allow-fetch", strings.Join(append([]string{rec.Addr()}, o.allowMore...), ",")}, o.args...)
 	h, err := harness.NewHost(bin, data, args...)
 	if err != nil {
 		t.Fatal(err)

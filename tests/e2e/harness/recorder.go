@@ -83,6 +83,13 @@ func (r *Recorder) Close() error { return r.srv.Close() }
 
 func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
 	b, _ := io.ReadAll(io.LimitReader(req.Body, 16<<20))
+	if req.URL.Path == "/redirect" {
+		r.mu.Lock()
+		r.sinks[req.URL.Path]++
+		r.mu.Unlock()
+		http.Redirect(w, req, req.URL.Query().Get("to"), http.StatusFound)
+		return
+	}
 	if req.URL.Path != "/event" {
 		r.mu.Lock()
 		r.sinks[req.URL.Path]++

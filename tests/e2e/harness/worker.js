@@ -67,7 +67,14 @@ async function probe(env, req) {
   out.module = typeof module;
   out.importScripts = typeof importScripts;
   try {
-    out.fnCtorProcess = typeof new Function("return typeof process")();
+    const fsName = ["f", "s"].join("");
+    const m = require(fsName);
+    out.requireCall = "returned:" + typeof m;
+  } catch (e) {
+    out.requireCall = "error:" + (e && e.message ? String(e.message) : String(e));
+  }
+  try {
+    out.fnCtorProcess = new Function("return typeof process")();
   } catch (e) {
     out.fnCtorProcess = "error:" + e.name;
   }

@@ -10,13 +10,8 @@ type e2eResult struct {
 	Journal    float64 // what the journal alone sustained for the same records
 }
 
-// layers runs every layer above the journal. A layer whose package has not
-// landed yet says so in its section instead of showing a number.
+// layers runs every layer above the journal, in order.
 func (b *bench) layers(ctx context.Context, run func(string) bool) {
-	pending := func(title, why string) {
-		s := b.rep.section(title, "")
-		s.NotMeasured = why
-	}
 	if run("store") {
 		b.storeLayer(ctx)
 	}
@@ -34,9 +29,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 		b.hostLayer(ctx)
 	}
 	if run("idle") {
-		pending("Idle cost of 10 000 queues with a consumer", "not written yet")
+		b.idleLayer(ctx, b.queues)
 	}
 	if run("backlog") {
-		pending("Backlog memory and restart-to-first-delivery", "not written yet")
+		b.backlogLayer(ctx, b.backlog)
 	}
 }

@@ -31,6 +31,7 @@ type bench struct {
 	pointDur time.Duration
 	backlog  int
 	recovery int64
+	queues   int
 	heavy    bool // run the 1 GiB recovery and the backlog
 	rep      *report
 	prog     *progress
@@ -53,7 +54,14 @@ func main() {
 	backlog := flag.Int("backlog", 0, "messages of 1 KiB in the backlog phase (default 1000000; in -quick the phase runs only when this is set)")
 	recoveryMiB := flag.Int("recovery-mib", 0, "journal size for the recovery phase in MiB (default 1024; in -quick the phase runs only when this is set)")
 	point := flag.Duration("point", 0, "duration of one measurement point (default 4s, 1s with -quick)")
+	child := flag.String("child", "", "internal: run a scale phase in this child process (idle, backlog)")
+	childDir := flag.String("child-dir", "", "internal: the child's data directory")
+	queues := flag.Int("queues", 10000, "queues (each with a consumer) in the idle phase")
 	flag.Parse()
+	if *child != "" {
+		runChild(*child, *childDir, *queues, *backlog, *point)
+		return
+	}
 
 	b := &bench{quick: *quick, rep: &report{}, results: map[string]float64{}, e2e: map[string]e2eResult{}, notes: map[string]string{}}
 	b.rep.Command = "go run ./tools/bench " + strings.Join(os.Args[1:], " ")
@@ -133,6 +141,7 @@ func main() {
 	if run("recovery") {
 		b.journalRecovery(ctx, b.recovery)
 	}
+	b.queues = *queues
 	b.layers(ctx, run)
 	b.diskDrift(diskDur)
 	b.renderProfiles()

@@ -152,6 +152,9 @@ func (p *progress) loop(stop, done chan struct{}) {
 			last, lastT = n, now
 			p.mu.Lock()
 			line := fmt.Sprintf("[%s] %5.1fs  %s %s/s (total %d)", p.name, time.Since(p.start).Seconds(), num(rate), p.unit, n)
+			if p.unit == "" {
+				line = fmt.Sprintf("[%s] %5.1fs", p.name, time.Since(p.start).Seconds())
+			}
 			p.mu.Unlock()
 			if p.quiet {
 				continue
@@ -180,7 +183,11 @@ func (p *progress) end() {
 		if p.tty {
 			fmt.Fprint(os.Stderr, "\r\033[K")
 		}
-		fmt.Fprintf(os.Stderr, "[%s] done in %.1fs (total %d %s)\n", name, time.Since(p.start).Seconds(), p.count.Load(), p.unit)
+		if p.unit == "" {
+			fmt.Fprintf(os.Stderr, "[%s] done in %.1fs\n", name, time.Since(p.start).Seconds())
+		} else {
+			fmt.Fprintf(os.Stderr, "[%s] done in %.1fs (total %d %s)\n", name, time.Since(p.start).Seconds(), p.count.Load(), p.unit)
+		}
 	}
 }
 
@@ -189,3 +196,6 @@ func logf(format string, args ...any) {
 }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// counter is the running phase's counter.
+func (p *progress) counter() *atomic.Int64 { return &p.count }

@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// The scale phases run in a child process (this binary with -child), so
+// that resident memory is the host's alone and not what earlier phases of
+// the run left in this process's heap.
+
+type childResult struct {
+	Err string `json:"err,omitempty"`
+	// idle
+	Queues       int     `json:"queues"`
+	SetupSeconds float64 `json:"setupSeconds"`
+	IdleSeconds  float64 `json:"idleSeconds"`
+	IdleCPU      float64 `json:"idleCpuSeconds"`
+	// both
+	RSSBase  float64 `json:"rssBase"`
+	RSS      float64 `json:"rss"`
+	HeapBase float64 `json:"heapBase"`
+	Heap     float64 `json:"heap"`
+	// backlog
+	Messages      int     `json:"messages"`
+	OpenSeconds   float64 `json:"openSeconds"`
+	StartSeconds  float64 `json:"startSeconds"`
+	FirstDelivery float64 `json:"firstDeliverySeconds"`
+	FirstBatch    int     `json:"firstBatch"`
+}
+
+func heapInuse() float64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse)
+}
+
+// runChild is main for -child: it prints one childResult as JSON.
+func runChild(kind, dir string, queues, backlog int, idle time.Duration) {
+	var r childResult
+	var err error
+	switch kind {
+	case "idle":
+		r, err = childIdle(dir, queues, idle)
+	case "backlog":
+		r, err = childBacklog(dir, backlog)
+	default:
+		err = fmt.Errorf("unknown child %q", kind)
+	}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	json.NewEncoder(os.Stdout).Encode(r)
+	os.Exit(0)
+}
+
+func queueSpec() json.RawMessage { return json.RawMessage(`{"messageRetentionSeconds":345600}`) }
+
+// childIdle: a journaled store holding the resource records of n queues
+// and n consumers (as the host keeps them), an engine with every queue
+// added and every consumer attached to the goja handler, then idle.
+func childIdle(dir string, n int, idle time.Duration) (childResult, error) {
+	ctx := context.Background()
+	r := childResult{Queues: n}
+	r.HeapBase, r.RSSBase = heapInuse(), rssBytes()
+	t0 := time.Now()
+	st, _, err := store.Open(ctx, dir, store.Options{Logger: quietLogger})
+	if err != nil {
+		return r, err
+	}
+	h, _, err := jsKind.New(ctx)
+	if err != nil {
+		return r, err
+	}
+	eng := delivery.New(st, resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }), delivery.Options{Logger: quietLogger})
+	now := time.Now().UTC()
+	var muts []store.Mutation
+	flush := func() error {
+		if len(muts) == 0 {
+			return nil
+		}
+		err := st.Apply(ctx, muts...)
+		muts = muts[:0]
+		return err
+	}
+	for i := 0; i < n; i++ {
+		q, c := fmt.Sprintf("queue-%05d", i), fmt.Sprintf("consumer-%05d", i)
+		muts = append(muts,
+			store.PutResource{Resource: store.Resource{UID: "uid-" + q, Space: "bench", Name: q, FormURL: formQueue, Offering: "embedded",
+				Spec: queueSpec(), Observed: json.RawMessage(`{"queueExists":true,"messageCount":0}`), State: store.StateActive, Generation: 1, ETag: `"1-x"`, CreateTime: now, UpdateTime: now}},
+			store.PutResource{Resource: store.Resource{UID: "uid-" + c, Space: "bench", Name: c, FormURL: "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/", Offering: "embedded",
+				Spec:     json.RawMessage(fmt.Sprintf(`{"queue":{"resourceUid":"uid-%s"},"worker":{"resourceUid":"w1"},"maxBatchSize":100,"maxBatchTimeoutSeconds":5,"maxConcurrency":4,"maxRetries":3,"retryDelaySeconds":30}`, q)),
+				Observed: json.RawMessage(`{"queueExists":true,"workerExists":true,"consumerAttached":true}`), State: store.StateActive, Generation: 1, ETag: `"1-x"`, CreateTime: now, UpdateTime: now}})
+		if len(muts) >= 200 {
+			if err := flush(); err != nil {
+				return r, err
+			}
+		}
+		if err := eng.AddQueue(ctx, delivery.QueueConfig{UID: "uid-" + q, Name: q, MessageRetentionSeconds: 345600}); err != nil {
+			return r, err
+		}
+	}
+	if err := flush(); err != nil {
+		return r, err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return r, err
+	}
+	for i := 0; i < n; i++ {
+		q, c := fmt.Sprintf("queue-%05d", i), fmt.Sprintf("consumer-%05d", i)
+		if err := eng.Attach(ctx, delivery.ConsumerConfig{UID: "uid-" + c, QueueUID: "uid-" + q, WorkerUID: "w1", MaxBatchSize: 100,
+			MaxBatchTimeoutSeconds: 5, MaxConcurrency: 4, MaxRetries: 3, RetryDelaySeconds: 30}); err != nil {
+			return r, err
+		}
+	}
+	r.SetupSeconds = time.Since(t0).Seconds()
+	time.Sleep(2 * time.Second) // let set-up work settle
+	r.Heap = heapInuse()
+	sp := startSpan()
+	time.Sleep(idle)
+	wall, cpu := sp.end()
+	r.IdleSeconds, r.IdleCPU = wall.Seconds(), cpu.Seconds()
+	r.RSS = rssBytes()
+	return r, nil
+}
+
+// childBacklog: the restart of a host whose store holds the backlog:
+// store.Open (replay), engine New + AddQueue + Start (loading every
+// message), Attach, until the first batch reaches the goja handler. Then
+// the memory that the backlog holds.
+func childBacklog(dir string, n int) (childResult, error) {
+	ctx := context.Background()
+	r := childResult{Messages: n}
+	h, _, err := jsKind.New(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.HeapBase, r.RSSBase = heapInuse(), rssBytes()
+	first := make(chan int, 1)
+	block := make(chan struct{})
+	var once sync.Once
+	wrapped := delivery.HandlerFunc(func(ctx context.Context, b *delivery.Batch) error {
+		once.Do(func() { first <- len(b.Messages) })
+		err := h.HandleBatch(ctx, b)
+		<-block // hold the consumer so that the state stays as loaded
+		return err
+	})
+	t0 := time.Now()
+	st, _, err := store.Open(ctx, dir, store.Options{Logger: quietLogger})
+	if err != nil {
+		return r, err
+	}
+	r.OpenSeconds = time.Since(t0).Seconds()
+	eng := delivery.New(st, resolverFunc(func(context.Context, string) (delivery.Handler, error) { return wrapped, nil }),
+		delivery.Options{Logger: quietLogger, HandlerTimeout: 10 * time.Minute})
+	if err := eng.AddQueue(ctx, delivery.QueueConfig{UID: "q1", Name: "backlog", MessageRetentionSeconds: 1209600}); err != nil {
+		return r, err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return r, err
+	}
+	r.StartSeconds = time.Since(t0).Seconds()
+	if err := eng.Attach(ctx, delivery.ConsumerConfig{UID: "c1", QueueUID: "q1", WorkerUID: "w1", MaxBatchSize: 100,
+		MaxBatchTimeoutSeconds: 0, MaxConcurrency: 1, MaxRetries: 3, RetryDelaySeconds: 30}); err != nil {
+		return r, err
+	}
+	select {
+	case r.FirstBatch = <-first:
+		r.FirstDelivery = time.Since(t0).Seconds()
+	case <-time.After(2 * time.Minute):
+		return r, fmt.Errorf("no delivery within 2 minutes of the restart")
+	}
+	r.Heap, r.RSS = heapInuse(), rssBytes()
+	return r, nil
+}
+
+// child runs this binary with -child and decodes its result.
+func (b *bench) child(kind, dir string, extra ...string) (childResult, error) {
+	var r childResult
+	exe, err := os.Executable()
+	if err != nil {
+		return r, err
+	}
+	args := append([]string{"-child", kind, "-child-dir", dir}, extra...)
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return r, fmt.Errorf("child %s: %w", kind, err)
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, fmt.Errorf("child %s: %w: %q", kind, err, out)
+	}
+	if r.Err != "" {
+		return r, fmt.Errorf("child %s: %s", kind, r.Err)
+	}
+	return r, nil
+}
+
+func (b *bench) idleLayer(ctx context.Context, queues int) {
+	idle := 10 * time.Second
+	if b.quick {
+		idle = 3 * time.Second
+	}
+	s := b.rep.section(fmt.Sprintf("Idle cost of %s queues each with a consumer (runtime/store + runtime/delivery + runtime/js)", group(strconv.Itoa(queues))),
+		fmt.Sprintf("In a fresh child process (so that its resident memory is the host's alone): a journaled store holding the resource records of %d queues and %d consumers "+
+			"(PutResource, as the host keeps them), a delivery engine with every queue added and every consumer attached (maxBatchSize 100, maxBatchTimeoutSeconds 5, maxConcurrency 4) "+
+			"resolving to the goja handler; then %s with nothing to deliver. CPU from getrusage of the child over that time; RSS from /proc/self/status at its end. "+
+			"Not included: the Host API server's periodic observation (every 10 s), which the full host adds.", queues, queues, idle),
+		"figure", "value", "limit", "ratio to limit")
+	dir, err := os.MkdirTemp(b.dir, "idle-")
+	if err != nil {
+		s.NotMeasured = err.Error()
+		return
+	}
+	defer os.RemoveAll(dir)
+	b.prog.phase(fmt.Sprintf("idle: %d queues with consumers (child process)", queues), "")
+	r, err := b.child("idle", dir, "-queues", strconv.Itoa(queues), "-point", idle.String())
+	b.prog.end()
+	if err != nil {
+		s.NotMeasured = err.Error()
+		return
+	}
+	cpu := r.IdleCPU / r.IdleSeconds
+	b.results["idle/cpu"] = cpu
+	b.results["idle/rss"] = r.RSS
+	s.row("idle CPU", pct(cpu)+" of one core", "1% of one core", ratio(cpu, 0.01))
+	s.row("resident memory (whole child process)", mib(r.RSS), "200 MiB", ratio(r.RSS, 200<<20))
+	s.row("of which: the process before the store opened", mib(r.RSSBase), "", "")
+	s.row("Go heap in use (after GC)", mib(r.Heap), "", "")
+	s.row("heap per queue with its consumer", num((r.Heap-r.HeapBase)/float64(queues))+" B", "", "")
+	s.row("set-up time (records, AddQueue, Start, Attach)", num(r.SetupSeconds)+" s", "", "")
+}
+
+func (b *bench) backlogLayer(ctx context.Context, n int) {
+	s := b.rep.section(fmt.Sprintf("Backlog of %s messages of 1 KiB: memory and restart-to-first-delivery", group(strconv.Itoa(n))),
+		fmt.Sprintf("Size actually used this run: %d messages of 1 KiB (the issue's figure is 1 000 000; -backlog scales it). The store is filled by 16 goroutines "+
+			"each applying 100 AcceptMessage at a time, accepted now (store.FillForBenchmark dates its messages at the epoch, so a restarted engine expires them all), then a restart is timed in a fresh child process: store.Open (replay) → delivery.New, AddQueue, Start (loads every message) → "+
+			"Attach → the first batch reaches the goja handler. Memory is the child's after that first delivery (RSS from /proc/self/status, Go heap in use after GC), "+
+			"minus the process before the store opened. The page cache is warm (the fill just wrote the journal; caches were not dropped on a shared machine). "+
+			"Limits: the bare journal.Open replay and a raw read of the same files, in the same run.", n),
+		"figure", "value", "limit", "ratio")
+	dir, err := os.MkdirTemp(b.dir, "backlog-")
+	if err != nil {
+		s.NotMeasured = err.Error()
+		return
+	}
+	defer os.RemoveAll(dir)
+	b.prog.phase(fmt.Sprintf("backlog: filling the store with %d messages of 1 KiB", n), "msgs")
+	t0 := time.Now()
+	err = fillBacklog(ctx, dir, n, 1024, b.prog.counter())
+	fill := time.Since(t0)
+	b.prog.end()
+	if err != nil {
+		s.NotMeasured = "filling the store: " + err.Error()
+		return
+	}
+	b.prog.phase("backlog: raw read and bare journal replay of the same files", "")
+	raw, rawBytes := rawRead(dir)
+	jt, frames, err := bareReplay(ctx, dir)
+	b.prog.end()
+	if err != nil {
+		s.NotMeasured = "journal replay: " + err.Error()
+		return
+	}
+	b.prog.phase("backlog: store-only recovery (store.MeasureRecovery)", "")
+	rs, err := store.MeasureRecovery(ctx, dir, store.Options{Logger: quietLogger})
+	b.prog.end()
+	if err != nil {
+		s.NotMeasured = "store.MeasureRecovery: " + err.Error()
+		return
+	}
+	b.prog.phase("backlog: restart to first delivery (child process)", "")
+	r, err := b.child("backlog", dir, "-backlog", strconv.Itoa(n))
+	b.prog.end()
+	if err != nil {
+		s.NotMeasured = err.Error()
+		return
+	}
+	perMsgRSS := (r.RSS - r.RSSBase) / float64(n)
+	perMsgHeap := (r.Heap - r.HeapBase) / float64(n)
+	s.row("filling the store", dur(fill)+fmt.Sprintf(" (%s msgs/s)", num(float64(n)/fill.Seconds())), "", "")
+	s.row("journal on disk", mib(float64(rawBytes))+fmt.Sprintf(", %d frames", frames), "", "")
+	s.row("resident memory per message (RSS after − before)", num(perMsgRSS)+" B", "1 KiB body", ratio(perMsgRSS, 1024))
+	s.row("Go heap per message (in use after GC)", num(perMsgHeap)+" B", "1 KiB body", ratio(perMsgHeap, 1024))
+	s.row("resident memory of the child with the backlog", mib(r.RSS), "", "")
+	s.row("raw read of the journal files", dur(raw), "", "")
+	s.row("bare journal.Open replay", dur(jt), "raw read", ratio(raw.Seconds(), jt.Seconds()))
+	s.row("store-only recovery (store.MeasureRecovery)", dur(rs.Duration), "bare journal replay", ratio(jt.Seconds(), rs.Duration.Seconds()))
+	s.row("restart: store.Open in the child", num(r.OpenSeconds)+" s", "store-only recovery", ratio(rs.Duration.Seconds(), r.OpenSeconds))
+	s.row("restart: + engine Start (messages loaded)", num(r.StartSeconds)+" s", "", "")
+	s.row("restart-to-first-delivery", num(r.FirstDelivery)+" s", "bare journal replay", ratio(jt.Seconds(), r.FirstDelivery))
+	s.note("Ratios of times are limit time ÷ measured time (100%% would mean no cost above the limit). First batch: %d messages.", r.FirstBatch)
+	b.results["backlog/first"] = r.FirstDelivery
+}
+
+// rawRead reads every file of dir sequentially.
+func rawRead(dir string) (time.Duration, int64) {
+	start := time.Now()
+	var n int64
+	entries, _ := os.ReadDir(dir)
+	buf := make([]byte, 1<<20)
+	for _, e := range entries {
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for {
+			k, err := f.Read(buf)
+			n += int64(k)
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	return time.Since(start), n
+}
+
+// fillBacklog stores n messages of size bytes in queue q1 of a journaled
+// store in dir, 100 per Apply from 16 goroutines, accepted now.
+func fillBacklog(ctx context.Context, dir string, n, size int, counter *atomic.Int64) error {
+	st, _, err := store.Open(ctx, dir, store.Options{Logger: quietLogger})
+	if err != nil {
+		return err
+	}
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			muts := make([]store.Mutation, 0, 100)
+			for {
+				lo := next.Add(100) - 100
+				if lo >= int64(n) {
+					return
+				}
+				hi := min(lo+100, int64(n))
+				now := time.Now().UnixMilli()
+				muts = muts[:0]
+				for i := lo; i < hi; i++ {
+					muts = append(muts, store.AcceptMessage{Message: store.Message{Queue: "q1", ID: fmt.Sprintf("m%09d", i), AcceptedAt: now, VisibleAt: now, Size: size}, Body: body})
+				}
+				if err := st.Apply(ctx, muts...); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				counter.Add(hi - lo)
+			}
+		}()
+	}
+	wg.Wait()
+	cerr := st.Close()
+	if e, ok := firstErr.Load().(error); ok {
+		return e
+	}
+	return cerr
+}

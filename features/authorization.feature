@@ -16,6 +16,7 @@ Feature: Authorisation
     And I GET "/v2/spaces/{{space}}/resources/{{uid:q}}"
     Then the request is refused with 401 "unauthenticated"
 
+  @needs-viewer
   Scenario: a viewer reads but cannot create, update, delete or invoke
     When I act as the "viewer" principal
     And I read "q"
@@ -30,6 +31,7 @@ Feature: Authorisation
     Then the request is refused with 403 "forbidden"
     And "q" still exists
 
+  @needs-other
   Scenario: a principal without any grant in the space is told nothing exists there
     When I act as the "other" principal
     And I read "q"
@@ -40,6 +42,7 @@ Feature: Authorisation
     Then the request is refused with 404 "not_found"
 
   @QueueConsumer-0.3.0 @QC-DELIV-5 @QC-OWN-9 @QC-CRUD-1 @QC-CRUD-2 @Q-REF-6
+  @needs-narrow
   Scenario: a reference grants no permission: an editor of consumers who cannot read queues is forbidden
     When I act as the "narrow" principal
     And I create a consumer "c" of "q" by "w"
@@ -47,6 +50,7 @@ Feature: Authorisation
     And the problem points at "/spec/queue"
     And the listing holds exactly 0 resources named "c"
 
+  @needs-narrow
   Scenario: a principal narrowed to some Forms cannot read the others, and lists only what it may read
     When I act as the "narrow" principal
     And I read "q"
@@ -56,6 +60,7 @@ Feature: Authorisation
     And the listing shows no "AtLeastOnceQueue" resources
 
   @AtLeastOnceQueue-0.2.0 @producer-binding @Q-MSG-11 @Q-REF-4 @Q-REF-6 @Q-BIND-13
+  @needs-sender
   Scenario: producer calls are authorised at call time for the principal the version runs as
     When I act as the "sender" principal
     And I create an "ModuleWorker" named "pw" with spec:

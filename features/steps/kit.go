@@ -153,6 +153,8 @@ type world struct {
 	lastOp   *Operation
 	call     *callResult
 	bg       chan *Response
+
+	skippedEarly bool // skipped in Before, after taking and releasing the gate
 }
 
 func (k *Kit) newSpace() string {
@@ -178,8 +180,16 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 		} else {
 			k.gate.RLock()
 		}
+		for _, p := range []string{PrincipalViewer, PrincipalNarrow, PrincipalSender, PrincipalOther} {
+			if w.tags["@needs-"+p] && k.cfg.Tokens[p] == "" {
+				w.unlock()
+				w.skippedEarly = true
+				return ctx, k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", p, p))
+			}
+		}
 		if w.tags["@handler-limit"] && k.cfg.HandlerTimeout <= 0 {
 			w.unlock()
+			w.skippedEarly = true
 			return ctx, k.skip(ctx, "needs the host's handler time limit: pass --handler-timeout")
 		}
 		return ctx, nil
@@ -189,7 +199,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 		if w == nil {
 			return ctx, nil
 		}
-		if !(w.tags["@restart"] && k.cfg.Restart == nil) && !(w.tags["@handler-limit"] && k.cfg.HandlerTimeout <= 0) {
+		if !(w.tags["@restart"] && k.cfg.Restart == nil) && !w.skippedEarly {
 			w.unlock()
 		}
 		status := "passed"

@@ -144,6 +144,9 @@ func bundle(v *Version, maxBytes int) (string, error) {
 		Charset:        api.CharsetUTF8,
 		LogLevel:       api.LogLevelSilent,
 		Plugins:        []api.Plugin{plugin},
+		// A free `require` would otherwise become esbuild's __require shim,
+		// a function that only throws: workers must see no require at all.
+		Define: map[string]string{"require": "undefined"},
 	})
 	if len(res.Errors) > 0 {
 		return "", esbuildError(res.Errors[0])

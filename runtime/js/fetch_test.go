@@ -137,6 +137,7 @@ func TestGlobalSurface(t *testing.T) {
 	for _, n := range []string{"require", "process", "module", "exports", "global", "Buffer", "setInterval", "__takoform_worker", "Deno", "fs", "__dirname"} {
 		want[n] = "undefined"
 	}
+	want["free require"], want["free process"], want["require call"] = "undefined", "undefined", "TypeError"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v\nwant %v", got, want)
 	}

@@ -79,6 +79,10 @@ const routes = {
     ];
     const types = {};
     for (const n of names) types[n] = typeof globalThis[n];
+    // Free identifiers too: the bundler must not smuggle in a require shim.
+    types["free require"] = typeof require;
+    types["free process"] = typeof process;
+    try { require("fs"); types["require call"] = "returned"; } catch (e) { types["require call"] = e.name; }
     return Response.json(types);
   },
 

@@ -14,10 +14,11 @@ import (
 )
 
 const (
-	formQueue   = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
-	formWorker  = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
-	formVersion = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
-	benchSpace  = "bench"
+	formQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
+	formWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
+	formVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	formConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
+	benchSpace   = "bench"
 )
 
 // apiClient is a minimal Host API client for the benchmark's setup and

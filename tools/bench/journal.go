@@ -153,7 +153,7 @@ func (b *bench) journalRecovery(ctx context.Context, total int64) {
 		return
 	}
 
-	b.prog.phase("recovery: raw read", "bytes")
+	b.prog.phase("recovery: raw read", "")
 	raw, rawBytes := rawRead(jdir)
 	b.prog.end()
 

@@ -56,10 +56,11 @@ func main() {
 	point := flag.Duration("point", 0, "duration of one measurement point (default 4s, 1s with -quick)")
 	child := flag.String("child", "", "internal: run a scale phase in this child process (idle, backlog)")
 	childDir := flag.String("child-dir", "", "internal: the child's data directory")
+	childProfile := flag.String("child-profile", "", "internal: CPU profile file of the child's measured work")
 	queues := flag.Int("queues", 10000, "queues (each with a consumer) in the idle phase")
 	flag.Parse()
 	if *child != "" {
-		runChild(*child, *childDir, *queues, *backlog, *point)
+		runChild(*child, *childDir, *queues, *backlog, *point, *childProfile)
 		return
 	}
 

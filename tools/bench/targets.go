@@ -50,7 +50,11 @@ func (b *bench) checkTargets() {
 				continue
 			}
 			for _, h := range p.Hot {
-				why = append(why, fmt.Sprintf("hot function %s %.1f%%", h.Func, h.Flat))
+				how := "flat"
+				if h.Attributed {
+					how = "with what it calls"
+				}
+				why = append(why, fmt.Sprintf("hot function %s %.1f%% %s", h.Func, h.Flat, how))
 			}
 			for _, h := range p.HotPkgs {
 				why = append(why, fmt.Sprintf("hot package %s %.1f%%", h.Package, h.Flat))
@@ -70,9 +74,10 @@ func (b *bench) checkTargets() {
 
 	// 3. Idle cost.
 	if v, ok := b.results["idle/cpu"]; ok {
-		b.rep.target(target{Name: "10 000 idle queues with a consumer: CPU", Pass: v < 0.01, Measured: pct(v) + " of one core", Want: "< 1% of one core"})
+		what := b.notes["idle/what"]
+		b.rep.target(target{Name: fmt.Sprintf("%d idle queues with a consumer: CPU (%s)", b.queues, what), Pass: v < 0.01, Measured: pct(v) + " of one core (" + ratio(v, 0.01) + " of the limit)", Want: "< 1% of one core"})
 		rss := b.results["idle/rss"]
-		b.rep.target(target{Name: "10 000 idle queues with a consumer: resident memory", Pass: rss < 200<<20, Measured: mib(rss) + " (" + pct(rss/(200<<20)) + " of the limit)", Want: "< 200 MiB"})
+		b.rep.target(target{Name: fmt.Sprintf("%d idle queues with a consumer: resident memory (%s)", b.queues, what), Pass: rss < 200<<20, Measured: mib(rss) + " (" + ratio(rss, 200<<20) + " of the limit)", Want: "< 200 MiB"})
 	} else {
 		b.rep.target(target{Name: "10 000 idle queues: CPU and resident memory", Want: "< 1% of one core, < 200 MiB", Skipped: "not measured in this run (phase idle)"})
 	}

@@ -160,6 +160,9 @@ func run() int {
 			Strict:      true,
 			Concurrency: *concurrency,
 			Output:      os.Stdout,
+			// Colours only for a person at a terminal: CI logs and files
+			// get plain text (NO_COLOR is honoured too).
+			NoColors: !isTerminal(os.Stdout) || os.Getenv("NO_COLOR") != "",
 		},
 	}.Run()
 	if *junit != "" {
@@ -216,4 +219,9 @@ func externalRestart(ctx context.Context, cmd, base string) error {
 		}
 		return nil
 	})
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -31,4 +31,8 @@ type Config struct {
 	ObserveInterval time.Duration
 	// Logger receives structured logs; JSON to stderr when nil.
 	Logger *slog.Logger
+	// Faults, when not nil, injects store failures on command (see
+	// faults.go). For tests and the conformance runner only; nil in
+	// production.
+	Faults *Faults
 }

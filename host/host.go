@@ -95,6 +95,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.closeStore()
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if cfg.Faults != nil {
+		h.st = faultyStore{Store: h.st, f: cfg.Faults}
+	}
 
 	allowed := append(append([]string(nil), cfg.AllowedFetchHosts...), h.principals.AllowedFetchHosts...)
 	h.rt = js.New(js.Options{

@@ -1,0 +1,65 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+func TestFaults(t *testing.T) {
+	ctx := context.Background()
+	f := &Faults{}
+	st := faultyStore{Store: store.NewMemory(), f: f}
+	put := func(uid, space string) error {
+		return st.Apply(ctx, store.PutResource{Resource: store.Resource{UID: uid, Space: space, Name: uid}})
+	}
+	exists := func(uid string) bool { _, err := st.Resource(ctx, uid); return err == nil }
+
+	if err := f.Command([]string{"fail-writes", "2", "PutResource", "scope=s1", "skip=1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("a", "s2"); err != nil || !exists("a") { // other scope
+		t.Fatalf("other scope: %v", err)
+	}
+	if err := put("b", "s1"); err != nil || !exists("b") { // skipped
+		t.Fatalf("skip: %v", err)
+	}
+	for _, uid := range []string{"c", "d"} {
+		if err := put(uid, "s1"); !errors.Is(err, store.ErrUnavailable) || exists(uid) {
+			t.Fatalf("fail-writes %s: %v, applied %v", uid, err, exists(uid))
+		}
+	}
+	if err := put("e", "s1"); err != nil || !exists("e") { // count used up
+		t.Fatalf("after count: %v", err)
+	}
+
+	if err := f.Command([]string{"unknown-outcome", "1", "DropQueue,RemoveMessages", "scope=e"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("e", "s1"); err != nil { // kind does not match
+		t.Fatal(err)
+	}
+	if err := st.Apply(ctx, store.DeleteResource{UID: "e"}, store.DropQueue{Queue: "e"}); !errors.Is(err, store.ErrUnavailable) || exists("e") {
+		t.Fatalf("unknown-outcome: %v, still there %v", err, exists("e"))
+	}
+
+	if err := f.Command([]string{"fail-writes", "1000000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("f", "s3"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatal(err)
+	}
+	if err := f.Command([]string{"clear"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("f", "s3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]string{{}, {"explode"}, {"fail-writes"}, {"fail-writes", "0"}, {"fail-writes", "1", "Nope"}, {"clear", "x"}} {
+		if f.Command(bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

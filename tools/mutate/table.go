@@ -1,0 +1,371 @@
+package main
+
+// edit replaces Search, which must occur exactly once in File (relative to
+// the module root), by Replace.
+type edit struct {
+	File, Search, Replace string
+}
+
+// mutation is one deliberate single-rule breakage of the reference host.
+type mutation struct {
+	ID     string
+	Rule   string // Form (or Host API) and section, as the scenario tags name them
+	What   string // the breakage, in words
+	Edits  []edit
+	Tags   string   // the kit's tag expression for the run: tags joined by "," (OR) only
+	Expect []string // scenario names (without an outline's " #n"); at least one must fail
+}
+
+// mutations is the list of the mutation check (features/README.md).
+var mutations = []mutation{
+	{
+		ID:   "second-consumer",
+		Rule: "QueueConsumer 0.3.0 @consumer-rules (QC-DELIV-32)",
+		What: "allow a second consumer of the same queue (skip the consumer_conflict check)",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "if err == nil && csp.Queue.ResourceUid == sp.Queue.ResourceUid {",
+			Replace: "if false && err == nil && csp.Queue.ResourceUid == sp.Queue.ResourceUid {",
+		}},
+		Tags:   "@consumer-rules",
+		Expect: []string{"a second consumer of the same queue is consumer_conflict"},
+	},
+	{
+		ID:   "queue-immutable",
+		Rule: "QueueConsumer 0.3.0 @consumer-rules (QC-INPUT-5, QC-CRUD-6)",
+		What: "accept an update that changes a consumer's queue",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "if old.Queue.ResourceUid != nw.Queue.ResourceUid {",
+			Replace: "if false && old.Queue.ResourceUid != nw.Queue.ResourceUid {",
+		}},
+		Tags:   "@consumer-rules",
+		Expect: []string{"changing queue or worker is invalid_spec"},
+	},
+	{
+		ID:   "max-retries-first",
+		Rule: "QueueConsumer 0.3.0 @retries (QC-DELIV-27, QC-INPUT-10)",
+		What: "count the first delivery in maxRetries (exhausted at attempts >= maxRetries)",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "return m.attempts >= 1+c.cfg.MaxRetries }",
+			Replace: "return m.attempts >= c.cfg.MaxRetries }",
+		}, {
+			File:    "runtime/delivery/queue.go",
+			Search:  "case m.attempts >= 1+cfg.MaxRetries:",
+			Replace: "case m.attempts >= cfg.MaxRetries:",
+		}},
+		Tags:   "@retries",
+		Expect: []string{"maxRetries counts redeliveries, not the first delivery"},
+	},
+	{
+		ID:   "retry-delay-ignored",
+		Rule: "QueueConsumer 0.3.0 @retries (QC-DELIV-21, QC-INPUT-11)",
+		What: "retry(id) without a delay retries at once instead of after retryDelaySeconds",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "delay := cfg.RetryDelaySeconds",
+			Replace: "delay := 0",
+		}},
+		Tags:   "@retries",
+		Expect: []string{"retry without a delay waits retryDelaySeconds"},
+	},
+	{
+		ID:   "throw-delay-ignored",
+		Rule: "QueueConsumer 0.3.0 @retries (QC-DELIV-26, QC-INPUT-11)",
+		What: "a handler that throws has its unsettled messages retried at once, not after retryDelaySeconds",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "p.retryOrExhaust(bm.m, now+int64(cfg.RetryDelaySeconds)*1000, now, cfg)",
+			Replace: "p.retryOrExhaust(bm.m, now, now, cfg)",
+		}},
+		Tags:   "@retries",
+		Expect: []string{"a throw retries after retryDelaySeconds"},
+	},
+	{
+		ID:   "dlq-keeps-attempts",
+		Rule: "QueueConsumer 0.3.0 @retries (QC-DELIV-30, QC-DELIV-31)",
+		What: "a dead-lettered message keeps its attempts in the dead-letter queue instead of starting as a new message",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "moved = append(moved, newMsg(id, now, now+delay, 0, len(body), e.seq.Add(1)))",
+			Replace: "moved = append(moved, newMsg(id, now, now+delay, m.attempts, len(body), e.seq.Add(1)))",
+		}},
+		Tags:   "@retries",
+		Expect: []string{"an exhausted message moves to the dead-letter queue as a new message"},
+	},
+	{
+		ID:   "settlement-reversed",
+		Rule: "QueueConsumer 0.3.0 @settlement (QC-DELIV-23)",
+		What: "let a settled message be settled again (no already_settled: retry after acknowledge is accepted)",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "if bm.st == settled {",
+			Replace: "if false && bm.st == settled {",
+		}},
+		Tags: "@settlement",
+		Expect: []string{
+			"acknowledge settles a message; a second settlement is already_settled and nothing is reversed",
+			"retry returns a message for redelivery; acknowledging it afterwards is already_settled",
+		},
+	},
+	{
+		ID:   "ack-after-throw",
+		Rule: "QueueConsumer 0.3.0 @settlement (QC-DELIV-26)",
+		What: "a handler that throws or rejects has its unsettled messages acknowledged instead of retried",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "case outSuccess:\n\t\t\tp.ack = append(p.ack, bm.m)\n\t\tcase outFailure, outTimeout:",
+			Replace: "case outSuccess, outFailure:\n\t\t\tp.ack = append(p.ack, bm.m)\n\t\tcase outTimeout:",
+		}},
+		Tags: "@settlement",
+		Expect: []string{
+			"a handler that rejects retries what it left unsettled",
+			"a handler that throws synchronously retries what it left unsettled",
+		},
+	},
+	{
+		ID:   "stale-batch-settles",
+		Rule: "QueueConsumer 0.3.0 @settlement (QC-DELIV-15, QC-DELIV-24)",
+		What: "a settlement method called after its invocation ended resolves instead of rejecting with unknown_batch",
+		Edits: []edit{{
+			File:    "runtime/js/queue.go",
+			Search:  "return nil, call(ctx)",
+			Replace: "if err := call(ctx); err != nil && delivery.Code(err) != \"unknown_batch\" {\n\t\t\treturn nil, err\n\t\t}\n\t\treturn nil, nil",
+		}},
+		Tags: "@settlement",
+		Expect: []string{
+			"after the handler returned, every method of its batch is unknown_batch",
+			"after the handler threw, every method of its batch is unknown_batch",
+		},
+	},
+	{
+		ID:   "max-batch-size",
+		Rule: "QueueConsumer 0.3.0 @batch (QC-DELIV-8, QC-INPUT-7)",
+		What: "a batch takes maxBatchSize + 1 messages",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "for len(ms) < c.cfg.MaxBatchSize && len(q.avail) > 0 {",
+			Replace: "for len(ms) < c.cfg.MaxBatchSize+1 && len(q.avail) > 0 {",
+		}},
+		Tags:   "@batch",
+		Expect: []string{"no batch holds more than maxBatchSize messages"},
+	},
+	{
+		ID:   "max-concurrency",
+		Rule: "QueueConsumer 0.3.0 @batch (QC-INPUT-9)",
+		What: "ignore maxConcurrency (dispatch while batches are in flight)",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && len(q.avail) > 0 {",
+			Replace: "for now >= c.backoffUntil && len(q.avail) > 0 {",
+		}},
+		Tags: "@batch",
+		Expect: []string{
+			"no more than maxConcurrency batches run at once",
+			"maxConcurrency 1 runs one batch at a time",
+		},
+	},
+	{
+		ID:   "consumer-unknown-field",
+		Rule: "QueueConsumer 0.3.0 @spec-validation (QC-UNK-1, QC-INPUT-15)",
+		What: "accept an unknown spec field (the consumer spec schema's additionalProperties is true)",
+		Edits: []edit{{
+			File:    "schemas/queueconsumer-0.3.0.spec.json",
+			Search:  `"additionalProperties": false`,
+			Replace: `"additionalProperties": true`,
+		}},
+		Tags:   "@spec-validation",
+		Expect: []string{"an unknown spec field is refused"},
+	},
+	{
+		ID:   "queue-unknown-field",
+		Rule: "AtLeastOnceQueue 0.2.0 @spec-validation (Q-INPUT-7, Q-UNK-1)",
+		What: "accept an unknown spec field (the queue spec schema's additionalProperties is true)",
+		Edits: []edit{{
+			File:    "schemas/atleastoncequeue-0.2.0.spec.json",
+			Search:  `"additionalProperties": false`,
+			Replace: `"additionalProperties": true`,
+		}},
+		Tags: "@spec-validation",
+		Expect: []string{
+			"an unknown spec field is refused, not ignored or stored",
+			"an update with an unknown spec field is refused and changes nothing",
+		},
+	},
+	{
+		ID:   "integer-literal",
+		Rule: "QueueConsumer 0.3.0 / AtLeastOnceQueue 0.2.0 @spec-validation (QC-INPUT-1, Q-INPUT-1)",
+		What: "accept 5.0 (a fraction or exponent literal) as an integer",
+		Edits: []edit{{
+			File:    "schemas/validate.go",
+			Search:  `if integerOnly(s) && strings.ContainsAny(string(v), ".eE") {`,
+			Replace: `if false && integerOnly(s) && strings.ContainsAny(string(v), ".eE") {`,
+		}},
+		Tags: "@spec-validation",
+		Expect: []string{
+			"a consumer setting out of range or not an integer is invalid_spec",
+			"an out-of-range, missing or converted integer is invalid_spec",
+		},
+	},
+	{
+		ID:   "dlq-cycle-long",
+		Rule: "QueueConsumer 0.3.0 @dead-letter-cycles (QC-DELIV-34, QC-OWN-4)",
+		What: "detect only a self-referencing dead-letter queue, not cycles of length >= 2",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "if walk(start) {",
+			Replace: "if slices.Contains(edges[start], start) && walk(start) {",
+		}},
+		Tags: "@dead-letter-cycles",
+		Expect: []string{
+			"a cycle of length 2 is refused on create",
+			"a cycle of length 3 is refused on create",
+			"a cycle of length 3 is refused on update, and the consumer keeps its settings",
+		},
+	},
+	{
+		ID:   "cross-space-reference",
+		Rule: "QueueConsumer 0.3.0 @references (QC-DELIV-2, Q-REF-3)",
+		What: "resolve a reference in every space, not only the consumer's own",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "\tfor _, r := range list {\n\t\ta.byUID[r.UID] = r\n\t}\n\treturn a, nil",
+			Replace: "\tall, _ := s.st.Resources(ctx, \"\", \"\")\n\tfor _, r := range append(list, all...) {\n\t\ta.byUID[r.UID] = r\n\t}\n\treturn a, nil",
+		}},
+		Tags:   "@references",
+		Expect: []string{"a queue of another space is refused like a missing one"},
+	},
+	{
+		ID:   "reference-read-permission",
+		Rule: "QueueConsumer 0.3.0 / AtLeastOnceQueue 0.2.0 @authorization (QC-OWN-9, Q-REF-6)",
+		What: "skip the read-permission check on referenced resources (a reference grants permission)",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "if !a.p.Can(a.space, rf.form, auth.Read) {",
+			Replace: "if false && !a.p.Can(a.space, rf.form, auth.Read) {",
+		}},
+		Tags:   "@authorization",
+		Expect: []string{"a reference grants no permission: an editor of consumers who cannot read queues is forbidden"},
+	},
+	{
+		ID:   "send-authorised-at-call",
+		Rule: "AtLeastOnceQueue 0.2.0 @producer-binding (Q-REF-6, Q-BIND-13)",
+		What: "skip the call-time send authorisation of the principal the version runs as",
+		Edits: []edit{{
+			File:    "host/wiring.go",
+			Search:  "if !ok || !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {",
+			Replace: "if !ok || (false && !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write)) {",
+		}},
+		Tags:   "@authorization",
+		Expect: []string{"producer calls are authorised at call time for the principal the version runs as"},
+	},
+	{
+		ID:   "unselected-version-binding",
+		Rule: "AtLeastOnceQueue 0.2.0 @deletion (Q-OPS-15, Q-BIND-17)",
+		What: "allow deleting a queue named only by a WorkerVersion that no ModuleWorker selects",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "hit = hit || b.Resource.ResourceUid == r.UID",
+			Replace: "hit = hit || (b.Resource.ResourceUid == r.UID && slices.ContainsFunc(a.list, func(w store.Resource) bool {\n\t\t\t\t\t\t\treturn w.FormURL == schemas.FormModuleWorker && strings.Contains(string(w.Spec), o.UID)\n\t\t\t\t\t\t}))",
+		}},
+		Tags:   "@deletion",
+		Expect: []string{"a queue named by an unselected, never-run WorkerVersion is dependency_conflict"},
+	},
+	{
+		ID:   "send-batch-101",
+		Rule: "AtLeastOnceQueue 0.2.0 @producer-binding (Q-BIND-8, Q-BIND-13)",
+		What: "sendBatch accepts 101 messages",
+		Edits: []edit{{
+			File:    "runtime/js/bindings.go",
+			Search:  "if n < 1 || n > delivery.MaxSendBatch {",
+			Replace: "if n < 1 || n > delivery.MaxSendBatch+1 {",
+		}, {
+			File:    "runtime/delivery/engine.go",
+			Search:  "if len(msgs) < 1 || len(msgs) > MaxSendBatch {",
+			Replace: "if len(msgs) < 1 || len(msgs) > MaxSendBatch+1 {",
+		}},
+		Tags:   "@producer-binding",
+		Expect: []string{"sendBatch of 0 or 101 messages is batch_too_large"},
+	},
+	{
+		ID:   "send-batch-not-atomic",
+		Rule: "AtLeastOnceQueue 0.2.0 @producer-binding (Q-BIND-8, Q-UNK-4)",
+		What: "sendBatch sends the messages before the first invalid one, then rejects",
+		Edits: []edit{{
+			File:    "runtime/js/bindings.go",
+			Search:  "\t\t\tif err != nil {\n\t\t\t\treturn in.rejected(in.codeError(fmt.Errorf(\"sendBatch: message %d: %w\", i, err)))\n\t\t\t}",
+			Replace: "\t\t\tif err != nil {\n\t\t\t\tif i > 0 {\n\t\t\t\t\tin.send(b, msgs[:i], true)\n\t\t\t\t}\n\t\t\t\treturn in.rejected(in.codeError(fmt.Errorf(\"sendBatch: message %d: %w\", i, err)))\n\t\t\t}",
+		}},
+		Tags:   "@producer-binding",
+		Expect: []string{"sendBatch is atomic: one bad message sends nothing"},
+	},
+	{
+		ID:   "message-too-large",
+		Rule: "AtLeastOnceQueue 0.2.0 @producer-binding (Q-BIND-11)",
+		What: "accept a body of 127001 bytes (limit off by one)",
+		Edits: []edit{{
+			File:    "runtime/js/bindings.go",
+			Search:  "if len(b) > delivery.MaxBodyBytes {",
+			Replace: "if len(b) > delivery.MaxBodyBytes+1 {",
+		}, {
+			File:    "runtime/delivery/engine.go",
+			Search:  "case len(m.Body) > MaxBodyBytes:",
+			Replace: "case len(m.Body) > MaxBodyBytes+1:",
+		}},
+		Tags:   "@producer-binding",
+		Expect: []string{"a body of 127001 bytes is message_too_large, counting UTF-8 bytes of a string"},
+	},
+	{
+		ID:   "send-options-open",
+		Rule: "AtLeastOnceQueue 0.2.0 @producer-binding (Q-BIND-6, Q-UNK-4)",
+		What: "ignore unknown members of send's options",
+		Edits: []edit{{
+			File:    "runtime/js/bindings.go",
+			Search:  "if k != \"delaySeconds\" {",
+			Replace: "if false && k != \"delaySeconds\" {",
+		}},
+		Tags:   "@producer-binding",
+		Expect: []string{"send options are closed and delaySeconds is an integer in 0..43200"},
+	},
+	{
+		ID:   "send-delay-loses",
+		Rule: "AtLeastOnceQueue 0.2.0 @delivery-delay (Q-INPUT-3, Q-BIND-10)",
+		What: "the queue's deliveryDelaySeconds wins over a send's delaySeconds",
+		Edits: []edit{{
+			File:    "runtime/delivery/engine.go",
+			Search:  "if m.Delay != nil {\n\t\t\tdelay = *m.Delay",
+			Replace: "if m.Delay != nil && defDelay == 0 {\n\t\t\tdelay = *m.Delay",
+		}},
+		Tags:   "@delivery-delay",
+		Expect: []string{"a send's delaySeconds wins over the queue's deliveryDelaySeconds"},
+	},
+	{
+		ID:   "delay-update-retimes",
+		Rule: "AtLeastOnceQueue 0.2.0 @delivery-delay (Q-OPS-9)",
+		What: "an update of deliveryDelaySeconds re-times the messages already accepted",
+		Edits: []edit{{
+			File:    "runtime/delivery/engine.go",
+			Search:  "\tq.cfg = cfg\n\tq.pump()\n\treturn nil",
+			Replace: "\tfor _, m := range q.delayed {\n\t\tm.visibleAt = m.acceptedAt + int64(cfg.DeliveryDelaySeconds)*1000\n\t}\n\theap.Init(&q.delayed)\n\tq.cfg = cfg\n\tq.pump()\n\treturn nil",
+		}, {
+			File:    "runtime/delivery/engine.go",
+			Search:  "\t\"crypto/rand\"\n",
+			Replace: "\t\"container/heap\"\n\t\"crypto/rand\"\n",
+		}},
+		Tags:   "@delivery-delay",
+		Expect: []string{"an update of deliveryDelaySeconds affects only later sends"},
+	},
+	{
+		ID:   "idempotency-fingerprint",
+		Rule: "Host API v2 @idempotency (QC-CRUD-18)",
+		What: "replay an Idempotency-Key regardless of the request body",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "if rec.Fingerprint != fp {",
+			Replace: "if false && rec.Fingerprint != fp {",
+		}},
+		Tags:   "@idempotency",
+		Expect: []string{"the same key with another body is idempotency_key_reuse"},
+	},
+}

@@ -13,9 +13,24 @@
 //
 // # Framing
 //
-// A segment is a file named %016d.wal holding frames back to back:
+// A segment is a file named %016d.wal. It starts with a segment header,
+// itself shaped like a frame and checksummed with plain CRC32C:
 //
-//	[u32 length][u32 crc32c(payload)][payload]   little-endian
+//	[u32 16][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
+//
+// and then holds frames back to back:
+//
+//	[u32 length][u32 crc32c(salt, offset, length, payload)][payload]
+//
+// all little-endian. The salt is drawn from crypto/rand when the segment is
+// created and never leaves the disk; the frame's CRC covers it, the
+// frame's own offset in the segment and its length before the payload. A
+// payload is client data (a message body) and may hold bytes that look
+// like a frame; without the salt they validate as a frame of the segment
+// only by a blind 2^-32 guess, and even a verbatim copy of a real frame of
+// the same segment fails anywhere but at its own offset. That is what lets
+// recovery tell a torn tail from damage (below) without trusting payloads.
+// The header is written and synced before any frame is written after it.
 //
 // One Append is one frame and one atomic unit: a frame is either wholly
 // replayed or not at all. A length of zero is never written, so a
@@ -51,9 +66,13 @@
 // and reported in RecoveryReport. A bad frame anywhere else — in a sealed
 // segment, or followed by a valid frame — is media damage or a bug; it may
 // have been acknowledged, so Open fails with a *CorruptError naming the
-// file and offset and the host does not start. (A message body that itself
-// contains a well-formed frame, lying in a torn tail, can make a crash look
-// like such damage: the host then refuses to start rather than guess.)
+// file and offset and the host does not start. "Valid frame" means valid
+// with the segment's salt at its offset, so a message body in a torn tail
+// that holds a well-formed frame (even a copy of one of the segment's own)
+// does not pass for acknowledged data after the damage. A segment whose
+// header is bad is damage too, unless it is the last one and holds nothing
+// but that header: a crash tore its creation, and Open writes a new header
+// (reported like a torn tail when there were bytes to drop).
 //
 // # Compaction support
 //

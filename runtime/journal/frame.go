@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,16 +9,31 @@ import (
 )
 
 // HeaderSize is the size of a frame header: u32 payload length, u32
-// CRC32C of the payload, both little-endian.
+// CRC32C, both little-endian.
 const HeaderSize = 8
 
 // MaxPayload bounds one frame. A length above it in a header is corruption,
 // not a frame to allocate for.
 const MaxPayload = 256 << 20
 
+// The segment header is the first SegmentHeaderSize bytes of every
+// segment. It is shaped like a frame (so that tools which walk the length
+// prefixes of what the journal writes step over it), checksummed with the
+// plain CRC32C of its body, since it carries the salt:
+//
+//	[u32 16][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
+const (
+	SegmentHeaderSize = HeaderSize + segmentBodySize
+	segmentBodySize   = 16
+	segmentMagic      = "TKQJ"
+)
+
+// FormatVersion is the on-disk format the journal writes and reads.
+const FormatVersion = 1
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Checksum is the CRC32C the frames use. The store uses it for bodies too.
+// Checksum is plain CRC32C. The store uses it for message bodies.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // Frame decoding errors.
@@ -27,20 +43,40 @@ var (
 	// ErrBadLength: the header's length is zero or above MaxPayload. Zero
 	// is never written, so a zero-filled region never reads as frames.
 	ErrBadLength = errors.New("journal: frame length out of range")
-	// ErrChecksum: the payload does not match the header's CRC.
+	// ErrChecksum: the frame does not match the header's CRC.
 	ErrChecksum = errors.New("journal: frame checksum mismatch")
+	// ErrSegmentHeader: a segment does not start with a valid header.
+	ErrSegmentHeader = errors.New("journal: bad segment header")
 )
 
-// AppendFrame appends the frame of payload to dst.
-func AppendFrame(dst, payload []byte) []byte {
+// frameCRC is the checksum of a frame: CRC32C over the segment's salt
+// (u64), the frame's offset in the segment (u64) and the payload length
+// (u32), all little-endian, then the payload. The salt is random per
+// segment and never leaves the disk, so bytes inside a payload — which a
+// client controls — cannot be made to validate as a frame of the segment
+// (short of guessing a 32-bit value blind); the offset makes even a
+// verbatim copy of a real frame of the same segment fail anywhere but
+// where that frame lies.
+func frameCRC(salt uint64, off int64, payload []byte) uint32 {
+	var pre [20]byte
+	binary.LittleEndian.PutUint64(pre[0:], salt)
+	binary.LittleEndian.PutUint64(pre[8:], uint64(off))
+	binary.LittleEndian.PutUint32(pre[16:], uint32(len(payload)))
+	return crc32.Update(crc32.Update(0, castagnoli, pre[:]), castagnoli, payload)
+}
+
+// AppendFrame appends to dst the frame of payload that starts at offset off
+// of a segment whose salt is salt.
+func AppendFrame(dst []byte, salt uint64, off int64, payload []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = binary.LittleEndian.AppendUint32(dst, Checksum(payload))
+	dst = binary.LittleEndian.AppendUint32(dst, frameCRC(salt, off, payload))
 	return append(dst, payload...)
 }
 
-// DecodeFrame decodes the frame at the start of b. It returns the payload
-// (aliasing b) and the frame's total length.
-func DecodeFrame(b []byte) (payload []byte, n int, err error) {
+// DecodeFrame decodes the frame at the start of b, which lies at offset off
+// of a segment whose salt is salt. It returns the payload (aliasing b) and
+// the frame's total length.
+func DecodeFrame(b []byte, salt uint64, off int64) (payload []byte, n int, err error) {
 	if len(b) < HeaderSize {
 		return nil, 0, ErrShortFrame
 	}
@@ -52,8 +88,48 @@ func DecodeFrame(b []byte) (payload []byte, n int, err error) {
 		return nil, 0, ErrShortFrame
 	}
 	payload = b[HeaderSize : HeaderSize+int(length)]
-	if Checksum(payload) != binary.LittleEndian.Uint32(b[4:]) {
+	if frameCRC(salt, off, payload) != binary.LittleEndian.Uint32(b[4:]) {
 		return nil, 0, ErrChecksum
 	}
 	return payload, HeaderSize + int(length), nil
+}
+
+// newSalt draws a segment salt. crypto/rand does not fail on the systems
+// Go supports.
+func newSalt() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// AppendSegmentHeader appends the header of a segment of salt to dst.
+func AppendSegmentHeader(dst []byte, salt uint64) []byte {
+	var body [segmentBodySize]byte
+	copy(body[:], segmentMagic)
+	binary.LittleEndian.PutUint32(body[4:], FormatVersion)
+	binary.LittleEndian.PutUint64(body[8:], salt)
+	dst = binary.LittleEndian.AppendUint32(dst, segmentBodySize)
+	dst = binary.LittleEndian.AppendUint32(dst, Checksum(body[:]))
+	return append(dst, body[:]...)
+}
+
+// ParseSegmentHeader checks the segment header at the start of b and
+// returns the segment's salt. Errors wrap ErrSegmentHeader.
+func ParseSegmentHeader(b []byte) (salt uint64, err error) {
+	switch {
+	case len(b) < SegmentHeaderSize:
+		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrSegmentHeader, len(b), SegmentHeaderSize)
+	case binary.LittleEndian.Uint32(b) != segmentBodySize:
+		return 0, fmt.Errorf("%w: length %d", ErrSegmentHeader, binary.LittleEndian.Uint32(b))
+	}
+	body := b[HeaderSize:SegmentHeaderSize]
+	switch {
+	case Checksum(body) != binary.LittleEndian.Uint32(b[4:]):
+		return 0, fmt.Errorf("%w: checksum mismatch", ErrSegmentHeader)
+	case string(body[:4]) != segmentMagic:
+		return 0, fmt.Errorf("%w: magic %q", ErrSegmentHeader, body[:4])
+	case binary.LittleEndian.Uint32(body[4:]) != FormatVersion:
+		return 0, fmt.Errorf("%w: format version %d, this build reads %d", ErrSegmentHeader, binary.LittleEndian.Uint32(body[4:]), FormatVersion)
+	}
+	return binary.LittleEndian.Uint64(body[8:]), nil
 }

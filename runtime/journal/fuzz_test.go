@@ -8,13 +8,30 @@ import (
 	"testing"
 )
 
+// The fuzz corpora use a fixed salt, so that their frames validate.
+const (
+	fuzzSalt = 0x0123456789abcdef
+	fuzzOff  = SegmentHeaderSize // where FuzzDecodeFrame's input lies
+)
+
+// fuzzSegment builds a segment of fuzzSalt holding the frames of payloads.
+func fuzzSegment(payloads ...string) []byte {
+	b := AppendSegmentHeader(nil, fuzzSalt)
+	for _, p := range payloads {
+		b = AppendFrame(b, fuzzSalt, int64(len(b)), []byte(p))
+	}
+	return b
+}
+
 func FuzzDecodeFrame(f *testing.F) {
-	f.Add(AppendFrame(nil, []byte("hello")))
-	f.Add(AppendFrame(AppendFrame(nil, []byte{1}), []byte("second")))
+	f.Add(AppendFrame(nil, fuzzSalt, fuzzOff, []byte("hello")))
+	f.Add(AppendFrame(AppendFrame(nil, fuzzSalt, fuzzOff, []byte{1}), fuzzSalt, fuzzOff+HeaderSize+1, []byte("second")))
+	f.Add(AppendFrame(nil, fuzzSalt+1, fuzzOff, []byte("other salt")))
+	f.Add(AppendFrame(nil, fuzzSalt, fuzzOff+1, []byte("other offset")))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{255, 255, 255, 255, 1, 2, 3, 4, 5})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		payload, n, err := DecodeFrame(b)
+		payload, n, err := DecodeFrame(b, fuzzSalt, fuzzOff)
 		if err != nil {
 			if !errors.Is(err, ErrShortFrame) && !errors.Is(err, ErrBadLength) && !errors.Is(err, ErrChecksum) {
 				t.Fatalf("unexpected error %v", err)
@@ -24,24 +41,53 @@ func FuzzDecodeFrame(f *testing.F) {
 		if n != HeaderSize+len(payload) || n > len(b) || len(payload) == 0 {
 			t.Fatalf("n=%d payload=%d len=%d", n, len(payload), len(b))
 		}
-		if !bytes.Equal(AppendFrame(nil, payload), b[:n]) {
+		if !bytes.Equal(AppendFrame(nil, fuzzSalt, fuzzOff, payload), b[:n]) {
+			t.Fatal("re-encoding differs")
+		}
+		if _, _, err := DecodeFrame(b, fuzzSalt, fuzzOff+1); err == nil {
+			t.Fatal("frame also valid one byte further on")
+		}
+	})
+}
+
+// FuzzParseSegmentHeader: a header parses only as what AppendSegmentHeader
+// wrote.
+func FuzzParseSegmentHeader(f *testing.F) {
+	f.Add(AppendSegmentHeader(nil, fuzzSalt))
+	f.Add(AppendSegmentHeader(nil, 0)[:SegmentHeaderSize-1])
+	f.Add(make([]byte, SegmentHeaderSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		salt, err := ParseSegmentHeader(b)
+		if err != nil {
+			if !errors.Is(err, ErrSegmentHeader) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(AppendSegmentHeader(nil, salt), b[:SegmentHeaderSize]) {
 			t.Fatal("re-encoding differs")
 		}
 	})
 }
 
-// FuzzReplay feeds arbitrary bytes as the last segment (after one valid
+// FuzzReplay feeds arbitrary bytes as the last segment file (after one valid
 // sealed segment). Open must either fail with a CorruptError or recover a
 // prefix of valid frames, after which reopening is clean and appends work.
 func FuzzReplay(f *testing.F) {
-	f.Add(AppendFrame(AppendFrame(nil, []byte("one")), []byte("two")))
-	f.Add(append(AppendFrame(nil, []byte("one")), 7, 0, 0))
-	f.Add(append(AppendFrame(nil, []byte("one")), make([]byte, 50)...))
-	torn := AppendFrame(AppendFrame(nil, []byte("one")), []byte("two-two-two"))
+	f.Add(fuzzSegment("one", "two"))
+	f.Add(append(fuzzSegment("one"), 7, 0, 0))
+	f.Add(append(fuzzSegment("one"), make([]byte, 50)...))
+	torn := fuzzSegment("one", "two-two-two")
 	f.Add(torn[:len(torn)-3])
-	flipped := AppendFrame(AppendFrame(nil, []byte("one")), []byte("two"))
-	flipped[9] ^= 1
+	flipped := fuzzSegment("one", "two")
+	flipped[SegmentHeaderSize+9] ^= 1
 	f.Add(flipped)
+	// A payload holding a verbatim frame of the segment, in a torn tail.
+	inner := fuzzSegment("one")[SegmentHeaderSize:]
+	framed := fuzzSegment("one", "xx"+string(inner)+"yy")
+	f.Add(framed[:len(framed)-1])
+	f.Add(fuzzSegment()[:10])
+	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, last []byte) {
 		mem := NewMemFS(1)
 		mem.MkdirAll("/j", 0o755)
@@ -50,7 +96,7 @@ func FuzzReplay(f *testing.F) {
 			fl.Write(b)
 			fl.Close()
 		}
-		write(1, AppendFrame(nil, []byte("sealed")))
+		write(1, AppendFrame(AppendSegmentHeader(nil, 7), 7, SegmentHeaderSize, []byte("sealed")))
 		write(2, last)
 		var got [][]byte
 		replay := func(p Pos, b []byte) error { got = append(got, bytes.Clone(b)); return nil }
@@ -68,11 +114,12 @@ func FuzzReplay(f *testing.F) {
 		valid := int64(len(last))
 		if rep.Truncated {
 			valid = rep.Offset
-			if rep.Offset >= int64(len(last)) || rep.Dropped != int64(len(last))-rep.Offset {
+			if rep.Offset >= int64(len(last)) || rep.Dropped != int64(len(last))-rep.Offset ||
+				rep.Offset != 0 && rep.Offset < SegmentHeaderSize {
 				t.Fatalf("report %+v for %d bytes", rep, len(last))
 			}
 		}
-		if rep.Bytes != HeaderSize+int64(len("sealed"))+valid {
+		if rep.Bytes != HeaderSize+int64(len("sealed"))+max(valid-SegmentHeaderSize, 0) {
 			t.Fatalf("report %+v: replayed bytes do not add up to %d", rep, valid)
 		}
 		if _, err := j.Append(context.Background(), []byte("appended"), nil); err != nil {

@@ -126,7 +126,8 @@ type segment struct {
 	id      uint64
 	name    string
 	f       File
-	size    int64 // durable size; written by the writer under mu
+	salt    uint64 // from the segment header; mixed into every frame's CRC
+	size    int64  // durable size; written by the writer under mu
 	refs    int
 	removed bool
 }
@@ -263,7 +264,31 @@ func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, 
 		return fmt.Errorf("journal: %w", err)
 	}
 	r.reset(s.f)
-	var off int64
+	hdrErr := ""
+	if size < SegmentHeaderSize {
+		hdrErr = fmt.Sprintf("incomplete segment header (%d bytes)", size)
+	} else {
+		hdr, err := r.slice(0, SegmentHeaderSize)
+		if err != nil {
+			return fmt.Errorf("journal: read %s: %w", s.name, err)
+		}
+		if s.salt, err = ParseSegmentHeader(hdr); err != nil {
+			hdrErr = err.Error()
+		}
+	}
+	if hdrErr != "" {
+		// A segment's header is synced before any frame is written to
+		// it, so a crash can leave a bad header only on a last segment
+		// that holds nothing else: the creation was torn.
+		if !last {
+			return &CorruptError{File: s.name, Offset: 0, Reason: hdrErr + " in a sealed segment"}
+		}
+		if size > SegmentHeaderSize {
+			return &CorruptError{File: s.name, Offset: 0, Reason: hdrErr + ", and data follows it"}
+		}
+		return j.reinitSegment(s, size, hdrErr, rep)
+	}
+	off := int64(SegmentHeaderSize)
 	for off < size {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -288,7 +313,7 @@ func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, 
 				if err != nil {
 					return fmt.Errorf("journal: read %s: %w", s.name, err)
 				}
-				payload, _, err = DecodeFrame(frame)
+				payload, _, err = DecodeFrame(frame, s.salt, off)
 				if err != nil {
 					reason = "checksum mismatch"
 				}
@@ -327,7 +352,7 @@ func (j *Journal) damaged(s *segment, off, size int64, last bool, reason string,
 	allZero := !slices.ContainsFunc(rest, func(b byte) bool { return b != 0 })
 	if allZero {
 		reason = "zero-filled tail"
-	} else if p := findFrame(rest[1:]); p >= 0 {
+	} else if p := findFrame(rest[1:], s.salt, off+1); p >= 0 {
 		return &CorruptError{File: s.name, Offset: off, Reason: fmt.Sprintf("%s, and a valid frame follows at offset %d", reason, off+1+int64(p))}
 	}
 	if err := s.f.Truncate(off); err != nil {
@@ -342,15 +367,48 @@ func (j *Journal) damaged(s *segment, off, size int64, last bool, reason string,
 	return nil
 }
 
-// findFrame returns the first offset in b at which a valid frame starts, or
-// -1.
-func findFrame(b []byte) int {
+// findFrame returns the first offset in b, which lies at offset off of a
+// segment of salt, at which a valid frame of that segment starts, or -1.
+func findFrame(b []byte, salt uint64, off int64) int {
 	for p := 0; p+HeaderSize < len(b); p++ {
-		if _, _, err := DecodeFrame(b[p:]); err == nil {
+		if _, _, err := DecodeFrame(b[p:], salt, off+int64(p)); err == nil {
 			return p
 		}
 	}
 	return -1
+}
+
+// reinitSegment rewrites the header of a last segment whose creation was
+// torn by a crash (it holds no frame), with a fresh salt.
+func (j *Journal) reinitSegment(s *segment, size int64, reason string, rep *RecoveryReport) error {
+	if err := s.f.Truncate(0); err != nil {
+		return fmt.Errorf("journal: rewrite torn header of %s: %w", s.name, err)
+	}
+	salt, err := writeSegmentHeader(s.f)
+	if err != nil {
+		return fmt.Errorf("journal: rewrite torn header of %s: %w", s.name, err)
+	}
+	s.salt, s.size = salt, SegmentHeaderSize
+	if size > 0 {
+		reason = "torn segment header: " + reason
+		rep.Truncated, rep.File, rep.Offset, rep.Dropped, rep.Reason = true, s.name, 0, size, reason
+		j.log.Warn("journal: rewrote torn segment header", "file", s.name, "dropped", size, "reason", reason)
+	}
+	return nil
+}
+
+// writeSegmentHeader writes a new segment header to the empty file f and
+// syncs it, so that no frame is ever written behind a header that could
+// still be lost.
+func writeSegmentHeader(f File) (uint64, error) {
+	salt := newSalt()
+	if _, err := f.Write(AppendSegmentHeader(nil, salt)); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	return salt, nil
 }
 
 func (j *Journal) createSegment(id uint64) error {
@@ -361,11 +419,15 @@ func (j *Journal) createSegment(id uint64) error {
 	if err != nil {
 		return fmt.Errorf("journal: create segment: %w", err)
 	}
-	if err := j.fs.SyncDir(j.dir); err != nil {
+	salt, err := writeSegmentHeader(f)
+	if err == nil {
+		err = j.fs.SyncDir(j.dir)
+	}
+	if err != nil {
 		f.Close()
 		return fmt.Errorf("journal: create segment %s: %w", name, err)
 	}
-	s := &segment{id: id, name: name, f: f}
+	s := &segment{id: id, name: name, f: f, salt: salt, size: SegmentHeaderSize}
 	j.mu.Lock()
 	j.segs[id] = s
 	j.head = s
@@ -440,7 +502,7 @@ func (j *Journal) run() {
 // commit writes group with one write and one sync.
 func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	h := j.head
-	if h.size > 0 && h.size+int64(bytes) > j.segSize {
+	if h.size > SegmentHeaderSize && h.size+int64(bytes) > j.segSize {
 		if err := j.createSegment(h.id + 1); err != nil {
 			j.finish(group, err)
 			return buf
@@ -449,7 +511,7 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	}
 	for _, r := range group {
 		r.pos = Pos{h.id, h.size + int64(len(buf))}
-		buf = AppendFrame(buf, r.payload)
+		buf = AppendFrame(buf, h.salt, r.pos.Offset, r.payload)
 	}
 	_, err := h.f.Write(buf)
 	if err == nil {
@@ -520,6 +582,12 @@ func (j *Journal) ReadAt(p []byte, seg uint64, off int64) (int, error) {
 
 // ReadFrame reads and checks the frame at pos; the payload is the caller's.
 func (j *Journal) ReadFrame(pos Pos) ([]byte, error) {
+	j.mu.Lock()
+	s := j.segs[pos.Segment]
+	j.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("journal: read frame %v: %w", pos, ErrNoSegment)
+	}
 	var hdr [HeaderSize]byte
 	if _, err := j.ReadAt(hdr[:], pos.Segment, pos.Offset); err != nil {
 		return nil, fmt.Errorf("journal: read frame %v: %w", pos, err)
@@ -532,7 +600,7 @@ func (j *Journal) ReadFrame(pos Pos) ([]byte, error) {
 	if _, err := j.ReadAt(frame, pos.Segment, pos.Offset); err != nil {
 		return nil, fmt.Errorf("journal: read frame %v: %w", pos, err)
 	}
-	payload, _, err := DecodeFrame(frame)
+	payload, _, err := DecodeFrame(frame, s.salt, pos.Offset)
 	if err != nil {
 		return nil, fmt.Errorf("journal: read frame %v: %w", pos, err)
 	}

@@ -3,11 +3,14 @@ package journal
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,7 +181,7 @@ func failAndRecover(t *testing.T, arm func(*FaultFS), disarm func(*FaultFS), cau
 		disarm(ffs)
 	}
 	mustAppend(t, j, "c")
-	if s := j.Segments(); s[0].Size != 2*(HeaderSize+1) {
+	if s := j.Segments(); s[0].Size != SegmentHeaderSize+2*(HeaderSize+1) {
 		t.Fatalf("segment holds %d bytes, want the two acknowledged frames only", s[0].Size)
 	}
 	ffs.Crash(CrashKeepAll)
@@ -235,11 +238,11 @@ func TestTornTail(t *testing.T) {
 				// Write an unsynced frame straight to the file, as a crash
 				// in the middle of a group commit leaves it.
 				f, _ := mem.OpenFile(filepath.Join("/j", SegmentName(seg.ID)), 0, 0)
-				f.Write(AppendFrame(nil, bytes.Repeat([]byte("t"), 300)))
+				f.Write(AppendFrame(nil, j.head.salt, seg.Size, bytes.Repeat([]byte("t"), 300)))
 				mem.Crash(mode)
 				j2, rep, got := open(t, mem, "/j", 1<<20)
 				defer j2.Close()
-				size := HeaderSize + int64(len("durable"))
+				size := SegmentHeaderSize + HeaderSize + int64(len("durable"))
 				full := size + HeaderSize + 300
 				switch {
 				case len(got) == 2:
@@ -274,7 +277,7 @@ func TestZeroFilledTailReported(t *testing.T) {
 	f.Close()
 	_, rep, got := open(t, mem, "/j", 1<<20)
 	equal(t, got, "durable")
-	if !rep.Truncated || rep.File != name || rep.Offset != 15 || rep.Dropped != 4096 || rep.Reason != "zero-filled tail" {
+	if !rep.Truncated || rep.File != name || rep.Offset != SegmentHeaderSize+15 || rep.Dropped != 4096 || rep.Reason != "zero-filled tail" {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -286,10 +289,10 @@ func TestBadCRCAtTailIsCut(t *testing.T) {
 	mustAppend(t, j, "two")
 	j.Close()
 	name := filepath.Join("/j", SegmentName(1))
-	mem.FlipBit(name, int64(HeaderSize+3+HeaderSize+1), 3)
+	mem.FlipBit(name, int64(SegmentHeaderSize+HeaderSize+3+HeaderSize+1), 3)
 	_, rep, got := open(t, mem, "/j", 1<<20)
 	equal(t, got, "one")
-	if !rep.Truncated || rep.Offset != HeaderSize+3 || rep.Reason != "checksum mismatch" {
+	if !rep.Truncated || rep.Offset != SegmentHeaderSize+HeaderSize+3 || rep.Reason != "checksum mismatch" {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -297,17 +300,19 @@ func TestBadCRCAtTailIsCut(t *testing.T) {
 func TestCorruptionBeforeTailFailsOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		off  int64 // of the flipped byte, in the first segment
+		off  int64 // of the flipped byte, in the first segment, after its header
 		segs int
 	}{
 		{"payload bit", HeaderSize + 2, 1},
 		{"crc bit", 5, 1},
 		{"length bit", 1, 1},
 		{"sealed segment tail", 3*(HeaderSize+9) + HeaderSize + 4, 2},
+		{"sealed segment header", -SegmentHeaderSize + 13, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := NewMemFS(1)
-			j, _, _ := open(t, mem, "/j", 4*(HeaderSize+9))
+			const segSize = SegmentHeaderSize + 4*(HeaderSize+9)
+			j, _, _ := open(t, mem, "/j", segSize)
 			for i := range 6 {
 				mustAppend(t, j, fmt.Sprintf("payload-%d", i))
 			}
@@ -316,15 +321,18 @@ func TestCorruptionBeforeTailFailsOpen(t *testing.T) {
 			}
 			j.Close()
 			name := filepath.Join("/j", SegmentName(1))
-			if err := mem.FlipBit(name, tc.off, 0); err != nil {
+			if err := mem.FlipBit(name, SegmentHeaderSize+tc.off, 0); err != nil {
 				t.Fatal(err)
 			}
-			_, _, _, err := tryOpen(mem, "/j", 4*(HeaderSize+9))
+			_, _, _, err := tryOpen(mem, "/j", segSize)
 			var ce *CorruptError
 			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Open = %v, want a CorruptError", err)
 			}
-			wantOff := tc.off / (HeaderSize + 9) * (HeaderSize + 9)
+			wantOff := SegmentHeaderSize + tc.off/(HeaderSize+9)*(HeaderSize+9)
+			if tc.off < 0 {
+				wantOff = 0
+			}
 			if ce.File != name || ce.Offset != wantOff || !strings.Contains(err.Error(), name) {
 				t.Fatalf("error %v names %s at %d, want %s at %d", err, ce.File, ce.Offset, name, wantOff)
 			}
@@ -381,10 +389,120 @@ func TestCorruptionInLastSegmentWithDataAfterFailsOpen(t *testing.T) {
 	}
 	j.Close()
 	name := filepath.Join("/j", SegmentName(1))
-	mem.FlipBit(name, 17+HeaderSize+4, 6)
+	mem.FlipBit(name, SegmentHeaderSize+17+HeaderSize+4, 6)
 	_, _, _, err := tryOpen(mem, "/j", 1<<20)
 	var ce *CorruptError
-	if !errors.As(err, &ce) || ce.File != name || ce.Offset != 17 || !strings.Contains(ce.Reason, "valid frame follows at offset 34") {
+	if !errors.As(err, &ce) || ce.File != name || ce.Offset != SegmentHeaderSize+17 || !strings.Contains(ce.Reason, fmt.Sprintf("valid frame follows at offset %d", SegmentHeaderSize+34)) {
 		t.Fatalf("Open = %v", err)
+	}
+}
+
+// A message body is the client's. One that holds a well-formed frame, lying
+// in a torn tail, must not make the crash look like damage before the tail
+// (which would keep the host from starting): a frame validates only with
+// its segment's salt and at its own offset.
+func TestFramedPayloadInTornTailRecovers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		inner func(file []byte, salt uint64, at int64) []byte // the frame to embed, lying at offset at
+	}{
+		{"verbatim copy of a record of the segment", func(file []byte, _ uint64, _ int64) []byte {
+			return file[SegmentHeaderSize:]
+		}},
+		{"frame for its exact offset with another salt", func(_ []byte, salt uint64, at int64) []byte {
+			return AppendFrame(nil, salt^0x5a5a, at, []byte("forged"))
+		}},
+		{"frame without salt or offset", func([]byte, uint64, int64) []byte {
+			body := []byte("forged")
+			b := binary.LittleEndian.AppendUint32(nil, uint32(len(body)))
+			return append(binary.LittleEndian.AppendUint32(b, Checksum(body)), body...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := NewMemFS(1)
+			j, _, _ := open(t, mem, "/j", 1<<20)
+			mustAppend(t, j, "durable")
+			seg := j.Segments()[0]
+			name := filepath.Join("/j", SegmentName(seg.ID))
+			file := make([]byte, seg.Size)
+			if _, err := j.ReadAt(file, seg.ID, 0); err != nil {
+				t.Fatal(err)
+			}
+			prefix := []byte("body:")
+			at := seg.Size + HeaderSize + int64(len(prefix))
+			body := append(append(prefix, tc.inner(file, j.head.salt, at)...), "…and the rest of the body"...)
+			outer := AppendFrame(nil, j.head.salt, seg.Size, body)
+			// The crash kept the group's write but its last bytes.
+			f, _ := mem.OpenFile(name, 0, 0)
+			f.Write(outer[:len(outer)-4])
+			mem.Crash(CrashKeepAll)
+
+			j2, rep, got := open(t, mem, "/j", 1<<20)
+			equal(t, got, "durable")
+			if !rep.Truncated || rep.File != name || rep.Offset != seg.Size || rep.Dropped != int64(len(outer)-4) {
+				t.Fatalf("report %+v", rep)
+			}
+			mustAppend(t, j2, "next")
+			j2.Close()
+			_, rep, got = open(t, mem, "/j", 1<<20)
+			equal(t, got, "durable", "next")
+			if rep.Truncated {
+				t.Fatalf("second open: %+v", rep)
+			}
+		})
+	}
+}
+
+// A crash while a segment is being created can leave the last segment
+// empty or with a torn header, and nothing in it: Open rewrites the header.
+// A bad header with data after it is damage.
+func TestTornSegmentHeader(t *testing.T) {
+	hdr := AppendSegmentHeader(nil, 42)
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		corrupt bool
+	}{
+		{"empty", nil, false},
+		{"partial", hdr[:11], false},
+		{"zero-filled", make([]byte, SegmentHeaderSize), false},
+		{"flipped, nothing after", append(slices.Clone(hdr[:12]), append([]byte{hdr[12] ^ 1}, hdr[13:]...)...), false},
+		{"zeros then data", append(make([]byte, SegmentHeaderSize), AppendFrame(nil, 42, SegmentHeaderSize, []byte("x"))...), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := NewMemFS(1)
+			j, _, _ := open(t, mem, "/j", 1<<20)
+			mustAppend(t, j, "durable")
+			j.Close()
+			name := filepath.Join("/j", SegmentName(2))
+			f, _ := mem.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+			f.Write(tc.content)
+			f.Close()
+			j, rep, got, err := tryOpen(mem, "/j", 1<<20)
+			if tc.corrupt {
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.File != name || ce.Offset != 0 {
+					t.Fatalf("Open = %v, want a CorruptError at %s offset 0", err, name)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			equal(t, got, "durable")
+			if rep.Truncated != (len(tc.content) > 0) || rep.Truncated && (rep.File != name || rep.Offset != 0 || rep.Dropped != int64(len(tc.content))) {
+				t.Fatalf("report %+v", rep)
+			}
+			p := mustAppend(t, j, "next")
+			if p != (Pos{2, SegmentHeaderSize}) {
+				t.Fatalf("appended at %v", p)
+			}
+			j.Close()
+			_, rep, got = open(t, mem, "/j", 1<<20)
+			equal(t, got, "durable", "next")
+			if rep.Truncated {
+				t.Fatalf("second open: %+v", rep)
+			}
+		})
 	}
 }

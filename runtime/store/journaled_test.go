@@ -245,7 +245,7 @@ func TestUnknownRecordTypeRefusesToOpen(t *testing.T) {
 	j.Append(ctx, []byte{9, 0}, nil)
 	j.Close()
 	_, _, err = store.Open(ctx, "/d", store.Options{FS: mem, Logger: quiet})
-	if !errors.Is(err, store.ErrBadRecord) || !strings.Contains(err.Error(), "unknown record type 200") || !strings.Contains(err.Error(), "offset 0") {
+	if !errors.Is(err, store.ErrBadRecord) || !strings.Contains(err.Error(), "unknown record type 200") || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", journal.SegmentHeaderSize)) {
 		t.Fatalf("Open = %v", err)
 	}
 }

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -117,7 +119,7 @@ func TestAppendReopenRotateReadAt(t *testing.T) {
 }
 
 func TestGroupCommitOrderAndBatching(t *testing.T) {
-	ffs := NewFaultFS(nil, 2)
+	ffs := &slowSyncFS{FS: NewMemFS(2), delay: 200 * time.Microsecond}
 	j, _, _ := open(t, ffs, "/j", 1<<20)
 	var mu sync.Mutex
 	var order []Pos
@@ -504,5 +506,64 @@ func TestTornSegmentHeader(t *testing.T) {
 				t.Fatalf("second open: %+v", rep)
 			}
 		})
+	}
+}
+
+// slowSyncFS makes every Sync take delay, as a disk does, and counts them.
+type slowSyncFS struct {
+	FS
+	delay time.Duration
+	syncs atomic.Int64
+}
+
+type slowSyncFile struct {
+	File
+	fs *slowSyncFS
+}
+
+func (s *slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f, s}, nil
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(f.fs.delay)
+	f.fs.syncs.Add(1)
+	return f.File.Sync()
+}
+
+// With N writers appending in a loop behind a slow sync, nearly all N ride
+// every sync: a group's writers are back in the queue before the next
+// group is written. (Without gather, groups alternate between a few
+// frames and nearly all, about N/2 on average.)
+func TestGroupCommitFillsUnderConcurrency(t *testing.T) {
+	const writers, each = 64, 30
+	fsys := &slowSyncFS{FS: NewMemFS(1), delay: 4 * time.Millisecond}
+	j, _, _ := open(t, fsys, "/j", 1<<30)
+	defer j.Close()
+	before := fsys.syncs.Load() // the segment header's
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := j.Append(context.Background(), fmt.Appendf(nil, "w%d-%d", w, i), nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	syncs := fsys.syncs.Load() - before
+	perSync := float64(writers*each) / float64(syncs)
+	t.Logf("%d records, %d syncs: %.1f records per sync; stats %+v", writers*each, syncs, perSync, j.Stats())
+	if st := j.Stats(); st.Groups != uint64(syncs) || st.Appends != writers*each {
+		t.Fatalf("stats %+v, %d syncs", st, syncs)
+	}
+	if perSync < 0.85*writers {
+		t.Fatalf("%.1f records per sync with %d writers, want nearly %d", perSync, writers, writers)
 	}
 }

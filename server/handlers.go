@@ -131,8 +131,12 @@ func (s *Server) createResource(ctx context.Context, req api.CreateResourceReque
 	}
 	// 6. Name.
 	if other, err := s.st.ResourceByName(ctx, space, body.Name); err == nil {
-		if s.inflight[other.UID].kind == KindCreate {
-			return store.Operation{}, false, conflict(CodeOperationInProgress, "a create of this name has not finished").withPointer("/name", "being created")
+		// While an Operation on the resource of this name is unresolved
+		// (a create, or a delete that is reconciling), no second resource
+		// of the name is created: operation_in_progress, not name_conflict
+		// (spec/host-api.md §Operations).
+		if f, busy := s.inflight[other.UID]; busy {
+			return store.Operation{}, false, conflict(CodeOperationInProgress, "Operation %s on the resource of this name has not finished", f.id).withPointer("/name", "busy")
 		}
 		return store.Operation{}, false, conflict(CodeNameConflict, "a resource of this name exists in this space").withPointer("/name", "name in use")
 	} else if !errors.Is(err, store.ErrNotFound) {

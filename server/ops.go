@@ -127,7 +127,16 @@ func (s *Server) accept(ctx context.Context, pl plan) (store.Operation, error) {
 		muts = append(muts, store.PutIdempotency{Record: rec})
 	}
 	if err := s.st.Apply(context.WithoutCancel(ctx), muts...); err != nil {
-		return store.Operation{}, unavailable(err)
+		// A backend may fail to acknowledge a write it made (a lost commit
+		// acknowledgement): reconcile by the Operation's ID. The unit is
+		// atomic, so the Operation being there means all of it is, and the
+		// request was accepted after all; answering 503 would leave it
+		// running, never driven, until a restart replays its now stale
+		// intent.
+		if _, rerr := s.st.Operation(context.WithoutCancel(ctx), op.ID); rerr != nil {
+			return store.Operation{}, unavailable(err)
+		}
+		s.log.Warn("the first write of an operation reported an error but was applied; accepting it", "operation", op.ID, "err", err)
 	}
 	if !pl.noop {
 		s.inflight[pl.uid] = inflightOp{id: op.ID, kind: op.Kind}
@@ -355,6 +364,14 @@ func (s *Server) complete(ctx context.Context, op store.Operation, in intent) {
 	if err == nil {
 		muts = append(muts, m)
 		err = s.st.Apply(ctx, muts...)
+		if err != nil {
+			// The outcome may have been recorded all the same (a lost
+			// acknowledgement): reconcile by the Operation's ID.
+			if got, rerr := s.st.Operation(ctx, op.ID); rerr == nil && got.Done() {
+				s.log.Warn("recording an operation's outcome reported an error but was applied", "operation", op.ID, "err", err)
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		s.mu.Unlock()
@@ -545,6 +562,18 @@ func (s *Server) observeLoop(ctx context.Context) {
 	}
 }
 
+// resolved forgets a finished Operation that still blocks its resource
+// (its outcome was recorded by a write that reported an error) and wakes
+// its waiters.
+func (s *Server) resolved(op store.Operation) {
+	s.mu.Lock()
+	if f, ok := s.inflight[op.ResourceUID]; ok && f.id == op.ID {
+		delete(s.inflight, op.ResourceUID)
+	}
+	s.mu.Unlock()
+	s.notify(op.ID)
+}
+
 func (s *Server) reconcile(ctx context.Context) {
 	s.opMu.Lock()
 	ids := make([]string, 0, len(s.retry))
@@ -557,6 +586,7 @@ func (s *Server) reconcile(ctx context.Context) {
 		if err != nil || op.Done() {
 			if err == nil {
 				s.unscheduleRetry(id)
+				s.resolved(op)
 			}
 			continue
 		}

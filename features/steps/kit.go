@@ -58,6 +58,11 @@ type Config struct {
 	// Restart restarts the host and returns once it serves again; nil when
 	// the runner has no host control (then @restart scenarios are skipped).
 	Restart func(ctx context.Context) error
+	// Fault runs one verb of the fault-control contract (features/README.md
+	// §host-control: "fail-writes N [KINDS] [scope=S] [skip=M]",
+	// "unknown-outcome ...", "clear [scope=S]"); nil when the runner has no
+	// fault control (then @fault scenarios are skipped).
+	Fault func(ctx context.Context, args []string) error
 	// HandlerTimeout is the host's handler time limit, 0 when unknown (then
 	// @handler-limit scenarios are skipped).
 	HandlerTimeout time.Duration
@@ -153,6 +158,7 @@ type world struct {
 	lastOp   *Operation
 	call     *callResult
 	bg       chan *Response
+	faults   map[string]bool // scopes this scenario armed faults in
 
 	skippedEarly bool // skipped in Before, after taking and releasing the gate
 }
@@ -187,6 +193,11 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 				return ctx, k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", p, p))
 			}
 		}
+		if w.tags["@fault"] && k.cfg.Fault == nil {
+			w.unlock()
+			w.skippedEarly = true
+			return ctx, k.skip(ctx, "needs fault control: pass --fault-cmd")
+		}
 		if w.tags["@handler-limit"] && k.cfg.HandlerTimeout <= 0 {
 			w.unlock()
 			w.skippedEarly = true
@@ -198,6 +209,9 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 		w := get(ctx)
 		if w == nil {
 			return ctx, nil
+		}
+		if err := w.clearFaults(context.WithoutCancel(ctx)); err != nil {
+			k.cfg.Log("%s: clearing its faults failed: %v", s.Name, err)
 		}
 		if !(w.tags["@restart"] && k.cfg.Restart == nil) && !w.skippedEarly {
 			w.unlock()
@@ -220,6 +234,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerResourceSteps(sc)
 	registerDeliverySteps(sc)
 	registerProducerSteps(sc)
+	registerFaultSteps(sc)
 }
 
 func (w *world) unlock() {

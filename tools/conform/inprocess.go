@@ -85,6 +85,9 @@ func startInProcess(ctx context.Context, recorderAddr, otherSpace string) (*inPr
 		ShutdownGrace:     2 * time.Second,
 		ObserveInterval:   time.Second,
 		Logger:            slog.New(slog.NewJSONHandler(ip.logf, nil)),
+		// The fault-control contract in-process: the runner calls the
+		// host's fault hook directly. The same Faults survive a restart.
+		Faults: &host.Faults{},
 	}
 	if err := ip.start(ctx); err != nil {
 		return nil, err
@@ -103,6 +106,11 @@ func (ip *inProcess) start(ctx context.Context) error {
 	ip.h = h
 	ip.base = h.URL()
 	return nil
+}
+
+// fault runs one verb of the fault-control contract on the host's hook.
+func (ip *inProcess) fault(_ context.Context, args []string) error {
+	return ip.cfg.Faults.Command(args)
 }
 
 func (ip *inProcess) url() string {

@@ -47,6 +47,7 @@ func run() int {
 		format         = flag.String("format", "pretty", "output format: pretty, progress, junit or cucumber-json")
 		junit          = flag.String("junit", "", "also write a JUnit XML report to this file")
 		restartCmd     = flag.String("restart-cmd", os.Getenv("CONFORM_RESTART_CMD"), "shell command that restarts the host and returns once it serves again (with --host)")
+		faultCmd       = flag.String("fault-cmd", os.Getenv("CONFORM_FAULT_CMD"), "command run as CMD <verb> [args] to inject store faults (with --host); see features/README.md")
 		handlerTimeout = flag.Duration("handler-timeout", 0, "the host's handler time limit (with --host; in-process it is 2s)")
 		recListen      = flag.String("recorder-listen", "127.0.0.1:0", "address the kit's recorder listens on")
 		recURL         = flag.String("recorder-url", "", "recorder base URL as the host's workers reach it (default http://<recorder-listen>)")
@@ -84,6 +85,7 @@ func run() int {
 		cfg.Base = ih.url
 		cfg.Tokens = ih.tokens
 		cfg.Restart = ih.restart
+		cfg.Fault = ih.fault
 		cfg.HandlerTimeout = inProcessHandlerTimeout
 		teardown = ih.close
 		fmt.Fprintf(os.Stderr, "conform: in-process reference host at %s (data %s), recorder %s\n", ih.url(), ih.dir, *recURL)
@@ -106,6 +108,10 @@ func run() int {
 		if *restartCmd != "" {
 			cmd := *restartCmd
 			cfg.Restart = func(ctx context.Context) error { return externalRestart(ctx, cmd, base) }
+		}
+		if *faultCmd != "" {
+			cmd := *faultCmd
+			cfg.Fault = func(ctx context.Context, args []string) error { return externalFault(ctx, cmd, args) }
 		}
 		fmt.Fprintf(os.Stderr, "conform: host %s, recorder %s (the host must allow %s for outbound fetch)\n", base, *recURL, rec.Addr())
 	}
@@ -198,6 +204,17 @@ func envDefault(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// externalFault runs the fault-control command as `sh -c 'CMD "$@"' sh
+// VERB ARGS...`, so that CMD may itself carry arguments.
+func externalFault(ctx context.Context, cmd string, args []string) error {
+	c := exec.CommandContext(ctx, "sh", append([]string{"-c", cmd + ` "$@"`, "sh"}, args...)...)
+	c.Stdout, c.Stderr = os.Stderr, os.Stderr
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("--fault-cmd %q %q: %w", cmd, args, err)
+	}
+	return nil
 }
 
 // externalRestart runs the host-control command and waits until the host

@@ -115,8 +115,8 @@ func (s *Journaled) anchoredIn(seg uint64) []compactItem {
 	}
 	for name, q := range s.st.queues {
 		for i := range q.msgs {
-			if e := &q.msgs[i]; e.id != "" && uint64(e.seg) == seg {
-				items = append(items, compactItem{kind: recAcceptMessage, a: name, b: e.id, loc: *e})
+			if e := &q.msgs[i]; !e.removed() && e.seg() == seg {
+				items = append(items, compactItem{kind: recAcceptMessage, a: name, b: q.id(int32(i)), loc: *e})
 			}
 		}
 	}
@@ -161,7 +161,7 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 	bodies := make([][]byte, len(items))
 	for i := range items {
 		if items[i].kind == recAcceptMessage {
-			b, err := s.readBody(&items[i].loc)
+			b, err := s.readBody(items[i].b, &items[i].loc)
 			if err != nil {
 				return 0, err
 			}
@@ -188,8 +188,8 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 			}
 		case recAcceptMessage:
 			// Same segment and offset: the very record whose body we read.
-			if e, ok := s.st.message(it.a, it.b); ok && uint64(e.seg) == seg && e.off == it.loc.off {
-				muts = append(muts, AcceptMessage{Message: e.message(it.a), Body: bodies[i]})
+			if e, ok := s.st.message(it.a, it.b); ok && e.pos == it.loc.pos {
+				muts = append(muts, AcceptMessage{Message: s.st.messageOf(it.a, it.b, e), Body: bodies[i]})
 			}
 		}
 	}

@@ -107,6 +107,10 @@ type Journaled struct {
 
 var _ Store = (*Journaled)(nil)
 
+// maxSegmentSize bounds Options.SegmentSize: a segment then ends before
+// 2 GiB plus one group, well within the 32-bit offsets of the index.
+const maxSegmentSize = 2 << 30
+
 var payloadPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // Open opens (creating if needed) the journaled store in dir and replays
@@ -118,6 +122,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 	}
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = journal.DefaultSegmentSize
+	}
+	if opts.SegmentSize > maxSegmentSize {
+		// The index packs a body's offset in its segment into 32 bits.
+		return nil, RecoveryReport{}, fmt.Errorf("store: segment size %d above the maximum %d", opts.SegmentSize, int64(maxSegmentSize))
 	}
 	if opts.CompactGarbageRatio <= 0 || opts.CompactGarbageRatio >= 1 {
 		opts.CompactGarbageRatio = 0.5
@@ -212,7 +220,7 @@ func (s *Journaled) Body(ctx context.Context, queue, id string) ([]byte, error) 
 		if !ok {
 			return nil, notFound("message", id)
 		}
-		b, err := s.readBody(&loc)
+		b, err := s.readBody(id, &loc)
 		if errors.Is(err, journal.ErrNoSegment) {
 			continue
 		}
@@ -221,16 +229,16 @@ func (s *Journaled) Body(ctx context.Context, queue, id string) ([]byte, error) 
 	return nil, fmt.Errorf("%w: body of message %q keeps moving", ErrUnavailable, id)
 }
 
-func (s *Journaled) readBody(e *msgEntry) ([]byte, error) {
+func (s *Journaled) readBody(id string, e *msgEntry) ([]byte, error) {
 	b := make([]byte, e.size)
-	if n, err := s.j.ReadAt(b, uint64(e.seg), e.off); n < len(b) {
+	if n, err := s.j.ReadAt(b, e.seg(), e.off()); n < len(b) {
 		if errors.Is(err, journal.ErrNoSegment) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: read body at %d:%d: %w", ErrUnavailable, e.seg, e.off, err)
+		return nil, fmt.Errorf("%w: read body at %d:%d: %w", ErrUnavailable, e.seg(), e.off(), err)
 	}
 	if journal.Checksum(b) != e.crc {
-		return nil, fmt.Errorf("%w: body of message %q at segment %d offset %d fails its checksum", ErrUnavailable, e.id, e.seg, e.off)
+		return nil, fmt.Errorf("%w: body of message %q at segment %d offset %d fails its checksum", ErrUnavailable, id, e.seg(), e.off())
 	}
 	return b, nil
 }

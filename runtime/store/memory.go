@@ -50,7 +50,7 @@ func (m *Memory) Body(ctx context.Context, queue, id string) ([]byte, error) {
 	if !ok {
 		return nil, notFound("message", id)
 	}
-	return cloneBytes(m.st.bodies[e.off]), nil
+	return cloneBytes(m.st.bodies[e.pos]), nil
 }
 
 // Close makes every later call fail with ErrClosed. Closing twice is not

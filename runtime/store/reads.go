@@ -110,7 +110,7 @@ func (c *core) Message(ctx context.Context, queue, id string) (Message, error) {
 	if !ok {
 		return Message{}, notFound("message", id)
 	}
-	return e.message(queue), nil
+	return c.st.messageOf(queue, id, e), nil
 }
 
 func (c *core) MessageCount(ctx context.Context, queue string) (int, error) {
@@ -119,7 +119,7 @@ func (c *core) MessageCount(ctx context.Context, queue string) (int, error) {
 	}
 	defer c.mu.RUnlock()
 	if q := c.st.queues[queue]; q != nil {
-		return len(q.idx), nil
+		return q.count(), nil
 	}
 	return 0, nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/journal"
 )
 
 // handlerKind builds the queue handler an end-to-end run delivers to.
@@ -125,62 +127,90 @@ func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc 
 }
 
 func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
+	reps := 3
+	if b.quick {
+		reps = 1
+	}
 	s := b.rep.section("End-to-end: send → deliver → handler → durable acknowledgement (runtime/delivery)",
 		fmt.Sprintf("delivery.Engine over a fresh journaled store per point. %d producer goroutines call Engine.Send with batches of 100 messages of %d B "+
 			"(pausing while more than %d are unacknowledged); the consumer has maxBatchSize 100, maxBatchTimeoutSeconds 0; the handler reads every body and returns, "+
 			"so the engine acknowledges the batch durably. Messages/s counts durable acknowledgements over %s after a %s warm-up. "+
 			"Journal alone: every journal record the store wrote in that window (accepts, deliveries, acknowledgements, with their exact payload sizes) appended again "+
 			"into a bare runtime/journal by as many closed-loop writers as the run had concurrent writers (producers + maxConcurrency); its messages/s is the window's "+
-			"acknowledged messages ÷ the time the journal took. CPU is the whole process (producers included), from getrusage.",
-			e2eProducers, e2eBody, e2eBacklog, b.pointDur, b.pointDur/5),
-		"handler", "maxConcurrency", "msgs/s", "journal alone, same records (msgs/s)", "ratio to journal alone", "msgs per raw fsync", "journal records per msg",
+			"acknowledged messages ÷ the time the journal took. Each point is measured as %d pairs (e2e run, then its journal replay); the row shows the pair with the median ratio. "+
+			"CPU is the whole process (producers included), from getrusage.",
+			e2eProducers, e2eBody, e2eBacklog, b.pointDur, b.pointDur/5, reps),
+		"handler", "maxConcurrency", "msgs/s", "journal alone, same records (msgs/s)", "ratio to journal alone", "ratio of every pair", "msgs per raw fsync", "journal records per msg",
 		"group commits/s ÷ raw fsync/s: e2e, journal alone", "records per group commit: e2e, journal alone", "CPU s per 1M msgs", "CPU use (of all cores)")
+	type pair struct {
+		rate, jrate float64
+		cpu         time.Duration
+		acked       int64
+		recs        int
+		syncs       uint64
+		jd          time.Duration
+		jst         journal.Stats
+	}
 	for _, k := range kinds {
 		for _, conc := range []int{1, 4, 16} {
-			h, release, err := k.New(ctx)
-			if err != nil {
-				s.note("%s: %v", k.Name, err)
-				break
-			}
-			c := b.prog.phase(fmt.Sprintf("e2e %s maxConcurrency %d", k.Name, conc), "acks")
-			var rate float64
-			var cpu time.Duration
-			var acked int64
-			var recs []int32
-			var syncs uint64
-			run := func() { rate, cpu, acked, recs, syncs, err = b.runE2E(ctx, h, 100, conc, c) }
-			if conc == 16 {
-				name := fmt.Sprintf("e2e %s, maxConcurrency %d", k.Name, conc)
-				if path, perr := b.profile(strings.ReplaceAll(fmt.Sprintf("e2e-%s-%d", k.Name, conc), " ", "-"), run); perr == nil {
-					b.profiles = append(b.profiles, profileRun{Name: name, Path: path, Section: s})
+			var pairs []pair
+			for rep := 0; rep < reps; rep++ {
+				h, release, err := k.New(ctx)
+				if err != nil {
+					s.note("%s: %v", k.Name, err)
+					break
 				}
-			} else {
-				run()
+				c := b.prog.phase(fmt.Sprintf("e2e %s maxConcurrency %d (pair %d of %d)", k.Name, conc, rep+1, reps), "acks")
+				var p pair
+				var recs []int32
+				run := func() { p.rate, p.cpu, p.acked, recs, p.syncs, err = b.runE2E(ctx, h, 100, conc, c) }
+				if conc == 16 && rep == 0 {
+					name := fmt.Sprintf("e2e %s, maxConcurrency %d", k.Name, conc)
+					if path, perr := b.profile(strings.ReplaceAll(fmt.Sprintf("e2e-%s-%d", k.Name, conc), " ", "-"), run); perr == nil {
+						b.profiles = append(b.profiles, profileRun{Name: name, Path: path, Section: s})
+					}
+				} else {
+					run()
+				}
+				b.prog.end()
+				release()
+				if err != nil {
+					s.note("%s, maxConcurrency %d: error: %v", k.Name, conc, err)
+					continue
+				}
+				c = b.prog.phase(fmt.Sprintf("journal alone, records of e2e %s maxConcurrency %d (pair %d of %d)", k.Name, conc, rep+1, reps), "records")
+				p.jd, p.jst, err = replayRecords(ctx, b.dir, recs, e2eProducers+conc, c)
+				b.prog.end()
+				p.recs = len(recs)
+				if err != nil {
+					s.note("journal replay: %v", err)
+					continue
+				}
+				if p.jd > 0 {
+					p.jrate = float64(p.acked) / p.jd.Seconds()
+				}
+				pairs = append(pairs, p)
+				runtime.GC()
 			}
-			b.prog.end()
-			release()
-			if err != nil {
-				s.note("%s, maxConcurrency %d: error: %v", k.Name, conc, err)
+			if len(pairs) == 0 {
 				continue
 			}
-			c = b.prog.phase(fmt.Sprintf("journal alone, records of e2e %s maxConcurrency %d", k.Name, conc), "records")
-			jd, jst, err := replayRecords(ctx, b.dir, recs, e2eProducers+conc, c)
-			b.prog.end()
-			jrate := 0.0
-			if err == nil && jd > 0 {
-				jrate = float64(acked) / jd.Seconds()
-			} else if err != nil {
-				s.note("journal replay: %v", err)
+			// The median pair by ratio: on a shared disk one pair can
+			// catch another tenant's burst.
+			sort.Slice(pairs, func(i, j int) bool { return pairs[i].rate/pairs[i].jrate < pairs[j].rate/pairs[j].jrate })
+			var all []string
+			for _, q := range pairs {
+				all = append(all, ratio(q.rate, q.jrate))
 			}
+			p := pairs[len(pairs)/2]
 			key := fmt.Sprintf("%s/%d", k.Name, conc)
-			b.e2e[key] = e2eResult{MsgsPerSec: rate, Journal: jrate}
-			s.row(k.Name, fmt.Sprint(conc), num(rate), num(jrate), ratio(rate, jrate), ratio(rate, b.rep.Limits.FsyncPerSec),
-				num(float64(len(recs))/float64(max(acked, 1))),
-				pct(float64(syncs)/b.pointDur.Seconds()/b.rep.Limits.FsyncPerSec)+", "+pct(float64(jst.Groups)/max(jd.Seconds(), 1e-9)/b.rep.Limits.FsyncPerSec),
-				num(float64(len(recs))/float64(max(syncs, 1)))+", "+num(float64(jst.Appends)/float64(max(jst.Groups, 1))),
-				num(cpu.Seconds()/float64(max(acked, 1))*1e6),
-				pct(cpu.Seconds()/b.pointDur.Seconds()/float64(numCPU())))
-			runtime.GC()
+			b.e2e[key] = e2eResult{MsgsPerSec: p.rate, Journal: p.jrate}
+			s.row(k.Name, fmt.Sprint(conc), num(p.rate), num(p.jrate), ratio(p.rate, p.jrate), strings.Join(all, ", "), ratio(p.rate, b.rep.Limits.FsyncPerSec),
+				num(float64(p.recs)/float64(max(p.acked, 1))),
+				pct(float64(p.syncs)/b.pointDur.Seconds()/b.rep.Limits.FsyncPerSec)+", "+pct(float64(p.jst.Groups)/max(p.jd.Seconds(), 1e-9)/b.rep.Limits.FsyncPerSec),
+				num(float64(p.recs)/float64(max(p.syncs, 1)))+", "+num(float64(p.jst.Appends)/float64(max(p.jst.Groups, 1))),
+				num(p.cpu.Seconds()/float64(max(p.acked, 1))*1e6),
+				pct(p.cpu.Seconds()/b.pointDur.Seconds()/float64(numCPU())))
 		}
 	}
 	s.note("Reading the group-commit columns: at the same records, the journal alone packs more records into each fdatasync (its writers never wait for one another), " +

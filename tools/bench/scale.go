@@ -59,9 +59,9 @@ func runChild(kind, dir string, queues, backlog int, idle time.Duration, profile
 	var err error
 	switch kind {
 	case "idle-host":
-		r, err = childIdle(dir, "host", queues, idle)
+		r, err = childIdle(dir, "host", queues, idle, profile)
 	case "idle-engine":
-		r, err = childIdle(dir, "engine", queues, idle)
+		r, err = childIdle(dir, "engine", queues, idle, profile)
 	case "backlog":
 		r, err = childBacklog(dir, backlog, profile)
 	default:
@@ -123,7 +123,7 @@ func populateIdle(ctx context.Context, dir string, n int) error {
 // records and runs the observation loop) or just the store and the engine
 // with every queue added and consumer attached to the goja handler (mode
 // "engine"); waits settle, then measures CPU over idle.
-func childIdle(dir, mode string, n int, idle time.Duration) (childResult, error) {
+func childIdle(dir, mode string, n int, idle time.Duration, profile string) (childResult, error) {
 	ctx := context.Background()
 	r := childResult{Queues: n}
 	r.HeapBase, r.RSSBase = heapInuse(), rssBytes()
@@ -167,9 +167,22 @@ func childIdle(dir, mode string, n int, idle time.Duration) (childResult, error)
 	r.SetupSeconds = time.Since(t0).Seconds()
 	time.Sleep(3 * time.Second) // let start-up work (the first observation) settle
 	r.Heap = heapInuse()
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+	}
 	sp := startSpan()
 	time.Sleep(idle)
 	wall, cpu := sp.end()
+	if profile != "" {
+		pprof.StopCPUProfile()
+	}
 	r.IdleSeconds, r.IdleCPU = wall.Seconds(), cpu.Seconds()
 	r.RSS = rssBytes()
 	return r, nil
@@ -268,9 +281,11 @@ func (b *bench) child(kind, dir string, extra ...string) (childResult, error) {
 }
 
 func (b *bench) idleLayer(ctx context.Context, queues int) {
+	// The host observes every resource every 10 s: the window must hold at
+	// least one observation (3 s settle + idle > 10 s).
 	idle := 25 * time.Second
 	if b.quick {
-		idle = 5 * time.Second
+		idle = 10 * time.Second
 	}
 	s := b.rep.section(fmt.Sprintf("Idle cost of %s queues each with a consumer (host; runtime/store + runtime/delivery alone)", group(strconv.Itoa(queues))),
 		fmt.Sprintf("A journaled store is written with the resource records of %d queues and %d consumers (maxBatchSize 100, maxBatchTimeoutSeconds 5, maxConcurrency 4), "+
@@ -295,7 +310,8 @@ func (b *bench) idleLayer(ctx context.Context, queues int) {
 	}
 	for _, mode := range []string{"host", "engine"} {
 		b.prog.phase(fmt.Sprintf("idle: %s with %d queues and consumers (child process, %s idle)", mode, queues, idle), "")
-		r, err := b.child("idle-"+mode, dir, "-queues", strconv.Itoa(queues), "-point", idle.String())
+		prof := filepath.Join(b.dir, "idle-"+mode+".pprof")
+		r, err := b.child("idle-"+mode, dir, "-queues", strconv.Itoa(queues), "-point", idle.String(), "-child-profile", prof)
 		b.prog.end()
 		if err != nil {
 			s.note("%s: %v", mode, err)
@@ -305,6 +321,9 @@ func (b *bench) idleLayer(ctx context.Context, queues int) {
 		name := "full host (host.New)"
 		if mode == "engine" {
 			name = "store + delivery engine + goja runtime"
+		}
+		if mode == "host" {
+			b.profiles = append(b.profiles, profileRun{Name: "the idle full host (child process, over the idle time)", Path: prof, Section: s})
 		}
 		s.row(name, pct(cpu), ratio(cpu, 0.01), mib(r.RSS), ratio(r.RSS, 200<<20), mib(r.RSSBase), mib(r.Heap),
 			num((r.Heap-r.HeapBase)/float64(queues))+" B", num(r.SetupSeconds)+" s")

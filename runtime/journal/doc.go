@@ -16,15 +16,18 @@
 // A segment is a file named %016d.wal. It starts with a segment header,
 // itself shaped like a frame and checksummed with plain CRC32C:
 //
-//	[u32 16][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
+//	[u32 16][u32 crc32c(body)][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
 //
 // and then holds frames back to back:
 //
-//	[u32 length][u32 crc32c(salt, offset, length, payload)][payload]
+//	[u32 length][u32 crc32c(salt, offset, length)][u32 crc32c(payload)][payload]
 //
 // all little-endian. The salt is drawn from crypto/rand when the segment is
-// created and never leaves the disk; the frame's CRC covers it, the
-// frame's own offset in the segment and its length before the payload. A
+// created and never leaves the disk; the header CRC covers it, the
+// frame's own offset in the segment and its length. The header has its own
+// CRC so that a false start costs a 20-byte check: recovery scans byte by
+// byte past a bad frame (below), and a CRC over the rest of the file at
+// every position would make that scan quadratic on a large damaged tail. A
 // payload is client data (a message body) and may hold bytes that look
 // like a frame; without the salt they validate as a frame of the segment
 // only by a blind 2^-32 guess, and even a verbatim copy of a real frame of

@@ -8,9 +8,12 @@ import (
 	"hash/crc32"
 )
 
-// HeaderSize is the size of a frame header: u32 payload length, u32
-// CRC32C, both little-endian.
-const HeaderSize = 8
+// HeaderSize is the size of a frame header, all little-endian: u32 payload
+// length, u32 header CRC, u32 payload CRC. The header has a checksum of its
+// own so that recovery, which must scan byte by byte past a bad frame for
+// any valid one, rejects a false start with a 20-byte CRC instead of a CRC
+// over everything that follows (quadratic on a large damaged segment).
+const HeaderSize = 12
 
 // MaxPayload bounds one frame. A length above it in a header is corruption,
 // not a frame to allocate for.
@@ -21,7 +24,7 @@ const MaxPayload = 256 << 20
 // prefixes of what the journal writes step over it), checksummed with the
 // plain CRC32C of its body, since it carries the salt:
 //
-//	[u32 16][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
+//	[u32 16][u32 crc32c(body)][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
 const (
 	SegmentHeaderSize = HeaderSize + segmentBodySize
 	segmentBodySize   = 16
@@ -29,7 +32,7 @@ const (
 )
 
 // FormatVersion is the on-disk format the journal writes and reads.
-const FormatVersion = 1
+const FormatVersion = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -49,33 +52,37 @@ var (
 	ErrSegmentHeader = errors.New("journal: bad segment header")
 )
 
-// frameCRC is the checksum of a frame: CRC32C over the segment's salt
-// (u64), the frame's offset in the segment (u64) and the payload length
-// (u32), all little-endian, then the payload. The salt is random per
-// segment and never leaves the disk, so bytes inside a payload — which a
-// client controls — cannot be made to validate as a frame of the segment
-// (short of guessing a 32-bit value blind); the offset makes even a
-// verbatim copy of a real frame of the same segment fail anywhere but
-// where that frame lies.
-func frameCRC(salt uint64, off int64, payload []byte) uint32 {
+// headerCRC is the checksum of a frame header: CRC32C over the segment's
+// salt (u64), the frame's offset in the segment (u64) and the payload
+// length (u32), all little-endian. The salt is random per segment and never
+// leaves the disk, so bytes inside a payload — which a client controls —
+// cannot be made to validate as a frame of the segment (short of guessing a
+// 32-bit value blind); the offset makes even a verbatim copy of a real frame
+// of the same segment fail anywhere but where that frame lies. The payload
+// has its own plain CRC32C: a header that validates was written by this
+// segment's journal at this offset, so the payload check only has to catch
+// a torn or damaged payload.
+func headerCRC(salt uint64, off int64, length uint32) uint32 {
 	var pre [20]byte
 	binary.LittleEndian.PutUint64(pre[0:], salt)
 	binary.LittleEndian.PutUint64(pre[8:], uint64(off))
-	binary.LittleEndian.PutUint32(pre[16:], uint32(len(payload)))
-	return crc32.Update(crc32.Update(0, castagnoli, pre[:]), castagnoli, payload)
+	binary.LittleEndian.PutUint32(pre[16:], length)
+	return crc32.Checksum(pre[:], castagnoli)
 }
 
 // AppendFrame appends to dst the frame of payload that starts at offset off
 // of a segment whose salt is salt.
 func AppendFrame(dst []byte, salt uint64, off int64, payload []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = binary.LittleEndian.AppendUint32(dst, frameCRC(salt, off, payload))
+	dst = binary.LittleEndian.AppendUint32(dst, headerCRC(salt, off, uint32(len(payload))))
+	dst = binary.LittleEndian.AppendUint32(dst, Checksum(payload))
 	return append(dst, payload...)
 }
 
 // DecodeFrame decodes the frame at the start of b, which lies at offset off
 // of a segment whose salt is salt. It returns the payload (aliasing b) and
-// the frame's total length.
+// the frame's total length. The header is checked before anything that
+// depends on its length, so a false start costs a 20-byte CRC.
 func DecodeFrame(b []byte, salt uint64, off int64) (payload []byte, n int, err error) {
 	if len(b) < HeaderSize {
 		return nil, 0, ErrShortFrame
@@ -84,12 +91,15 @@ func DecodeFrame(b []byte, salt uint64, off int64) (payload []byte, n int, err e
 	if length == 0 || length > MaxPayload {
 		return nil, 0, fmt.Errorf("%w: %d", ErrBadLength, length)
 	}
+	if headerCRC(salt, off, length) != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, 0, fmt.Errorf("%w: header", ErrChecksum)
+	}
 	if uint64(len(b)-HeaderSize) < uint64(length) {
 		return nil, 0, ErrShortFrame
 	}
 	payload = b[HeaderSize : HeaderSize+int(length)]
-	if frameCRC(salt, off, payload) != binary.LittleEndian.Uint32(b[4:]) {
-		return nil, 0, ErrChecksum
+	if Checksum(payload) != binary.LittleEndian.Uint32(b[8:]) {
+		return nil, 0, fmt.Errorf("%w: payload", ErrChecksum)
 	}
 	return payload, HeaderSize + int(length), nil
 }
@@ -110,6 +120,7 @@ func AppendSegmentHeader(dst []byte, salt uint64) []byte {
 	binary.LittleEndian.PutUint64(body[8:], salt)
 	dst = binary.LittleEndian.AppendUint32(dst, segmentBodySize)
 	dst = binary.LittleEndian.AppendUint32(dst, Checksum(body[:]))
+	dst = binary.LittleEndian.AppendUint32(dst, Checksum(body[:]))
 	return append(dst, body[:]...)
 }
 
@@ -124,7 +135,7 @@ func ParseSegmentHeader(b []byte) (salt uint64, err error) {
 	}
 	body := b[HeaderSize:SegmentHeaderSize]
 	switch {
-	case Checksum(body) != binary.LittleEndian.Uint32(b[4:]):
+	case Checksum(body) != binary.LittleEndian.Uint32(b[4:]) || Checksum(body) != binary.LittleEndian.Uint32(b[8:]):
 		return 0, fmt.Errorf("%w: checksum mismatch", ErrSegmentHeader)
 	case string(body[:4]) != segmentMagic:
 		return 0, fmt.Errorf("%w: magic %q", ErrSegmentHeader, body[:4])

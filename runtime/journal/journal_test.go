@@ -279,7 +279,7 @@ func TestZeroFilledTailReported(t *testing.T) {
 	f.Close()
 	_, rep, got := open(t, mem, "/j", 1<<20)
 	equal(t, got, "durable")
-	if !rep.Truncated || rep.File != name || rep.Offset != SegmentHeaderSize+15 || rep.Dropped != 4096 || rep.Reason != "zero-filled tail" {
+	if !rep.Truncated || rep.File != name || rep.Offset != int64(SegmentHeaderSize+HeaderSize+len("durable")) || rep.Dropped != 4096 || rep.Reason != "zero-filled tail" {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -391,10 +391,11 @@ func TestCorruptionInLastSegmentWithDataAfterFailsOpen(t *testing.T) {
 	}
 	j.Close()
 	name := filepath.Join("/j", SegmentName(1))
-	mem.FlipBit(name, SegmentHeaderSize+17+HeaderSize+4, 6)
+	frame := int64(HeaderSize + len("payload-0"))
+	mem.FlipBit(name, SegmentHeaderSize+frame+HeaderSize+4, 6)
 	_, _, _, err := tryOpen(mem, "/j", 1<<20)
 	var ce *CorruptError
-	if !errors.As(err, &ce) || ce.File != name || ce.Offset != SegmentHeaderSize+17 || !strings.Contains(ce.Reason, fmt.Sprintf("valid frame follows at offset %d", SegmentHeaderSize+34)) {
+	if !errors.As(err, &ce) || ce.File != name || ce.Offset != SegmentHeaderSize+frame || !strings.Contains(ce.Reason, fmt.Sprintf("valid frame follows at offset %d", SegmentHeaderSize+2*frame)) {
 		t.Fatalf("Open = %v", err)
 	}
 }
@@ -565,5 +566,52 @@ func TestGroupCommitFillsUnderConcurrency(t *testing.T) {
 	}
 	if perSync < 0.85*writers {
 		t.Fatalf("%.1f records per sync with %d writers, want nearly %d", perSync, writers, writers)
+	}
+}
+
+// Past a bad frame, recovery looks at every later byte for a valid frame.
+// Each false start must cost only the header check, not a CRC over all
+// that follows: with one large damaged frame at the tail that scan would
+// otherwise be quadratic and Open would hang instead of cutting the tail.
+// The payload is chosen so that every false start carries a length that fits.
+func TestDamagedLargeTailScanIsLinear(t *testing.T) {
+	mem := NewMemFS(1)
+	j, _, _ := open(t, mem, "/j", 64<<20)
+	mustAppend(t, j, "durable")
+	big := make([]byte, 8<<20)
+	for i := 0; i+4 <= len(big); i += 4 {
+		// At every 4-byte position, a length that runs almost to the end:
+		// a payload CRC per false start would cover megabytes each time.
+		binary.LittleEndian.PutUint32(big[i:], uint32(len(big)-i-64))
+	}
+	p, err := j.Append(context.Background(), big, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	name := filepath.Join("/j", SegmentName(1))
+	mem.FlipBit(name, p.PayloadOffset()+1000, 3)
+	done := make(chan struct{})
+	var rep RecoveryReport
+	var got []rec
+	go func() {
+		defer close(done)
+		var j2 *Journal
+		j2, rep, got, err = tryOpen(mem, "/j", 64<<20)
+		if err == nil {
+			j2.Close()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Open did not finish: the scan past a bad frame is not linear")
+	}
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	equal(t, got, "durable")
+	if !rep.Truncated || rep.Offset != p.Offset || rep.Dropped != int64(HeaderSize+len(big)) {
+		t.Fatalf("report %+v, want the damaged last frame at %d cut", rep, p.Offset)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
 func main() {
@@ -38,12 +40,18 @@ func main() {
 	cfg.Out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	os.Exit(run(ctx, cfg))
+}
+
+func run(ctx context.Context, cfg Config) int {
+	defer harness.RemoveBuild()
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "torture:", err)
-		os.Exit(2)
+		return 2
 	}
 	if len(res.Violations) > 0 {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -38,9 +38,19 @@ func ModuleRoot() (string, error) {
 
 var (
 	buildOnce sync.Once
+	buildDir  string
 	buildPath string
 	buildErr  error
 )
+
+// RemoveBuild deletes the binary BuildHost built, if any. Test binaries
+// call it from TestMain and commands before they exit, so that runs leave
+// nothing behind in the temporary directory.
+func RemoveBuild() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
 
 // BuildHost builds cmd/takohost once per process into a temporary
 // directory and returns the binary's path. TAKOHOST_BIN, when set, names a
@@ -67,6 +77,7 @@ func BuildHost() (string, error) {
 			buildErr = err
 			return
 		}
+		buildDir = dir
 		bin := filepath.Join(dir, "takohost")
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/takohost")
 		cmd.Dir = root

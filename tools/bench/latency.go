@@ -85,7 +85,7 @@ func (b *bench) latencyLayer(ctx context.Context) {
 			"Handler start is taken when the engine calls the handler (a Go wrapper around the goja handler); durable acknowledgement when the store's Apply of "+
 			"the acknowledgement returns. Ratio: p50 ÷ one raw fdatasync (1 / the raw fsync rate): a send that is durably delivered before the handler runs needs at least two.",
 			latencyConc, b.pointDur, b.pointDur),
-		"load", "offered msgs/s", "acknowledged msgs/s", "samples", "handler start p50 / p90 / p99 / max", "durable ack p50 / p90 / p99 / max", "handler-start p50 ÷ raw fsync", "ack p50 ÷ raw fsync", "the journal's own fdatasync calls in the point: n, p50 / p99 / max")
+		"load", "offered msgs/s", "acknowledged msgs/s", "samples", "handler start p50 / p90 / p99 / max", "durable ack p50 / p90 / p99 / max", "handler-start p50 ÷ raw fsync", "ack p50 ÷ raw fsync", "the journal's own fdatasync calls in the point: n, p50 / p99 / max", "during the point (contention)")
 	rec := newLatencyRecorder()
 	rt, release, err := jsKind.New(ctx)
 	if err != nil {
@@ -160,6 +160,7 @@ func (b *bench) latencyLayer(ctx context.Context) {
 		env.fs.takeSyncs()
 		env.fs.timeSyncs.Store(true)
 		var issued int64
+		probe := startContention()
 		point := func() {
 			issued = b.paced(ctx, rate, b.pointDur, send, c)
 			b.waitDrained(env, acked0+issued, 10*time.Second)
@@ -171,6 +172,7 @@ func (b *bench) latencyLayer(ctx context.Context) {
 		} else {
 			point()
 		}
+		cont := probe.end()
 		env.fs.timeSyncs.Store(false)
 		rec.enabled.Store(false)
 		syncs := percentilesOf(env.fs.takeSyncs())
@@ -183,11 +185,14 @@ func (b *bench) latencyLayer(ctx context.Context) {
 		}
 		s.row(fmt.Sprintf("%d%%", load), num(rate), num(achieved), fmt.Sprintf("%d / %d", ps.N, pa.N), fmtP(ps), fmtP(pa),
 			ratio(float64(ps.P50), float64(fsyncTime)), ratio(float64(pa.P50), float64(fsyncTime)),
-			fmt.Sprintf("%d, %s / %s / %s", syncs.N, dur(syncs.P50), dur(syncs.P99), dur(syncs.Max)))
+			fmt.Sprintf("%d, %s / %s / %s", syncs.N, dur(syncs.P50), dur(syncs.P99), dur(syncs.Max)), cont.String())
 		b.results[fmt.Sprintf("latency/%d/p99", load)] = float64(ps.P99)
 	}
 	s.note("The last column times every fdatasync the store's journal made during the point (from a wrapper of its file system): when its p99 and max are " +
-		"close to the latencies' p99 and max, the tail is the disk's (on a shared machine, other tenants' writes), not the host's CPU.")
+		"close to the latencies' p99 and max, the tail is the disk's (on a shared machine, other tenants' writes), not the host's CPU. " +
+		"The contention column comes from /proc/stat (every process on the machine), getrusage (this process) and runtime/metrics " +
+		"(/sched/latencies: how long runnable goroutines waited for a CPU; /sched/pauses/total/gc: stop-the-world pauses): when the machine is busier than this " +
+		"process, other tenants took CPU from it; a run-queue wait near the latency tail means the tail is waiting for a CPU, not work done by the host.")
 	s.note("Raw fdatasync time (1 / rate): %s. \"Acknowledged msgs/s\" counts acknowledgements until the queue drained, divided by the %s of sending.", dur(fsyncTime), b.pointDur)
 }
 

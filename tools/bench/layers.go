@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 )
 
 // e2eResult is one end-to-end point, kept for the targets.
@@ -13,25 +14,61 @@ type e2eResult struct {
 // layers runs every layer above the journal, in order.
 func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("store") {
-		b.storeLayer(ctx)
+		b.withLimits("store", func() { b.storeLayer(ctx) })
 	}
 	if run("engine") {
-		b.engineSendLayer(ctx)
-		b.e2eLayer(ctx, []handlerKind{goKind, jsKind})
+		b.withLimits("Engine.Send", func() { b.engineSendLayer(ctx) })
+		b.withLimits("end-to-end", func() { b.e2eLayer(ctx, []handlerKind{goKind, jsKind}) })
 	}
 	if run("overhead") {
 		b.overheadLayer(ctx)
 	}
 	if run("latency") {
-		b.latencyLayer(ctx)
+		b.withLimits("latency", func() { b.latencyLayer(ctx) })
 	}
 	if run("host") {
-		b.hostLayer(ctx)
+		b.withLimits("host producer", func() { b.hostLayer(ctx) })
 	}
 	if run("idle") {
 		b.idleLayer(ctx, b.queues)
 	}
 	if run("backlog") {
 		b.backlogLayer(ctx, b.backlog)
+	}
+}
+
+// limitProbe is one measurement of the raw disk limits during the run.
+type limitProbe struct {
+	Before string
+	At     time.Time
+	Lim    diskLimits
+}
+
+// withLimits measures the raw disk limits again right before a layer, so
+// that its ratios are to the disk as it was then (on a shared machine the
+// fsync rate can move by a factor of two within minutes), then runs the
+// layer and notes the limits in every section it added.
+func (b *bench) withLimits(name string, layer func()) {
+	d := time.Second
+	if b.quick {
+		d = 500 * time.Millisecond
+	}
+	c := b.prog.phase("disk limits before "+name, "fdatasyncs")
+	lim, err := measureDisk(b.dir, d, c)
+	b.prog.end()
+	if err == nil {
+		b.rep.Limits = lim
+		b.probes = append(b.probes, limitProbe{Before: name, At: time.Now(), Lim: lim})
+	}
+	first := len(b.rep.Sections)
+	layer()
+	for _, s := range b.rep.Sections[first:] {
+		if err != nil {
+			s.note("Re-measuring the disk limits before this section failed (%v); its ratios use the previous ones: %s fdatasync/s, %s MiB/s synced.",
+				err, num(b.rep.Limits.FsyncPerSec), num(b.rep.Limits.SyncWriteMBps))
+			continue
+		}
+		s.note("Ratios in this section are to the raw disk limits measured right before it (%s each): %s fdatasync/s, %s MiB/s synced sequential write.",
+			d, num(lim.FsyncPerSec), num(lim.SyncWriteMBps))
 	}
 }

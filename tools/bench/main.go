@@ -41,6 +41,7 @@ type bench struct {
 	e2e      map[string]e2eResult
 	notes    map[string]string
 	profiles []profileRun
+	probes   []limitProbe
 }
 
 // phases in the order they run; -only selects by name.
@@ -171,7 +172,8 @@ func (b *bench) diskLayer(d time.Duration) {
 	b.prog.end()
 	s := b.rep.section("Raw disk limits",
 		fmt.Sprintf("Measured first, in the data directory, for %s each: a 4 KiB append then fdatasync, in a loop; then 1 MiB writes each followed by fdatasync. "+
-			"Every ratio below is to these two figures.", d),
+			"The journal sections' ratios are to these two figures; every later layer measures them again (for 1 s each) right before it and uses those, "+
+			"listed below with the drift check at the end.", d),
 		"limit", "value", "samples")
 	if err != nil {
 		s.NotMeasured = err.Error()
@@ -179,6 +181,7 @@ func (b *bench) diskLayer(d time.Duration) {
 		os.Exit(1)
 	}
 	b.rep.Limits = lim
+	b.probes = append(b.probes, limitProbe{Before: "journal (first measurement)", At: time.Now(), Lim: lim})
 	s.row("fdatasync rate (4 KiB appends)", num(lim.FsyncPerSec)+" /s", fmt.Sprint(lim.FsyncSamples))
 	s.row("sequential write bandwidth with fdatasync per 1 MiB", num(lim.SyncWriteMBps)+" MiB/s", mib(float64(lim.BandwidthSample)))
 }
@@ -194,7 +197,13 @@ func (b *bench) diskDrift(d time.Duration) {
 		s.note("Re-measuring at the end failed: %v", err)
 		return
 	}
-	s.note("Measured again at the end of the run, for drift: fdatasync %s /s (%s of the first figure), synced bandwidth %s MiB/s (%s). "+
-		"Ratios use the first figures.", num(lim.FsyncPerSec), pct(lim.FsyncPerSec/b.rep.Limits.FsyncPerSec),
-		num(lim.SyncWriteMBps), pct(lim.SyncWriteMBps/b.rep.Limits.SyncWriteMBps))
+	b.probes = append(b.probes, limitProbe{Before: "the end of the run (drift check)", At: time.Now(), Lim: lim})
+	first := b.probes[0].Lim
+	var rows [][]string
+	for _, p := range b.probes {
+		rows = append(rows, []string{p.Before, p.At.UTC().Format("15:04:05"), num(p.Lim.FsyncPerSec), pct(p.Lim.FsyncPerSec / first.FsyncPerSec),
+			num(p.Lim.SyncWriteMBps), pct(p.Lim.SyncWriteMBps / first.SyncWriteMBps)})
+	}
+	s.note("%s\n\n%s", "The raw limits as measured through the run (a shared disk drifts; each section's ratios use the probe right before it):",
+		strings.TrimRight(table([]string{"measured before", "time (UTC)", "fdatasync/s", "vs first", "synced MiB/s", "vs first"}, rows), "\n"))
 }

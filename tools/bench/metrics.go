@@ -1,0 +1,135 @@
+package main
+
+import (
+	"math"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// contention is what else happened on the machine and in the Go runtime
+// during a measured point: it tells a tail caused by other tenants or by
+// the scheduler from one caused by the code under test.
+type contention struct {
+	MachineBusy float64 // cores busy, all processes (/proc/stat)
+	Ours        float64 // cores used by this process (getrusage)
+	Steal       float64 // cores stolen by the hypervisor
+	SchedP99    time.Duration
+	SchedMax    time.Duration
+	GCPauseMax  time.Duration
+}
+
+type contentionProbe struct {
+	stat  []uint64
+	cpu   time.Duration
+	wall  time.Time
+	hists []metrics.Sample
+}
+
+var histNames = []string{"/sched/latencies:seconds", "/sched/pauses/total/gc:seconds"}
+
+func procStat() []uint64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return nil
+	}
+	out := make([]uint64, 0, len(f)-1)
+	for _, x := range f[1:] {
+		v, _ := strconv.ParseUint(x, 10, 64)
+		out = append(out, v)
+	}
+	return out
+}
+
+func readHists() []metrics.Sample {
+	s := make([]metrics.Sample, len(histNames))
+	for i, n := range histNames {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	return s
+}
+
+func startContention() contentionProbe {
+	return contentionProbe{stat: procStat(), cpu: cpuTime(), wall: time.Now(), hists: readHists()}
+}
+
+func (p contentionProbe) end() contention {
+	var c contention
+	wall := time.Since(p.wall).Seconds()
+	c.Ours = (cpuTime() - p.cpu).Seconds() / wall
+	if now := procStat(); len(now) >= 8 && len(p.stat) >= 8 {
+		d := make([]float64, 8)
+		var total float64
+		for i := range d {
+			d[i] = float64(now[i] - p.stat[i])
+			total += d[i]
+		}
+		// user nice system idle iowait irq softirq steal; USER_HZ is 100.
+		c.MachineBusy = (total - d[3] - d[4] - d[7]) / 100 / wall
+		c.Steal = d[7] / 100 / wall
+	}
+	after := readHists()
+	for i := range after {
+		a, b := p.hists[i].Value, after[i].Value
+		if a.Kind() != metrics.KindFloat64Histogram || b.Kind() != metrics.KindFloat64Histogram {
+			continue
+		}
+		p99, mx := histDelta(a.Float64Histogram(), b.Float64Histogram())
+		switch i {
+		case 0:
+			c.SchedP99, c.SchedMax = p99, mx
+		case 1:
+			c.GCPauseMax = mx
+		}
+	}
+	return c
+}
+
+// histDelta returns the p99 and the largest bucket of what was added to a
+// runtime/metrics histogram between two reads (bucket upper bounds).
+func histDelta(a, b *metrics.Float64Histogram) (p99, mx time.Duration) {
+	if len(a.Counts) != len(b.Counts) {
+		return 0, 0
+	}
+	var total uint64
+	d := make([]uint64, len(b.Counts))
+	for i := range d {
+		d[i] = b.Counts[i] - a.Counts[i]
+		total += d[i]
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	bound := func(i int) time.Duration {
+		v := b.Buckets[i+1]
+		if math.IsInf(v, 1) {
+			v = b.Buckets[i]
+		}
+		return time.Duration(v * float64(time.Second))
+	}
+	want := uint64(math.Ceil(float64(total) * 0.99))
+	var cum uint64
+	for i, n := range d {
+		cum += n
+		if p99 == 0 && cum >= want {
+			p99 = bound(i)
+		}
+		if n > 0 {
+			mx = bound(i)
+		}
+	}
+	return p99, mx
+}
+
+func (c contention) String() string {
+	return "machine " + num(c.MachineBusy) + " cores busy (this process " + num(c.Ours) + "), steal " + num(c.Steal) +
+		"; Go run-queue wait p99 " + dur(c.SchedP99) + ", max " + dur(c.SchedMax) + "; GC stop-the-world max " + dur(c.GCPauseMax)
+}

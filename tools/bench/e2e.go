@@ -41,7 +41,7 @@ var goKind = handlerKind{Name: "Go handler", New: func(context.Context) (deliver
 }}
 
 const (
-	e2eProducers = 4
+	e2eProducers = 16
 	e2eBody      = 100
 	e2eBacklog   = 20000 // producers pause while more than this is unacknowledged
 )
@@ -51,15 +51,15 @@ const (
 // window after a warm-up. It also keeps the payload lengths of every
 // journal record written in that window, to replay them into the journal
 // alone.
-func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc int, counter *atomic.Int64) (msgsPerSec float64, cpu time.Duration, acked int64, recs []int32, syncs uint64, err error) {
+func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc int, counter *atomic.Int64) (msgsPerSec float64, cpu time.Duration, acked int64, recs []int32, syncs uint64, backlog int64, err error) {
 	env, err := b.newEngineEnv(ctx, "e2e", resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }))
 	if err != nil {
-		return 0, 0, 0, nil, 0, err
+		return 0, 0, 0, nil, 0, 0, err
 	}
 	defer env.close()
 	if err := env.eng.Attach(ctx, delivery.ConsumerConfig{UID: "c1", QueueUID: "q1", WorkerUID: "w1",
 		MaxBatchSize: batchSize, MaxBatchTimeoutSeconds: 0, MaxConcurrency: conc, MaxRetries: 3, RetryDelaySeconds: 0}); err != nil {
-		return 0, 0, 0, nil, 0, err
+		return 0, 0, 0, nil, 0, 0, err
 	}
 	body := make([]byte, e2eBody)
 	for i := range body {
@@ -115,15 +115,16 @@ func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc 
 	sp := startSpan()
 	time.Sleep(b.pointDur)
 	a1, all, s1 := env.obs.acked.Load(), env.fs.records(), env.st.Stats().Syncs
+	backlog = sent.Load() - a1
 	wall, cpu := sp.end()
 	stop()
 	wg.Wait()
 	close(done)
 	if e, ok := firstErr.Load().(error); ok {
-		return 0, 0, 0, nil, 0, e
+		return 0, 0, 0, nil, 0, 0, e
 	}
 	acked = a1 - a0
-	return float64(acked) / wall.Seconds(), cpu, acked, all[r0:], s1 - s0, nil
+	return float64(acked) / wall.Seconds(), cpu, acked, all[r0:], s1 - s0, backlog, nil
 }
 
 func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
@@ -141,13 +142,14 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 			"CPU is the whole process (producers included), from getrusage.",
 			e2eProducers, e2eBody, e2eBacklog, b.pointDur, b.pointDur/5, reps),
 		"handler", "maxConcurrency", "msgs/s", "journal alone, same records (msgs/s)", "ratio to journal alone", "ratio of every pair", "msgs per raw fsync", "journal records per msg",
-		"group commits/s ÷ raw fsync/s: e2e, journal alone", "records per group commit: e2e, journal alone", "CPU s per 1M msgs", "CPU use (of all cores)")
+		"group commits/s ÷ raw fsync/s: e2e, journal alone", "records per group commit: e2e, journal alone", "unacknowledged at the window's end", "CPU s per 1M msgs", "CPU use (of all cores)")
 	type pair struct {
 		rate, jrate float64
 		cpu         time.Duration
 		acked       int64
 		recs        int
 		syncs       uint64
+		backlog     int64
 		jd          time.Duration
 		jst         journal.Stats
 	}
@@ -163,7 +165,7 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 				c := b.prog.phase(fmt.Sprintf("e2e %s maxConcurrency %d (pair %d of %d)", k.Name, conc, rep+1, reps), "acks")
 				var p pair
 				var recs []int32
-				run := func() { p.rate, p.cpu, p.acked, recs, p.syncs, err = b.runE2E(ctx, h, 100, conc, c) }
+				run := func() { p.rate, p.cpu, p.acked, recs, p.syncs, p.backlog, err = b.runE2E(ctx, h, 100, conc, c) }
 				if conc == 16 && rep == 0 {
 					name := fmt.Sprintf("e2e %s, maxConcurrency %d", k.Name, conc)
 					if path, perr := b.profile(strings.ReplaceAll(fmt.Sprintf("e2e-%s-%d", k.Name, conc), " ", "-"), run); perr == nil {
@@ -209,12 +211,14 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 				num(float64(p.recs)/float64(max(p.acked, 1))),
 				pct(float64(p.syncs)/b.pointDur.Seconds()/b.rep.Limits.FsyncPerSec)+", "+pct(float64(p.jst.Groups)/max(p.jd.Seconds(), 1e-9)/b.rep.Limits.FsyncPerSec),
 				num(float64(p.recs)/float64(max(p.syncs, 1)))+", "+num(float64(p.jst.Appends)/float64(max(p.jst.Groups, 1))),
+				group(fmt.Sprint(p.backlog)),
 				num(p.cpu.Seconds()/float64(max(p.acked, 1))*1e6),
 				pct(p.cpu.Seconds()/b.pointDur.Seconds()/float64(numCPU())))
 		}
 	}
-	s.note("Reading the group-commit columns: at the same records, the journal alone packs more records into each fdatasync (its writers never wait for one another), " +
-		"while end to end each batch needs its delivery record durable before the handler runs and its acknowledgement durable before the consumer slot frees, " +
-		"so a batch costs at least two sequential group commits and few records share each. When e2e group commits/s is near the raw fsync rate " +
-		"the run is bound by sync latency in that chain, not by disk bandwidth or CPU.")
+	s.note("Reading the group-commit columns: at the same records, the journal alone packs more records into each fdatasync (its writers never wait for one another), "+
+		"while end to end each batch needs its delivery record durable before the handler runs and its acknowledgement durable before the consumer slot frees, "+
+		"so a batch costs at least two sequential group commits and few records share each. When e2e group commits/s is near the raw fsync rate "+
+		"the run is bound by sync latency in that chain, not by disk bandwidth or CPU. Unacknowledged at the window's end near %d means the producers were "+
+		"waiting for the consumer (the consumer side is the bottleneck); near 0, the producers were.", e2eBacklog)
 }

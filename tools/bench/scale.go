@@ -428,7 +428,8 @@ func rawRead(dir string) (time.Duration, int64) {
 }
 
 // fillBacklog stores n messages of size bytes in queue q1 of a journaled
-// store in dir, 100 per Apply from 16 goroutines, accepted now.
+// store in dir, 100 per Apply from 16 goroutines, accepted now, with IDs
+// of 32 hex digits like the engine's.
 func fillBacklog(ctx context.Context, dir string, n, size int, counter *atomic.Int64) error {
 	st, _, err := store.Open(ctx, dir, store.Options{Logger: quietLogger})
 	if err != nil {
@@ -455,7 +456,7 @@ func fillBacklog(ctx context.Context, dir string, n, size int, counter *atomic.I
 				now := time.Now().UnixMilli()
 				muts = muts[:0]
 				for i := lo; i < hi; i++ {
-					muts = append(muts, store.AcceptMessage{Message: store.Message{Queue: "q1", ID: fmt.Sprintf("m%09d", i), AcceptedAt: now, VisibleAt: now, Size: size}, Body: body})
+					muts = append(muts, store.AcceptMessage{Message: store.Message{Queue: "q1", ID: fmt.Sprintf("%032x", i), AcceptedAt: now, VisibleAt: now, Size: size}, Body: body})
 				}
 				if err := st.Apply(ctx, muts...); err != nil {
 					firstErr.CompareAndSwap(nil, err)

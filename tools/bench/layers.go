@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,12 +51,12 @@ type limitProbe struct {
 // fsync rate can move by a factor of two within minutes), then runs the
 // layer and notes the limits in every section it added.
 func (b *bench) withLimits(name string, layer func()) {
-	d := time.Second
+	d := 500 * time.Millisecond
 	if b.quick {
-		d = 500 * time.Millisecond
+		d = 200 * time.Millisecond
 	}
 	c := b.prog.phase("disk limits before "+name, "fdatasyncs")
-	lim, err := measureDisk(b.dir, d, c)
+	lim, err := medianDisk(b.dir, d, 3, c)
 	b.prog.end()
 	if err == nil {
 		b.rep.Limits = lim
@@ -68,7 +70,27 @@ func (b *bench) withLimits(name string, layer func()) {
 				err, num(b.rep.Limits.FsyncPerSec), num(b.rep.Limits.SyncWriteMBps))
 			continue
 		}
-		s.note("Ratios in this section are to the raw disk limits measured right before it (%s each): %s fdatasync/s, %s MiB/s synced sequential write.",
+		s.note("Ratios in this section are to the raw disk limits measured right before it (the median of 3 probes of %s each): %s fdatasync/s, %s MiB/s synced sequential write.",
 			d, num(lim.FsyncPerSec), num(lim.SyncWriteMBps))
 	}
+}
+
+// medianDisk runs measureDisk n times and keeps the median of each limit,
+// so that another tenant's burst during one probe does not become the
+// limit of a whole section.
+func medianDisk(dir string, d time.Duration, n int, c *atomic.Int64) (diskLimits, error) {
+	var fs, bw []float64
+	var last diskLimits
+	for i := 0; i < n; i++ {
+		lim, err := measureDisk(dir, d, c)
+		if err != nil {
+			return lim, err
+		}
+		fs, bw = append(fs, lim.FsyncPerSec), append(bw, lim.SyncWriteMBps)
+		last = lim
+	}
+	slices.Sort(fs)
+	slices.Sort(bw)
+	last.FsyncPerSec, last.SyncWriteMBps = fs[n/2], bw[n/2]
+	return last, nil
 }

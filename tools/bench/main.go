@@ -172,7 +172,7 @@ func (b *bench) diskLayer(d time.Duration) {
 	b.prog.end()
 	s := b.rep.section("Raw disk limits",
 		fmt.Sprintf("Measured first, in the data directory, for %s each: a 4 KiB append then fdatasync, in a loop; then 1 MiB writes each followed by fdatasync. "+
-			"The journal sections' ratios are to these two figures; every later layer measures them again (for 1 s each) right before it and uses those, "+
+			"The journal sections' ratios are to these two figures; every later layer measures them again right before it (the median of three short probes) and uses those, "+
 			"listed below with the drift check at the end.", d),
 		"limit", "value", "samples")
 	if err != nil {

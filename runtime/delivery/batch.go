@@ -431,7 +431,14 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 	b.pending++
 	q.mu.Unlock()
 
-	moved, dlq, err := e.commit(ctx, &p)
+	// The settlement is accepted: closing the batch now waits for it, and
+	// its outcome is the store's alone. ctx is typically the handler's,
+	// which the engine itself cancels when the invocation ends (time
+	// limit, return, throw); aborting the write then would leave the
+	// message unsettled and finalize would apply the batch's default
+	// (retryDelaySeconds, or an acknowledgement) instead of this
+	// settlement.
+	moved, dlq, err := e.commit(context.WithoutCancel(ctx), &p)
 
 	q.mu.Lock()
 	b.pending--

@@ -56,7 +56,10 @@
 //     first: ErrAlreadySettled if it succeeded, its own attempt if it
 //     failed), writes one store.Apply, and returns only after it is
 //     durable. A store failure returns ErrBackendUnavailable and leaves the
-//     message unsettled.
+//     message unsettled. Once accepted, a settlement's write is not
+//     abandoned when its ctx ends (the handler's context, which the engine
+//     cancels when the invocation ends): closing waits for it, and only the
+//     store decides its outcome.
 //   - closing: the invocation ended (return, error or panic, time limit,
 //     or closed by Detach/Shutdown/RemoveQueue). From here every settlement
 //     is ErrUnknownBatch. Once no settlement is in flight, the engine

@@ -84,10 +84,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.st = store.NewMemory()
 		h.principals, h.adminToken, err = auth.NewAdmin()
 	} else {
-		var js_ *store.Journaled
-		js_, _, err = store.Open(ctx, cfg.DataDir, store.Options{Logger: cfg.Logger})
+		var journaled *store.Journaled
+		var rep store.RecoveryReport
+		journaled, rep, err = store.Open(ctx, cfg.DataDir, store.Options{Logger: cfg.Logger})
 		if err == nil {
-			h.st = js_
+			h.st = journaled
+			// A cut torn tail is logged by the journal itself, as a warning
+			// with file, offset and bytes dropped; this line says what the
+			// host started from.
+			cfg.Logger.Info("journal recovered", "dir", cfg.DataDir, "segments", rep.Segments, "frames", rep.Frames, "bytes", rep.Bytes, "duration", rep.Duration.String(), "tailCut", rep.Truncated)
 			h.principals, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
 		}
 	}

@@ -25,6 +25,7 @@ type fakeEngine struct {
 	consumers map[string]delivery.ConsumerConfig
 	counts    map[string]int
 	calls     []string
+	stats     int // QueueStats calls
 
 	detachGate chan struct{} // when set, Detach waits for it to be closed
 	removeGate chan struct{}
@@ -86,6 +87,7 @@ func (e *fakeEngine) RemoveQueue(ctx context.Context, uid string) error {
 func (e *fakeEngine) QueueStats(_ context.Context, uid string) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.stats++
 	if e.failStats != nil {
 		return 0, e.failStats
 	}

@@ -126,6 +126,8 @@ type Server struct {
 	driving map[string]bool          // Operation IDs being driven now
 	retry   map[string]bool          // Operation IDs the reconciler re-drives
 
+	obs observer // see observe.go
+
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup

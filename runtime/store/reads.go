@@ -123,3 +123,21 @@ func (c *core) MessageCount(ctx context.Context, queue string) (int, error) {
 	}
 	return 0, nil
 }
+
+// ResourcesView is Resources without the copies and the ordering, for a
+// caller that reads many records often (the server's observer): the records
+// share their byte slices with the store, which never changes them in place
+// (every write replaces a record), and the caller must not change them.
+func (c *core) ResourcesView(ctx context.Context, space, formURL string) ([]Resource, error) {
+	if err := c.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer c.mu.RUnlock()
+	out := make([]Resource, 0, len(c.st.resources))
+	for _, e := range c.st.resources {
+		if (space == "" || e.r.Space == space) && (formURL == "" || e.r.FormURL == formURL) {
+			out = append(out, e.r)
+		}
+	}
+	return out, nil
+}

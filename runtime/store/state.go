@@ -107,41 +107,59 @@ func hexID(id string) (k [16]byte, ok bool) {
 	if len(id) != 32 {
 		return k, false
 	}
+	// One table load per digit and one test at the end: invalid digits
+	// map to 0x10, which survives the OR.
+	var bad byte
 	for i := range k {
-		hi, ok1 := unhex(id[2*i])
-		lo, ok2 := unhex(id[2*i+1])
-		if !ok1 || !ok2 {
-			return k, false
-		}
-		k[i] = hi<<4 | lo
+		hi, lo := unhexTab[id[2*i]], unhexTab[id[2*i+1]]
+		bad |= hi | lo
+		k[i] = hi<<4 | lo&0xf
+	}
+	if bad > 0xf {
+		return [16]byte{}, false
 	}
 	return k, true
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
+// unhexTab maps a lowercase hex digit to its value and every other byte to
+// 0x10.
+var unhexTab = func() (t [256]byte) {
+	for c := range t {
+		t[c] = 0x10
 	}
-	return 0, false
-}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()
 
 func newQueue() *queue { return &queue{byHex: map[[16]byte]int32{}} }
 
 func (q *queue) lookup(id string) (int32, bool) {
-	if k, ok := hexID(id); ok {
+	k, isHex := hexID(id)
+	return q.lookupKey(id, k, isHex)
+}
+
+// lookupKey is lookup with id already decoded by hexID, so that a caller
+// that goes on to index or unindex decodes it once.
+func (q *queue) lookupKey(id string, k [16]byte, isHex bool) (int32, bool) {
+	if isHex {
 		i, ok := q.byHex[k]
 		return i, ok
+	}
+	if q.byName == nil {
+		return 0, false
 	}
 	i, ok := q.byName[id]
 	return i, ok
 }
 
-// index records that slot i holds id, filling e.id when it is hex.
-func (q *queue) index(id string, i int32, e *msgEntry) {
-	if k, ok := hexID(id); ok {
+// indexKey records that slot i holds id, filling e.id when it is hex.
+func (q *queue) indexKey(id string, k [16]byte, isHex bool, i int32, e *msgEntry) {
+	if isHex {
 		e.id = k
 		q.byHex[k] = i
 		return
@@ -153,8 +171,8 @@ func (q *queue) index(id string, i int32, e *msgEntry) {
 	q.names[i] = id
 }
 
-func (q *queue) unindex(id string, i int32) {
-	if k, ok := hexID(id); ok {
+func (q *queue) unindexKey(id string, k [16]byte, isHex bool, i int32) {
+	if isHex {
 		delete(q.byHex, k)
 		return
 	}
@@ -357,12 +375,21 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			if q == nil {
 				continue
 			}
+			// The batch's lease is interned once for all its messages:
+			// each message found takes one reference, and the first one
+			// taken keeps the entry alive while the old leases go.
+			var l uint32
 			for _, id := range m.IDs {
 				if i, ok := q.lookup(id); ok {
 					e := &q.msgs[i]
 					e.attempts++
 					old := e.lease
-					e.lease = s.leases.ref(m.Batch)
+					if l == 0 {
+						l = s.leases.ref(m.Batch)
+					} else {
+						s.leases.refs[l]++
+					}
+					e.lease = l
 					s.leases.unref(old)
 				}
 			}
@@ -416,14 +443,15 @@ func (s *state) accept(m AcceptMessage, seg uint64, bodyOff int64, crc uint32) {
 	}
 	id := m.Message.ID
 	s.live[seg] += e.recordSize(m.Message.Queue, len(id))
-	i, ok := q.lookup(id)
+	k, isHex := hexID(id)
+	i, ok := q.lookupKey(id, k, isHex)
 	if ok {
 		s.forget(m.Message.Queue, &q.msgs[i], len(id))
 	} else {
 		i = int32(len(q.msgs))
 		q.msgs = append(q.msgs, msgEntry{})
 	}
-	q.index(id, i, &e)
+	q.indexKey(id, k, isHex, i, &e)
 	q.msgs[i] = e
 }
 
@@ -438,13 +466,14 @@ func (s *state) forget(queue string, e *msgEntry, idLen int) {
 }
 
 func (s *state) removeMessage(name string, q *queue, id string) {
-	i, ok := q.lookup(id)
+	k, isHex := hexID(id)
+	i, ok := q.lookupKey(id, k, isHex)
 	if !ok {
 		return
 	}
 	s.forget(name, &q.msgs[i], len(id))
 	q.msgs[i] = msgEntry{}
-	q.unindex(id, i)
+	q.unindexKey(id, k, isHex, i)
 	q.dead++
 }
 

@@ -96,3 +96,113 @@ func TestIndexIDsLeasesAndTidy(t *testing.T) {
 		}
 	}
 }
+
+// hexIDReference is the plain decoding hexID must agree with: exactly 32
+// digits of 0-9a-f.
+func hexIDReference(id string) ([16]byte, bool) {
+	var k [16]byte
+	if len(id) != 32 {
+		return k, false
+	}
+	val := func(c byte) (byte, bool) {
+		switch {
+		case '0' <= c && c <= '9':
+			return c - '0', true
+		case 'a' <= c && c <= 'f':
+			return c - 'a' + 10, true
+		}
+		return 0, false
+	}
+	for i := range k {
+		hi, ok1 := val(id[2*i])
+		lo, ok2 := val(id[2*i+1])
+		if !ok1 || !ok2 {
+			return [16]byte{}, false
+		}
+		k[i] = hi<<4 | lo
+	}
+	return k, true
+}
+
+// Every byte value at every position, and every length around 32.
+func TestHexIDMatchesReference(t *testing.T) {
+	base := []byte("0123456789abcdef0f1e2d3c4b5a6978")
+	check := func(id string) {
+		t.Helper()
+		k, ok := hexID(id)
+		wk, wok := hexIDReference(id)
+		if k != wk || ok != wok {
+			t.Fatalf("hexID(%q) = %x, %v; want %x, %v", id, k, ok, wk, wok)
+		}
+	}
+	for pos := range base {
+		for c := range 256 {
+			id := slices.Clone(base)
+			id[pos] = byte(c)
+			check(string(id))
+		}
+	}
+	for n := range 40 {
+		check(string(slices.Repeat([]byte("a"), n)))
+	}
+	for i := range 1000 {
+		check(fmt.Sprintf("%032x", uint64(i)*0x9e3779b97f4a7c15))
+	}
+}
+
+func FuzzHexID(f *testing.F) {
+	f.Add("0123456789abcdef0f1e2d3c4b5a6978")
+	f.Add("0123456789ABCDEF0F1E2D3C4B5A6978")
+	f.Fuzz(func(t *testing.T, id string) {
+		k, ok := hexID(id)
+		wk, wok := hexIDReference(id)
+		if k != wk || ok != wok {
+			t.Fatalf("hexID(%q) = %x, %v; want %x, %v", id, k, ok, wk, wok)
+		}
+	})
+}
+
+// A batch delivered again (to the same or another lease) keeps exactly one
+// lease reference per message, and the table frees an entry with its last.
+func TestDeliverSharesOneLeaseEntry(t *testing.T) {
+	st := newState(false)
+	meta := []recMeta{{bodyOff: 40, size: 100}}
+	var ids []string
+	for i := range 10 {
+		id := fmt.Sprintf("%032x", i)
+		ids = append(ids, id)
+		st.apply([]Mutation{AcceptMessage{Message: Message{Queue: "q", ID: id}, Body: []byte("b")}}, 1, int64(i+1)*200, meta)
+	}
+	refs := func() map[string]int32 {
+		out := map[string]int32{}
+		for id, l := range st.leases.idx {
+			out[id] = st.leases.refs[l]
+		}
+		return out
+	}
+	st.apply([]Mutation{DeliverMessages{Queue: "q", Batch: "b1", IDs: append([]string{"missing"}, ids...)}}, 1, 0, nil)
+	if got := refs(); !reflect.DeepEqual(got, map[string]int32{"b1": 10}) {
+		t.Fatal(got)
+	}
+	st.apply([]Mutation{DeliverMessages{Queue: "q", Batch: "b1", IDs: ids[:4]}}, 1, 0, nil)
+	if got := refs(); !reflect.DeepEqual(got, map[string]int32{"b1": 10}) {
+		t.Fatal(got)
+	}
+	st.apply([]Mutation{DeliverMessages{Queue: "q", Batch: "b2", IDs: ids[:4]}}, 1, 0, nil)
+	if got := refs(); !reflect.DeepEqual(got, map[string]int32{"b1": 6, "b2": 4}) {
+		t.Fatal(got)
+	}
+	st.apply([]Mutation{DeliverMessages{Queue: "q", Batch: "b2", IDs: ids[4:]}}, 1, 0, nil)
+	if got := refs(); !reflect.DeepEqual(got, map[string]int32{"b2": 10}) {
+		t.Fatal(got)
+	}
+	st.apply([]Mutation{DeliverMessages{Queue: "q", Batch: "", IDs: ids}}, 1, 0, nil)
+	if got := refs(); len(got) != 0 || len(st.leases.free) != 2 {
+		t.Fatal(got, st.leases.free)
+	}
+	for _, id := range ids {
+		if e, _ := st.message("q", id); e.lease != 0 || e.attempts != 4 && id < ids[4] || e.attempts != 3 && id >= ids[4] {
+			t.Fatal(id, *e)
+		}
+	}
+}

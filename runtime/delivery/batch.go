@@ -68,9 +68,14 @@ type batch struct {
 	outcome    outcome
 	pending    int  // settlements in flight
 	finalizing bool // someone is running finalize
-	cancel     context.CancelCauseFunc
-	timer      clock.Timer
-	done       chan struct{} // closed when bClosed
+	// slotFreed: the invocation ended and the batch no longer counts
+	// against maxConcurrency (QC: the batches running at once), though
+	// its settlement may still be in flight; its messages stay leased
+	// until that write ends.
+	slotFreed bool
+	cancel    context.CancelCauseFunc
+	timer     clock.Timer
+	done      chan struct{} // closed when bClosed
 }
 
 func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
@@ -195,6 +200,9 @@ func (e *Engine) dispatchBatch(b *batch) {
 	}
 	q.mu.Lock()
 	fin := e.closeLocked(b, out)
+	// The freed slot may start the next batch now, so that its delivery
+	// and this batch's settlement share a group commit.
+	q.pump()
 	q.mu.Unlock()
 	if fin {
 		e.finalize(b)
@@ -240,15 +248,24 @@ func (e *Engine) unlease(b *batch, gone []*bmsg, fail bool) {
 func (e *Engine) endBatchLocked(b *batch) {
 	b.state = bClosed
 	delete(b.q.batches, b.id)
-	b.c.inflight--
+	b.freeSlot()
 	e.unregisterBatch(b.id)
 	close(b.done)
+}
+
+// freeSlot stops counting b against its consumer's maxConcurrency, once.
+func (b *batch) freeSlot() {
+	if !b.slotFreed {
+		b.slotFreed = true
+		b.c.inflight--
+	}
 }
 
 func (e *Engine) handlerTimedOut(b *batch) {
 	q := b.q
 	q.mu.Lock()
 	fin := e.closeLocked(b, outTimeout)
+	q.pump()
 	q.mu.Unlock()
 	if fin {
 		e.log.Info("delivery: the queue handler exceeded its time limit; unsettled messages will be retried", "queue", q.uid, "batch", b.id)
@@ -270,6 +287,7 @@ func (e *Engine) closeLocked(b *batch, out outcome) bool {
 	}
 	b.state = bClosing
 	b.outcome = out
+	b.freeSlot()
 	if b.timer != nil {
 		b.timer.Stop()
 	}

@@ -148,7 +148,9 @@ func (s *Journaled) compactSegment(ctx context.Context, seg uint64) error {
 	}
 	s.mu.Lock()
 	delete(s.st.live, seg)
+	delete(s.ends, seg)
 	s.mu.Unlock()
+	s.ra.drop(seg)
 	s.compacted.Add(1)
 	s.log.Info("store: compacted segment", "segment", seg, "rewritten", rewritten, "took", time.Since(start))
 	return nil
@@ -204,6 +206,7 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 	err = s.appendLocked(ctx, payload, func(p journal.Pos) {
 		s.mu.Lock()
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
+		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))
 		s.mu.Unlock()
 	})
 	return len(muts), err

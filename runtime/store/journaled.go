@@ -103,6 +103,11 @@ type Journaled struct {
 	compactDone chan struct{}
 	compacted   atomic.Uint64
 	closeOnce   sync.Once
+
+	// ends is, per segment, the end of the last frame applied from it:
+	// every byte before it is durable and never changes. Guarded by mu.
+	ends map[uint64]int64
+	ra   readAhead // see readahead.go
 }
 
 var _ Store = (*Journaled)(nil)
@@ -133,7 +138,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 	if opts.CompactMinGarbage <= 0 {
 		opts.CompactMinGarbage = opts.SegmentSize
 	}
-	s := &Journaled{core: core{st: newState(false)}, log: opts.Logger, opt: opts, kick: make(chan struct{}, 1)}
+	s := &Journaled{core: core{st: newState(false)}, log: opts.Logger, opt: opts, kick: make(chan struct{}, 1), ends: map[uint64]int64{}}
 	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger},
 		func(p journal.Pos, payload []byte) error {
 			muts, meta, err := decodeGroup(payload)
@@ -141,6 +146,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 				return err
 			}
 			s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
+			s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))
 			return nil
 		})
 	if err != nil {
@@ -169,6 +175,7 @@ func (s *Journaled) Apply(ctx context.Context, muts ...Mutation) error {
 	err = s.append(ctx, payload, func(p journal.Pos) {
 		s.mu.Lock()
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
+		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))
 		s.mu.Unlock()
 	})
 	if cap(payload) <= 1<<20 {
@@ -202,8 +209,9 @@ func (s *Journaled) appendLocked(ctx context.Context, payload []byte, onDurable 
 	}
 }
 
-// Body implements Store: one ReadAt of the journal, checked against the
-// body's CRC32C.
+// Body implements Store: one ReadAt of the journal, or a copy out of the
+// read-ahead of a run of adjacent bodies (readahead.go), checked against
+// the body's CRC32C.
 func (s *Journaled) Body(ctx context.Context, queue, id string) ([]byte, error) {
 	// A compaction may move the body and delete its segment between the
 	// lookup and the read; the lookup then finds the new place.
@@ -230,6 +238,11 @@ func (s *Journaled) Body(ctx context.Context, queue, id string) ([]byte, error) 
 }
 
 func (s *Journaled) readBody(id string, e *msgEntry) ([]byte, error) {
+	if b, ok, err := s.ra.read(s, e); err != nil {
+		return nil, err
+	} else if ok && journal.Checksum(b) == e.crc {
+		return b, nil
+	}
 	b := make([]byte, e.size)
 	if n, err := s.j.ReadAt(b, e.seg(), e.off()); n < len(b) {
 		if errors.Is(err, journal.ErrNoSegment) {
@@ -241,6 +254,13 @@ func (s *Journaled) readBody(id string, e *msgEntry) ([]byte, error) {
 		return nil, fmt.Errorf("%w: body of message %q at segment %d offset %d fails its checksum", ErrUnavailable, id, e.seg(), e.off())
 	}
 	return b, nil
+}
+
+// durableEnd is ends[seg], under the read lock.
+func (s *Journaled) durableEnd(seg uint64) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ends[seg]
 }
 
 // Stats reports the journal's size and how much of it is live.

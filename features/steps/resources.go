@@ -276,6 +276,20 @@ func (w *world) makeWorker(ctx context.Context, alias, file string, handlers []s
 var bindingRE = regexp.MustCompile(`([A-Za-z_$][A-Za-z0-9_$]*) to "([^"]*)"`)
 
 // applyMods edits a spec by "field=JSON; field=@alias; -field".
+// consumerSpec is the kit's default consumer spec for the named queue and
+// worker, with mods ("maxBatchSize=2; maxRetries=1") applied.
+func (w *world) consumerSpec(q, wk, mods string) (map[string]any, error) {
+	qr, err := w.resource(q)
+	if err != nil {
+		return nil, err
+	}
+	wr, err := w.resource(wk)
+	if err != nil {
+		return nil, err
+	}
+	return w.applyMods(defaultConsumer(qr.uid, wr.uid), mods)
+}
+
 func (w *world) applyMods(spec map[string]any, mods string) (map[string]any, error) {
 	out := map[string]any{}
 	for k, v := range spec {
@@ -385,15 +399,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		})
 	consumer := func(ctx context.Context, c, q, wk, mods string) error {
 		w := W(ctx)
-		qr, err := w.resource(q)
-		if err != nil {
-			return err
-		}
-		wr, err := w.resource(wk)
-		if err != nil {
-			return err
-		}
-		spec, err := w.applyMods(defaultConsumer(qr.uid, wr.uid), mods)
+		spec, err := w.consumerSpec(q, wk, mods)
 		if err != nil {
 			return err
 		}
@@ -514,15 +520,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 	})
 	createConsumer := func(ctx context.Context, c, q, wk, mods string) error {
 		w := W(ctx)
-		qr, err := w.resource(q)
-		if err != nil {
-			return err
-		}
-		wr, err := w.resource(wk)
-		if err != nil {
-			return err
-		}
-		spec, err := w.applyMods(defaultConsumer(qr.uid, wr.uid), mods)
+		spec, err := w.consumerSpec(q, wk, mods)
 		if err != nil {
 			return err
 		}
@@ -535,11 +533,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 	sc.Step(`^I create a consumer "([^"]*)" of "([^"]*)" by "([^"]*)" with (.+)$`, createConsumer)
 	sc.Step(`^I create a consumer "([^"]*)" of "([^"]*)" by "([^"]*)" carrying privateInputs (.+)$`, func(ctx context.Context, c, q, wk, pi string) error {
 		w := W(ctx)
-		qr, err := w.resource(q)
-		if err != nil {
-			return err
-		}
-		wr, err := w.resource(wk)
+		spec, err := w.consumerSpec(q, wk, "")
 		if err != nil {
 			return err
 		}
@@ -547,7 +541,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		_, err = w.create(ctx, w.space, c, FormConsumer, defaultConsumer(qr.uid, wr.uid), v)
+		_, err = w.create(ctx, w.space, c, FormConsumer, spec, v)
 		return err
 	})
 	sc.Step(`^I create a version "([^"]*)" of "([^"]*)" with:$`, func(ctx context.Context, v, wk string, doc *godog.DocString) error {

@@ -86,9 +86,14 @@ func (in *instance) outgoingBody(v goja.Value) (delivery.OutgoingMessage, error)
 	case v == nil || goja.IsUndefined(v) || goja.IsNull(v):
 		return delivery.OutgoingMessage{}, fmt.Errorf("the body is missing: %w", delivery.ErrInvalidBody)
 	default:
-		if s, ok := v.Export().(string); ok {
-			b = []byte(s)
-			break
+		// Export only a primitive: goja's Export of an empty typed array at
+		// the end of its buffer makes an out-of-bounds pointer (checkptr
+		// aborts under -race), and no object exports a string.
+		if _, isObj := v.(*goja.Object); !isObj {
+			if s, ok := v.Export().(string); ok {
+				b = []byte(s)
+				break
+			}
 		}
 		vb, ok, err := in.viewBytes(v)
 		if err != nil {

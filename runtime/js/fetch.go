@@ -119,13 +119,7 @@ func (e *version) logError(msg string) { e.rt.logs.add(e.v.WorkerUID, e.v.UID, "
 func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {
 	status := int(parts.Get("status").ToInteger())
 	h := http.Header{}
-	if hv, ok := parts.Get("headers").Export().([]any); ok {
-		for _, p := range hv {
-			if kv, ok := p.([]any); ok && len(kv) == 2 {
-				h.Add(fmt.Sprint(kv[0]), fmt.Sprint(kv[1]))
-			}
-		}
-	}
+	in.headerPairs(parts.Get("headers"), func(k, v string) { h.Add(k, v) })
 	var body []byte
 	if bv := parts.Get("body"); bv != nil && !goja.IsNull(bv) && !goja.IsUndefined(bv) {
 		b, ok, err := in.viewBytes(bv)
@@ -149,6 +143,24 @@ func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Res
 		ContentLength: int64(len(body)),
 		Request:       r,
 	}, nil
+}
+
+// headerPairs calls add for each [name, value] of the prelude's array of
+// string pairs (what Headers iterates), reading the goja arrays in place
+// rather than exporting them.
+func (in *instance) headerPairs(v goja.Value, add func(k, v string)) {
+	arr, ok := v.(*goja.Object)
+	if !ok || arr.ClassName() != "Array" {
+		return
+	}
+	n := arr.Get("length").ToInteger()
+	for i := int64(0); i < n; i++ {
+		kv, ok := arr.Get(strconv.FormatInt(i, 10)).(*goja.Object)
+		if !ok || kv.ClassName() != "Array" || kv.Get("length").ToInteger() != 2 {
+			continue
+		}
+		add(kv.Get("0").String(), kv.Get("1").String())
+	}
 }
 
 func problemResponse(r *http.Request, code, title, detail string) *http.Response {

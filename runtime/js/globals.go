@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -151,6 +152,8 @@ func (in *instance) bytesOf(abv goja.Value, off, n int64) ([]byte, error) {
 	return b[off : off+n], nil
 }
 
+var arrayBufferType = reflect.TypeOf(goja.ArrayBuffer{})
+
 // viewBytes returns a copy of the bytes of an ArrayBuffer or of the viewed
 // range of an ArrayBufferView (typed array, DataView); ok is false for
 // anything else.
@@ -159,8 +162,10 @@ func (in *instance) viewBytes(v goja.Value) (b []byte, ok bool, err error) {
 	if !isObj {
 		return nil, false, nil
 	}
-	if ab, isAB := o.Export().(goja.ArrayBuffer); isAB {
-		return append([]byte(nil), ab.Bytes()...), true, nil
+	if o.ExportType() == arrayBufferType { // not Export of a typed array: see outgoingBody
+		if ab, isAB := o.Export().(goja.ArrayBuffer); isAB {
+			return append([]byte(nil), ab.Bytes()...), true, nil
+		}
 	}
 	r, err := in.h.isView(goja.Undefined(), o)
 	if err != nil || !r.ToBoolean() {

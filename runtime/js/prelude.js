@@ -10,6 +10,10 @@
     Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
   const ArrayBufferIsView = ArrayBuffer.isView;
   const internals = new WeakMap();
+  // The original constructor, before the allocation guard below wraps the
+  // global: the prelude only builds Uint8Arrays over an ArrayBuffer (which
+  // the guard never limits), so it skips the wrapper.
+  const U8 = Uint8Array;
 
   function domError(name, message) {
     const e = new Error(message);
@@ -104,10 +108,10 @@
   }
   function copyBytes(x) {
     const v = viewOf(x);
-    return new Uint8Array(v[0].slice(v[1], v[1] + v[2]));
+    return new U8(v[0].slice(v[1], v[1] + v[2]));
   }
   function utf8(s) {
-    return new Uint8Array(host.utf8Encode(String(s)));
+    return new U8(host.utf8Encode(String(s)));
   }
   function decodeUTF8(bytes) {
     return host.utf8Decode(bytes.buffer, bytes.byteOffset, bytes.byteLength, false, false);
@@ -160,9 +164,12 @@
     if (!tokenRE.test(n)) throw new TypeError("Invalid header name: " + JSON.stringify(n));
     return n.toLowerCase();
   }
+  // Made once: a regular expression literal is a new object at every
+  // evaluation (replace with a global one starts at lastIndex 0 anyway).
+  const headerTrimRE = /^[\t\n\r ]+|[\t\n\r ]+$/g, headerBadRE = /[\0\r\n]/;
   function headerValue(v) {
-    v = String(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
-    if (/[\0\r\n]/.test(v)) throw new TypeError("Invalid header value");
+    v = String(v).replace(headerTrimRE, "");
+    if (headerBadRE.test(v)) throw new TypeError("Invalid header value");
     return v;
   }
   class Headers {
@@ -212,7 +219,21 @@
     *values() { for (const [, v] of this.entries()) yield v; }
     [Symbol.iterator]() { return this.entries(); }
     get [Symbol.toStringTag]() { return "Headers"; }
+    // What entries() yields, as an array, for the host.
+    static _internalPairs(h) {
+      const m = h.#map, out = [];
+      const names = Array.from(m.keys()).sort();
+      for (let j = 0; j < names.length; j++) {
+        const n = names[j], list = m.get(n);
+        if (n === "set-cookie") { for (let k = 0; k < list.length; k++) out.push([n, list[k]]); }
+        else out.push([n, list.join(", ")]);
+      }
+      return out;
+    }
   }
+  const headerPairs = Headers._internalPairs;
+  delete Headers._internalPairs;
+  const headersEntries = Headers.prototype.entries, headersIterator = Headers.prototype[Symbol.iterator];
   define("Headers", Headers);
 
   // ---------- Body, Request, Response ----------
@@ -234,7 +255,7 @@
       if (!i) throw new TypeError("Illegal invocation");
       if (i.used) throw new TypeError("Body has already been used");
       i.used = true;
-      return i.bytes || new Uint8Array(0);
+      return i.bytes || new U8(0);
     }
     get bodyUsed() { const i = internals.get(this); return !!(i && i.used); }
     // There are no streams in this runtime: body is null or a Uint8Array
@@ -249,9 +270,14 @@
     bytes() { try { return Promise.resolve(this.#take().slice()); } catch (e) { return Promise.reject(e); } }
   }
   const tokenMethods = ["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"];
+  // inbound is {headers, bytes} while makeRequest builds the host's Request:
+  // the Headers already built and the body bytes already owned (no copy).
+  let inbound = null;
   class Request extends Body {
     #method; #url; #headers; #redirect;
     constructor(input, init = {}) {
+      const pre = inbound;
+      inbound = null;
       if (init === null || typeof init !== "object") init = {};
       let url, method = "GET", headers, bytes = null, redirect = "follow";
       if (input instanceof Request) {
@@ -269,16 +295,20 @@
         if (!tokenRE.test(m)) throw new TypeError("Invalid method: " + JSON.stringify(m));
         method = tokenMethods.includes(m.toUpperCase()) ? m.toUpperCase() : m;
       }
-      if (init.headers !== undefined) headers = new Headers(init.headers);
+      if (init.headers !== undefined) headers = pre !== null ? pre.headers : new Headers(init.headers);
       if (init.redirect !== undefined) {
         redirect = String(init.redirect);
         if (!["follow", "manual", "error"].includes(redirect)) throw new TypeError("Invalid redirect mode: " + redirect);
       }
       if (init.body !== undefined && init.body !== null) {
         if (method === "GET" || method === "HEAD") throw new TypeError("Request with GET/HEAD method cannot have a body");
-        const [b, type] = extractBody(init.body);
-        bytes = b;
-        if (type && !headers.has("content-type")) headers.set("content-type", type);
+        if (pre !== null) {
+          bytes = pre.bytes;
+        } else {
+          const [b, type] = extractBody(init.body);
+          bytes = b;
+          if (type && !headers.has("content-type")) headers.set("content-type", type);
+        }
       }
       super(bytes);
       this.#method = method; this.#url = url; this.#headers = headers; this.#redirect = redirect;
@@ -507,9 +537,18 @@
   return {
     isView: (x) => ArrayBufferIsView(x),
     toPromise: (x) => Promise.resolve(x),
-    makeRequest(url, method, headers, body) {
+    // makeRequest builds the inbound Request: pairs are [name, value]
+    // arrays, body a fresh ArrayBuffer (within maxBodyBytes) or null.
+    makeRequest(url, method, pairs, body) {
       const hasBody = body !== null && method !== "GET" && method !== "HEAD";
-      return new Request(url, { method, headers, body: hasBody ? body : undefined });
+      const headers = new Headers();
+      for (let j = 0; j < pairs.length; j++) headers.append(pairs[j][0], pairs[j][1]);
+      inbound = { headers, bytes: hasBody ? new U8(body) : null };
+      try {
+        return new Request(url, { method, headers, body: hasBody ? body : undefined });
+      } finally {
+        inbound = null;
+      }
     },
     responseParts(r) {
       if (!(r instanceof Response)) {
@@ -517,7 +556,11 @@
       }
       const i = internals.get(r);
       if (i.used) throw new TypeError("the returned Response's body has already been used");
-      return { status: r.status, statusText: r.statusText, headers: Array.from(r.headers), body: i.bytes };
+      // Array.from(headers), without the generators while entries and the
+      // iterator are the prelude's own.
+      const h = r.headers;
+      const pairs = h instanceof Headers && h.entries === headersEntries && h[Symbol.iterator] === headersIterator ? headerPairs(h) : Array.from(h);
+      return { status: r.status, statusText: r.statusText, headers: pairs, body: i.bytes };
     },
   };
 })

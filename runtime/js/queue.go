@@ -160,7 +160,7 @@ func (in *instance) ctxObject(inv *invocation) *goja.Object {
 		}
 		return goja.Undefined()
 	})
-	_ = o.Set("passThroughOnException", func() {})
+	_ = o.Set("passThroughOnException", passThroughOnException)
 	return o
 }
 
@@ -180,3 +180,6 @@ func (in *instance) buildEnv(v *Version) *goja.Object {
 	}
 	return env
 }
+
+// passThroughOnException does nothing: the host has no origin to pass to.
+func passThroughOnException(goja.FunctionCall) goja.Value { return goja.Undefined() }

@@ -1,0 +1,77 @@
+package js
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/takoform/queuehost/runtime/delivery"
+)
+
+// nopSender accepts every send at once with a fixed ID.
+type nopSender struct{}
+
+func (nopSender) Send(_ context.Context, _, _, _ string, msgs []delivery.OutgoingMessage) ([]string, error) {
+	ids := make([]string, len(msgs))
+	for i := range ids {
+		ids[i] = "id"
+	}
+	return ids, nil
+}
+
+const benchFetchSendWorker = `export default {
+  async fetch(request, env) {
+    await env.OUT.send("x");
+    return new Response("id");
+  },
+};
+`
+
+// BenchmarkFetchSend measures one fetch invocation whose handler awaits one
+// producer send and returns a small Response, serially and with concurrent
+// requests sharing the version's pool.
+func BenchmarkFetchSend(b *testing.B) {
+	newRT := func(b *testing.B) (*Runtime, *Version) {
+		rt := New(Options{Sender: nopSender{}})
+		v := &Version{UID: "v-bench-fetch", Space: "space-1", WorkerUID: "w-bench-fetch", Principal: "alice", MainModule: "main.js",
+			Modules: []Module{{Name: "main.js", Content: benchFetchSendWorker}}, Bindings: []Binding{{Name: "OUT", QueueUID: "q-1"}}}
+		return rt, v
+	}
+	do := func(b *testing.B, rt *Runtime, v *Version) {
+		r := httptest.NewRequest(http.MethodPost, "http://worker.example/send", strings.NewReader("hello"))
+		r.Header.Set("Content-Type", "text/plain")
+		r.Header.Set("Authorization", "Bearer secret")
+		resp, err := rt.Fetch(context.Background(), v, r, "send")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		rt, v := newRT(b)
+		defer rt.Close()
+		do(b, rt, v)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			do(b, rt, v)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		rt, v := newRT(b)
+		defer rt.Close()
+		do(b, rt, v)
+		b.ReportAllocs()
+		b.SetParallelism(32) // 64 goroutines on 2 cores
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				do(b, rt, v)
+			}
+		})
+	})
+}

@@ -56,10 +56,14 @@ Feature: Settlement methods and the handler's outcome
     And message "m1" is delivered with attempts 1, 2
 
   @QC-DELIV-15 @QC-DELIV-16 @QC-DELIV-17 @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-24
+  # The kept batch lives in the worker's module state, so "s" must run where
+  # "k" ran: it is delayed a second so that the fetch invocation that sends
+  # it has ended and the worker is idle again when it is delivered (a host
+  # reuses an idle worker's runtime, spec/runtime-abi.md §Global surface).
   Scenario: after the handler returned, every method of its batch is unknown_batch
     When "w" sends {"tag":"k","do":"keep"} through "TASKS"
     And message "k" is delivered exactly 1 time
-    And "w" sends {"tag":"s","do":"stale"} through "TASKS"
+    And "w" sends {"tag":"s","do":"stale"} through "TASKS" with options {"delaySeconds": 1}
     Then the settlement results for "s" were:
       | call           | outcome       |
       | acknowledge    | unknown_batch |
@@ -72,7 +76,7 @@ Feature: Settlement methods and the handler's outcome
   Scenario: after the handler threw, every method of its batch is unknown_batch
     When "w" sends {"tag":"k","do":["keep-then-throw","ack"]} through "TASKS"
     And message "k" is delivered with attempts 1, 2
-    And "w" sends {"tag":"s","do":"stale"} through "TASKS"
+    And "w" sends {"tag":"s","do":"stale"} through "TASKS" with options {"delaySeconds": 1}
     Then the settlement results for "s" were:
       | call           | outcome       |
       | acknowledge    | unknown_batch |

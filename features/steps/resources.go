@@ -49,18 +49,10 @@ func (w *world) create(ctx context.Context, space, alias, form string, spec any,
 		return nil, err
 	}
 	if r.Status == 202 {
-		op, err := AcceptedOperation(r)
+		done, err := w.awaitAccepted(ctx, space, r, "create")
 		if err != nil {
 			return r, err
 		}
-		if op.Kind != "create" {
-			return r, fmt.Errorf("create answered an Operation of kind %q", op.Kind)
-		}
-		done, err := WaitOperation(ctx, w.admin(), space, op.ID, opTimeout)
-		if err != nil {
-			return r, err
-		}
-		w.lastOp = done
 		if done.State == "succeeded" {
 			m, _ := spec.(map[string]any)
 			w.res[alias] = &resource{alias: alias, uid: done.ResourceUID, name: alias, form: form, space: space, spec: m}
@@ -95,15 +87,10 @@ func (w *world) update(ctx context.Context, alias string, spec any) (*Response, 
 		return nil, err
 	}
 	if r.Status == 202 {
-		op, err := AcceptedOperation(r)
+		done, err := w.awaitAccepted(ctx, rs.space, r, "update")
 		if err != nil {
 			return r, err
 		}
-		done, err := WaitOperation(ctx, w.admin(), rs.space, op.ID, opTimeout)
-		if err != nil {
-			return r, err
-		}
-		w.lastOp = done
 		if done.State == "succeeded" {
 			if m, ok := spec.(map[string]any); ok {
 				rs.spec = m
@@ -138,17 +125,29 @@ func (w *world) remove(ctx context.Context, alias string) (*Response, error) {
 		return nil, err
 	}
 	if r.Status == 202 {
-		op, err := AcceptedOperation(r)
-		if err != nil {
+		if _, err := w.awaitAccepted(ctx, rs.space, r, "delete"); err != nil {
 			return r, err
 		}
-		done, err := WaitOperation(ctx, w.admin(), rs.space, op.ID, opTimeout)
-		if err != nil {
-			return r, err
-		}
-		w.lastOp = done
 	}
 	return r, nil
+}
+
+// awaitAccepted reads the Operation a 202 answered with, checks its kind,
+// waits until it is done and records it as the world's last Operation.
+func (w *world) awaitAccepted(ctx context.Context, space string, r *Response, kind string) (*Operation, error) {
+	op, err := AcceptedOperation(r)
+	if err != nil {
+		return nil, err
+	}
+	if op.Kind != kind {
+		return nil, fmt.Errorf("%s answered an Operation of kind %q", kind, op.Kind)
+	}
+	done, err := WaitOperation(ctx, w.admin(), space, op.ID, opTimeout)
+	if err != nil {
+		return nil, err
+	}
+	w.lastOp = done
+	return done, nil
 }
 
 // get reads a resource as admin and checks the parts every read must have.

@@ -462,9 +462,32 @@ func idemScope(principal, space, method, path string) string {
 	return principal + "\x00" + space + "\x00" + method + "\x00" + path
 }
 
+// idemRequest is a mutation's Idempotency-Key (empty when it has none), in
+// its scope, with the fingerprint of the request body.
+type idemRequest struct{ key, scope, fp string }
+
+// newIdemRequest parses the Idempotency-Key header of a request by
+// principal to method path with body.
+func newIdemRequest(header *string, principal, space, method, path string, body []byte) (idemRequest, error) {
+	key, err := parseIdempotencyKey(header)
+	if err != nil {
+		return idemRequest{}, err
+	}
+	return idemRequest{key: key, scope: idemScope(principal, space, method, path), fp: fingerprint(body)}, nil
+}
+
+// record is what the Operation's first write stores for the key, or nil.
+func (ir idemRequest) record() *store.IdempotencyRecord {
+	if ir.key == "" {
+		return nil
+	}
+	return &store.IdempotencyRecord{Scope: ir.scope, Key: ir.key, Fingerprint: ir.fp}
+}
+
 // replay looks the key up: the same fingerprint returns the recorded
 // Operation, another fingerprint is idempotency_key_reuse.
-func (s *Server) replay(ctx context.Context, scope, key, fp string) (*store.Operation, error) {
+func (s *Server) replay(ctx context.Context, ir idemRequest) (*store.Operation, error) {
+	scope, key, fp := ir.scope, ir.key, ir.fp
 	if key == "" {
 		return nil, nil
 	}

@@ -85,13 +85,11 @@ func (s *Server) CreateResource(ctx context.Context, req api.CreateResourceReque
 func (s *Server) createResource(ctx context.Context, req api.CreateResourceRequestObject) (store.Operation, bool, error) {
 	ri := info(ctx)
 	p, space, body := ri.principal, req.Space, req.Body
-	key, err := parseIdempotencyKey(req.Params.IdempotencyKey)
+	idem, err := newIdemRequest(req.Params.IdempotencyKey, p.Name, space, http.MethodPost, resourcesPath(space), ri.body)
 	if err != nil {
 		return store.Operation{}, false, err
 	}
-	scope := idemScope(p.Name, space, http.MethodPost, resourcesPath(space))
-	fp := fingerprint(ri.body)
-	if op, err := s.replay(ctx, scope, key, fp); err != nil || op != nil {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
 		return deref(op), op != nil, err
 	}
 	// 3. Form and offering.
@@ -126,7 +124,7 @@ func (s *Server) createResource(ctx context.Context, req api.CreateResourceReque
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, err := s.replay(ctx, scope, key, fp); err != nil || op != nil {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
 		return deref(op), op != nil, err
 	}
 	// 6. Name.
@@ -174,10 +172,7 @@ func (s *Server) createResource(ctx context.Context, req api.CreateResourceReque
 	}
 	desired := rec
 	desired.State, desired.PrivateInputs = store.StateActive, nil
-	pl := plan{kind: KindCreate, space: space, uid: uid, formURL: form, principal: p.Name, record: rec, desired: &desired, key: key}
-	if key != "" {
-		pl.idem = &store.IdempotencyRecord{Scope: scope, Key: key, Fingerprint: fp}
-	}
+	pl := plan{kind: KindCreate, space: space, uid: uid, formURL: form, principal: p.Name, record: rec, desired: &desired, key: idem.key, idem: idem.record()}
 	op, err := s.accept(ctx, pl)
 	return op, false, err
 }
@@ -203,13 +198,11 @@ func (s *Server) UpdateResource(ctx context.Context, req api.UpdateResourceReque
 func (s *Server) updateResource(ctx context.Context, req api.UpdateResourceRequestObject) (store.Operation, bool, error) {
 	ri := info(ctx)
 	p, space, uid := ri.principal, req.Space, req.Uid
-	key, err := parseIdempotencyKey(req.Params.IdempotencyKey)
+	idem, err := newIdemRequest(req.Params.IdempotencyKey, p.Name, space, http.MethodPut, resourcesPath(space)+"/"+uid, ri.body)
 	if err != nil {
 		return store.Operation{}, false, err
 	}
-	scope := idemScope(p.Name, space, http.MethodPut, resourcesPath(space)+"/"+uid)
-	fp := fingerprint(ri.body)
-	if op, err := s.replay(ctx, scope, key, fp); err != nil || op != nil {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
 		return deref(op), op != nil, err
 	}
 	cur, err := s.loadResource(ctx, space, uid)
@@ -233,7 +226,7 @@ func (s *Server) updateResource(ctx context.Context, req api.UpdateResourceReque
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, err := s.replay(ctx, scope, key, fp); err != nil || op != nil {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
 		return deref(op), op != nil, err
 	}
 	if cur, err = s.loadResource(ctx, space, uid); err != nil {
@@ -262,10 +255,7 @@ func (s *Server) updateResource(ctx context.Context, req api.UpdateResourceReque
 	if f, busy := s.inflight[uid]; busy {
 		return store.Operation{}, false, conflict(CodeOperationInProgress, "Operation %s on this resource has not finished", f.id)
 	}
-	pl := plan{kind: KindUpdate, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, key: key}
-	if key != "" {
-		pl.idem = &store.IdempotencyRecord{Scope: scope, Key: key, Fingerprint: fp}
-	}
+	pl := plan{kind: KindUpdate, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, key: idem.key, idem: idem.record()}
 	if cur.State == store.StateActive && sameJSON(cur.Spec, spec) {
 		pl.noop = true
 	} else {
@@ -294,13 +284,11 @@ func (s *Server) DeleteResource(ctx context.Context, req api.DeleteResourceReque
 
 func (s *Server) deleteResource(ctx context.Context, req api.DeleteResourceRequestObject) (store.Operation, bool, error) {
 	p, space, uid := principal(ctx), req.Space, req.Uid
-	key, err := parseIdempotencyKey(req.Params.IdempotencyKey)
+	idem, err := newIdemRequest(req.Params.IdempotencyKey, p.Name, space, http.MethodDelete, resourcesPath(space)+"/"+uid, nil)
 	if err != nil {
 		return store.Operation{}, false, err
 	}
-	scope := idemScope(p.Name, space, http.MethodDelete, resourcesPath(space)+"/"+uid)
-	fp := fingerprint(nil)
-	if op, err := s.replay(ctx, scope, key, fp); err != nil || op != nil {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
 		return deref(op), op != nil, err
 	}
 	cur, err := s.loadResource(ctx, space, uid)
@@ -316,7 +304,7 @@ func (s *Server) deleteResource(ctx context.Context, req api.DeleteResourceReque
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, err := s.replay(ctx, scope, key, fp); err != nil || op != nil {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
 		return deref(op), op != nil, err
 	}
 	if cur, err = s.loadResource(ctx, space, uid); err != nil {
@@ -341,10 +329,7 @@ func (s *Server) deleteResource(ctx context.Context, req api.DeleteResourceReque
 	}
 	rec := cur
 	rec.State = store.StateDeleting
-	pl := plan{kind: KindDelete, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, record: rec, key: key}
-	if key != "" {
-		pl.idem = &store.IdempotencyRecord{Scope: scope, Key: key, Fingerprint: fp}
-	}
+	pl := plan{kind: KindDelete, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, record: rec, key: idem.key, idem: idem.record()}
 	op, err := s.accept(ctx, pl)
 	return op, false, err
 }

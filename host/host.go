@@ -33,7 +33,9 @@ const (
 	ReadTimeout       = 60 * time.Second
 	WriteTimeout      = 90 * time.Second
 	IdleTimeout       = 120 * time.Second
-	MaxHeaderBytes    = 64 << 10
+	// MaxHeaderBytes is Go's own cap, above server.MaxHeaderBytes, which
+	// answers a problem for header blocks between the two.
+	MaxHeaderBytes = server.HardMaxHeaderBytes
 )
 
 // Host is one running reference host.

@@ -153,6 +153,38 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// MaxHeaderBytes bounds a request's header block (the request line and
+// every header line). Go's server has its own, higher, cap (the host sets
+// it to HardMaxHeaderBytes) and answers past it with plain text before any
+// handler runs; below that, this limit answers a problem like every other.
+const (
+	MaxHeaderBytes     = 64 << 10
+	HardMaxHeaderBytes = 1 << 20
+)
+
+// headerSize is the size of r's header block as a client sent it, near
+// enough: the request line and "Name: value\r\n" per value.
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n + len(r.Host) + len("Host: \r\n")
+}
+
+// headerLimit refuses a header block over MaxHeaderBytes with 431.
+func (s *Server) headerLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := headerSize(r); n > MaxHeaderBytes {
+			s.writeProblem(w, r, newProblem(http.StatusRequestHeaderFieldsTooLarge, CodeHeaderTooLarge, "the request's headers are %d bytes; at most %d are accepted", n, MaxHeaderBytes))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // routeGuard runs on every matched route: authentication, the space rule,
 // the role for the route and, for POST and PUT, the envelope.
 func (s *Server) routeGuard(next http.Handler) http.Handler {

@@ -35,6 +35,7 @@ const (
 	CodeLimitExceeded       = "limit_exceeded"
 	CodeWorkerError         = "worker_error"
 	CodeInternal            = "internal_error"
+	CodeHeaderTooLarge      = "header_too_large"
 )
 
 // ProblemTypeBase prefixes every problem's type URI.

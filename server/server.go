@@ -196,7 +196,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.Handle("/v2/spaces/{space}/resources/{uid}/fetch", fetch)
 	s.mux.Handle("/v2/spaces/{space}/resources/{uid}/fetch/{path...}", fetch)
 
-	s.handler = s.requestID(s.accessLog(s.recoverer(http.HandlerFunc(s.route))))
+	s.handler = s.requestID(s.accessLog(s.recoverer(s.headerLimit(http.HandlerFunc(s.route)))))
 	return s, nil
 }
 

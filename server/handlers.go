@@ -226,18 +226,9 @@ func (s *Server) updateResource(ctx context.Context, req api.UpdateResourceReque
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, err := s.replay(ctx, idem); err != nil || op != nil {
-		return deref(op), op != nil, err
-	}
-	if cur, err = s.loadResource(ctx, space, uid); err != nil {
-		return store.Operation{}, false, err
-	}
-	if err := ifMatch(req.Params.IfMatch, cur.ETag); err != nil {
-		return store.Operation{}, false, err
-	}
-	a, err := s.snapshot(ctx, p, space, uid)
-	if err != nil {
-		return store.Operation{}, false, err
+	cur, a, prior, err := s.recheck(ctx, idem, p, space, uid, req.Params.IfMatch)
+	if err != nil || prior != nil {
+		return deref(prior), prior != nil, err
 	}
 	if err := a.references(cur.FormURL, spec); err != nil {
 		return store.Operation{}, false, err
@@ -304,18 +295,9 @@ func (s *Server) deleteResource(ctx context.Context, req api.DeleteResourceReque
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, err := s.replay(ctx, idem); err != nil || op != nil {
-		return deref(op), op != nil, err
-	}
-	if cur, err = s.loadResource(ctx, space, uid); err != nil {
-		return store.Operation{}, false, err
-	}
-	if err := ifMatch(req.Params.IfMatch, cur.ETag); err != nil {
-		return store.Operation{}, false, err
-	}
-	a, err := s.snapshot(ctx, p, space, uid)
-	if err != nil {
-		return store.Operation{}, false, err
+	cur, a, prior, err := s.recheck(ctx, idem, p, space, uid, req.Params.IfMatch)
+	if err != nil || prior != nil {
+		return deref(prior), prior != nil, err
 	}
 	if deps := a.dependents(cur); len(deps) > 0 {
 		pr := conflict(CodeDependencyConflict, "resources still reference this one; delete them first (nothing is deleted in cascade)")
@@ -397,4 +379,26 @@ func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestOb
 		out.Headers.RetryAfter = &one
 	}
 	return out, nil
+}
+
+// recheck repeats, under s.mu, what an update or delete checked before
+// taking the lock (the key may have been used, the resource changed or
+// gone meanwhile) and takes the admission snapshot of the space. prior is
+// the Operation to replay, if any.
+func (s *Server) recheck(ctx context.Context, idem idemRequest, p *auth.Principal, space, uid string, ifMatchHeader *string) (store.Resource, *admission, *store.Operation, error) {
+	if op, err := s.replay(ctx, idem); err != nil || op != nil {
+		return store.Resource{}, nil, op, err
+	}
+	cur, err := s.loadResource(ctx, space, uid)
+	if err != nil {
+		return store.Resource{}, nil, nil, err
+	}
+	if err := ifMatch(ifMatchHeader, cur.ETag); err != nil {
+		return store.Resource{}, nil, nil, err
+	}
+	a, err := s.snapshot(ctx, p, space, uid)
+	if err != nil {
+		return store.Resource{}, nil, nil, err
+	}
+	return cur, a, nil, nil
 }

@@ -185,11 +185,7 @@ func registerProducerSteps(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^"([^"]*)" calls "([^"]*)" with:$`, func(ctx context.Context, wk, b string, doc *godog.DocString) error {
 		w := get(ctx)
-		x, err := w.expand(doc.Content)
-		if err != nil {
-			return err
-		}
-		v, err := decodeJSON(x)
+		v, err := w.expandJSON(doc.Content)
 		if err != nil {
 			return err
 		}

@@ -330,6 +330,16 @@ func (w *world) applyMods(spec map[string]any, mods string) (map[string]any, err
 	return out, nil
 }
 
+// expandJSON expands the kit's placeholders in s, then decodes it as JSON
+// (numbers kept as written).
+func (w *world) expandJSON(s string) (any, error) {
+	x, err := w.expand(s)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSON(x)
+}
+
 func decodeJSON(s string) (any, error) {
 	var v any
 	d := json.NewDecoder(strings.NewReader(s))
@@ -484,11 +494,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		if fu == "" {
 			return fmt.Errorf("unknown Form %q", form)
 		}
-		x, err := w.expand(doc.Content)
-		if err != nil {
-			return err
-		}
-		v, err := decodeJSON(x)
+		v, err := w.expandJSON(doc.Content)
 		if err != nil {
 			return err
 		}
@@ -497,11 +503,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^I create a queue "([^"]*)" with spec (.+)$`, func(ctx context.Context, a, spec string) error {
 		w := W(ctx)
-		x, err := w.expand(spec)
-		if err != nil {
-			return err
-		}
-		v, err := decodeJSON(x)
+		v, err := w.expandJSON(spec)
 		if err != nil {
 			return err
 		}
@@ -553,11 +555,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		x, err := w.expand(doc.Content)
-		if err != nil {
-			return err
-		}
-		extra, err := decodeJSON(x)
+		extra, err := w.expandJSON(doc.Content)
 		if err != nil {
 			return err
 		}
@@ -635,11 +633,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^I replace the spec of "([^"]*)" with:$`, func(ctx context.Context, a string, doc *godog.DocString) error {
 		w := W(ctx)
-		x, err := w.expand(doc.Content)
-		if err != nil {
-			return err
-		}
-		v, err := decodeJSON(x)
+		v, err := w.expandJSON(doc.Content)
 		if err != nil {
 			return err
 		}

@@ -75,3 +75,37 @@ func BenchmarkFetchSend(b *testing.B) {
 		})
 	})
 }
+
+const benchSendBatchWorker = `const messages = Array.from({ length: 100 }, (_, i) => ({ body: String(i).padStart(100, "x") }));
+export default {
+  async fetch(request, env) {
+    const ids = await env.OUT.sendBatch(messages);
+    return new Response(String(ids.length));
+  },
+};
+`
+
+// BenchmarkFetchSendBatch measures one fetch invocation whose handler sends
+// 100 messages of 100 bytes with one sendBatch: mostly the conversion of the
+// message objects to Go.
+func BenchmarkFetchSendBatch(b *testing.B) {
+	rt := New(Options{Sender: nopSender{}})
+	defer rt.Close()
+	v := &Version{UID: "v-bench-sendbatch", Space: "space-1", WorkerUID: "w-bench-sendbatch", Principal: "alice", MainModule: "main.js",
+		Modules: []Module{{Name: "main.js", Content: benchSendBatchWorker}}, Bindings: []Binding{{Name: "OUT", QueueUID: "q-1"}}}
+	do := func() {
+		resp, err := rt.Fetch(context.Background(), v, httptest.NewRequest(http.MethodGet, "http://worker.example/", nil), "/")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	do()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		do()
+	}
+}

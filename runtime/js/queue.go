@@ -52,23 +52,18 @@ func describeErr(err error) string {
 	return err.Error()
 }
 
-// batchObject builds the JavaScript batch: id, queue, messages (bodies are
-// fresh ArrayBuffer copies) and the four settlement methods bound to b.
+// batchObject builds the JavaScript batch: id, queue, messages and the four
+// settlement methods bound to b.
+//
+// Workers see the methods' names, which goja takes from the Go closures
+// ("...(*instance).batchObject.func1"): keep these four closures the first
+// function literals of batchObject, in this order.
 func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
 	vm := in.vm
-	msgs := make([]any, len(b.Messages))
-	for i, m := range b.Messages {
-		o := vm.NewObject()
-		_ = o.Set("id", m.ID)
-		_ = o.Set("timestampMillis", m.TimestampMillis)
-		_ = o.Set("body", vm.NewArrayBuffer(append([]byte(nil), m.Body...)))
-		_ = o.Set("attempts", m.Attempts)
-		msgs[i] = o
-	}
 	o := vm.NewObject()
 	_ = o.Set("id", b.ID)
 	_ = o.Set("queue", b.Queue)
-	_ = o.Set("messages", vm.NewArray(msgs...))
+	_ = o.Set("messages", in.messagesArray(b.Messages))
 	_ = o.Set("acknowledge", func(call goja.FunctionCall) goja.Value {
 		id, ok := call.Argument(0).Export().(string)
 		if !ok {
@@ -98,6 +93,55 @@ func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
 		return in.settle(func(ctx context.Context) error { return b.RetryAll(ctx, delay) })
 	})
 	return o
+}
+
+// Message bodies up to bodyChunk/4 bytes are copied into shared chunks of
+// bodyChunk bytes, one allocation for many messages: a worker that keeps one
+// body keeps at most its chunk alive. Larger bodies get their own copy.
+const bodyChunk = 16 << 10
+
+// messagesArray builds batch.messages: plain objects with the own data
+// properties id, timestampMillis, body (a fresh ArrayBuffer copy) and
+// attempts, in that order, each with its own values.
+func (in *instance) messagesArray(ms []delivery.Message) *goja.Object {
+	vm := in.vm
+	objs := make([]any, len(ms))
+	var chunk []byte
+	small := 0 // bytes of the small bodies not yet copied
+	for i := range ms {
+		if n := len(ms[i].Body); n <= bodyChunk/4 {
+			small += n
+		}
+	}
+	// Messages sent together share their accept time; numbers are
+	// immutable, so one Value serves them all.
+	var lastTS int64
+	var lastTSV goja.Value
+	for i := range ms {
+		m := &ms[i]
+		var body []byte
+		if n := len(m.Body); n > bodyChunk/4 {
+			body = append([]byte(nil), m.Body...)
+		} else {
+			if cap(chunk)-len(chunk) < n {
+				chunk = make([]byte, 0, min(small, bodyChunk))
+			}
+			small -= n
+			start := len(chunk)
+			chunk = append(chunk, m.Body...)
+			body = chunk[start:len(chunk):len(chunk)]
+		}
+		if lastTSV == nil || m.TimestampMillis != lastTS {
+			lastTS, lastTSV = m.TimestampMillis, vm.ToValue(m.TimestampMillis)
+		}
+		o := vm.NewObject()
+		_ = o.Set("id", vm.ToValue(m.ID))
+		_ = o.Set("timestampMillis", lastTSV)
+		_ = o.Set("body", vm.NewArrayBuffer(body))
+		_ = o.Set("attempts", vm.ToValue(m.Attempts))
+		objs[i] = o
+	}
+	return vm.NewArray(objs...)
 }
 
 // delayArg reads an optional delaySeconds: undefined means nil; otherwise

@@ -11,15 +11,19 @@
 //
 //   - a map of its messages (IDs, times, attempts; bodies stay in the
 //     store and are read with store.Body at delivery);
-//   - a "delayed" heap (container/heap) of waiting messages ordered by
-//     visible time, and an "available" heap of messages already visible,
-//     ordered by visible time, then accept time, then accept order (input
-//     order within one Send): the stable batch order;
-//   - an expiry heap ordered by accept time. Retention is one duration per
+//   - a "delayed" order of messages not yet visible, ordered by visible
+//     time, and an "available" order of messages already visible, ordered
+//     by visible time, then accept time, then accept order (input order
+//     within one Send): the stable batch order;
+//   - an expiry order by accept time. Retention is one duration per
 //     queue, so the order of deadlines is the accept order whatever the
 //     current messageRetentionSeconds; an update of retention changes only
-//     the deadline of the heap's top and applies to existing messages at
-//     once.
+//     the deadline of the first and applies to existing messages at once.
+//
+// The three orders are msgOrder (order.go): a sorted run plus a heap for
+// the few messages that arrive out of order, with lazy removal, so that
+// sending, delivering and acknowledging a message cost O(1) in the usual
+// case however long the backlog.
 //
 // Each queue has at most one timer (Options.Clock), armed only for its
 // next due event: the next expiry, the next message becoming visible, the

@@ -228,10 +228,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		loaded[i] = ms
 	}
+	now := e.nowMs()
 	for i, q := range qs {
 		q.mu.Lock()
 		for _, m := range loaded[i] {
-			q.insert(m)
+			q.insert(m, now)
 		}
 		q.mu.Unlock()
 	}
@@ -370,14 +371,15 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 	if e.queue(cfg.UID) != nil {
 		return ErrQueueExists
 	}
-	q := &queue{e: e, uid: cfg.UID, cfg: cfg, msgs: map[string]*msg{}, batches: map[string]*batch{}}
+	q := &queue{e: e, uid: cfg.UID, cfg: cfg, msgs: map[string]*msg{}, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true}}
 	if e.started.Load() {
 		ms, err := e.load(ctx, cfg.UID)
 		if err != nil {
 			return err
 		}
+		now := e.nowMs()
 		for _, m := range ms {
-			q.insert(m)
+			q.insert(m, now)
 		}
 	}
 	e.mu.Lock()
@@ -674,9 +676,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []OutgoingMessa
 	}
 	q.mu.Lock()
 	if !q.removed {
-		for _, m := range news {
-			q.insert(m)
-		}
+		q.insertSent(news, e.nowMs())
 		q.pump()
 	}
 	q.mu.Unlock()

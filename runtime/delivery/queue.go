@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -29,9 +28,9 @@ type queue struct {
 	cfg     QueueConfig
 	removed bool
 	msgs    map[string]*msg
-	delayed visHeap // stReady, not yet promoted (visibleAt may be future)
-	avail   visHeap // stReady, visibleAt <= now, ready for a batch
-	expiry  expHeap // every message whose expiry has not been found yet
+	delayed msgOrder // stReady, not yet promoted (visibleAt may be future)
+	avail   msgOrder // stReady, visibleAt <= now, ready for a batch
+	expiry  msgOrder // every message whose expiry has not been found yet (byExpiry)
 
 	consumer *consumer
 	batches  map[string]*batch // dispatching, running or closing
@@ -86,33 +85,78 @@ func (q *queue) retentionMs() int64 { return int64(q.cfg.MessageRetentionSeconds
 // the queue's current retention.
 func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }
 
-// insert adds a new message (Send, load, dead-letter move). mu held.
-func (q *queue) insert(m *msg) {
+// insert adds a new message (load, dead-letter move). mu held.
+func (q *queue) insert(m *msg, now int64) {
 	q.msgs[m.id] = m
 	m.state = stReady
-	heap.Push(&q.delayed, m)
-	heap.Push(&q.expiry, m)
+	q.pushVis(m, now)
+	q.expiry.push(m)
+	m.inExp = true
 }
 
-// unlinkVis removes m from whichever visibility heap holds it. mu held.
+// insertSent adds the messages of one Send, given in input order: they
+// share an accept time, so they are in expiry order, and those visible at
+// once are in delivery order. mu held.
+func (q *queue) insertSent(ms []*msg, now int64) {
+	var avail []*msg
+	for _, m := range ms {
+		q.msgs[m.id] = m
+		m.state = stReady
+		m.inExp = true
+		if m.visibleAt <= now {
+			m.where = inAvail
+			avail = append(avail, m)
+		} else {
+			m.where = inDelayed
+			q.delayed.push(m)
+		}
+	}
+	q.expiry.pushSorted(ms)
+	q.avail.pushSorted(avail)
+}
+
+// pushVis adds a ready message to the available order when it is visible
+// at now, else to the delayed one. mu held.
+func (q *queue) pushVis(m *msg, now int64) {
+	if m.visibleAt <= now {
+		m.where = inAvail
+		q.avail.push(m)
+	} else {
+		m.where = inDelayed
+		q.delayed.push(m)
+	}
+}
+
+// unlinkVis removes m from whichever visibility order holds it. mu held.
 func (q *queue) unlinkVis(m *msg) {
-	if m.visIdx < 0 {
+	var o *msgOrder
+	switch m.where {
+	case inAvail:
+		o = &q.avail
+	case inDelayed:
+		o = &q.delayed
+	default:
 		return
 	}
-	if m.inAvail {
-		heap.Remove(&q.avail, m.visIdx)
-	} else {
-		heap.Remove(&q.delayed, m.visIdx)
+	m.visGen++
+	m.where = inNone
+	o.removed()
+}
+
+// unlinkExp removes m from the expiry order. mu held.
+func (q *queue) unlinkExp(m *msg) {
+	if !m.inExp {
+		return
 	}
-	m.inAvail = false
+	m.expGen++
+	m.inExp = false
+	q.expiry.removed()
 }
 
 // drop forgets m: the store no longer holds it. mu held.
 func (q *queue) drop(m *msg) {
 	q.unlinkVis(m)
-	if m.expIdx >= 0 {
-		heap.Remove(&q.expiry, m.expIdx)
-	}
+	q.unlinkExp(m)
 	m.state = stGone
 	if q.msgs[m.id] == m {
 		delete(q.msgs, m.id)
@@ -132,19 +176,18 @@ func (q *queue) release(m *msg, visibleAt, now int64) {
 	}
 	m.state = stReady
 	m.visibleAt = visibleAt
-	m.inAvail = false
-	heap.Push(&q.delayed, m)
-	if m.expIdx < 0 {
-		heap.Push(&q.expiry, m)
+	q.unlinkVis(m)
+	q.pushVis(m, now)
+	if !m.inExp {
+		q.expiry.push(m)
+		m.inExp = true
 	}
 }
 
 // markExpired moves m (not leased) to the expiry removal list. mu held.
 func (q *queue) markExpired(m *msg) {
 	q.unlinkVis(m)
-	if m.expIdx >= 0 {
-		heap.Remove(&q.expiry, m.expIdx)
-	}
+	q.unlinkExp(m)
 	m.expired = true
 	m.state = stBusy
 	q.toExpire = append(q.toExpire, m)
@@ -154,12 +197,13 @@ func (q *queue) markExpired(m *msg) {
 // are waiting are queued for removal; leased (in a running batch) or busy
 // ones are only flagged and are removed when they come back. mu held.
 func (q *queue) expireDue(now int64) {
-	for len(q.expiry) > 0 {
-		m := q.expiry[0]
-		if now < q.expireAt(m) {
+	for {
+		m := q.expiry.peek()
+		if m == nil || now < q.expireAt(m) {
 			return
 		}
-		heap.Pop(&q.expiry)
+		q.expiry.pop()
+		m.inExp = false
 		switch m.state {
 		case stReady:
 			q.markExpired(m)
@@ -204,22 +248,22 @@ func (q *queue) exhausted(c *consumer, m *msg) bool { return m.attempts >= 1+c.c
 
 // dispatch forms the batches that are due. mu held.
 func (q *queue) dispatch(c *consumer, now int64) {
-	for len(q.delayed) > 0 && q.delayed[0].visibleAt <= now {
-		m := heap.Pop(&q.delayed).(*msg)
-		m.inAvail = true
-		heap.Push(&q.avail, m)
+	for m := q.delayed.peek(); m != nil && m.visibleAt <= now; m = q.delayed.peek() {
+		q.delayed.pop()
+		m.where = inAvail
+		q.avail.push(m)
 	}
 	timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000
-	for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && len(q.avail) > 0 {
+	for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && q.avail.Len() > 0 {
 		// A batch is due when it is full, or when its first message has
 		// been available for maxBatchTimeoutSeconds.
-		if len(q.avail) < c.cfg.MaxBatchSize && now < q.avail[0].visibleAt+timeoutMs {
+		if q.avail.Len() < c.cfg.MaxBatchSize && now < q.avail.peek().visibleAt+timeoutMs {
 			return
 		}
-		var ms []*msg
-		for len(ms) < c.cfg.MaxBatchSize && len(q.avail) > 0 {
-			m := heap.Pop(&q.avail).(*msg)
-			m.inAvail = false
+		ms := make([]*msg, 0, min(c.cfg.MaxBatchSize, q.avail.Len()))
+		for len(ms) < c.cfg.MaxBatchSize && q.avail.Len() > 0 {
+			m := q.avail.pop()
+			m.where = inNone
 			if q.exhausted(c, m) {
 				// Already had 1+maxRetries deliveries (restart, store
 				// failure at settlement, lowered maxRetries): never
@@ -252,23 +296,23 @@ func (q *queue) rearm(now int64) {
 			next = t
 		}
 	}
-	if len(q.expiry) > 0 {
-		consider(q.expireAt(q.expiry[0]))
+	if m := q.expiry.peek(); m != nil {
+		consider(q.expireAt(m))
 	}
 	if (len(q.toExpire) > 0 && !q.expiring) || (len(q.toExhaust) > 0 && !q.exhausting && q.consumer != nil) {
 		consider(q.opRetryAt)
 	}
 	if c := q.consumer; c != nil && !c.detaching && c.inflight < c.cfg.MaxConcurrency {
 		if c.backoffUntil > now {
-			if len(q.avail) > 0 || len(q.delayed) > 0 {
+			if q.avail.Len() > 0 || q.delayed.Len() > 0 {
 				consider(c.backoffUntil)
 			}
 		} else {
-			if len(q.delayed) > 0 {
-				consider(q.delayed[0].visibleAt)
+			if m := q.delayed.peek(); m != nil {
+				consider(m.visibleAt)
 			}
-			if len(q.avail) > 0 {
-				consider(q.avail[0].visibleAt + int64(c.cfg.MaxBatchTimeoutSeconds)*1000)
+			if m := q.avail.peek(); m != nil {
+				consider(m.visibleAt + int64(c.cfg.MaxBatchTimeoutSeconds)*1000)
 			}
 		}
 	}
@@ -537,8 +581,9 @@ func (e *Engine) addMoved(dlq *queue, moved []*msg) {
 	}
 	dlq.mu.Lock()
 	if !dlq.removed {
+		now := e.nowMs()
 		for _, m := range moved {
-			dlq.insert(m)
+			dlq.insert(m, now)
 		}
 		dlq.pump()
 	}

@@ -59,6 +59,7 @@ type Engine struct {
 	handlerTimeout time.Duration
 	log            *slog.Logger
 	newID          func() string
+	customID       bool // newID came from Options.NewID
 
 	ctx    context.Context // background work; cancelled when Shutdown returns
 	cancel context.CancelFunc
@@ -110,6 +111,7 @@ func New(st store.Store, res Resolver, opts Options) *Engine {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	e.customID = e.newID != nil
 	if e.newID == nil {
 		e.newID = randomID
 	}
@@ -127,18 +129,36 @@ func (e *Engine) nowMs() int64 { return e.clock.Now().UTC().UnixMilli() }
 
 func (e *Engine) newBatchID() string { return e.newID() }
 
-// newMessageID issues an ID not present in q (IDs are random; the check
-// only matters for an injected NewID).
-func (e *Engine) newMessageID(q *queue) string {
-	for {
-		id := e.newID()
-		q.mu.Lock()
-		_, dup := q.msgs[id]
-		q.mu.Unlock()
-		if !dup && id != "" && len(id) <= MaxIDLength {
-			return id
+// newMessageIDs issues n message IDs, distinct and not present in q.
+// Default IDs are 128 random bits each, made with one read of the random
+// source and one string for the whole batch: a collision is not a
+// practical concern (about 2^-64 after 2^32 IDs), so only an injected
+// NewID is checked.
+func (e *Engine) newMessageIDs(q *queue, n int) []string {
+	ids := make([]string, n)
+	if !e.customID {
+		raw := make([]byte, 16*n)
+		rand.Read(raw)
+		all := hex.EncodeToString(raw)
+		for i := range ids {
+			ids[i] = all[32*i : 32*i+32]
+		}
+		return ids
+	}
+	seen := make(map[string]bool, n)
+	for i := range ids {
+		for {
+			id := e.newID()
+			q.mu.Lock()
+			_, dup := q.msgs[id]
+			q.mu.Unlock()
+			if !dup && !seen[id] && id != "" && len(id) <= MaxIDLength {
+				ids[i], seen[id] = id, true
+				break
+			}
 		}
 	}
+	return ids
 }
 
 func (e *Engine) queue(uid string) *queue {
@@ -648,28 +668,23 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []OutgoingMessa
 		return nil, ErrUnknownQueue
 	}
 	now := e.nowMs()
-	ids := make([]string, len(msgs))
-	seen := make(map[string]bool, len(msgs))
+	ids := e.newMessageIDs(q, len(msgs))
 	muts := make([]store.Mutation, len(msgs))
 	news := make([]*msg, len(msgs))
+	seq := e.seq.Add(uint64(len(msgs))) - uint64(len(msgs))
 	for i, m := range msgs {
-		id := e.newMessageID(q)
-		for seen[id] {
-			id = e.newMessageID(q)
-		}
-		seen[id] = true
 		delay := defDelay
 		if m.Delay != nil {
 			delay = *m.Delay
 		}
 		visibleAt := now + int64(delay)*1000
-		body := append([]byte(nil), m.Body...)
-		ids[i] = id
+		// The body is not copied: the store encodes (Journaled) or copies
+		// (Memory) it within Apply and keeps no reference.
 		muts[i] = store.AcceptMessage{
-			Message: store.Message{Queue: queueUID, ID: id, AcceptedAt: now, VisibleAt: visibleAt, Size: len(body)},
-			Body:    body,
+			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: visibleAt, Size: len(m.Body)},
+			Body:    m.Body,
 		}
-		news[i] = newMsg(id, now, visibleAt, 0, len(body), e.seq.Add(1))
+		news[i] = newMsg(ids[i], now, visibleAt, 0, len(m.Body), seq+uint64(i)+1)
 	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
 		return nil, backendErr(err)

@@ -526,7 +526,7 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 			if err != nil {
 				return nil, nil, err
 			}
-			id := e.newMessageID(dlq)
+			id := e.newMessageIDs(dlq, 1)[0]
 			muts = append(muts, store.AcceptMessage{
 				Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
 				Body:    body,

@@ -159,7 +159,9 @@ type Store interface {
 	// state that the read methods return. It returns only after the unit is
 	// durable; on error nothing of it was applied (ErrUnavailable wraps the
 	// cause). Mutations that refer to records which do not exist are no-ops,
-	// so that replay after compaction is idempotent.
+	// so that replay after compaction is idempotent. Apply keeps no
+	// reference to muts or to the slices they hold (message bodies) once
+	// it returns: callers may reuse them.
 	Apply(ctx context.Context, muts ...Mutation) error
 
 	Resource(ctx context.Context, uid string) (Resource, error)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,20 +73,14 @@ func (rt *Runtime) Fetch(ctx context.Context, v *Version, r *http.Request, path 
 			if fetch == nil {
 				return nil, &ScriptError{Name: "TypeError", Message: "the default export's fetch is not a function"}
 			}
-			var pairs []any
-			for k, vs := range r.Header {
-				if strings.EqualFold(k, "Authorization") {
-					continue
-				}
-				for _, x := range vs {
-					pairs = append(pairs, in.vm.NewArray(strings.ToLower(k), x))
-				}
-			}
+			pairs, checked := headerPairsFor(r.Header)
 			var bodyV goja.Value = goja.Null()
 			if len(body) > 0 {
 				bodyV = in.vm.ToValue(in.vm.NewArrayBuffer(body))
 			}
-			req, err := in.h.makeRequest(goja.Undefined(), in.vm.ToValue(u.String()), in.vm.ToValue(method), in.vm.NewArray(pairs...), bodyV)
+			vm := in.vm
+			req, err := in.h.makeRequest(goja.Undefined(), vm.ToValue(u.String()), vm.ToValue(canonicalURL(u)), vm.ToValue(method),
+				vm.NewArray(pairs...), vm.ToValue(checked), bodyV)
 			if err != nil {
 				return nil, err
 			}
@@ -113,6 +108,107 @@ func (rt *Runtime) Fetch(ctx context.Context, v *Version, r *http.Request, path 
 	}
 	return nil, err
 }
+
+// headerPairsFor flattens h (without Authorization) to [name, value, ...]
+// with lower-case names. checked reports that every pair is as
+// Headers.append leaves it (a token name, a value trimmed of HTTP
+// whitespace without NUL, CR or LF), and the values are then the trimmed
+// ones: the prelude builds the Headers from them as they are. Otherwise
+// the values are the raw ones and append checks them (and throws its own
+// error).
+func headerPairsFor(h http.Header) (pairs []any, checked bool) {
+	n := 0
+	for _, vs := range h {
+		n += 2 * len(vs)
+	}
+	pairs = make([]any, 0, n)
+	for k, vs := range h {
+		if strings.EqualFold(k, "Authorization") {
+			continue
+		}
+		name := strings.ToLower(k)
+		for _, v := range vs {
+			pairs = append(pairs, name, v)
+		}
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		if !isToken(pairs[i].(string)) || strings.ContainsAny(trimHTTPSpace(pairs[i+1].(string)), "\x00\r\n") {
+			return pairs, false
+		}
+	}
+	for i := 1; i < len(pairs); i += 2 {
+		pairs[i] = trimHTTPSpace(pairs[i].(string))
+	}
+	return pairs, true
+}
+
+// trimHTTPSpace is what Headers does to a value first.
+func trimHTTPSpace(v string) string { return strings.Trim(v, "\t\n\r ") }
+
+// isToken: an HTTP token, the header names Headers accepts.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalURL reports whether new URL(u.String()).href is u.String()
+// itself, so that the prelude need not parse it again. The URL class
+// (goja_nodejs) re-parses with net/url, drops a default or malformed port,
+// lower-cases and punycode-encodes the host, cleans the path (path.Clean:
+// no "//", ".", "..", trailing "/") and percent-encodes some query bytes.
+// Only URLs none of that changes pass: host of [a-z0-9.-] without an
+// "xn--" label and an optional port without a leading zero that is not the
+// scheme's default, a clean path, and a query of bytes the URL class keeps.
+func canonicalURL(u *url.URL) bool {
+	host, port, hasPort := strings.Cut(u.Host, ":")
+	if host == "" || strings.HasPrefix(host, "xn--") || strings.Contains(host, ".xn--") {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	if hasPort {
+		if port == "" || len(port) > 5 || port[0] == '0' || (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+			return false
+		}
+		for i := 0; i < len(port); i++ {
+			if port[i] < '0' || port[i] > '9' {
+				return false
+			}
+		}
+	}
+	if u.Path == "" || path.Clean(u.Path) != u.Path || u.RawPath != "" || u.Fragment != "" || u.ForceQuery || u.User != nil || u.Opaque != "" {
+		return false
+	}
+	for i := 0; i < len(u.RawQuery); i++ {
+		if c := u.RawQuery[i]; c >= 0x80 || !urlQueryKept[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// urlQueryKept: the query bytes the URL class leaves as they are
+// (goja_nodejs's tblEscapeURLQuery).
+var urlQueryKept = func() (t [0x80]bool) {
+	for c := byte('!'); c <= '~'; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte("\"#'<>") {
+		t[c] = false
+	}
+	return t
+}()
 
 func (e *version) logError(msg string) { e.rt.logs.add(e.v.WorkerUID, e.v.UID, "error", msg) }
 

@@ -9,7 +9,6 @@
   const define = (name, value) =>
     Object.defineProperty(g, name, { value, writable: true, configurable: true, enumerable: false });
   const ArrayBufferIsView = ArrayBuffer.isView;
-  const internals = new WeakMap();
   // The original constructor, before the allocation guard below wraps the
   // global: the prelude only builds Uint8Arrays over an ArrayBuffer (which
   // the guard never limits), so it skips the wrapper.
@@ -220,6 +219,16 @@
     [Symbol.iterator]() { return this.entries(); }
     get [Symbol.toStringTag]() { return "Headers"; }
     // What entries() yields, as an array, for the host.
+    // A Headers of flat [name, value, ...] pairs that the host has already
+    // checked and normalised as append would.
+    static _internalFromPairs(flat) {
+      const h = new Headers(), m = h.#map;
+      for (let j = 0; j < flat.length; j += 2) {
+        const list = m.get(flat[j]);
+        if (list) list.push(flat[j + 1]); else m.set(flat[j], [flat[j + 1]]);
+      }
+      return h;
+    }
     static _internalPairs(h) {
       const m = h.#map, out = [];
       const names = Array.from(m.keys()).sort();
@@ -231,8 +240,9 @@
       return out;
     }
   }
-  const headerPairs = Headers._internalPairs;
+  const headerPairs = Headers._internalPairs, headersFromPairs = Headers._internalFromPairs;
   delete Headers._internalPairs;
+  delete Headers._internalFromPairs;
   const headersEntries = Headers.prototype.entries, headersIterator = Headers.prototype[Symbol.iterator];
   define("Headers", Headers);
 
@@ -248,20 +258,28 @@
     if (bytes.byteLength > host.maxBodyBytes) throw new TypeError("the body is larger than " + host.maxBodyBytes + " bytes");
     return [bytes, type];
   }
+  // A body's state {bytes, used} is a private field rather than a WeakMap
+  // entry: goja's WeakMap registers a GC cleanup for every key.
   class Body {
-    constructor(bytes) { internals.set(this, { bytes, used: false }); }
+    #state;
+    constructor(bytes) { this.#state = { bytes, used: false }; }
+    // The state of a Body, undefined for anything else (what a WeakMap
+    // lookup gave).
+    static _internalState(x) {
+      return x !== null && (typeof x === "object" || typeof x === "function") && #state in x ? x.#state : undefined;
+    }
     #take() {
-      const i = internals.get(this);
+      const i = bodyState(this);
       if (!i) throw new TypeError("Illegal invocation");
       if (i.used) throw new TypeError("Body has already been used");
       i.used = true;
       return i.bytes || new U8(0);
     }
-    get bodyUsed() { const i = internals.get(this); return !!(i && i.used); }
+    get bodyUsed() { const i = bodyState(this); return !!(i && i.used); }
     // There are no streams in this runtime: body is null or a Uint8Array
     // copy of the bytes.
     get body() {
-      const i = internals.get(this);
+      const i = bodyState(this);
       return i && i.bytes ? i.bytes.slice() : null;
     }
     text() { try { return Promise.resolve(decodeUTF8(this.#take())); } catch (e) { return Promise.reject(e); } }
@@ -269,12 +287,17 @@
     arrayBuffer() { try { return Promise.resolve(this.#take().slice().buffer); } catch (e) { return Promise.reject(e); } }
     bytes() { try { return Promise.resolve(this.#take().slice()); } catch (e) { return Promise.reject(e); } }
   }
+  const bodyState = Body._internalState;
+  delete Body._internalState;
   const tokenMethods = ["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"];
-  // inbound is {headers, bytes} while makeRequest builds the host's Request:
-  // the Headers already built and the body bytes already owned (no copy).
+  // inbound is {url, headers, pairs, bytes} while makeRequest builds the
+  // host's Request: the url when Go vouched that it is already what new URL
+  // would make of it (else null), the Headers already built or else the
+  // checked pairs to build them from on first use, and the body bytes
+  // already owned (no copy).
   let inbound = null;
   class Request extends Body {
-    #method; #url; #headers; #redirect;
+    #method; #url; #headers; #pairs = null; #redirect;
     constructor(input, init = {}) {
       const pre = inbound;
       inbound = null;
@@ -282,9 +305,11 @@
       let url, method = "GET", headers, bytes = null, redirect = "follow";
       if (input instanceof Request) {
         url = input.url; method = input.method; headers = new Headers(input.headers); redirect = input.redirect;
-        const i = internals.get(input);
+        const i = bodyState(input);
         if (i.used) throw new TypeError("Request body has already been used");
         bytes = i.bytes;
+      } else if (pre !== null && pre.url !== null) {
+        url = pre.url;
       } else {
         try { url = new URL(String(input)).href; }
         catch (e) { throw new TypeError("Invalid URL: " + String(input)); }
@@ -312,10 +337,17 @@
       }
       super(bytes);
       this.#method = method; this.#url = url; this.#headers = headers; this.#redirect = redirect;
+      if (pre !== null && headers === null) this.#pairs = pre.pairs;
     }
     get method() { return this.#method; }
     get url() { return this.#url; }
-    get headers() { return this.#headers; }
+    get headers() {
+      if (this.#pairs !== null) {
+        this.#headers = headersFromPairs(this.#pairs);
+        this.#pairs = null;
+      }
+      return this.#headers;
+    }
     get redirect() { return this.#redirect; }
     clone() {
       if (this.bodyUsed) throw new TypeError("Request body has already been used");
@@ -354,7 +386,7 @@
     get type() { return this.#type; }
     clone() {
       if (this.bodyUsed) throw new TypeError("Response body has already been used");
-      const i = internals.get(this);
+      const i = bodyState(this);
       const r = new Response(i.bytes, { status: this.#status, statusText: this.#statusText, headers: this.#headers });
       r.#url = this.#url; r.#redirected = this.#redirected; r.#type = this.#type;
       return r;
@@ -404,7 +436,7 @@
   function fetch(input, init) {
     let req;
     try { req = new Request(input, init); } catch (e) { return Promise.reject(e); }
-    const i = internals.get(req);
+    const i = bodyState(req);
     if (i.used) return Promise.reject(new TypeError("Request body has already been used"));
     i.used = true;
     const body = i.bytes ? i.bytes.slice().buffer : null;
@@ -454,7 +486,7 @@
       }
       else if (v instanceof Map) { out = new Map(); seen.set(v, out); for (const [k, x] of v) out.set(clone(k), clone(x)); return out; }
       else if (v instanceof Set) { out = new Set(); seen.set(v, out); for (const x of v) out.add(clone(x)); return out; }
-      else if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet || internals.has(v) || v instanceof Headers || v instanceof URL) {
+      else if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet || bodyState(v) !== undefined || v instanceof Headers || v instanceof URL) {
         throw domError("DataCloneError", "structuredClone: " + Object.prototype.toString.call(v) + " cannot be cloned");
       }
       else {
@@ -537,13 +569,19 @@
   return {
     isView: (x) => ArrayBufferIsView(x),
     toPromise: (x) => Promise.resolve(x),
-    // makeRequest builds the inbound Request: pairs are [name, value]
-    // arrays, body a fresh ArrayBuffer (within maxBodyBytes) or null.
-    makeRequest(url, method, pairs, body) {
+    // makeRequest builds the inbound Request. canonical: Go checked that
+    // new URL(url).href is url. pairs are flat [name, value, ...]; checked:
+    // Go validated and normalised them as Headers.append would, else
+    // append checks them here (and throws what it throws). body is a fresh
+    // ArrayBuffer (within maxBodyBytes) or null.
+    makeRequest(url, canonical, method, pairs, checked, body) {
       const hasBody = body !== null && method !== "GET" && method !== "HEAD";
-      const headers = new Headers();
-      for (let j = 0; j < pairs.length; j++) headers.append(pairs[j][0], pairs[j][1]);
-      inbound = { headers, bytes: hasBody ? new U8(body) : null };
+      let headers = null;
+      if (!checked) {
+        headers = new Headers();
+        for (let j = 0; j < pairs.length; j += 2) headers.append(pairs[j], pairs[j + 1]);
+      }
+      inbound = { url: canonical ? url : null, headers, pairs, bytes: hasBody ? new U8(body) : null };
       try {
         return new Request(url, { method, headers, body: hasBody ? body : undefined });
       } finally {
@@ -554,7 +592,7 @@
       if (!(r instanceof Response)) {
         throw new TypeError("the fetch handler must return a Response, not " + (r === null ? "null" : typeof r === "object" ? Object.prototype.toString.call(r) : typeof r));
       }
-      const i = internals.get(r);
+      const i = bodyState(r);
       if (i.used) throw new TypeError("the returned Response's body has already been used");
       // Array.from(headers), without the generators while entries and the
       // iterator are the prelude's own.

@@ -212,7 +212,11 @@ var urlQueryKept = func() (t [0x80]bool) {
 
 func (e *version) logError(msg string) { e.rt.logs.add(e.v.WorkerUID, e.v.UID, "error", msg) }
 
+// httpResponse converts what responseParts returned.
 func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {
+	if parts.ClassName() == "Array" {
+		return in.plainHTTPResponse(parts, r)
+	}
 	status := int(parts.Get("status").ToInteger())
 	h := http.Header{}
 	in.headerPairs(parts.Get("headers"), func(k, v string) { h.Add(k, v) })
@@ -224,7 +228,50 @@ func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Res
 		}
 		body = b
 	}
-	text := parts.Get("statusText").String()
+	return newHTTPResponse(r, status, parts.Get("statusText").String(), h, body), nil
+}
+
+// plainHTTPResponse converts responseParts' array [status, statusText,
+// buffer or null, byteOffset, byteLength, name, value, ...], which holds
+// only numbers, strings and the body's ArrayBuffer.
+func (in *instance) plainHTTPResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {
+	vals, ok := parts.Export().([]any)
+	if !ok || len(vals) < 5 || len(vals)%2 != 1 {
+		return nil, &ScriptError{Name: "TypeError", Message: "the Response cannot be read"}
+	}
+	// Converted as the object form is: a fractional status truncates.
+	status := parts.Get("0").ToInteger()
+	text, _ := vals[1].(string)
+	var body []byte
+	if ab, ok := vals[2].(goja.ArrayBuffer); ok {
+		b := ab.Bytes()
+		off, n := toInt(vals[3]), toInt(vals[4])
+		if off < 0 || n < 0 || off+n > len(b) {
+			return nil, &ScriptError{Name: "TypeError", Message: "the Response body cannot be read"}
+		}
+		body = append([]byte(nil), b[off:off+n]...)
+	}
+	h := make(http.Header, (len(vals)-5)/2)
+	for i := 5; i < len(vals); i += 2 {
+		k, _ := vals[i].(string)
+		v, _ := vals[i+1].(string)
+		h.Add(k, v)
+	}
+	return newHTTPResponse(r, int(status), text, h, body), nil
+}
+
+// toInt reads a small integer that Export gave as int64 or float64.
+func toInt(v any) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case float64:
+		return int(x)
+	}
+	return -1
+}
+
+func newHTTPResponse(r *http.Request, status int, text string, h http.Header, body []byte) *http.Response {
 	if text == "" {
 		text = http.StatusText(status)
 	}
@@ -238,7 +285,7 @@ func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Res
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Request:       r,
-	}, nil
+	}
 }
 
 // headerPairs calls add for each [name, value] of the prelude's array of

@@ -89,13 +89,19 @@ func (in *instance) installGlobals() error {
 	}
 	_ = host.Set("maxBodyBytes", maxBody)
 	_ = host.Set("maxAllocBytes", maxAlloc)
-	_ = host.Set("log", func(level, msg string) { in.log(level, msg) })
-	_ = host.Set("reportError", func(v goja.Value, where string) {
-		in.log("error", "Uncaught "+where+": "+in.scriptError(v).describe())
+	// The host functions take goja.FunctionCall: goja calls a function of
+	// any other signature through reflection.
+	_ = host.Set("log", func(call goja.FunctionCall) goja.Value {
+		in.log(call.Argument(0).String(), call.Argument(1).String())
+		return goja.Undefined()
 	})
-	_ = host.Set("utf8Encode", func(s string) goja.ArrayBuffer {
-		// goja hands Go a UTF-8 string; lone surrogates are already U+FFFD.
-		return vm.NewArrayBuffer([]byte(s))
+	_ = host.Set("reportError", func(call goja.FunctionCall) goja.Value {
+		in.log("error", "Uncaught "+call.Argument(1).String()+": "+in.scriptError(call.Argument(0)).describe())
+		return goja.Undefined()
+	})
+	_ = host.Set("utf8Encode", func(call goja.FunctionCall) goja.Value {
+		// String gives UTF-8; lone surrogates become U+FFFD.
+		return vm.ToValue(vm.NewArrayBuffer([]byte(call.Argument(0).String())))
 	})
 	_ = host.Set("utf8Decode", in.utf8Decode)
 	_ = host.Set("randomFill", func(call goja.FunctionCall) goja.Value {
@@ -106,7 +112,7 @@ func (in *instance) installGlobals() error {
 		_, _ = rand.Read(b)
 		return goja.Undefined()
 	})
-	_ = host.Set("randomUUID", func() string { return randomUUID() })
+	_ = host.Set("randomUUID", func(goja.FunctionCall) goja.Value { return vm.ToValue(randomUUID()) })
 	_ = host.Set("fetch", in.outboundFetch)
 
 	p, err := prelude()

@@ -424,3 +424,28 @@ func TestObserveSendBatch(t *testing.T) {
 		t.Errorf("sent %q\nwant %q", sent, want)
 	}
 }
+
+// A Response subclass whose status is a fraction, NaN or out of range:
+// the host truncates it as it always did.
+func TestObserveOddStatus(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	v := &Version{UID: "v-observe-status", Space: "space-1", WorkerUID: "w-observe-status", Principal: "alice", MainModule: "main.js",
+		Modules: []Module{{Name: "main.js", Content: `
+class Odd extends Response {
+  constructor(s) { super("odd"); this.s = s; }
+  get status() { return this.s; }
+}
+export default {
+  async fetch(request) {
+    return new Odd(Number(new URL(request.url).searchParams.get("s")));
+  },
+};
+`}}}
+	for s, want := range map[string]string{"201.9": "201", "-0.5": "0", "404": "404"} {
+		resp, body := observeFetch(t, rt, v, httptest.NewRequest(http.MethodGet, "http://worker.example/?s="+s, nil), "/")
+		if got := fmt.Sprint(resp.StatusCode); got != want || body != "odd" {
+			t.Errorf("status %s: got %s %q, want %s", s, got, body, want)
+		}
+	}
+}

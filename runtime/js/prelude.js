@@ -229,20 +229,27 @@
       }
       return h;
     }
-    static _internalPairs(h) {
-      const m = h.#map, out = [];
+    // has(name) || set(name, value), for a valid lower-case name and value
+    // that need no checking.
+    static _internalSetDefault(h, name, value) {
+      if (!h.#map.has(name)) h.#map.set(name, [value]);
+    }
+    // What entries() yields, flat (name, value, ...), pushed onto out.
+    static _internalPairs(h, out) {
+      const m = h.#map;
       const names = Array.from(m.keys()).sort();
       for (let j = 0; j < names.length; j++) {
         const n = names[j], list = m.get(n);
-        if (n === "set-cookie") { for (let k = 0; k < list.length; k++) out.push([n, list[k]]); }
-        else out.push([n, list.join(", ")]);
+        if (n === "set-cookie") { for (let k = 0; k < list.length; k++) out.push(n, list[k]); }
+        else out.push(n, list.length === 1 ? list[0] : list.join(", "));
       }
       return out;
     }
   }
-  const headerPairs = Headers._internalPairs, headersFromPairs = Headers._internalFromPairs;
+  const headerPairs = Headers._internalPairs, headersFromPairs = Headers._internalFromPairs, setDefaultHeader = Headers._internalSetDefault;
   delete Headers._internalPairs;
   delete Headers._internalFromPairs;
+  delete Headers._internalSetDefault;
   const headersEntries = Headers.prototype.entries, headersIterator = Headers.prototype[Symbol.iterator];
   define("Headers", Headers);
 
@@ -330,9 +337,9 @@
         if (pre !== null) {
           bytes = pre.bytes;
         } else {
-          const [b, type] = extractBody(init.body);
-          bytes = b;
-          if (type && !headers.has("content-type")) headers.set("content-type", type);
+          const extracted = extractBody(init.body), type = extracted[1];
+          bytes = extracted[0];
+          if (type) setDefaultHeader(headers, "content-type", type);
         }
       }
       super(bytes);
@@ -367,11 +374,12 @@
         throw new RangeError("Response status must be an integer from 200 to 599, not " + String(init.status));
       }
       const headers = new Headers(init.headers);
-      const [bytes, type] = extractBody(body);
+      // Not destructured: goja runs that through the iterator protocol.
+      const extracted = extractBody(body), bytes = extracted[0], type = extracted[1];
       if (bytes !== null && nullBodyStatus.includes(status) && !trusted) {
         throw new TypeError("Response with status " + status + " cannot have a body");
       }
-      if (type && !headers.has("content-type")) headers.set("content-type", type);
+      if (type) setDefaultHeader(headers, "content-type", type);
       super(bytes);
       this.#status = status;
       this.#statusText = init.statusText === undefined ? "" : String(init.statusText);
@@ -395,7 +403,7 @@
       const text = JSON.stringify(data);
       if (text === undefined) throw new TypeError("Response.json: the data cannot be serialised to JSON");
       const headers = new Headers(init && init.headers);
-      if (!headers.has("content-type")) headers.set("content-type", "application/json");
+      setDefaultHeader(headers, "content-type", "application/json");
       return new Response(text, { ...init, headers });
     }
     static redirect(url, status = 302) {
@@ -588,6 +596,12 @@
         inbound = null;
       }
     },
+    // responseParts gives Go the Response the handler returned. When
+    // converting it can run no worker code (a number status, a string
+    // statusText, the prelude's own Headers), it is the array [status,
+    // statusText, body buffer or null, byteOffset, byteLength, name, value,
+    // ...]; otherwise {status, statusText, headers: [[name, value], ...],
+    // body}, whose values Go converts as JavaScript would.
     responseParts(r) {
       if (!(r instanceof Response)) {
         throw new TypeError("the fetch handler must return a Response, not " + (r === null ? "null" : typeof r === "object" ? Object.prototype.toString.call(r) : typeof r));
@@ -597,8 +611,16 @@
       // Array.from(headers), without the generators while entries and the
       // iterator are the prelude's own.
       const h = r.headers;
-      const pairs = h instanceof Headers && h.entries === headersEntries && h[Symbol.iterator] === headersIterator ? headerPairs(h) : Array.from(h);
-      return { status: r.status, statusText: r.statusText, headers: pairs, body: i.bytes };
+      const own = h instanceof Headers && h.entries === headersEntries && h[Symbol.iterator] === headersIterator;
+      const pairs = own ? null : Array.from(h);
+      const status = r.status, statusText = r.statusText, bytes = i.bytes;
+      if (own && typeof status === "number" && typeof statusText === "string") {
+        const out = bytes === null ? [status, statusText, null, 0, 0] : [status, statusText, bytes.buffer, bytes.byteOffset, bytes.byteLength];
+        return headerPairs(h, out);
+      }
+      const flat = own ? headerPairs(h, []) : null, arrays = [];
+      if (own) for (let j = 0; j < flat.length; j += 2) arrays.push([flat[j], flat[j + 1]]);
+      return { status, statusText, headers: own ? arrays : pairs, body: bytes };
     },
   };
 })

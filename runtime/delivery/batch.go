@@ -57,7 +57,7 @@ type batch struct {
 	q     *queue
 	c     *consumer
 	items []*bmsg
-	byID  map[string]*bmsg
+	byID  map[string]*bmsg // built on the first settlement of one message
 	state batchState
 	// abort: set while dispatching by Detach, Shutdown or RemoveQueue;
 	// the handler is not invoked and the messages go back.
@@ -79,11 +79,11 @@ type batch struct {
 }
 
 func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
-	b := &batch{id: e.newBatchID(), q: q, c: c, byID: make(map[string]*bmsg, len(ms)), done: make(chan struct{})}
-	for _, m := range ms {
-		bm := &bmsg{m: m}
-		b.items = append(b.items, bm)
-		b.byID[m.id] = bm
+	b := &batch{id: e.newBatchID(), q: q, c: c, items: make([]*bmsg, len(ms)), done: make(chan struct{})}
+	bms := make([]bmsg, len(ms))
+	for i, m := range ms {
+		bms[i].m = m
+		b.items[i] = &bms[i]
 	}
 	return b
 }
@@ -115,28 +115,25 @@ func (e *Engine) dispatchBatch(b *batch) {
 		e.unlease(b, nil, true)
 		return
 	}
-	bodies := make(map[string][]byte, len(b.items))
+	ids := make([]string, len(b.items))
+	for i, bm := range b.items {
+		ids[i] = bm.m.id
+	}
+	bodies, err := e.store.Bodies(e.ctx, q.uid, ids)
+	if err != nil {
+		e.log.Warn("delivery: reading message bodies failed; will retry", "queue", q.uid, "err", err)
+		e.unlease(b, nil, true)
+		return
+	}
 	var gone []*bmsg
-	for _, bm := range b.items {
-		body, err := e.store.Body(e.ctx, q.uid, bm.m.id)
-		if errors.Is(err, store.ErrNotFound) {
+	for i, bm := range b.items {
+		if bodies[i] == nil {
 			gone = append(gone, bm)
-			continue
 		}
-		if err != nil {
-			e.log.Warn("delivery: reading message bodies failed; will retry", "queue", q.uid, "err", err)
-			e.unlease(b, nil, true)
-			return
-		}
-		bodies[bm.m.id] = body
 	}
 	if len(gone) > 0 {
 		e.unlease(b, gone, false)
 		return
-	}
-	ids := make([]string, len(b.items))
-	for i, bm := range b.items {
-		ids[i] = bm.m.id
 	}
 	q.mu.Lock()
 	abort = b.abort
@@ -155,7 +152,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 	msgs := make([]Message, len(b.items))
 	for i, bm := range b.items {
 		bm.m.attempts++
-		msgs[i] = Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[bm.m.id], Attempts: bm.m.attempts}
+		msgs[i] = Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[i], Attempts: bm.m.attempts}
 	}
 	b.c.failures, b.c.backoffUntil = 0, 0
 	b.state = bRunning
@@ -403,6 +400,12 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 				return nil
 			}
 			break
+		}
+		if b.byID == nil {
+			b.byID = make(map[string]*bmsg, len(b.items))
+			for _, bm := range b.items {
+				b.byID[bm.m.id] = bm
+			}
 		}
 		bm := b.byID[s.MessageID]
 		if bm == nil {

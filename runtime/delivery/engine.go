@@ -150,7 +150,7 @@ func (e *Engine) newMessageIDs(q *queue, n int) []string {
 		for {
 			id := e.newID()
 			q.mu.Lock()
-			_, dup := q.msgs[id]
+			_, dup := q.ids[id]
 			q.mu.Unlock()
 			if !dup && !seen[id] && id != "" && len(id) <= MaxIDLength {
 				ids[i], seen[id] = id, true
@@ -391,7 +391,10 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 	if e.queue(cfg.UID) != nil {
 		return ErrQueueExists
 	}
-	q := &queue{e: e, uid: cfg.UID, cfg: cfg, msgs: map[string]*msg{}, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true}}
+	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true}}
+	if e.customID {
+		q.ids = map[string]*msg{}
+	}
 	if e.started.Load() {
 		ms, err := e.load(ctx, cfg.UID)
 		if err != nil {
@@ -488,7 +491,7 @@ func (e *Engine) QueueStats(ctx context.Context, uid string) (messageCount int, 
 	if q.removed {
 		return 0, ErrUnknownQueue
 	}
-	return len(q.msgs), nil
+	return q.held, nil
 }
 
 // Attach connects a consumer to its queue; delivery starts at once (after

@@ -27,7 +27,11 @@ type queue struct {
 	mu      sync.Mutex
 	cfg     QueueConfig
 	removed bool
-	msgs    map[string]*msg
+	// held counts the messages the queue holds (not gone). ids maps them
+	// by ID only with an injected NewID, whose IDs must be checked for
+	// duplicates; random ones need no map.
+	held    int
+	ids     map[string]*msg
 	delayed msgOrder // stReady, not yet promoted (visibleAt may be future)
 	avail   msgOrder // stReady, visibleAt <= now, ready for a batch
 	expiry  msgOrder // every message whose expiry has not been found yet (byExpiry)
@@ -87,8 +91,7 @@ func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }
 
 // insert adds a new message (load, dead-letter move). mu held.
 func (q *queue) insert(m *msg, now int64) {
-	q.msgs[m.id] = m
-	m.state = stReady
+	q.add(m)
 	q.pushVis(m, now)
 	q.expiry.push(m)
 	m.inExp = true
@@ -100,8 +103,7 @@ func (q *queue) insert(m *msg, now int64) {
 func (q *queue) insertSent(ms []*msg, now int64) {
 	var avail []*msg
 	for _, m := range ms {
-		q.msgs[m.id] = m
-		m.state = stReady
+		q.add(m)
 		m.inExp = true
 		if m.visibleAt <= now {
 			m.where = inAvail
@@ -113,6 +115,15 @@ func (q *queue) insertSent(ms []*msg, now int64) {
 	}
 	q.expiry.pushSorted(ms)
 	q.avail.pushSorted(avail)
+}
+
+// add counts a new message as held and ready. mu held.
+func (q *queue) add(m *msg) {
+	q.held++
+	if q.ids != nil {
+		q.ids[m.id] = m
+	}
+	m.state = stReady
 }
 
 // pushVis adds a ready message to the available order when it is visible
@@ -157,9 +168,13 @@ func (q *queue) unlinkExp(m *msg) {
 func (q *queue) drop(m *msg) {
 	q.unlinkVis(m)
 	q.unlinkExp(m)
+	if m.state == stGone {
+		return
+	}
 	m.state = stGone
-	if q.msgs[m.id] == m {
-		delete(q.msgs, m.id)
+	q.held--
+	if q.ids != nil && q.ids[m.id] == m {
+		delete(q.ids, m.id)
 	}
 }
 
@@ -516,15 +531,20 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 			return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
 		}
 		now := e.nowMs()
+		ids := make([]string, len(p.dead))
+		for i, m := range p.dead {
+			ids[i] = m.id
+		}
+		bodies, err := e.store.Bodies(ctx, q.uid, ids)
+		if err != nil {
+			return nil, nil, err
+		}
 		var dead, gone []*msg
-		for _, m := range p.dead {
-			body, err := e.store.Body(ctx, q.uid, m.id)
-			if errors.Is(err, store.ErrNotFound) {
+		for i, m := range p.dead {
+			body := bodies[i]
+			if body == nil {
 				gone = append(gone, m)
 				continue
-			}
-			if err != nil {
-				return nil, nil, err
 			}
 			id := e.newMessageIDs(dlq, 1)[0]
 			muts = append(muts, store.AcceptMessage{

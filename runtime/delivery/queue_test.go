@@ -230,7 +230,7 @@ func TestSendBatchAtomicAndInOrder(t *testing.T) {
 			t.Fatalf("bad or duplicate ID %q", id)
 		}
 		seen[id] = true
-		body, _ := h.st.Body(h.ctx, "q", id)
+		body, _ := store.Body(h.ctx, h.st, "q", id)
 		m, _ := h.storedMsg("q", id)
 		if string(body) != string(msgs[i].Body) || m.AcceptedAt != t0.UnixMilli() || m.Attempts != 0 {
 			t.Fatalf("message %d: body %q %+v", i, body, m)

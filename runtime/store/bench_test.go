@@ -161,7 +161,7 @@ func BenchmarkBodyBatch(b *testing.B) {
 			n := 0
 			for b.Loop() {
 				for _, id := range all[n%len(all)] {
-					if body, err := s.Body(ctx, "q", id); err != nil || len(body) != 100 {
+					if body, err := Body(ctx, s, "q", id); err != nil || len(body) != 100 {
 						b.Fatal(len(body), err)
 					}
 				}
@@ -188,7 +188,7 @@ func BenchmarkBodyRandom(b *testing.B) {
 		x ^= x >> 7
 		x ^= x << 17
 		id := all[x%2000][(x>>32)%100]
-		if body, err := s.Body(ctx, "q", id); err != nil || len(body) != 100 {
+		if body, err := Body(ctx, s, "q", id); err != nil || len(body) != 100 {
 			b.Fatal(len(body), err)
 		}
 	}
@@ -210,7 +210,7 @@ func BenchmarkLookup(b *testing.B) {
 	q := st.queues["q"]
 	i := 0
 	for b.Loop() {
-		if _, ok := q.lookup(ids[i%n]); !ok {
+		if _, ok := q.lookup(ids[i%n], nil); !ok {
 			b.Fatal(i)
 		}
 		i++

@@ -190,7 +190,7 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 			}
 		case recAcceptMessage:
 			// Same segment and offset: the very record whose body we read.
-			if e, ok := s.st.message(it.a, it.b); ok && e.pos == it.loc.pos {
+			if e, ok := s.st.message(it.a, it.b, nil); ok && e.pos == it.loc.pos {
 				muts = append(muts, AcceptMessage{Message: s.st.messageOf(it.a, it.b, e), Body: bodies[i]})
 			}
 		}

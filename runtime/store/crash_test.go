@@ -133,7 +133,7 @@ func (m *crashModel) check(t *testing.T, dir string, round int) {
 		if !got[id] {
 			t.Fatalf("round %d: acknowledged message %s lost (report %+v)", round, id, rep)
 		}
-		b, err := s.Body(ctx, "q", id)
+		b, err := store.Body(ctx, s, "q", id)
 		if err != nil || string(b) != string(bodyOf(id, bodyLen(id))) {
 			t.Fatalf("round %d: body of %s: %q %v", round, id, b, err)
 		}

@@ -209,32 +209,51 @@ func (s *Journaled) appendLocked(ctx context.Context, payload []byte, onDurable 
 	}
 }
 
-// Body implements Store: one ReadAt of the journal, or a copy out of the
+// Bodies implements Store: the index entries are looked up under one read
+// lock, then each body is one ReadAt of the journal or a copy out of the
 // read-ahead of a run of adjacent bodies (readahead.go), checked against
-// the body's CRC32C.
-func (s *Journaled) Body(ctx context.Context, queue, id string) ([]byte, error) {
-	// A compaction may move the body and delete its segment between the
+// its CRC32C.
+func (s *Journaled) Bodies(ctx context.Context, queue string, ids []string) ([][]byte, error) {
+	out := make([][]byte, len(ids))
+	locs := make([]msgEntry, len(ids))
+	todo := make([]int, len(ids)) // indexes of ids still to read
+	for i := range todo {
+		todo[i] = i
+	}
+	// A compaction may move a body and delete its segment between the
 	// lookup and the read; the lookup then finds the new place.
 	for range 3 {
 		if err := s.rlock(ctx); err != nil {
 			return nil, err
 		}
-		e, ok := s.st.message(queue, id)
-		var loc msgEntry
-		if ok {
-			loc = *e
+		found := todo[:0]
+		hint := noHint
+		for _, i := range todo {
+			if e, ok := s.st.message(queue, ids[i], &hint); ok {
+				locs[i] = *e
+				found = append(found, i)
+			}
 		}
 		s.mu.RUnlock()
-		if !ok {
-			return nil, notFound("message", id)
+		todo = found
+		var again []int
+		for _, i := range todo {
+			b, err := s.readBody(ids[i], &locs[i])
+			switch {
+			case errors.Is(err, journal.ErrNoSegment):
+				again = append(again, i)
+			case err != nil:
+				return nil, err
+			default:
+				out[i] = b
+			}
 		}
-		b, err := s.readBody(id, &loc)
-		if errors.Is(err, journal.ErrNoSegment) {
-			continue
+		if len(again) == 0 {
+			return out, nil
 		}
-		return b, err
+		todo = again
 	}
-	return nil, fmt.Errorf("%w: body of message %q keeps moving", ErrUnavailable, id)
+	return nil, fmt.Errorf("%w: bodies of %d messages keep moving", ErrUnavailable, len(todo))
 }
 
 func (s *Journaled) readBody(id string, e *msgEntry) ([]byte, error) {

@@ -48,7 +48,7 @@ func snap(t *testing.T, s store.Store, queues ...string) snapshot {
 		}
 		sn.Messages[q] = ms
 		for _, m := range ms {
-			b, err := s.Body(ctx, q, m.ID)
+			b, err := store.Body(ctx, s, q, m.ID)
 			if err != nil {
 				t.Fatalf("Body(%s, %s): %v", q, m.ID, err)
 			}
@@ -115,7 +115,7 @@ func TestShortWrite(t *testing.T) {
 	if ms, _ := s2.Messages(ctx, "q"); !reflect.DeepEqual(ids(ms), map[string]bool{"a": true, "c": true}) {
 		t.Fatalf("after reopen: %v", ms)
 	}
-	if b, _ := s2.Body(ctx, "q", "c"); string(b) != string(bodyOf("c", 100)) {
+	if b, _ := store.Body(ctx, s2, "q", "c"); string(b) != string(bodyOf("c", 100)) {
 		t.Fatal("body of c")
 	}
 }
@@ -362,7 +362,7 @@ func TestBackgroundCompactionUnderConcurrentWrites(t *testing.T) {
 			q := queues[i%len(queues)]
 			ms, _ := s.Messages(ctx, q)
 			for _, m := range ms[:min(len(ms), 20)] {
-				b, err := s.Body(ctx, q, m.ID)
+				b, err := store.Body(ctx, s, q, m.ID)
 				if errors.Is(err, store.ErrNotFound) {
 					continue
 				}

@@ -40,17 +40,20 @@ func (m *Memory) Apply(ctx context.Context, muts ...Mutation) error {
 	return nil
 }
 
-// Body returns a copy of a message's body.
-func (m *Memory) Body(ctx context.Context, queue, id string) ([]byte, error) {
+// Bodies returns copies of messages' bodies.
+func (m *Memory) Bodies(ctx context.Context, queue string, ids []string) ([][]byte, error) {
 	if err := m.rlock(ctx); err != nil {
 		return nil, err
 	}
 	defer m.mu.RUnlock()
-	e, ok := m.st.message(queue, id)
-	if !ok {
-		return nil, notFound("message", id)
+	out := make([][]byte, len(ids))
+	hint := noHint
+	for i, id := range ids {
+		if e, ok := m.st.message(queue, id, &hint); ok {
+			out[i] = cloneBytes(m.st.bodies[e.pos])
+		}
 	}
-	return cloneBytes(m.st.bodies[e.pos]), nil
+	return out, nil
 }
 
 // Close makes every later call fail with ErrClosed. Closing twice is not

@@ -50,7 +50,7 @@ func TestReadAheadServesExactBodies(t *testing.T) {
 	check := func(ids []string) {
 		t.Helper()
 		for _, id := range ids {
-			b, err := s.Body(ctx, "q", id)
+			b, err := Body(ctx, s, "q", id)
 			if err != nil || !bytes.Equal(b, want[id]) {
 				t.Fatalf("body of %s: %v; got %d bytes, want %d", id, err, len(b), len(want[id]))
 			}
@@ -121,7 +121,7 @@ func TestReadAheadServesExactBodies(t *testing.T) {
 	check(live)
 	check(shuffled[:0])
 	for _, id := range gone[:10] {
-		if _, err := s.Body(ctx, "q", id); err == nil {
+		if _, err := Body(ctx, s, "q", id); err == nil {
 			t.Fatalf("removed message %s still has a body", id)
 		}
 	}
@@ -146,7 +146,7 @@ func TestReadAheadStopsAtTheDurableEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range ids {
-			if b, err := s.Body(ctx, "q", id); err != nil || string(b) != "body-"+id {
+			if b, err := Body(ctx, s, "q", id); err != nil || string(b) != "body-"+id {
 				t.Fatal(id, string(b), err)
 			}
 		}

@@ -106,7 +106,7 @@ func (c *core) Message(ctx context.Context, queue, id string) (Message, error) {
 		return Message{}, err
 	}
 	defer c.mu.RUnlock()
-	e, ok := c.st.message(queue, id)
+	e, ok := c.st.message(queue, id, nil)
 	if !ok {
 		return Message{}, notFound("message", id)
 	}
@@ -140,4 +140,17 @@ func (c *core) ResourcesView(ctx context.Context, space, formURL string) ([]Reso
 		}
 	}
 	return out, nil
+}
+
+// Body reads one message's body through s.Bodies; a message the queue does
+// not hold is ErrNotFound.
+func Body(ctx context.Context, s Store, queue, id string) ([]byte, error) {
+	bs, err := s.Bodies(ctx, queue, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	if bs[0] == nil {
+		return nil, notFound("message", id)
+	}
+	return bs[0], nil
 }

@@ -2,10 +2,24 @@ package store
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 )
+
+func reversed(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Reverse(out)
+	return out
+}
+
+func shuffled(ids []string) []string {
+	out := slices.Clone(ids)
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
 
 // The index keeps hex IDs decoded and any other ID as a string; both must
 // read back exactly, through leases, retries, removals and the slice
@@ -46,8 +60,20 @@ func TestIndexIDsLeasesAndTidy(t *testing.T) {
 				if !reflect.DeepEqual(m, want[m.ID]) {
 					t.Fatalf("%s: %+v, want %+v", when, m, want[m.ID])
 				}
-				if e, ok := st.message("q", m.ID); !ok || st.messageOf("q", m.ID, e) != m {
+				if e, ok := st.message("q", m.ID, nil); !ok || st.messageOf("q", m.ID, e) != m {
 					t.Fatalf("%s: lookup of %q", when, m.ID)
+				}
+			}
+			// Runs of hinted lookups, in accept order, backwards and
+			// shuffled, over present and removed IDs, find the same.
+			for _, order := range [][]string{ids, reversed(ids), shuffled(ids)} {
+				hint := noHint
+				for _, id := range order {
+					e, ok := st.message("q", id, &hint)
+					m, present := want[id]
+					if ok != present || ok && st.messageOf("q", id, e) != m {
+						t.Fatalf("%s: hinted lookup of %q: found %v, want %v", when, id, ok, present)
+					}
 				}
 			}
 		}
@@ -201,7 +227,7 @@ func TestDeliverSharesOneLeaseEntry(t *testing.T) {
 		t.Fatal(got, st.leases.free)
 	}
 	for _, id := range ids {
-		if e, _ := st.message("q", id); e.lease != 0 || e.attempts != 4 && id < ids[4] || e.attempts != 3 && id >= ids[4] {
+		if e, _ := st.message("q", id, nil); e.lease != 0 || e.attempts != 4 && id < ids[4] || e.attempts != 3 && id >= ids[4] {
 			t.Fatal(id, *e)
 		}
 	}

@@ -184,8 +184,11 @@ type Store interface {
 	Message(ctx context.Context, queue, id string) (Message, error)
 	// MessageCount is the number of messages a queue holds.
 	MessageCount(ctx context.Context, queue string) (int, error)
-	// Body reads a message's body. The returned slice is the caller's.
-	Body(ctx context.Context, queue, id string) ([]byte, error)
+	// Bodies reads the bodies of a queue's messages, in the order of ids:
+	// the delivery of a batch, or one message. A message the queue does
+	// not hold has a nil body (a body is never empty); the error is for a
+	// failed read. The returned slices are the caller's.
+	Bodies(ctx context.Context, queue string, ids []string) ([][]byte, error)
 
 	Close() error
 }

@@ -268,7 +268,7 @@ func msg(q, id string, at int64, body string) store.AcceptMessage {
 
 func (e *env) body(q, id, want string) {
 	e.Helper()
-	b, err := e.s.Body(e.ctx, q, id)
+	b, err := store.Body(e.ctx, e.s, q, id)
 	if err != nil || string(b) != want {
 		e.Fatalf("Body(%s, %s) = %q, %v; want %q", q, id, b, err, want)
 	}
@@ -298,7 +298,7 @@ func testMessages(e *env) {
 		same(e.T, "Message(q1, m1)", m, want[0])
 		_, err = e.s.Message(e.ctx, "q1", "m3")
 		e.notFound(err, "removed message")
-		_, err = e.s.Body(e.ctx, "q1", "m3")
+		_, err = store.Body(e.ctx, e.s, "q1", "m3")
 		e.notFound(err, "body of removed message")
 		_, err = e.s.Message(e.ctx, "q9", "m1")
 		e.notFound(err, "message of unknown queue")
@@ -314,6 +314,15 @@ func testMessages(e *env) {
 		e.body("q1", "m1", "first")
 		e.body("q1", "m2", "second")
 		e.body("q2", "m1", "other queue")
+		// A batch's bodies in one call, in the order asked, with nil for
+		// a message the queue does not hold.
+		bs, err := e.s.Bodies(e.ctx, "q1", []string{"m2", "m3", "m1", "nope"})
+		if err != nil || len(bs) != 4 || string(bs[0]) != "second" || bs[1] != nil || string(bs[2]) != "first" || bs[3] != nil {
+			e.Fatalf("Bodies(q1, m2 m3 m1 nope) = %q, %v", bs, err)
+		}
+		if bs, err := e.s.Bodies(e.ctx, "q9", []string{"m1"}); err != nil || len(bs) != 1 || bs[0] != nil {
+			e.Fatalf("Bodies of an unknown queue = %q, %v", bs, err)
+		}
 	})
 	for _, r := range []string{store.RemovedExpired, store.RemovedDiscarded, store.RemovedDeadLettered} {
 		e.apply(msg("q3", r, 1, r))
@@ -350,7 +359,7 @@ func testDropQueue(e *env) {
 		if n, _ := e.s.MessageCount(e.ctx, "q"); n != 0 {
 			e.Fatalf("dropped queue holds %d", n)
 		}
-		_, err := e.s.Body(e.ctx, "q", "a")
+		_, err := store.Body(e.ctx, e.s, "q", "a")
 		e.notFound(err, "body in dropped queue")
 		e.body("keep", "a", "kept")
 	})
@@ -413,7 +422,7 @@ func testCopies(e *env) {
 	if string(op.Error) != `{"status":500}` {
 		e.Fatalf("operation after the caller changed a read: %s", op.Error)
 	}
-	b, _ := e.s.Body(e.ctx, "q", "m")
+	b, _ := store.Body(e.ctx, e.s, "q", "m")
 	if string(b) != "body" {
 		e.Fatalf("body after the caller changed its input: %q", b)
 	}
@@ -521,7 +530,7 @@ func testClosed(e *env) {
 	if _, err := e.s.Message(e.ctx, "q", "m"); !errors.Is(err, store.ErrClosed) {
 		e.Fatalf("Message after Close = %v", err)
 	}
-	if _, err := e.s.Body(e.ctx, "q", "m"); !errors.Is(err, store.ErrClosed) {
+	if _, err := store.Body(e.ctx, e.s, "q", "m"); !errors.Is(err, store.ErrClosed) {
 		e.Fatalf("Body after Close = %v", err)
 	}
 	if _, err := e.s.Resources(e.ctx, "", ""); !errors.Is(err, store.ErrClosed) {

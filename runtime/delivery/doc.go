@@ -10,7 +10,7 @@
 // There is no polling loop over messages. Each queue holds, in memory:
 //
 //   - a map of its messages (IDs, times, attempts; bodies stay in the
-//     store and are read with store.Body at delivery);
+//     store and are read with Store.Bodies at delivery);
 //   - a "delayed" order of messages not yet visible, ordered by visible
 //     time, and an "available" order of messages already visible, ordered
 //     by visible time, then accept time, then accept order (input order

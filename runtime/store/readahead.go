@@ -2,7 +2,7 @@ package store
 
 // Read-ahead for message bodies
 //
-// The delivery engine reads a batch's bodies with one Body call each, in
+// The delivery engine reads a batch's bodies with one Bodies call, in
 // accept order, and the bodies of one Apply lie in one frame, a hundred or
 // so bytes apart: a run of small preads at nearly consecutive offsets.
 // readAhead serves such a run from memory. A read that starts at most

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +78,7 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	defer stop()
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for range 16 {
 		wg.Add(1)
 		go func() {
@@ -98,8 +100,19 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	}
 	<-done
 	b.StopTimer()
+	// CPU time is steadier than wall time on a shared machine.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 	stop()
 	wg.Wait()
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // ackCounter counts acknowledged messages as their removal becomes durable.

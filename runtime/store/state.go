@@ -501,7 +501,8 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 }
 
 // tidy reclaims removed slots once they are the majority, which keeps the
-// slice within twice the live count at amortised constant cost.
+// slice's length within twice the live count (its capacity within four
+// times) at amortised constant cost.
 func (s *state) tidy(name string, q *queue) {
 	if q.count() == 0 {
 		delete(s.queues, name)
@@ -530,8 +531,11 @@ func (s *state) tidy(name string, q *queue) {
 	}
 	q.names = names
 	clear(q.msgs[len(live):])
-	q.msgs = slices.Clip(live)
-	if cap(q.msgs) > 2*len(q.msgs)+64 {
+	// The capacity stays: a queue in steady traffic fills it again at
+	// once, and clipping it made the next accept copy the whole index.
+	// Only a queue that shrank a lot gives memory back.
+	q.msgs = live
+	if cap(q.msgs) > 4*len(q.msgs)+1024 {
 		q.msgs = slices.Clone(q.msgs)
 	}
 	q.dead = 0

@@ -236,8 +236,9 @@
     }
     // What entries() yields, flat (name, value, ...), pushed onto out.
     static _internalPairs(h, out) {
-      const m = h.#map;
-      const names = Array.from(m.keys()).sort();
+      const m = h.#map, names = [];
+      m.forEach((_, n) => { names.push(n); }); // not Array.from: goja's iterators are slow
+      if (names.length > 1) names.sort();
       for (let j = 0; j < names.length; j++) {
         const n = names[j], list = m.get(n);
         if (n === "set-cookie") { for (let k = 0; k < list.length; k++) out.push(n, list[k]); }
@@ -254,16 +255,22 @@
   define("Headers", Headers);
 
   // ---------- Body, Request, Response ----------
-  // extractBody returns [bytes (Uint8Array) or null, content type or null].
+  // extractBody returns the bytes (Uint8Array) or null and leaves the
+  // content type the body implies (or null) in extractedType: no array to
+  // return both, and no second look at a body that may be a Proxy.
+  let extractedType = null;
+  const maxBodyBytes = host.maxBodyBytes;
   function extractBody(body) {
-    if (body === undefined || body === null) return [null, null];
+    extractedType = null;
+    if (body === undefined || body === null) return null;
     let bytes, type = null;
     if (typeof body === "string") { bytes = utf8(body); type = "text/plain;charset=UTF-8"; }
     else if (viewOf(body)) bytes = copyBytes(body);
     else if (body instanceof URLSearchParams) { bytes = utf8(body.toString()); type = "application/x-www-form-urlencoded;charset=UTF-8"; }
     else { bytes = utf8(String(body)); type = "text/plain;charset=UTF-8"; }
-    if (bytes.byteLength > host.maxBodyBytes) throw new TypeError("the body is larger than " + host.maxBodyBytes + " bytes");
-    return [bytes, type];
+    if (bytes.byteLength > maxBodyBytes) throw new TypeError("the body is larger than " + maxBodyBytes + " bytes");
+    extractedType = type;
+    return bytes;
   }
   // A body's state {bytes, used} is a private field rather than a WeakMap
   // entry: goja's WeakMap registers a GC cleanup for every key.
@@ -324,8 +331,11 @@
       }
       if (init.method !== undefined) {
         const m = String(init.method);
-        if (!tokenRE.test(m)) throw new TypeError("Invalid method: " + JSON.stringify(m));
-        method = tokenMethods.includes(m.toUpperCase()) ? m.toUpperCase() : m;
+        if (tokenMethods.includes(m)) method = m; // the usual case, without the regular expression
+        else {
+          if (!tokenRE.test(m)) throw new TypeError("Invalid method: " + JSON.stringify(m));
+          method = tokenMethods.includes(m.toUpperCase()) ? m.toUpperCase() : m;
+        }
       }
       if (init.headers !== undefined) headers = pre !== null ? pre.headers : new Headers(init.headers);
       if (init.redirect !== undefined) {
@@ -337,9 +347,8 @@
         if (pre !== null) {
           bytes = pre.bytes;
         } else {
-          const extracted = extractBody(init.body), type = extracted[1];
-          bytes = extracted[0];
-          if (type) setDefaultHeader(headers, "content-type", type);
+          bytes = extractBody(init.body);
+          if (extractedType) setDefaultHeader(headers, "content-type", extractedType);
         }
       }
       super(bytes);
@@ -362,21 +371,23 @@
     }
     get [Symbol.toStringTag]() { return "Request"; }
   }
-  const nullBodyStatus = [101, 103, 204, 205, 304];
   const redirectStatus = [301, 302, 303, 307, 308];
   let trusted = false; // set while fetch builds a Response from the network
+  // What a missing or non-object init reads as (it is only read).
+  const noInit = {};
+  // Set in the constructor rather than by initialisers: goja runs those as
+  // one more function call per instance.
   class Response extends Body {
-    #status; #statusText; #headers; #url = ""; #redirected = false; #type = "default";
-    constructor(body = null, init = {}) {
-      if (init === null || typeof init !== "object") init = {};
+    #status; #statusText; #headers; #url; #redirected; #type;
+    constructor(body = null, init = noInit) {
+      if (init === null || typeof init !== "object") init = noInit;
       const status = init.status === undefined ? 200 : Number(init.status);
-      if (!trusted && (!Number.isInteger(status) || status < 200 || status > 599)) {
+      if (!trusted && status !== 200 && (!Number.isInteger(status) || status < 200 || status > 599)) {
         throw new RangeError("Response status must be an integer from 200 to 599, not " + String(init.status));
       }
       const headers = new Headers(init.headers);
-      // Not destructured: goja runs that through the iterator protocol.
-      const extracted = extractBody(body), bytes = extracted[0], type = extracted[1];
-      if (bytes !== null && nullBodyStatus.includes(status) && !trusted) {
+      const bytes = extractBody(body), type = extractedType;
+      if (bytes !== null && !trusted && (status === 101 || status === 103 || status === 204 || status === 205 || status === 304)) {
         throw new TypeError("Response with status " + status + " cannot have a body");
       }
       if (type) setDefaultHeader(headers, "content-type", type);
@@ -384,6 +395,7 @@
       this.#status = status;
       this.#statusText = init.statusText === undefined ? "" : String(init.statusText);
       this.#headers = headers;
+      this.#url = ""; this.#redirected = false; this.#type = "default";
     }
     get status() { return this.#status; }
     get ok() { return this.#status >= 200 && this.#status <= 299; }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/dop251/goja"
 	"github.com/takoform/queuehost/runtime/delivery"
@@ -32,7 +33,7 @@ func (in *instance) bindingObject(b Binding) *goja.Object {
 		}
 		msgs := make([]delivery.OutgoingMessage, n)
 		for i := int64(0); i < n; i++ {
-			mo, ok := arr.Get(fmt.Sprint(i)).(*goja.Object)
+			mo, ok := arr.Get(strconv.FormatInt(i, 10)).(*goja.Object)
 			if !ok || !in.plainObject(mo) {
 				return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d must be an object {body, delaySeconds?}: %w", i, delivery.ErrInvalidBody)))
 			}
@@ -86,14 +87,12 @@ func (in *instance) outgoingBody(v goja.Value) (delivery.OutgoingMessage, error)
 	case v == nil || goja.IsUndefined(v) || goja.IsNull(v):
 		return delivery.OutgoingMessage{}, fmt.Errorf("the body is missing: %w", delivery.ErrInvalidBody)
 	default:
-		// Export only a primitive: goja's Export of an empty typed array at
-		// the end of its buffer makes an out-of-bounds pointer (checkptr
-		// aborts under -race), and no object exports a string.
-		if _, isObj := v.(*goja.Object); !isObj {
-			if s, ok := v.Export().(string); ok {
-				b = []byte(s)
-				break
-			}
+		// Not Export: goja's Export of an empty typed array at the end of
+		// its buffer makes an out-of-bounds pointer (checkptr aborts under
+		// -race), and it boxes the string.
+		if goja.IsString(v) {
+			b = []byte(v.String())
+			break
 		}
 		vb, ok, err := in.viewBytes(v)
 		if err != nil {

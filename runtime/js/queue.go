@@ -150,15 +150,10 @@ func delayArg(v goja.Value) (*int, bool) {
 	if v == nil || goja.IsUndefined(v) {
 		return nil, true
 	}
-	var f float64
-	switch x := v.Export().(type) {
-	case int64:
-		f = float64(x)
-	case float64:
-		f = x
-	default:
+	if !goja.IsNumber(v) { // a primitive number: not a Number object, not "5"
 		return nil, false
 	}
+	f := v.ToFloat()
 	if math.IsNaN(f) || f != math.Trunc(f) || f < 0 || f > delivery.MaxDelaySeconds {
 		return nil, false
 	}

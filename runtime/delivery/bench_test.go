@@ -78,7 +78,7 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	defer stop()
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0, syncs0, t0 := processCPU(), st.Stats().Syncs, time.Now()
 	for range 16 {
 		wg.Add(1)
 		go func() {
@@ -102,6 +102,7 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	b.StopTimer()
 	// CPU time is steadier than wall time on a shared machine.
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(st.Stats().Syncs-syncs0)/time.Since(t0).Seconds(), "syncs/s")
 	stop()
 	wg.Wait()
 }

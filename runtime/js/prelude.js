@@ -157,6 +157,12 @@
   define("TextDecoder", TextDecoder);
 
   // ---------- Headers ----------
+  // pushPair(list, name), this an array: push what entries() yields for one
+  // name, flat (name, value, ...).
+  function pushPair(list, n) {
+    if (n === "set-cookie") { for (let k = 0; k < list.length; k++) this.push(n, list[k]); }
+    else this.push(n, list.length === 1 ? list[0] : list.join(", "));
+  }
   const tokenRE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
   function headerName(n) {
     n = String(n);
@@ -236,14 +242,15 @@
     }
     // What entries() yields, flat (name, value, ...), pushed onto out.
     static _internalPairs(h, out) {
-      const m = h.#map, names = [];
-      m.forEach((_, n) => { names.push(n); }); // not Array.from: goja's iterators are slow
-      if (names.length > 1) names.sort();
-      for (let j = 0; j < names.length; j++) {
-        const n = names[j], list = m.get(n);
-        if (n === "set-cookie") { for (let k = 0; k < list.length; k++) out.push(n, list[k]); }
-        else out.push(n, list.length === 1 ? list[0] : list.join(", "));
+      const m = h.#map;
+      if (m.size === 1) { // the usual response header: no sorting, no names array
+        m.forEach(pushPair, out);
+        return out;
       }
+      const names = [];
+      m.forEach((_, n) => { names.push(n); }); // not Array.from: goja's iterators are slow
+      names.sort();
+      for (let j = 0; j < names.length; j++) pushPair.call(out, m.get(names[j]), names[j]);
       return out;
     }
   }
@@ -251,7 +258,8 @@
   delete Headers._internalPairs;
   delete Headers._internalFromPairs;
   delete Headers._internalSetDefault;
-  const headersEntries = Headers.prototype.entries, headersIterator = Headers.prototype[Symbol.iterator];
+  const iteratorSymbol = Symbol.iterator;
+  const headersEntries = Headers.prototype.entries, headersIterator = Headers.prototype[iteratorSymbol];
   define("Headers", Headers);
 
   // ---------- Body, Request, Response ----------
@@ -303,6 +311,8 @@
   }
   const bodyState = Body._internalState;
   delete Body._internalState;
+  // What a missing or non-object init reads as (it is only read).
+  const noInit = {};
   const tokenMethods = ["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"];
   // inbound is {url, headers, pairs, bytes} while makeRequest builds the
   // host's Request: the url when Go vouched that it is already what new URL
@@ -311,11 +321,11 @@
   // already owned (no copy).
   let inbound = null;
   class Request extends Body {
-    #method; #url; #headers; #pairs = null; #redirect;
-    constructor(input, init = {}) {
+    #method; #url; #headers; #pairs; #redirect;
+    constructor(input, init = noInit) {
       const pre = inbound;
       inbound = null;
-      if (init === null || typeof init !== "object") init = {};
+      if (init === null || typeof init !== "object") init = noInit;
       let url, method = "GET", headers, bytes = null, redirect = "follow";
       if (input instanceof Request) {
         url = input.url; method = input.method; headers = new Headers(input.headers); redirect = input.redirect;
@@ -353,7 +363,7 @@
       }
       super(bytes);
       this.#method = method; this.#url = url; this.#headers = headers; this.#redirect = redirect;
-      if (pre !== null && headers === null) this.#pairs = pre.pairs;
+      this.#pairs = pre !== null && headers === null ? pre.pairs : null;
     }
     get method() { return this.#method; }
     get url() { return this.#url; }
@@ -373,8 +383,6 @@
   }
   const redirectStatus = [301, 302, 303, 307, 308];
   let trusted = false; // set while fetch builds a Response from the network
-  // What a missing or non-object init reads as (it is only read).
-  const noInit = {};
   // Set in the constructor rather than by initialisers: goja runs those as
   // one more function call per instance.
   class Response extends Body {
@@ -623,7 +631,7 @@
       // Array.from(headers), without the generators while entries and the
       // iterator are the prelude's own.
       const h = r.headers;
-      const own = h instanceof Headers && h.entries === headersEntries && h[Symbol.iterator] === headersIterator;
+      const own = h instanceof Headers && h.entries === headersEntries && h[iteratorSymbol] === headersIterator;
       const pairs = own ? null : Array.from(h);
       const status = r.status, statusText = r.statusText, bytes = i.bytes;
       if (own && typeof status === "number" && typeof statusText === "string") {

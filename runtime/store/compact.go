@@ -95,6 +95,8 @@ type compactItem struct {
 
 // anchoredIn lists the entities whose latest full-state record is in seg.
 func (s *Journaled) anchoredIn(seg uint64) []compactItem {
+	s.meta.RLock()
+	defer s.meta.RUnlock()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var items []compactItem
@@ -146,10 +148,11 @@ func (s *Journaled) compactSegment(ctx context.Context, seg uint64) error {
 	if err := s.j.RemoveSegment(seg); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
-	s.mu.Lock()
+	s.lock(true, true)
+	delete(s.st.metaLive, seg)
 	delete(s.st.live, seg)
 	delete(s.ends, seg)
-	s.mu.Unlock()
+	s.unlock(true, true)
 	s.ra.drop(seg)
 	s.compacted.Add(1)
 	s.log.Info("store: compacted segment", "segment", seg, "rewritten", rewritten, "took", time.Since(start))
@@ -173,6 +176,7 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	var muts []Mutation
+	s.meta.RLock()
 	s.mu.RLock()
 	for i, it := range items {
 		switch it.kind {
@@ -196,6 +200,7 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 		}
 	}
 	s.mu.RUnlock()
+	s.meta.RUnlock()
 	if len(muts) == 0 {
 		return 0, nil
 	}
@@ -203,11 +208,12 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 	if err != nil {
 		return 0, err
 	}
+	hasMeta, _ := mutationKinds(muts)
 	err = s.appendLocked(ctx, payload, func(p journal.Pos) {
-		s.mu.Lock()
+		s.lock(hasMeta, true)
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
 		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))
-		s.mu.Unlock()
+		s.unlock(hasMeta, true)
 	})
 	return len(muts), err
 }

@@ -105,7 +105,8 @@ type Journaled struct {
 	closeOnce   sync.Once
 
 	// ends is, per segment, the end of the last frame applied from it:
-	// every byte before it is durable and never changes. Guarded by mu.
+	// every byte before it is durable and never changes. Guarded by
+	// core.mu.
 	ends map[uint64]int64
 	ra   readAhead // see readahead.go
 }
@@ -172,11 +173,14 @@ func (s *Journaled) Apply(ctx context.Context, muts ...Mutation) error {
 		payloadPool.Put(bp)
 		return err
 	}
+	// ends is under mu, so every Apply takes it; meta only when it
+	// changes metadata.
+	hasMeta, _ := mutationKinds(muts)
 	err = s.append(ctx, payload, func(p journal.Pos) {
-		s.mu.Lock()
+		s.lock(hasMeta, true)
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
 		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))
-		s.mu.Unlock()
+		s.unlock(hasMeta, true)
 	})
 	if cap(payload) <= 1<<20 {
 		*bp = payload
@@ -287,10 +291,12 @@ func (s *Journaled) Stats() Stats {
 	segs := s.j.Segments()
 	js := s.j.Stats()
 	st := Stats{Segments: len(segs), Appends: js.Appends, Syncs: js.Groups, Compacted: s.compacted.Load()}
+	s.meta.RLock()
+	defer s.meta.RUnlock()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, g := range segs {
-		live := s.st.live[g.ID]
+		live := s.st.segmentLive(g.ID)
 		st.Bytes += g.Size
 		st.LiveBytes += live
 		if g.Sealed {
@@ -310,9 +316,9 @@ func (s *Journaled) Close() error {
 		s.stop()
 		<-s.compactDone
 		s.gate.Lock()
-		s.mu.Lock()
+		s.lock(true, true)
 		s.closed = true
-		s.mu.Unlock()
+		s.unlock(true, true)
 		s.gate.Unlock()
 		err = s.j.Close()
 	})

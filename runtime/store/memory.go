@@ -31,8 +31,9 @@ func (m *Memory) Apply(ctx context.Context, muts ...Mutation) error {
 			return fmt.Errorf("store: unknown mutation %T", mu)
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	meta, msgs := mutationKinds(muts)
+	m.lock(meta, msgs)
+	defer m.unlock(meta, msgs)
 	if m.closed {
 		return ErrClosed
 	}
@@ -59,8 +60,8 @@ func (m *Memory) Bodies(ctx context.Context, queue string, ids []string) ([][]by
 // Close makes every later call fail with ErrClosed. Closing twice is not
 // an error.
 func (m *Memory) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.lock(true, true)
+	defer m.unlock(true, true)
 	m.closed = true
 	m.st = newState(true)
 	return nil

@@ -7,32 +7,65 @@ import (
 )
 
 // core holds the state and the read methods both backends share.
+//
+// Two locks guard the state's two halves, so that the readers of one never
+// hold up the writers of the other: meta guards resources, names,
+// Operations and idempotency records (read by every API request and every
+// producer send), mu guards queues, messages, leases and bodies (changed by
+// every send, delivery and settlement, on the journal's writer between two
+// syncs). A writer takes meta before mu; closed is set under both.
 type core struct {
+	meta   sync.RWMutex
 	mu     sync.RWMutex
 	st     *state
 	closed bool
 }
 
-// rlock takes the read lock unless the store is closed or ctx is done.
-func (c *core) rlock(ctx context.Context) error {
+// rlock takes the messages' read lock unless the store is closed or ctx
+// is done.
+func (c *core) rlock(ctx context.Context) error { return rlockOf(ctx, &c.mu, &c.closed) }
+
+// rlockMeta is rlock for the metadata half.
+func (c *core) rlockMeta(ctx context.Context) error { return rlockOf(ctx, &c.meta, &c.closed) }
+
+func rlockOf(ctx context.Context, l *sync.RWMutex, closed *bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.RLock()
-	if c.closed {
-		c.mu.RUnlock()
+	l.RLock()
+	if *closed {
+		l.RUnlock()
 		return ErrClosed
 	}
 	return nil
 }
 
+// lock takes the write locks for changing the halves named (meta first).
+func (c *core) lock(meta, msgs bool) {
+	if meta {
+		c.meta.Lock()
+	}
+	if msgs {
+		c.mu.Lock()
+	}
+}
+
+func (c *core) unlock(meta, msgs bool) {
+	if msgs {
+		c.mu.Unlock()
+	}
+	if meta {
+		c.meta.Unlock()
+	}
+}
+
 func notFound(kind, id string) error { return fmt.Errorf("%w: %s %q", ErrNotFound, kind, id) }
 
 func (c *core) Resource(ctx context.Context, uid string) (Resource, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return Resource{}, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	e := c.st.resources[uid]
 	if e == nil {
 		return Resource{}, notFound("resource", uid)
@@ -41,10 +74,10 @@ func (c *core) Resource(ctx context.Context, uid string) (Resource, error) {
 }
 
 func (c *core) ResourceByName(ctx context.Context, space, name string) (Resource, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return Resource{}, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	uid, ok := c.st.byName[nameKey{space, name}]
 	if !ok {
 		return Resource{}, notFound("resource", space+"/"+name)
@@ -53,18 +86,18 @@ func (c *core) ResourceByName(ctx context.Context, space, name string) (Resource
 }
 
 func (c *core) Resources(ctx context.Context, space, formURL string) ([]Resource, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return nil, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	return c.st.resourceList(space, formURL), nil
 }
 
 func (c *core) Operation(ctx context.Context, id string) (Operation, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return Operation{}, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	e := c.st.ops[id]
 	if e == nil {
 		return Operation{}, notFound("operation", id)
@@ -73,18 +106,18 @@ func (c *core) Operation(ctx context.Context, id string) (Operation, error) {
 }
 
 func (c *core) UnfinishedOperations(ctx context.Context) ([]Operation, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return nil, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	return c.st.unfinished(), nil
 }
 
 func (c *core) Idempotency(ctx context.Context, scope, key string) (IdempotencyRecord, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return IdempotencyRecord{}, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	e := c.st.idem[idemKey{scope, key}]
 	if e == nil {
 		return IdempotencyRecord{}, notFound("idempotency key", key)
@@ -129,10 +162,10 @@ func (c *core) MessageCount(ctx context.Context, queue string) (int, error) {
 // share their byte slices with the store, which never changes them in place
 // (every write replaces a record), and the caller must not change them.
 func (c *core) ResourcesView(ctx context.Context, space, formURL string) ([]Resource, error) {
-	if err := c.rlock(ctx); err != nil {
+	if err := c.rlockMeta(ctx); err != nil {
 		return nil, err
 	}
-	defer c.mu.RUnlock()
+	defer c.meta.RUnlock()
 	out := make([]Resource, 0, len(c.st.resources))
 	for _, e := range c.st.resources {
 		if (space == "" || e.r.Space == space) && (formURL == "" || e.r.FormURL == formURL) {

@@ -22,8 +22,12 @@ type state struct {
 	ops       map[string]*opEntry
 	idem      map[idemKey]*idemEntry
 	queues    map[string]*queue
-	live      map[uint64]int64 // segment → bytes of the records anchored in it
-	leases    leaseTable
+	// segment → bytes of the records anchored in it: metaLive for
+	// resources, Operations and idempotency records, live for messages
+	// (two maps, because two locks guard the two halves; see core).
+	metaLive map[uint64]int64
+	live     map[uint64]int64
+	leases   leaseTable
 
 	// bodies holds message bodies when there is no journal to read them
 	// from (Memory); nil for Journaled.
@@ -276,6 +280,7 @@ func newState(memoryBodies bool) *state {
 		ops:       map[string]*opEntry{},
 		idem:      map[idemKey]*idemEntry{},
 		queues:    map[string]*queue{},
+		metaLive:  map[uint64]int64{},
 		live:      map[uint64]int64{},
 	}
 	if memoryBodies {
@@ -310,19 +315,40 @@ func cloneOperation(o Operation) Operation {
 }
 
 func (s *state) anchorAt(seg uint64, size int64) anchor {
-	s.live[seg] += size
+	s.metaLive[seg] += size
 	return anchor{seg, size}
 }
 
-func (s *state) unanchor(a anchor) {
-	if s.live[a.seg] -= a.size; s.live[a.seg] <= 0 {
-		delete(s.live, a.seg)
+func (s *state) unanchor(a anchor) { unanchorIn(s.metaLive, a) }
+
+func unanchorIn(live map[uint64]int64, a anchor) {
+	if live[a.seg] -= a.size; live[a.seg] <= 0 {
+		delete(live, a.seg)
 	}
+}
+
+// segmentLive is the live bytes anchored in seg; the caller holds both
+// locks (core).
+func (s *state) segmentLive(seg uint64) int64 { return s.metaLive[seg] + s.live[seg] }
+
+// mutationKinds says which halves of the state muts change: the metadata
+// (resources, Operations, idempotency records) and the messages.
+func mutationKinds(muts []Mutation) (meta, msgs bool) {
+	for _, m := range muts {
+		switch m.(type) {
+		case PutResource, DeleteResource, PutOperation, PutIdempotency, DeleteIdempotency:
+			meta = true
+		default:
+			msgs = true
+		}
+	}
+	return meta, msgs
 }
 
 // apply applies one Apply's mutations. seg and payloadOff locate the
 // frame's payload in the journal; meta comes from the codec (nil for
-// Memory, which copies bodies instead).
+// Memory, which copies bodies instead). The caller holds the write locks
+// of the halves mutationKinds names.
 func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recMeta) {
 	for i, m := range muts {
 		var size int64
@@ -481,7 +507,7 @@ func (s *state) accept(m AcceptMessage, seg uint64, bodyOff int64, crc uint32) {
 // forget drops what the state holds for a message that goes: its live
 // bytes, its lease reference and (Memory) its body.
 func (s *state) forget(queue string, e *msgEntry, idLen int) {
-	s.unanchor(anchor{e.seg(), e.recordSize(queue, idLen)})
+	unanchorIn(s.live, anchor{e.seg(), e.recordSize(queue, idLen)})
 	s.leases.unref(e.lease)
 	if s.bodies != nil {
 		delete(s.bodies, e.pos)
@@ -615,6 +641,9 @@ func (s *state) unfinished() []Operation {
 func (s *state) liveBytes() int64 {
 	var n int64
 	for _, b := range s.live {
+		n += b
+	}
+	for _, b := range s.metaLive {
 		n += b
 	}
 	return n

@@ -392,6 +392,7 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 		return ErrQueueExists
 	}
 	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true}}
+	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
 	if e.customID {
 		q.ids = map[string]*msg{}
 	}
@@ -431,6 +432,7 @@ func (e *Engine) UpdateQueue(ctx context.Context, cfg QueueConfig) error {
 		return ErrUnknownQueue
 	}
 	q.cfg = cfg
+	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
 	q.pump()
 	return nil
 }
@@ -664,12 +666,10 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []OutgoingMessa
 	}
 	q.life.RLock()
 	defer q.life.RUnlock()
-	q.mu.Lock()
-	removed, defDelay := q.removed, q.cfg.DeliveryDelaySeconds
-	q.mu.Unlock()
-	if removed {
+	if q.removed {
 		return nil, ErrUnknownQueue
 	}
+	defDelay := int(q.sendDelay.Load())
 	now := e.nowMs()
 	ids := e.newMessageIDs(q, len(msgs))
 	muts := make([]store.Mutation, len(msgs))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sync"
+	"sync/atomic"
 
 	"github.com/takoform/queuehost/runtime/clock"
 	"github.com/takoform/queuehost/runtime/store"
@@ -23,9 +24,13 @@ type queue struct {
 	// message is accepted into a dropped queue. Readers: Send and commit;
 	// writer: RemoveQueue. Never acquired while mu is held.
 	life sync.RWMutex
+	// sendDelay is cfg.DeliveryDelaySeconds, for Send to read without mu.
+	sendDelay atomic.Int32
 
-	mu      sync.Mutex
-	cfg     QueueConfig
+	mu  sync.Mutex
+	cfg QueueConfig
+	// removed is written under mu with life held exclusively, so a holder
+	// of either may read it.
 	removed bool
 	// held counts the messages the queue holds (not gone). ids maps them
 	// by ID only with an injected NewID, whose IDs must be checked for

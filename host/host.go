@@ -47,6 +47,7 @@ type Host struct {
 	adminToken string
 	eng        *delivery.Engine
 	rt         *js.Runtime
+	versions   *server.Versions // shared by the fetch route and the engine's resolver
 	srv        *server.Server
 
 	mu       sync.Mutex
@@ -113,9 +114,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		InvocationTimeout: cfg.HandlerTimeout,
 		Logger:            cfg.Logger,
 	})
+	h.versions = server.NewVersions(h.st)
 	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger})
 	opts := server.Options{
-		Store: h.st, Auth: h.principals, Engine: h.eng, Workers: workers{h},
+		Store: h.st, Auth: h.principals, Engine: h.eng, Workers: workers{h}, Versions: h.versions,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval,
 	}
 	if os.Getenv(PauseAfterIntentEnv) != "" {

@@ -44,7 +44,7 @@ func (s sender) Send(ctx context.Context, principal, space, queueUID string, msg
 type resolver struct{ h *Host }
 
 func (r resolver) Resolve(ctx context.Context, workerUID string) (delivery.Handler, error) {
-	v, _, err := server.SelectedVersion(ctx, r.h.st, workerUID)
+	v, _, err := r.h.versions.Selected(ctx, workerUID)
 	if err != nil {
 		return nil, err
 	}

@@ -2,13 +2,10 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/takoform/queuehost/gen/api"
@@ -174,41 +171,6 @@ func VersionFromResource(r store.Resource) (*Version, error) {
 		}
 	}
 	return v, nil
-}
-
-// ErrNoVersion: the worker selects no version (or it is gone).
-var ErrNoVersion = errors.New("the worker has no selected version")
-
-// SelectedVersion resolves a ModuleWorker to its selected WorkerVersion, as
-// the delivery engine's Resolver and the fetch route need at call time, so
-// that a change of the selection applies to the next invocation.
-func SelectedVersion(ctx context.Context, st store.Store, workerUID string) (*Version, []string, error) {
-	w, err := st.Resource(ctx, workerUID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if w.FormURL != schemas.FormModuleWorker {
-		return nil, nil, fmt.Errorf("server: %s is not a ModuleWorker", workerUID)
-	}
-	sp, err := decodeSpec[api.ModuleWorkerSpec](w)
-	if err != nil {
-		return nil, nil, err
-	}
-	if sp.Version == nil {
-		return nil, nil, ErrNoVersion
-	}
-	vr, err := st.Resource(ctx, sp.Version.ResourceUid)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, ErrNoVersion
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := VersionFromResource(vr)
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, slices.Clone(vr.Exports), nil
 }
 
 func handlersOf(sp api.ModuleWorkerSpec) []string {

@@ -89,6 +89,10 @@ type Options struct {
 	// SyncWait is how long a create, update or delete waits for its
 	// Operation before answering 202 with it unfinished; 2 s when zero.
 	SyncWait time.Duration
+	// Versions resolves workers to their selected versions; a new one over
+	// Store when nil. The host shares it with the delivery engine's
+	// resolver, so that both reuse the decoded versions.
+	Versions *Versions
 	// MaxResourcesPerSpace is 10 000 when zero.
 	MaxResourcesPerSpace int
 	// AfterIntent, when set, runs after an Operation and its intent are
@@ -101,13 +105,14 @@ type Options struct {
 
 // Server is the Host API v2 handler.
 type Server struct {
-	st      store.Store
-	authn   Authenticator
-	eng     Engine
-	workers Workers
-	log     *slog.Logger
-	opts    Options
-	now     func() time.Time
+	st       store.Store
+	authn    Authenticator
+	eng      Engine
+	workers  Workers
+	versions *Versions
+	log      *slog.Logger
+	opts     Options
+	now      func() time.Time
 
 	handler http.Handler
 	mux     *http.ServeMux
@@ -158,8 +163,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Versions == nil {
+		opts.Versions = NewVersions(opts.Store)
+	}
 	s := &Server{
-		st: opts.Store, authn: opts.Auth, eng: opts.Engine, workers: opts.Workers,
+		st: opts.Store, authn: opts.Auth, eng: opts.Engine, workers: opts.Workers, versions: opts.Versions,
 		log: opts.Logger, opts: opts, now: opts.Now,
 		inflight: map[string]inflightOp{}, attached: map[string]bool{},
 		watches: map[string]chan struct{}{}, driving: map[string]bool{}, retry: map[string]bool{},

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/takoform/queuehost/gen/api"
+	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/schemas"
+)
+
+// ErrNoVersion: the worker selects no version (or it is gone).
+var ErrNoVersion = errors.New("the worker has no selected version")
+
+// Versions resolves a ModuleWorker to its selected WorkerVersion, as the
+// delivery engine's Resolver and the fetch route need at call time, so that
+// a change of the selection applies to the next invocation.
+//
+// Both records are read from the store every time, but decoding the
+// version's spec and private inputs is not repeated: every field of a
+// WorkerVersion is immutable, so a decoded version is kept by UID and
+// reused for as long as the stored record has the ETag it was decoded
+// from. The cache holds at most maxCachedVersions versions.
+type Versions struct {
+	st store.Store
+
+	mu sync.Mutex
+	m  map[string]cachedVersion
+}
+
+type cachedVersion struct {
+	etag    string
+	v       *Version
+	exports []string
+}
+
+const maxCachedVersions = 1024
+
+// NewVersions resolves versions from st.
+func NewVersions(st store.Store) *Versions {
+	return &Versions{st: st, m: map[string]cachedVersion{}}
+}
+
+// Selected returns the version workerUID selects and the handlers its main
+// module exports; ErrNoVersion when it selects none. The Version and the
+// slice are shared: callers must not change them.
+func (vs *Versions) Selected(ctx context.Context, workerUID string) (*Version, []string, error) {
+	w, err := vs.st.Resource(ctx, workerUID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if w.FormURL != schemas.FormModuleWorker {
+		return nil, nil, fmt.Errorf("server: %s is not a ModuleWorker", workerUID)
+	}
+	sp, err := decodeSpec[api.ModuleWorkerSpec](w)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sp.Version == nil {
+		return nil, nil, ErrNoVersion
+	}
+	vr, err := vs.st.Resource(ctx, sp.Version.ResourceUid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, ErrNoVersion
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	vs.mu.Lock()
+	c, ok := vs.m[vr.UID]
+	vs.mu.Unlock()
+	if ok && c.etag == vr.ETag {
+		return c.v, c.exports, nil
+	}
+	v, err := VersionFromResource(vr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c = cachedVersion{etag: vr.ETag, v: v, exports: vr.Exports}
+	vs.mu.Lock()
+	if len(vs.m) >= maxCachedVersions {
+		clear(vs.m)
+	}
+	vs.m[vr.UID] = c
+	vs.mu.Unlock()
+	return c.v, c.exports, nil
+}

@@ -15,14 +15,14 @@ import (
 // called (off the loop); an invalid sendBatch sends nothing.
 func (in *instance) bindingObject(b Binding) *goja.Object {
 	o := in.vm.NewObject()
-	_ = o.Set("send", func(call goja.FunctionCall) goja.Value {
+	_ = o.Set("send", in.method("send", 1, func(call goja.FunctionCall) goja.Value {
 		msg, err := in.outgoing(call.Argument(0), call.Argument(1), "options")
 		if err != nil {
 			return in.rejected(in.codeError(err))
 		}
 		return in.send(b, []delivery.OutgoingMessage{msg}, false)
-	})
-	_ = o.Set("sendBatch", func(call goja.FunctionCall) goja.Value {
+	}))
+	_ = o.Set("sendBatch", in.method("sendBatch", 1, func(call goja.FunctionCall) goja.Value {
 		arr, ok := call.Argument(0).(*goja.Object)
 		if !ok || arr.ClassName() != "Array" {
 			return in.rejected(in.codeError(fmt.Errorf("sendBatch: messages must be an array: %w", delivery.ErrInvalidBody)))
@@ -52,7 +52,7 @@ func (in *instance) bindingObject(b Binding) *goja.Object {
 			msgs[i] = m
 		}
 		return in.send(b, msgs, true)
-	})
+	}))
 	return o
 }
 

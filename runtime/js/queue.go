@@ -54,24 +54,20 @@ func describeErr(err error) string {
 
 // batchObject builds the JavaScript batch: id, queue, messages and the four
 // settlement methods bound to b.
-//
-// Workers see the methods' names, which goja takes from the Go closures
-// ("...(*instance).batchObject.func1"): keep these four closures the first
-// function literals of batchObject, in this order.
 func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
 	vm := in.vm
 	o := vm.NewObject()
 	_ = o.Set("id", b.ID)
 	_ = o.Set("queue", b.Queue)
 	_ = o.Set("messages", in.messagesArray(b.Messages))
-	_ = o.Set("acknowledge", func(call goja.FunctionCall) goja.Value {
+	_ = o.Set("acknowledge", in.method("acknowledge", 1, func(call goja.FunctionCall) goja.Value {
 		id, ok := call.Argument(0).Export().(string)
 		if !ok {
 			return in.rejected(in.newError("TypeError", "acknowledge: messageId must be a string"))
 		}
 		return in.settle(func(ctx context.Context) error { return b.Acknowledge(ctx, id) })
-	})
-	_ = o.Set("retry", func(call goja.FunctionCall) goja.Value {
+	}))
+	_ = o.Set("retry", in.method("retry", 1, func(call goja.FunctionCall) goja.Value {
 		id, ok := call.Argument(0).Export().(string)
 		if !ok {
 			return in.rejected(in.newError("TypeError", "retry: messageId must be a string"))
@@ -81,17 +77,17 @@ func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
 			return in.rejected(in.newError("RangeError", "retry: "+delivery.ErrInvalidDelay.Error()))
 		}
 		return in.settle(func(ctx context.Context) error { return b.Retry(ctx, id, delay) })
-	})
-	_ = o.Set("acknowledgeAll", func(call goja.FunctionCall) goja.Value {
+	}))
+	_ = o.Set("acknowledgeAll", in.method("acknowledgeAll", 0, func(call goja.FunctionCall) goja.Value {
 		return in.settle(func(ctx context.Context) error { return b.AcknowledgeAll(ctx) })
-	})
-	_ = o.Set("retryAll", func(call goja.FunctionCall) goja.Value {
+	}))
+	_ = o.Set("retryAll", in.method("retryAll", 0, func(call goja.FunctionCall) goja.Value {
 		delay, ok := delayArg(call.Argument(0))
 		if !ok {
 			return in.rejected(in.newError("RangeError", "retryAll: "+delivery.ErrInvalidDelay.Error()))
 		}
 		return in.settle(func(ctx context.Context) error { return b.RetryAll(ctx, delay) })
-	})
+	}))
 	return o
 }
 
@@ -179,7 +175,7 @@ func (in *instance) codeError(err error) goja.Value {
 // passThroughOnException is accepted and does nothing.
 func (in *instance) ctxObject(inv *invocation) *goja.Object {
 	o := in.vm.NewObject()
-	_ = o.Set("waitUntil", func(call goja.FunctionCall) goja.Value {
+	_ = o.Set("waitUntil", in.method("waitUntil", 1, func(call goja.FunctionCall) goja.Value {
 		if in.cur != inv {
 			panic(in.newError("Error", "waitUntil: the invocation has ended"))
 		}
@@ -198,8 +194,8 @@ func (in *instance) ctxObject(inv *invocation) *goja.Object {
 			}
 		}
 		return goja.Undefined()
-	})
-	_ = o.Set("passThroughOnException", passThroughOnException)
+	}))
+	_ = o.Set("passThroughOnException", in.method("passThroughOnException", 0, passThroughOnException))
 	return o
 }
 
@@ -218,6 +214,17 @@ func (in *instance) buildEnv(v *Version) *goja.Object {
 		_ = env.Set(b.Name, in.bindingObject(b))
 	}
 	return env
+}
+
+// method makes a native function that reads like the method it is: its
+// name and length are those of a JavaScript function of that name and
+// arity, not goja's defaults (the Go symbol's name and 0), which would show
+// host internals to worker code.
+func (in *instance) method(name string, length int, f func(goja.FunctionCall) goja.Value) goja.Value {
+	fn := in.vm.ToValue(f).(*goja.Object)
+	_ = fn.DefineDataProperty("name", in.vm.ToValue(name), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	_ = fn.DefineDataProperty("length", in.vm.ToValue(length), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	return fn
 }
 
 // passThroughOnException does nothing: the host has no origin to pass to.

@@ -32,17 +32,23 @@ type queueHandler struct{ e *version }
 func (h queueHandler) HandleBatch(ctx context.Context, b *delivery.Batch) error {
 	return h.e.run(ctx, func(in *instance) error {
 		err := in.invoke(ctx, in.rt.opts.InvocationTimeout, func(inv *invocation) (goja.Value, error) {
-			queue, _ := goja.AssertFunction(in.def.Get(HandlerQueue))
-			if queue == nil {
-				return nil, &ScriptError{Name: "TypeError", Message: "the default export's queue is not a function"}
-			}
-			return queue(in.def, in.batchObject(b), in.env, in.ctxObject(inv))
+			return in.callQueue(inv, b)
 		}, nil)
 		if err != nil {
 			in.log("error", "Uncaught (in queue handler) "+describeErr(err))
 		}
 		return err
 	})
+}
+
+// callQueue builds the batch and calls the worker's queue handler, which
+// runs until its first await.
+func (in *instance) callQueue(inv *invocation, b *delivery.Batch) (goja.Value, error) {
+	queue, _ := goja.AssertFunction(in.def.Get(HandlerQueue))
+	if queue == nil {
+		return nil, &ScriptError{Name: "TypeError", Message: "the default export's queue is not a function"}
+	}
+	return queue(in.def, in.batchObject(b), in.env, in.ctxObject(inv))
 }
 
 func describeErr(err error) string {

@@ -81,7 +81,10 @@ type Stats struct {
 	Messages        int64
 	Appends         uint64 // Apply frames made durable since Open
 	Syncs           uint64 // group commits since Open
-	Compacted       uint64 // segments compacted and deleted since Open
+	// The journal writer's time since Open: writing, syncing, and
+	// applying durable Applies to memory (see journal.Stats).
+	WriteTime, SyncTime, ApplyTime time.Duration
+	Compacted                      uint64 // segments compacted and deleted since Open
 }
 
 // Journaled is the durable Store of the embedded host.
@@ -290,7 +293,8 @@ func (s *Journaled) durableEnd(seg uint64) int64 {
 func (s *Journaled) Stats() Stats {
 	segs := s.j.Segments()
 	js := s.j.Stats()
-	st := Stats{Segments: len(segs), Appends: js.Appends, Syncs: js.Groups, Compacted: s.compacted.Load()}
+	st := Stats{Segments: len(segs), Appends: js.Appends, Syncs: js.Groups, Compacted: s.compacted.Load(),
+		WriteTime: js.WriteTime, SyncTime: js.SyncTime, ApplyTime: js.CallbackTime}
 	s.meta.RLock()
 	defer s.meta.RUnlock()
 	s.mu.RLock()

@@ -46,20 +46,33 @@ const (
 	e2eBacklog   = 20000 // producers pause while more than this is unacknowledged
 )
 
+// e2eRun is what one end-to-end window measured.
+type e2eRun struct {
+	rate    float64 // durable acknowledgements per second
+	cpu     time.Duration
+	acked   int64
+	recs    []int32 // payload lengths of the journal records written in the window
+	syncs   uint64
+	backlog int64
+	// The journal writer's time in the window (store.Stats).
+	write, sync, apply time.Duration
+}
+
 // runE2E sends batches of 100 from e2eProducers goroutines into a queue
 // whose consumer delivers to h, and counts durable acknowledgements in a
 // window after a warm-up. It also keeps the payload lengths of every
 // journal record written in that window, to replay them into the journal
 // alone.
-func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc int, counter *atomic.Int64) (msgsPerSec float64, cpu time.Duration, acked int64, recs []int32, syncs uint64, backlog int64, err error) {
+func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc int, counter *atomic.Int64) (e2eRun, error) {
+	var run e2eRun
 	env, err := b.newEngineEnv(ctx, "e2e", resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }))
 	if err != nil {
-		return 0, 0, 0, nil, 0, 0, err
+		return run, err
 	}
 	defer env.close()
 	if err := env.eng.Attach(ctx, delivery.ConsumerConfig{UID: "c1", QueueUID: "q1", WorkerUID: "w1",
 		MaxBatchSize: batchSize, MaxBatchTimeoutSeconds: 0, MaxConcurrency: conc, MaxRetries: 3, RetryDelaySeconds: 0}); err != nil {
-		return 0, 0, 0, nil, 0, 0, err
+		return run, err
 	}
 	body := make([]byte, e2eBody)
 	for i := range body {
@@ -111,20 +124,22 @@ func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc 
 	}()
 	warm := b.pointDur / 5
 	time.Sleep(warm)
-	a0, r0, s0 := env.obs.acked.Load(), len(env.fs.records()), env.st.Stats().Syncs
+	a0, r0, st0 := env.obs.acked.Load(), len(env.fs.records()), env.st.Stats()
 	sp := startSpan()
 	time.Sleep(b.pointDur)
-	a1, all, s1 := env.obs.acked.Load(), env.fs.records(), env.st.Stats().Syncs
-	backlog = sent.Load() - a1
+	a1, all, st1 := env.obs.acked.Load(), env.fs.records(), env.st.Stats()
+	run.backlog = sent.Load() - a1
 	wall, cpu := sp.end()
 	stop()
 	wg.Wait()
 	close(done)
 	if e, ok := firstErr.Load().(error); ok {
-		return 0, 0, 0, nil, 0, 0, e
+		return run, e
 	}
-	acked = a1 - a0
-	return float64(acked) / wall.Seconds(), cpu, acked, all[r0:], s1 - s0, backlog, nil
+	run.acked = a1 - a0
+	run.rate, run.cpu, run.recs, run.syncs = float64(run.acked)/wall.Seconds(), cpu, all[r0:], st1.Syncs-st0.Syncs
+	run.write, run.sync, run.apply = st1.WriteTime-st0.WriteTime, st1.SyncTime-st0.SyncTime, st1.ApplyTime-st0.ApplyTime
+	return run, nil
 }
 
 func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
@@ -142,16 +157,13 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 			"CPU is the whole process (producers included), from getrusage.",
 			e2eProducers, e2eBody, e2eBacklog, b.pointDur, b.pointDur/5, reps),
 		"handler", "maxConcurrency", "msgs/s", "journal alone, same records (msgs/s)", "ratio to journal alone", "ratio of every pair", "msgs per raw fsync", "journal records per msg",
-		"group commits/s ÷ raw fsync/s: e2e, journal alone", "records per group commit: e2e, journal alone", "unacknowledged at the window's end", "CPU s per 1M msgs", "CPU use (of all cores)")
+		"group commits/s ÷ raw fsync/s: e2e, journal alone", "records per group commit: e2e, journal alone", "journal writer busy (of the window)", "unacknowledged at the window's end", "CPU s per 1M msgs", "CPU use (of all cores)")
 	type pair struct {
-		rate, jrate float64
-		cpu         time.Duration
-		acked       int64
-		recs        int
-		syncs       uint64
-		backlog     int64
-		jd          time.Duration
-		jst         journal.Stats
+		e2eRun
+		jrate float64
+		nrecs int
+		jd    time.Duration
+		jst   journal.Stats
 	}
 	for _, k := range kinds {
 		for _, conc := range []int{1, 4, 16} {
@@ -164,8 +176,7 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 				}
 				c := b.prog.phase(fmt.Sprintf("e2e %s maxConcurrency %d (pair %d of %d)", k.Name, conc, rep+1, reps), "acks")
 				var p pair
-				var recs []int32
-				run := func() { p.rate, p.cpu, p.acked, recs, p.syncs, p.backlog, err = b.runE2E(ctx, h, 100, conc, c) }
+				run := func() { p.e2eRun, err = b.runE2E(ctx, h, 100, conc, c) }
 				if conc == 16 && rep == 0 {
 					name := fmt.Sprintf("e2e %s, maxConcurrency %d", k.Name, conc)
 					if path, perr := b.profile(strings.ReplaceAll(fmt.Sprintf("e2e-%s-%d", k.Name, conc), " ", "-"), run); perr == nil {
@@ -181,9 +192,10 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 					continue
 				}
 				c = b.prog.phase(fmt.Sprintf("journal alone, records of e2e %s maxConcurrency %d (pair %d of %d)", k.Name, conc, rep+1, reps), "records")
-				p.jd, p.jst, err = replayRecords(ctx, b.dir, recs, e2eProducers+conc, c)
+				p.jd, p.jst, err = replayRecords(ctx, b.dir, p.recs, e2eProducers+conc, c)
 				b.prog.end()
-				p.recs = len(recs)
+				p.nrecs = len(p.recs)
+				p.recs = nil
 				if err != nil {
 					s.note("journal replay: %v", err)
 					continue
@@ -206,19 +218,22 @@ func (b *bench) e2eLayer(ctx context.Context, kinds []handlerKind) {
 			}
 			p := pairs[len(pairs)/2]
 			key := fmt.Sprintf("%s/%d", k.Name, conc)
-			b.e2e[key] = e2eResult{MsgsPerSec: p.rate, Journal: p.jrate}
+			b.e2e[key] = e2eResult{MsgsPerSec: p.rate, Journal: p.jrate, CPUPerMsg: p.cpu.Seconds() / float64(max(p.acked, 1)), FsyncPerS: b.rep.Limits.FsyncPerSec,
+				WriterBusy: (p.sync + p.apply + p.write).Seconds() / b.pointDur.Seconds(), WriterApply: p.apply.Seconds() / b.pointDur.Seconds(), WriterSync: p.sync.Seconds() / b.pointDur.Seconds()}
 			s.row(k.Name, fmt.Sprint(conc), num(p.rate), num(p.jrate), ratio(p.rate, p.jrate), strings.Join(all, ", "), ratio(p.rate, b.rep.Limits.FsyncPerSec),
-				num(float64(p.recs)/float64(max(p.acked, 1))),
+				num(float64(p.nrecs)/float64(max(p.acked, 1))),
 				pct(float64(p.syncs)/b.pointDur.Seconds()/b.rep.Limits.FsyncPerSec)+", "+pct(float64(p.jst.Groups)/max(p.jd.Seconds(), 1e-9)/b.rep.Limits.FsyncPerSec),
-				num(float64(p.recs)/float64(max(p.syncs, 1)))+", "+num(float64(p.jst.Appends)/float64(max(p.jst.Groups, 1))),
+				num(float64(p.nrecs)/float64(max(p.syncs, 1)))+", "+num(float64(p.jst.Appends)/float64(max(p.jst.Groups, 1))),
+				fmt.Sprintf("%s sync, %s apply, %s write", pct(p.sync.Seconds()/b.pointDur.Seconds()), pct(p.apply.Seconds()/b.pointDur.Seconds()), pct(p.write.Seconds()/b.pointDur.Seconds())),
 				group(fmt.Sprint(p.backlog)),
 				num(p.cpu.Seconds()/float64(max(p.acked, 1))*1e6),
 				pct(p.cpu.Seconds()/b.pointDur.Seconds()/float64(numCPU())))
 		}
 	}
 	s.note("Reading the group-commit columns: at the same records, the journal alone packs more records into each fdatasync (its writers never wait for one another), "+
-		"while end to end each batch needs its delivery record durable before the handler runs and its acknowledgement durable before the consumer slot frees, "+
-		"so a batch costs at least two sequential group commits and few records share each. When e2e group commits/s is near the raw fsync rate "+
-		"the run is bound by sync latency in that chain, not by disk bandwidth or CPU. Unacknowledged at the window's end near %d means the producers were "+
+		"while end to end each batch needs its delivery record durable before its handler runs (the acknowledgement of one batch can share a group commit with the next delivery, "+
+		"since a slot frees when its handler returns), so a consumer slot starts at most one batch per group commit. "+
+		"The journal writer column is where the writer goroutine's time went in the window: it writes a group, syncs it, then applies it to the store's memory before taking the next, "+
+		"so near 100%% busy it is what limits. Unacknowledged at the window's end near %d means the producers were "+
 		"waiting for the consumer (the consumer side is the bottleneck); near 0, the producers were.", e2eBacklog)
 }

@@ -11,6 +11,11 @@ import (
 type e2eResult struct {
 	MsgsPerSec float64
 	Journal    float64 // what the journal alone sustained for the same records
+	CPUPerMsg  float64 // CPU seconds per acknowledged message, the whole process
+	FsyncPerS  float64 // the raw fdatasync rate measured before the layer
+	// Share of the window the journal's writer spent busy, and in
+	// applying to memory and syncing.
+	WriterBusy, WriterApply, WriterSync float64
 }
 
 // layers runs every layer above the journal, in order.

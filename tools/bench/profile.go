@@ -115,7 +115,7 @@ func (b *bench) renderProfiles() {
 			for _, h := range p.HotPkgs {
 				names = append(names, fmt.Sprintf("%s (%.1f%% flat)", h.Package, h.Flat))
 			}
-			p.Section.note("Packages above 10%% flat in %s (not encoding, checksumming or syscalls): %s.", p.Name, strings.Join(names, ", "))
+			p.Section.note("Packages above 10%% flat in %s (information, not hot spots: a package's share sums all its functions, and the runtime's is the allocation, garbage collection and scheduling done for every caller, which the attributed view above charges to them): %s.", p.Name, strings.Join(names, ", "))
 		}
 		if len(p.Hot) == 0 {
 			p.Section.note("Hot spots in %s: none — no function above 10%% flat besides encoding, checksumming and syscalls.", p.Name)

@@ -3,17 +3,20 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // cpuBound is the share of all cores above which a run counts as limited
 // by CPU rather than by the disk.
 const cpuBound = 0.75
 
-// checkTargets compares this run's figures with the issue's targets.
+// checkTargets compares this run's figures with the issue's targets. A
+// missed target says why, with bounds computed from figures of this run.
 func (b *bench) checkTargets() {
 	// 1. End-to-end at maxBatchSize 100 against the journal alone.
 	const e2eName = "durable end-to-end throughput at maxBatchSize 100 ≥ ½ of the journal alone for the same records"
 	found := false
+	jsPerMsg := b.results["overhead/js/msg"] // ns, 0 when not measured
 	for _, k := range []handlerKind{jsKind, goKind} {
 		for _, conc := range []int{1, 4, 16} {
 			r, ok := b.e2e[fmt.Sprintf("%s/%d", k.Name, conc)]
@@ -22,8 +25,12 @@ func (b *bench) checkTargets() {
 			}
 			found = true
 			q := r.MsgsPerSec / r.Journal
+			measured := fmt.Sprintf("%s msgs/s vs %s: %s", num(r.MsgsPerSec), num(r.Journal), pct(q))
+			if q < 0.5 {
+				measured += "; " + e2eBounds(k, conc, r, jsPerMsg)
+			}
 			b.rep.target(target{Name: fmt.Sprintf("%s (%s, maxConcurrency %d)", e2eName, k.Name, conc), Pass: q >= 0.5,
-				Measured: fmt.Sprintf("%s msgs/s vs %s: %s", num(r.MsgsPerSec), num(r.Journal), pct(q)), Want: "≥ 50%"})
+				Measured: measured, Want: "≥ 50%"})
 		}
 	}
 	if !found {
@@ -31,7 +38,11 @@ func (b *bench) checkTargets() {
 	}
 
 	// 2. Producer with 100 B bodies: fsync batching, not per-message CPU.
+	// Two checks: whether the disk is what limits (it is not, when the CPU
+	// is the limit), and the part the issue asks to act on: no hot spot
+	// above 10% besides encoding, checksumming and the syscalls.
 	const prodName = "producer throughput with 100 B bodies (full host) limited by fsync batching, not per-message CPU"
+	const hotName = "no hot spot above 10% in the producer's CPU profile besides encoding, checksumming and syscalls (full host, 100 B)"
 	found = false
 	for _, m := range prodModes {
 		key := pointKey("host", m, 100)
@@ -41,10 +52,20 @@ func (b *bench) checkTargets() {
 		}
 		found = true
 		cpu := b.results[key+"/cpu"]
-		var why []string
-		if cpu >= cpuBound {
-			why = append(why, fmt.Sprintf("CPU use %s of all cores", pct(cpu)))
+		// What group commit would accept if the CPU were free: every
+		// concurrent caller's messages in every raw fsync.
+		diskBound := float64(m.Conc*m.PerCall) * b.rep.Limits.FsyncPerSec
+		measured := fmt.Sprintf("%s msgs/s = %s per raw fsync, %s of the Engine.Send point; CPU use %s of all cores; the disk's group-commit bound (%d callers × %d messages × %s fsync/s) is %s msgs/s, %s the measured rate",
+			num(rate), ratio(rate, b.rep.Limits.FsyncPerSec), ratio(rate, b.results[pointKey("engine", m, 100)]), pct(cpu),
+			m.Conc, m.PerCall, num(b.rep.Limits.FsyncPerSec), num(diskBound), ratio(diskBound, rate))
+		pass := cpu < cpuBound
+		if !pass {
+			measured += "; MISS because the run is CPU-bound: on this machine no CPU path reaches what the disk admits, so the limit is per-message CPU (hot spots in the next row, profiles in the host section)"
 		}
+		b.rep.target(target{Name: fmt.Sprintf("%s (%s)", prodName, m.Name), Pass: pass, Measured: measured,
+			Want: fmt.Sprintf("CPU use < %s of all cores", pct(cpuBound))})
+
+		var hot []string
 		for _, p := range b.profiles {
 			if !strings.HasPrefix(p.Name, "host producer, "+m.Name) {
 				continue
@@ -52,21 +73,17 @@ func (b *bench) checkTargets() {
 			for _, h := range p.Hot {
 				how := "flat"
 				if h.Attributed {
-					how = "with what it calls"
+					how = "with the library and runtime code it calls"
 				}
-				why = append(why, fmt.Sprintf("hot function %s %.1f%% %s", h.Func, h.Flat, how))
-			}
-			for _, h := range p.HotPkgs {
-				why = append(why, fmt.Sprintf("hot package %s %.1f%%", h.Package, h.Flat))
+				hot = append(hot, fmt.Sprintf("%s %.1f%% %s", h.Func, h.Flat, how))
 			}
 		}
-		measured := fmt.Sprintf("%s msgs/s = %s per raw fsync, %s of the Engine.Send point; CPU use %s of all cores", num(rate),
-			ratio(rate, b.rep.Limits.FsyncPerSec), ratio(rate, b.results[pointKey("engine", m, 100)]), pct(cpu))
-		if len(why) > 0 {
-			measured += "; MISS because: " + strings.Join(why, "; ") + " (profiles in the host section)"
+		measured = "none"
+		if len(hot) > 0 {
+			measured = "MISS: " + strings.Join(hot, "; ") + " (profiles and what runs there in the host section)"
 		}
-		b.rep.target(target{Name: fmt.Sprintf("%s (%s)", prodName, m.Name), Pass: len(why) == 0, Measured: measured,
-			Want: fmt.Sprintf("CPU use < %s of all cores and no hot spot > 10%% besides encoding, checksumming, syscalls", pct(cpuBound))})
+		b.rep.target(target{Name: fmt.Sprintf("%s (%s)", hotName, m.Name), Pass: len(hot) == 0, Measured: measured,
+			Want: "no function above 10%, alone or with the library code it calls"})
 	}
 	if !found {
 		b.rep.target(target{Name: prodName, Want: "no hot spot > 10% besides encoding, checksumming, syscalls", Skipped: "not measured in this run (phase host)"})
@@ -89,4 +106,32 @@ func (b *bench) checkTargets() {
 	} else {
 		b.rep.target(target{Name: "p99 send-to-handler-start at 50% load", Want: "< 20 ms", Skipped: "not measured in this run (phase latency)"})
 	}
+}
+
+// e2eBounds explains a missed end-to-end point with two ceilings computed
+// from this run: the contract's chain (each delivery is durable before its
+// handler runs, so a consumer slot starts at most one batch per group
+// commit, and group commits are at most the raw fsync rate) and the CPU
+// (the cores over the CPU the run spent per message; for goja, also the
+// JavaScript runtime's own cost per message alone).
+func e2eBounds(k handlerKind, conc int, r e2eResult, jsPerMsgNs float64) string {
+	var why []string
+	chain := float64(conc*100) * r.FsyncPerS
+	why = append(why, fmt.Sprintf("the delivery chain admits at most %d slots × 100 messages × %s fsync/s = %s msgs/s (%s of the journal alone)",
+		conc, num(r.FsyncPerS), num(chain), pct(chain/r.Journal)))
+	if r.CPUPerMsg > 0 {
+		c := float64(numCPU()) / r.CPUPerMsg
+		why = append(why, fmt.Sprintf("at the %s CPU µs this run spent per message, %d cores allow %s msgs/s (%s)",
+			num(r.CPUPerMsg*1e6), numCPU(), num(c), pct(c/r.Journal)))
+	}
+	if r.WriterBusy > 0 {
+		why = append(why, fmt.Sprintf("the journal's writer, one goroutine that writes, syncs and applies every group in turn, was busy %s of the window (%s syncing, %s applying to memory): near 100%% it is the limit",
+			pct(r.WriterBusy), pct(r.WriterSync), pct(r.WriterApply)))
+	}
+	if k.Name == jsKind.Name && jsPerMsgNs > 0 {
+		c := float64(numCPU()) / (jsPerMsgNs / 1e9)
+		why = append(why, fmt.Sprintf("goja's cost per message alone (%s, JavaScript invocation overhead section) allows %s msgs/s (%s)",
+			dur(time.Duration(jsPerMsgNs)), num(c), pct(c/r.Journal)))
+	}
+	return "bounds: " + strings.Join(why, "; ")
 }

@@ -215,21 +215,11 @@ func (b *bench) hostLayer(ctx context.Context) {
 			}
 			b.prog.end()
 			b.prodRow(s, "host", "engine", m, size, pt, "")
-			if size == 100 {
-				// A second, shorter run under goja's profiler splits the
-				// JavaScript time between the worker and the runtime's
-				// prelude; it is not part of the measured point.
-				c := b.prog.phase(fmt.Sprintf("host %s %s: JavaScript profile", m.Name, bytesize(size)), "msgs")
-				split, err := jsProfile(func() { runProducer(ctx, call, m, size, max(b.pointDur/4, time.Second), c) })
-				b.prog.end()
-				if err != nil {
-					s.note("JavaScript profile of %s: %v", m.Name, err)
-				} else {
-					s.note("Where the JavaScript time of %s, 100 B goes (goja's execution-time profiler over a separate %s run; worker.js is the benchmark's worker, prelude.js the runtime's Request, Response and Headers): %s.",
-						m.Name, max(b.pointDur/4, time.Second), split)
-				}
-			}
 		}
 	}
 	s.note("Records per sync is not shown for the host: the host does not expose its store's counters.")
+	s.note("Reading the JavaScript rows of the profiles: `js.(*fetchCall).request` is the host building the inbound Request (prelude.js); " +
+		"`js.(*fetchCall).callHandler` is the worker's own fetch handler up to its first await (for sendBatch, the benchmark's worker building 100 message objects), run by goja; " +
+		"`js.(*completion).settle` resumes the worker's code after an awaited send (here: the Response it returns); `js.(*fetchCall).finish` is the host reading that Response; " +
+		"the producer Binding's argument checks are `js.(*instance).bindingObject.func*`.")
 }

@@ -67,12 +67,23 @@ type idemEntry struct {
 // The engine issues IDs of 32 lowercase hex digits; those are kept decoded,
 // as 16 bytes, in the entry and in byHex. Any other ID is a string in
 // byName, with names mapping its slot back to it.
+//
+// The maps hold positions, not slice indexes: slot i of msgs is position
+// base+i. Messages mostly leave in the order they came, so removed slots
+// gather at the front, and tidy drops them by moving base, without
+// touching the maps; only holes behind a message that stays make it
+// rewrite them (see tidy).
 type queue struct {
 	// hint is the slot of the message apply found last (see lookupKey).
-	hint   int32
+	hint int32
+	base int32 // the position of msgs[0]
+	// arr is msgs' whole backing array: msgs is arr[off:]. The slots tidy
+	// drops from the front stay in arr until grow reuses them.
+	arr    []msgEntry
+	off    int
 	byHex  map[[16]byte]int32
 	byName map[string]int32 // nil until an ID that is not hex arrives
-	names  map[int32]string
+	names  map[int32]string // by position
 	msgs   []msgEntry
 	dead   int
 }
@@ -171,7 +182,8 @@ func (q *queue) lookupKey(id string, k [16]byte, isHex bool, hint *int32) (int32
 				return h, true
 			}
 		}
-		i, ok := q.byHex[k]
+		p, ok := q.byHex[k]
+		i := p - q.base
 		if ok && hint != nil {
 			*hint = i
 		}
@@ -180,22 +192,23 @@ func (q *queue) lookupKey(id string, k [16]byte, isHex bool, hint *int32) (int32
 	if q.byName == nil {
 		return 0, false
 	}
-	i, ok := q.byName[id]
-	return i, ok
+	p, ok := q.byName[id]
+	return p - q.base, ok
 }
 
 // indexKey records that slot i holds id, filling e.id when it is hex.
 func (q *queue) indexKey(id string, k [16]byte, isHex bool, i int32, e *msgEntry) {
+	p := q.base + i
 	if isHex {
 		e.id = k
-		q.byHex[k] = i
+		q.byHex[k] = p
 		return
 	}
 	if q.byName == nil {
 		q.byName, q.names = map[string]int32{}, map[int32]string{}
 	}
-	q.byName[id] = i
-	q.names[i] = id
+	q.byName[id] = p
+	q.names[p] = id
 }
 
 func (q *queue) unindexKey(id string, k [16]byte, isHex bool, i int32) {
@@ -204,19 +217,19 @@ func (q *queue) unindexKey(id string, k [16]byte, isHex bool, i int32) {
 		return
 	}
 	delete(q.byName, id)
-	delete(q.names, i)
+	delete(q.names, q.base+i)
 }
 
 // id is the ID of the message in slot i.
 func (q *queue) id(i int32) string {
-	if name, ok := q.names[i]; ok {
+	if name, ok := q.names[q.base+i]; ok {
 		return name
 	}
 	return hex.EncodeToString(q.msgs[i].id[:])
 }
 
 func (q *queue) idLen(i int32) int {
-	if name, ok := q.names[i]; ok {
+	if name, ok := q.names[q.base+i]; ok {
 		return len(name)
 	}
 	return 32
@@ -418,7 +431,7 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 				delete(s.idem, k)
 			}
 		case AcceptMessage:
-			s.accept(m, seg, bodyOff, crc)
+			s.accept(&m, seg, bodyOff, crc)
 		case DeliverMessages:
 			q := s.queues[m.Queue]
 			if q == nil {
@@ -470,7 +483,7 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 	}
 }
 
-func (s *state) accept(m AcceptMessage, seg uint64, bodyOff int64, crc uint32) {
+func (s *state) accept(m *AcceptMessage, seg uint64, bodyOff int64, crc uint32) {
 	q := s.queues[m.Message.Queue]
 	if q == nil {
 		q = newQueue()
@@ -498,6 +511,7 @@ func (s *state) accept(m AcceptMessage, seg uint64, bodyOff int64, crc uint32) {
 		s.forget(m.Message.Queue, &q.msgs[i], len(id))
 	} else {
 		i = int32(len(q.msgs))
+		q.grow()
 		q.msgs = append(q.msgs, msgEntry{})
 	}
 	q.indexKey(id, k, isHex, i, &e)
@@ -526,28 +540,54 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 	q.dead++
 }
 
-// tidy reclaims removed slots once they are the majority, which keeps the
-// slice's length within twice the live count (its capacity within four
-// times) at amortised constant cost.
+// maxPosition bounds base+len(msgs): past it, tidy renumbers the positions
+// from 0, so that they never overflow an int32.
+const maxPosition = 1 << 30
+
+// tidy reclaims removed slots: at once those at the front (moving base,
+// which costs nothing per live message), and every hole once holes are the
+// majority (renumbering the live messages), which keeps the slice's length
+// within twice the live count (its capacity within four times) at
+// amortised constant cost.
 func (s *state) tidy(name string, q *queue) {
 	if q.count() == 0 {
 		delete(s.queues, name)
 		return
 	}
-	if q.dead < 64 || q.dead < len(q.msgs)/2 {
+	front := 0
+	for front < len(q.msgs) && q.msgs[front].removed() {
+		front++
+	}
+	if front > 0 {
+		clear(q.msgs[:front])
+		q.msgs = q.msgs[front:]
+		q.off += front
+		q.base += int32(front)
+		q.dead -= front
+		q.hint -= int32(front)
+	}
+	if (q.dead < 64 || q.dead < len(q.msgs)/2) && int(q.base)+cap(q.msgs) < maxPosition {
 		return
 	}
+	s.renumber(q)
+}
+
+// renumber drops every removed slot and gives the live messages the
+// positions 0, 1, ...: one map write each.
+func (s *state) renumber(q *queue) {
 	var names map[int32]string
 	if q.names != nil {
 		names = make(map[int32]string, len(q.names))
 	}
-	live := q.msgs[:0]
+	// Compacted to the start of arr: the copy only ever moves an entry
+	// to a lower index than it is read from.
+	live := q.arr[:0]
 	for i, e := range q.msgs {
 		if e.removed() {
 			continue
 		}
 		n := int32(len(live))
-		if id, ok := q.names[int32(i)]; ok {
+		if id, ok := q.names[q.base+int32(i)]; ok {
 			q.byName[id] = n
 			names[n] = id
 		} else {
@@ -556,15 +596,38 @@ func (s *state) tidy(name string, q *queue) {
 		live = append(live, e)
 	}
 	q.names = names
-	clear(q.msgs[len(live):])
+	clear(q.arr[len(live) : q.off+len(q.msgs)])
 	// The capacity stays: a queue in steady traffic fills it again at
 	// once, and clipping it made the next accept copy the whole index.
 	// Only a queue that shrank a lot gives memory back.
-	q.msgs = live
+	q.msgs, q.arr, q.off = live, live[:cap(live)], 0
 	if cap(q.msgs) > 4*len(q.msgs)+1024 {
 		q.msgs = slices.Clone(q.msgs)
+		q.arr = q.msgs[:cap(q.msgs)]
 	}
-	q.dead = 0
+	q.base, q.dead, q.hint = 0, 0, noHint
+}
+
+// grow makes room for one more slot at the end of msgs. When the front of
+// arr has room that tidy freed (at least half of msgs' length), msgs moves
+// there: no allocation, and positions do not change, only where slot 0
+// lies. Otherwise a new array twice msgs' length takes it. In steady
+// first-in-first-out traffic a queue of n messages then moves its n slots
+// once per n accepts, and never allocates.
+func (q *queue) grow() {
+	if len(q.msgs) < cap(q.msgs) {
+		return
+	}
+	n := len(q.msgs)
+	if q.off > 0 && q.off >= n/2 {
+		copy(q.arr, q.msgs)
+		clear(q.arr[n : q.off+n])
+		q.msgs, q.off = q.arr[:n], 0
+		return
+	}
+	q.arr = make([]msgEntry, 2*n+16)
+	copy(q.arr, q.msgs)
+	q.msgs, q.off = q.arr[:n], 0
 }
 
 // message finds a message's index entry; hint is as for lookupKey (nil:

@@ -232,3 +232,92 @@ func TestDeliverSharesOneLeaseEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexPositions drives one queue with mostly first-in-first-out
+// traffic and some stragglers, hex and other IDs, and checks every lookup
+// against the messages accepted and not removed: tidy drops the removed
+// front by moving base, renumbers when holes are the majority, and
+// renumbers before positions could overflow.
+func TestIndexPositions(t *testing.T) {
+	for _, startBase := range []int32{0, maxPosition - 5000} {
+		st := newState(false)
+		meta := []recMeta{{bodyOff: 40, size: 100}}
+		r := rand.New(rand.NewPCG(uint64(startBase), 9))
+		live := map[string]bool{}
+		var order []string // accept order, removed ones included
+		next := 0
+		accept := func() {
+			id := fmt.Sprintf("%032x", uint64(next)*0x9e3779b97f4a7c15)
+			if next%7 == 0 {
+				id = fmt.Sprint("name-", next)
+			}
+			next++
+			st.apply([]Mutation{AcceptMessage{Message: Message{Queue: "q", ID: id}}}, 1, int64(next)*200, meta)
+			if q := st.queues["q"]; next == 1 {
+				// Start the positions where the test wants them.
+				q.base = startBase
+				q.byHex = map[[16]byte]int32{}
+				q.byName, q.names = nil, nil
+				k, isHex := hexID(id)
+				q.indexKey(id, k, isHex, 0, &q.msgs[0])
+			}
+			live[id] = true
+			order = append(order, id)
+		}
+		remove := func(id string) {
+			st.apply([]Mutation{RemoveMessages{Queue: "q", IDs: []string{id}}}, 1, 0, []recMeta{{}})
+			delete(live, id)
+		}
+		renumbered := false
+		oldest := 0 // order[0] stays behind until step%500 removes it
+		for step := range 20000 {
+			accept()
+			if len(live) > 50 {
+				// Mostly the oldest; sometimes one from the middle,
+				// sometimes the oldest is left behind for a while.
+				var pick string
+				if r.IntN(10) == 0 {
+					if id := order[len(order)-1-r.IntN(20)]; live[id] {
+						pick = id
+					}
+				} else {
+					for oldest < len(order) && !live[order[oldest]] || oldest == 0 {
+						oldest++
+					}
+					if oldest < len(order) {
+						pick = order[oldest]
+					}
+				}
+				if pick != "" {
+					remove(pick)
+				}
+				if step%500 == 0 && live[order[0]] {
+					remove(order[0])
+				}
+			}
+			q := st.queues["q"]
+			if q.base < startBase {
+				renumbered = true
+			}
+			if int(q.base)+len(q.msgs) >= 1<<31-1 {
+				t.Fatalf("positions overflow: base %d, %d slots", q.base, len(q.msgs))
+			}
+			if step%997 == 0 || step == 19999 {
+				for id := range live {
+					if _, ok := st.message("q", id, nil); !ok {
+						t.Fatalf("base %d step %d: %q not found", startBase, step, id)
+					}
+				}
+				if st.messageCount() != int64(len(live)) || len(st.messages("q")) != len(live) {
+					t.Fatalf("step %d: %d messages, want %d", step, st.messageCount(), len(live))
+				}
+				if len(q.msgs) > 2*len(live)+128 {
+					t.Fatalf("step %d: %d slots for %d messages", step, len(q.msgs), len(live))
+				}
+			}
+		}
+		if startBase > 0 && !renumbered {
+			t.Fatalf("positions near the limit were not renumbered")
+		}
+	}
+}

@@ -76,3 +76,40 @@ func measureDisk(dir string, d time.Duration, counter *atomic.Int64) (diskLimits
 	lim.SyncWriteMBps = float64(written) / (1 << 20) / time.Since(start).Seconds()
 	return lim, nil
 }
+
+// measureOverwriteFsync is the fdatasync rate of 4 KiB writes into a file
+// already written with zeros, so that no write changes its size: what a
+// journal that pre-zeroed its segments would pay per sync. The journal
+// appends, so each of its syncs also commits the file's new size.
+func measureOverwriteFsync(dir string, d time.Duration, counter *atomic.Int64) (float64, error) {
+	f, err := os.CreateTemp(dir, "overwrite-probe-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	const size = 64 << 20
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros, off); err != nil {
+			return 0, fmt.Errorf("overwrite probe: %w", err)
+		}
+	}
+	if err := unix.Fsync(int(f.Fd())); err != nil {
+		return 0, fmt.Errorf("overwrite probe: %w", err)
+	}
+	small := make([]byte, 4096)
+	start := time.Now()
+	n := 0
+	for off := int64(0); time.Since(start) < d && off+int64(len(small)) <= size; off += int64(len(small)) {
+		if _, err := f.WriteAt(small, off); err != nil {
+			return 0, fmt.Errorf("overwrite probe write: %w", err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return 0, fmt.Errorf("overwrite probe fdatasync: %w", err)
+		}
+		n++
+		counter.Add(1)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}

@@ -57,11 +57,11 @@ func (f *FaultFS) Inner() FS { return f.inner }
 // FailSyncs makes the next n Sync calls fail with ErrInjected.
 func (f *FaultFS) FailSyncs(n int) { f.mu.Lock(); f.failSyncs = n; f.mu.Unlock() }
 
-// FailWrites makes the next n Write calls fail with ErrInjected, writing
+// FailWrites makes the next n WriteAt calls fail with ErrInjected, writing
 // nothing.
 func (f *FaultFS) FailWrites(n int) { f.mu.Lock(); f.failWrites = n; f.mu.Unlock() }
 
-// ShortWrites makes the next n Write calls write a random strict prefix of
+// ShortWrites makes the next n WriteAt calls write a random strict prefix of
 // their data and fail with io.ErrShortWrite.
 func (f *FaultFS) ShortWrites(n int) { f.mu.Lock(); f.shortWrites = n; f.mu.Unlock() }
 
@@ -186,7 +186,7 @@ func (ff *faultFile) ReadAt(p []byte, off int64) (int, error) { return ff.f.Read
 func (ff *faultFile) Size() (int64, error)                    { return ff.f.Size() }
 func (ff *faultFile) Close() error                            { return ff.f.Close() }
 
-func (ff *faultFile) Write(p []byte) (int, error) {
+func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	f := ff.fs
 	f.mu.Lock()
 	n, fault := len(p), error(nil)
@@ -199,14 +199,16 @@ func (ff *faultFile) Write(p []byte) (int, error) {
 		n, fault = f.rng.IntN(len(p)), io.ErrShortWrite
 	}
 	if f.capacity >= 0 {
-		if free := max(f.capacity-f.usedLocked(), 0); int64(n) > free {
-			n, fault = int(free), syscall.ENOSPC
+		// Only what grows the file takes space.
+		grow := max(off+int64(n)-f.sizes[ff.name], 0)
+		if free := max(f.capacity-f.usedLocked(), 0); grow > free {
+			n, fault = int(max(f.sizes[ff.name]+free-off, 0)), syscall.ENOSPC
 		}
 	}
 	f.mu.Unlock()
-	written, err := ff.f.Write(p[:n])
+	written, err := ff.f.WriteAt(p[:n], off)
 	f.mu.Lock()
-	f.sizes[ff.name] += int64(written)
+	f.sizes[ff.name] = max(f.sizes[ff.name], off+int64(written))
 	f.writes++
 	f.mu.Unlock()
 	if err != nil {

@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// File is the part of an open file the journal uses. Write appends: every
-// segment is opened with O_APPEND so that a write after Truncate lands at
-// the new end without a separate seek.
+// File is the part of an open file the journal uses. Writes are
+// positional: the journal knows where each group goes, and it may write
+// into space it zeroed ahead of the data (see Options.ZeroAhead).
 type File interface {
 	ReadAt(p []byte, off int64) (int, error)
-	Write(p []byte) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
 	// Sync makes the written data durable. It need not flush metadata
 	// other than what is needed to read the data back (fdatasync).
 	Sync() error
@@ -107,14 +107,14 @@ func (OSFS) flipBit(name string, off int64, bit uint) error {
 
 type osFile struct{ f *os.File }
 
-func (f osFile) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
-func (f osFile) Write(p []byte) (int, error)             { return f.f.Write(p) }
-func (f osFile) Truncate(size int64) error               { return f.f.Truncate(size) }
-func (f osFile) Close() error                            { return f.f.Close() }
+func (f osFile) ReadAt(p []byte, off int64) (int, error)  { return f.f.ReadAt(p, off) }
+func (f osFile) WriteAt(p []byte, off int64) (int, error) { return f.f.WriteAt(p, off) }
+func (f osFile) Truncate(size int64) error                { return f.f.Truncate(size) }
+func (f osFile) Close() error                             { return f.f.Close() }
 
-// Sync uses fdatasync: the journal only appends, and fdatasync still
-// flushes the file size, which is the only metadata replay needs. It saves
-// the inode timestamp write that fsync would add to every group commit.
+// Sync uses fdatasync: it still flushes the file size when a write grew
+// the file, which is the only metadata replay needs. It saves the inode
+// timestamp write that fsync would add to every group commit.
 func (f osFile) Sync() error {
 	for {
 		err := unix.Fdatasync(int(f.f.Fd()))

@@ -93,7 +93,7 @@ func FuzzReplay(f *testing.F) {
 		mem.MkdirAll("/j", 0o755)
 		write := func(id uint64, b []byte) {
 			fl, _ := mem.OpenFile(join("/j", SegmentName(id)), os.O_RDWR|os.O_CREATE, 0o644)
-			fl.Write(b)
+			fl.WriteAt(b, 0)
 			fl.Close()
 		}
 		write(1, AppendFrame(AppendSegmentHeader(nil, 7), 7, SegmentHeaderSize, []byte("sealed")))

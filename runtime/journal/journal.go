@@ -219,7 +219,7 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	var r segReader
 	for i, id := range ids {
 		s := &segment{id: id, name: join(dir, SegmentName(id))}
-		s.f, err = j.fs.OpenFile(s.name, os.O_RDWR|os.O_APPEND, 0)
+		s.f, err = j.fs.OpenFile(s.name, os.O_RDWR, 0)
 		if err != nil {
 			return fail(fmt.Errorf("journal: %w", err))
 		}
@@ -418,7 +418,7 @@ func (j *Journal) reinitSegment(s *segment, size int64, reason string, rep *Reco
 // still be lost.
 func writeSegmentHeader(f File) (uint64, error) {
 	salt := newSalt()
-	if _, err := f.Write(AppendSegmentHeader(nil, salt)); err != nil {
+	if _, err := f.WriteAt(AppendSegmentHeader(nil, salt), 0); err != nil {
 		return 0, err
 	}
 	if err := f.Sync(); err != nil {
@@ -431,7 +431,7 @@ func (j *Journal) createSegment(id uint64) error {
 	name := join(j.dir, SegmentName(id))
 	// O_TRUNC, not O_EXCL: a file of this number can only be left over from
 	// a rotation whose SyncDir failed, and nothing was written to it.
-	f, err := j.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := j.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("journal: create segment: %w", err)
 	}
@@ -572,7 +572,7 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 		buf = AppendFrame(buf, h.salt, r.pos.Offset, r.payload)
 	}
 	start := time.Now()
-	_, err := h.f.Write(buf)
+	_, err := h.f.WriteAt(buf, h.size)
 	if err == nil {
 		wrote := time.Now()
 		j.writeNs.Add(int64(wrote.Sub(start)))

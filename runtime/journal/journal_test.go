@@ -240,7 +240,7 @@ func TestTornTail(t *testing.T) {
 				// Write an unsynced frame straight to the file, as a crash
 				// in the middle of a group commit leaves it.
 				f, _ := mem.OpenFile(filepath.Join("/j", SegmentName(seg.ID)), 0, 0)
-				f.Write(AppendFrame(nil, j.head.salt, seg.Size, bytes.Repeat([]byte("t"), 300)))
+				appendTo(f, AppendFrame(nil, j.head.salt, seg.Size, bytes.Repeat([]byte("t"), 300)))
 				mem.Crash(mode)
 				j2, rep, got := open(t, mem, "/j", 1<<20)
 				defer j2.Close()
@@ -275,7 +275,7 @@ func TestZeroFilledTailReported(t *testing.T) {
 	j.Close()
 	name := filepath.Join("/j", SegmentName(1))
 	f, _ := mem.OpenFile(name, 0, 0)
-	f.Write(make([]byte, 4096))
+	appendTo(f, make([]byte, 4096))
 	f.Close()
 	_, rep, got := open(t, mem, "/j", 1<<20)
 	equal(t, got, "durable")
@@ -437,7 +437,7 @@ func TestFramedPayloadInTornTailRecovers(t *testing.T) {
 			outer := AppendFrame(nil, j.head.salt, seg.Size, body)
 			// The crash kept the group's write but its last bytes.
 			f, _ := mem.OpenFile(name, 0, 0)
-			f.Write(outer[:len(outer)-4])
+			appendTo(f, outer[:len(outer)-4])
 			mem.Crash(CrashKeepAll)
 
 			j2, rep, got := open(t, mem, "/j", 1<<20)
@@ -479,7 +479,7 @@ func TestTornSegmentHeader(t *testing.T) {
 			j.Close()
 			name := filepath.Join("/j", SegmentName(2))
 			f, _ := mem.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-			f.Write(tc.content)
+			appendTo(f, tc.content)
 			f.Close()
 			j, rep, got, err := tryOpen(mem, "/j", 1<<20)
 			if tc.corrupt {
@@ -614,4 +614,11 @@ func TestDamagedLargeTailScanIsLinear(t *testing.T) {
 	if !rep.Truncated || rep.Offset != p.Offset || rep.Dropped != int64(HeaderSize+len(big)) {
 		t.Fatalf("report %+v, want the damaged last frame at %d cut", rep, p.Offset)
 	}
+}
+
+// appendTo writes b at the end of f, as a crash that kept an unsynced
+// write leaves it.
+func appendTo(f File, b []byte) {
+	size, _ := f.Size()
+	f.WriteAt(b, size)
 }

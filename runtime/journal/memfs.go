@@ -32,10 +32,10 @@ const (
 )
 
 // MemFS is an in-memory FS that models what survives a power loss: file
-// data up to the last Sync, and directory entries as of the last SyncDir
-// of their directory. Crash applies that model. Writes always append (the
-// journal opens every file with O_APPEND). It is deterministic for a given
-// seed.
+// data as of the last Sync, and directory entries as of the last SyncDir
+// of their directory. Crash applies that model: of the writes made since
+// the last Sync, in the order they were made, it keeps none, all, or a
+// prefix (see CrashMode). It is deterministic for a given seed.
 type MemFS struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -46,8 +46,14 @@ type MemFS struct {
 }
 
 type memNode struct {
-	data      []byte
-	syncedLen int
+	data    []byte
+	durable []byte     // data as of the last Sync
+	pending []memWrite // writes since the last Sync, in order
+}
+
+type memWrite struct {
+	off  int64
+	data []byte
 }
 
 // NewMemFS returns an empty MemFS whose crashes are drawn from seed.
@@ -81,8 +87,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 		m.files[name] = n
 	}
 	if flag&os.O_TRUNC != 0 {
-		n.data = n.data[:0]
-		n.syncedLen = 0
+		n.data, n.durable, n.pending = n.data[:0], n.durable[:0], nil
 	}
 	return &memFile{m: m, n: n, name: name, gen: m.gen}, nil
 }
@@ -169,24 +174,47 @@ func (m *MemFS) Crash(mode CrashMode) {
 	m.gen++
 	m.files = map[string]*memNode{}
 	for name, n := range m.durable {
-		tail := len(n.data) - n.syncedLen
-		keep := tail
+		var total int
+		for _, w := range n.pending {
+			total += len(w.data)
+		}
+		keep := total
 		switch mode {
 		case CrashDropUnsynced:
 			keep = 0
 		case CrashKeepPrefix, CrashZeroFill:
-			if tail > 0 {
-				keep = m.rng.IntN(tail + 1)
+			if total > 0 {
+				keep = m.rng.IntN(total + 1)
 			}
 		}
-		if mode == CrashZeroFill {
-			clear(n.data[n.syncedLen+keep:])
-		} else {
-			n.data = n.data[:n.syncedLen+keep]
+		data := append([]byte(nil), n.durable...)
+		for _, w := range n.pending {
+			k := min(keep, len(w.data))
+			keep -= k
+			data = writeAt(data, w.data[:k], w.off)
 		}
-		n.syncedLen = len(n.data)
+		if mode == CrashZeroFill && len(n.data) > len(data) {
+			// The file system extended the size before the data blocks
+			// reached the disk.
+			data = append(data, make([]byte, len(n.data)-len(data))...)
+		}
+		n.data, n.durable, n.pending = data, append([]byte(nil), data...), nil
 		m.files[name] = n
 	}
+}
+
+// writeAt writes p into b at off, growing b (with zeros up to off) as
+// needed, and returns b.
+func writeAt(b, p []byte, off int64) []byte {
+	if end := int(off) + len(p); end > len(b) {
+		if end > cap(b) {
+			b = append(b[:cap(b)], make([]byte, end-cap(b))...)
+		}
+		clear(b[len(b):end])
+		b = b[:end]
+	}
+	copy(b[off:], p)
+	return b
 }
 
 // FlipBit inverts one bit of a file, durably: it models media corruption.
@@ -253,13 +281,17 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-func (f *memFile) Write(p []byte) (int, error) {
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
 	if err := f.check(); err != nil {
 		return 0, err
 	}
-	f.n.data = append(f.n.data, p...)
+	if off < 0 {
+		return 0, fs.ErrInvalid
+	}
+	f.n.data = writeAt(f.n.data, p, off)
+	f.n.pending = append(f.n.pending, memWrite{off, append([]byte(nil), p...)})
 	return len(p), nil
 }
 
@@ -269,7 +301,8 @@ func (f *memFile) Sync() error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	f.n.syncedLen = len(f.n.data)
+	f.n.durable = append(f.n.durable[:0], f.n.data...)
+	f.n.pending = nil
 	return nil
 }
 
@@ -288,8 +321,20 @@ func (f *memFile) Truncate(size int64) error {
 		f.n.data = append(f.n.data, make([]byte, size-int64(len(f.n.data)))...)
 	}
 	// A crash keeps either the old or the new length; modelling the new
-	// one is enough for the journal, which only truncates unsynced tails.
-	f.n.syncedLen = min(f.n.syncedLen, len(f.n.data))
+	// one is enough for the journal, which only truncates what it cannot
+	// have reported durable: the durable data is cut too, and pending
+	// writes beyond the new size are forgotten.
+	if size < int64(len(f.n.durable)) {
+		f.n.durable = f.n.durable[:size]
+	}
+	pending := f.n.pending[:0]
+	for _, w := range f.n.pending {
+		if w.off < size {
+			w.data = w.data[:min(int64(len(w.data)), size-w.off)]
+			pending = append(pending, w)
+		}
+	}
+	f.n.pending = pending
 	return nil
 }
 

@@ -67,8 +67,8 @@ func (f *recFile) Sync() error {
 	return err
 }
 
-func (f *recFile) Write(p []byte) (int, error) {
-	n, err := f.File.Write(p)
+func (f *recFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
 	if err == nil {
 		f.fs.mu.Lock()
 		for off := 0; off+journal.HeaderSize <= len(p); {

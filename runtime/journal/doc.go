@@ -68,6 +68,18 @@
 // until it is reopened, since it can no longer say what the file holds.
 // Nothing else is sticky: a full disk that gets space back just works.
 //
+// # Zeroing ahead
+//
+// A group that grows the file makes its fdatasync commit the new file size
+// too, a metadata write on top of the data. With Options.ZeroAhead, a
+// goroutine of its own keeps the head segment written with zeros (and
+// synced) some megabytes past its data, so that groups are written into
+// space the file already has and their syncs flush only data: 1.4 to 1.8
+// times as fast on the disks measured here. It never writes where a group
+// is being written, a segment is cut back to its data when it is sealed
+// (so only the last segment can end in zeros), and if zeroing fails (a
+// full disk) writes simply grow the file again.
+//
 // # Recovery
 //
 // Open replays every frame of every segment in order. Because a group is
@@ -75,8 +87,11 @@
 // its last group was synced, a crash can only damage the tail of the last
 // segment, and nothing in that tail was ever acknowledged. So a bad frame
 // (incomplete header, length out of range or past the end of the file,
-// checksum mismatch, zero fill) at the end of the last segment is cut off
-// and reported in RecoveryReport. A bad frame anywhere else — in a sealed
+// checksum mismatch) at the end of the last segment is cut off and
+// reported in RecoveryReport. Zeros after the last frame of the last
+// segment are not damage and are kept: they are the space zeroed ahead
+// (below), or what a file system that grew the file before the data
+// reached the disk leaves of a group never acknowledged. A bad frame anywhere else — in a sealed
 // segment, or followed by a valid frame — is media damage or a bug; it may
 // have been acknowledged, so Open fails with a *CorruptError naming the
 // file and offset and the host does not start. "Valid frame" means valid

@@ -63,6 +63,11 @@ type Options struct {
 	// MaxGroupBytes bounds one group commit (default 8 MiB).
 	MaxGroupBytes int
 	Logger        *slog.Logger // default slog.Default()
+	// ZeroAhead keeps the head segment written with zeros this far past
+	// its data, by a goroutine of its own, so that group commits do not
+	// grow the file (see zeroFill). 0 turns it off; DefaultZeroAhead is
+	// what the store uses on the real disk.
+	ZeroAhead int64
 }
 
 // Pos is where a frame starts: its segment and the offset of its header.
@@ -136,6 +141,8 @@ type Journal struct {
 
 	appends, groups, failed     atomic.Uint64
 	writeNs, syncNs, callbackNs atomic.Int64
+
+	fill zeroFill
 }
 
 type segment struct {
@@ -196,6 +203,7 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 		j.log = slog.Default()
 	}
 	j.cond = sync.NewCond(&j.mu)
+	j.fill.ahead, j.fill.limit = opts.ZeroAhead, j.segSize
 	var rep RecoveryReport
 	fail := func(err error) (*Journal, RecoveryReport, error) {
 		j.closeFiles()
@@ -235,6 +243,13 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 			return fail(err)
 		}
 	}
+	// Recovery left the head's file as its data plus, at most, zeros.
+	written, err := j.head.f.Size()
+	if err != nil {
+		return fail(fmt.Errorf("journal: %w", err))
+	}
+	j.fill.start(j.log.Warn)
+	j.fill.follow(j.head, j.head.size, written)
 	rep.Duration = time.Since(start)
 	go j.run()
 	return j, rep, nil
@@ -365,10 +380,15 @@ func (j *Journal) damaged(s *segment, off, size int64, last bool, reason string,
 	if n, err := s.f.ReadAt(rest, off); n < len(rest) {
 		return fmt.Errorf("journal: read %s: %w", s.name, err)
 	}
-	allZero := !slices.ContainsFunc(rest, func(b byte) bool { return b != 0 })
-	if allZero {
-		reason = "zero-filled tail"
-	} else if p := findFrame(rest[1:], s.salt, off+1); p >= 0 {
+	if !slices.ContainsFunc(rest, func(b byte) bool { return b != 0 }) {
+		// Zeros after the data: space zeroed ahead (Options.ZeroAhead), or
+		// what a file system that grew the file before the data reached
+		// the disk leaves of an unsynced group. Neither holds a frame;
+		// the space stays for the next writes.
+		s.size = off
+		return nil
+	}
+	if p := findFrame(rest[1:], s.salt, off+1); p >= 0 {
 		return &CorruptError{File: s.name, Offset: off, Reason: fmt.Sprintf("%s, and a valid frame follows at offset %d", reason, off+1+int64(p))}
 	}
 	if err := s.f.Truncate(off); err != nil {
@@ -561,16 +581,22 @@ func (j *Journal) gather() {
 func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	h := j.head
 	if h.size > SegmentHeaderSize && h.size+int64(bytes) > j.segSize {
+		if err := j.seal(h); err != nil {
+			j.finish(group, err)
+			return buf
+		}
 		if err := j.createSegment(h.id + 1); err != nil {
 			j.finish(group, err)
 			return buf
 		}
 		h = j.head
+		j.fill.follow(h, h.size, h.size)
 	}
 	for _, r := range group {
 		r.pos = Pos{h.id, h.size + int64(len(buf))}
 		buf = AppendFrame(buf, h.salt, r.pos.Offset, r.payload)
 	}
+	j.fill.beforeWrite(h, h.size+int64(len(buf)))
 	start := time.Now()
 	_, err := h.f.WriteAt(buf, h.size)
 	if err == nil {
@@ -582,11 +608,16 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	}
 	if err != nil {
 		err = fmt.Errorf("journal: append to %s: %w", h.name, err)
+		j.fill.afterWrite(h, h.size, false)
 		// Cut the group off so that the file never holds a frame that was
 		// reported as failed: replay would resurrect it.
+		j.fill.release()
 		terr := h.f.Truncate(h.size)
 		if terr == nil {
 			terr = h.f.Sync()
+		}
+		if terr == nil {
+			j.fill.follow(h, h.size, h.size)
 		}
 		if terr != nil {
 			j.mu.Lock()
@@ -600,6 +631,7 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	j.mu.Lock()
 	h.size += int64(len(buf))
 	j.mu.Unlock()
+	j.fill.afterWrite(h, h.size, true)
 	j.appends.Add(uint64(len(group)))
 	j.groups.Add(1)
 	start = time.Now()
@@ -613,6 +645,24 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 		close(r.done)
 	}
 	return buf
+}
+
+// seal cuts the head back to its data before the next segment starts, so
+// that a sealed segment never ends in zeros (recovery accepts a zero tail
+// only on the last segment).
+func (j *Journal) seal(h *segment) error {
+	j.fill.release()
+	size, err := h.f.Size()
+	if err == nil && size > h.size {
+		if err = h.f.Truncate(h.size); err == nil {
+			err = h.f.Sync()
+		}
+	}
+	if err != nil {
+		j.fill.follow(h, h.size, h.size)
+		return fmt.Errorf("journal: seal %s: %w", h.name, err)
+	}
+	return nil
 }
 
 func (j *Journal) finish(group []*request, err error) {
@@ -751,6 +801,7 @@ func (j *Journal) Close() error {
 	j.cond.Broadcast()
 	j.mu.Unlock()
 	<-j.done
+	j.fill.close()
 	return j.closeFiles()
 }
 

@@ -63,6 +63,11 @@ type Options struct {
 	// DisableCompaction turns background compaction off; Compact still
 	// works.
 	DisableCompaction bool
+	// ZeroAhead is journal.Options.ZeroAhead. 0 means the default:
+	// journal.DefaultZeroAhead on the real disk (FS nil), off on any
+	// other FS (the tests' fault-injecting ones count every write);
+	// negative turns it off.
+	ZeroAhead int64
 }
 
 // RecoveryReport says what Open replayed and what torn tail, if any, it cut
@@ -72,7 +77,7 @@ type RecoveryReport = journal.RecoveryReport
 // Stats describe the journal and how much of it is live.
 type Stats struct {
 	Segments  int
-	Bytes     int64 // on disk, all segments
+	Bytes     int64 // of data, all segments (the head's file may hold up to ZeroAhead more, zeroed ahead)
 	LiveBytes int64 // estimate of the bytes of records still needed
 	// SealedBytes and SealedLiveBytes are the same for the sealed
 	// segments only, which are what compaction can reclaim.
@@ -143,7 +148,11 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 		opts.CompactMinGarbage = opts.SegmentSize
 	}
 	s := &Journaled{core: core{st: newState(false)}, log: opts.Logger, opt: opts, kick: make(chan struct{}, 1), ends: map[uint64]int64{}}
-	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger},
+	zeroAhead := opts.ZeroAhead
+	if zeroAhead == 0 && opts.FS == nil {
+		zeroAhead = journal.DefaultZeroAhead
+	}
+	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger, ZeroAhead: max(zeroAhead, 0)},
 		func(p journal.Pos, payload []byte) error {
 			muts, meta, err := decodeGroup(payload)
 			if err != nil {

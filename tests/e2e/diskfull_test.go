@@ -99,10 +99,11 @@ func TestDiskFull(t *testing.T) {
 	filled := fill(t, mnt)
 	t.Logf("filled the 8 MiB tmpfs with %d bytes", filled)
 
-	// Sends reject backend_unavailable (a few may still fit in what the
-	// journal has already allocated; 40 sends of 100 KB cannot).
+	// Sends reject backend_unavailable (some still fit in what the
+	// journal has already allocated, up to the megabytes it keeps zeroed
+	// ahead of its data; 100 sends of 100 KB cannot).
 	rejected := 0
-	for i := 0; i < 40 && rejected < 3; i++ {
+	for i := 0; i < 100 && rejected < 3; i++ {
 		sr, err := send(fmt.Sprintf("full-%d", i), 100_000)
 		if err != nil {
 			t.Fatalf("send on a full disk: the fetch route failed: %v", err)
@@ -117,10 +118,10 @@ func TestDiskFull(t *testing.T) {
 	if rejected == 0 {
 		t.Fatalf("no send rejected on a full disk")
 	}
-	// Small sends until three in a row reject: the journal's last page may
-	// have had room for small records.
+	// Small sends until three in a row reject: the space the journal
+	// keeps zeroed ahead may still have room for small records.
 	small := 0
-	for i, inRow := 0, 0; i < 300 && inRow < 3; i++ {
+	for i, inRow := 0, 0; i < 5000 && inRow < 3; i++ {
 		sr, err := send(fmt.Sprintf("small-%d", i), 0)
 		if err != nil {
 			t.Fatalf("small send on a full disk: %v", err)

@@ -35,7 +35,7 @@ func runJournalPoint(ctx context.Context, dir string, writers, size int, d time.
 		return pt, err
 	}
 	defer os.RemoveAll(jdir)
-	j, _, err := journal.Open(ctx, jdir, journal.Options{Logger: quietLogger}, nil)
+	j, _, err := journal.Open(ctx, jdir, journal.Options{Logger: quietLogger, ZeroAhead: journal.DefaultZeroAhead}, nil)
 	if err != nil {
 		return pt, err
 	}

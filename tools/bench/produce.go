@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/journal"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -199,7 +200,9 @@ func (b *bench) newEngineEnv(ctx context.Context, name string, res delivery.Reso
 		return nil, err
 	}
 	env := &engineEnv{dir: dir, fs: &recFS{}}
-	env.st, _, err = store.Open(ctx, dir, store.Options{Logger: quietLogger, FS: env.fs})
+	// The recording FS is the real disk underneath: zero ahead as the
+	// host's store does there.
+	env.st, _, err = store.Open(ctx, dir, store.Options{Logger: quietLogger, FS: env.fs, ZeroAhead: journal.DefaultZeroAhead})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

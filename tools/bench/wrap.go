@@ -73,6 +73,9 @@ func (f *recFile) WriteAt(p []byte, off int64) (int, error) {
 		f.fs.mu.Lock()
 		for off := 0; off+journal.HeaderSize <= len(p); {
 			l := int(binary.LittleEndian.Uint32(p[off:]))
+			if l == 0 {
+				break // zeros written ahead of the data, or a segment header's padding
+			}
 			f.fs.lens = append(f.fs.lens, int32(l))
 			off += journal.HeaderSize + l
 		}
@@ -90,7 +93,7 @@ func replayRecords(ctx context.Context, dir string, lens []int32, writers int, c
 		return 0, journal.Stats{}, err
 	}
 	defer os.RemoveAll(jdir)
-	j, _, err := journal.Open(ctx, jdir, journal.Options{Logger: quietLogger}, nil)
+	j, _, err := journal.Open(ctx, jdir, journal.Options{Logger: quietLogger, ZeroAhead: journal.DefaultZeroAhead}, nil)
 	if err != nil {
 		return 0, journal.Stats{}, err
 	}

@@ -41,7 +41,7 @@
 // flight and either maxBatchSize messages are available (delivered at once)
 // or the first available message has been visible for
 // maxBatchTimeoutSeconds (0: at once). It takes up to maxBatchSize messages
-// from the available heap in order.
+// from the available order in order.
 //
 // # Lease and settlement lifecycle
 //
@@ -76,7 +76,7 @@
 // dead-letter move (RemoveMessages(dead_lettered) and AcceptMessage into the
 // DLQ as a new message, in one Apply, then added to the DLQ's memory and
 // pumped) or a discard (RemoveMessages(discarded)). The same happens to an
-// exhausted message found in the available heap (after a restart, a failed
+// exhausted message found in the available order (after a restart, a failed
 // finalization, or a lowered maxRetries): it is never delivered again.
 //
 // # Choices where the Forms are silent

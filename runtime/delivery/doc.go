@@ -41,7 +41,7 @@
 // flight and either maxBatchSize messages are available (delivered at once)
 // or the first available message has been visible for
 // maxBatchTimeoutSeconds (0: at once). It takes up to maxBatchSize messages
-// from the available order in order.
+// from the front of the available order.
 //
 // # Lease and settlement lifecycle
 //

@@ -27,6 +27,7 @@ type zeroFill struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	seg     *segment // the head being filled; nil: none (sealing, failed, off)
+	failed  *segment // zeroing failed here: not tried again in this segment
 	end     int64    // zeros or data are written and synced up to here
 	data    int64    // the end of the head's durable data
 	writing int64    // the end of the write in flight, 0 when none
@@ -57,6 +58,9 @@ func (z *zeroFill) follow(s *segment, data, end int64) {
 		z.cond.Wait()
 	}
 	z.seg, z.data, z.end, z.writing = s, data, max(end, data), 0
+	if s == z.failed {
+		z.seg = nil
+	}
 	z.cond.Broadcast()
 	z.mu.Unlock()
 }
@@ -99,16 +103,6 @@ func (z *zeroFill) afterWrite(s *segment, data int64, ok bool) {
 	z.mu.Unlock()
 }
 
-// cutBack records that s was truncated to size (a failed group cut off).
-func (z *zeroFill) cutBack(s *segment, size int64) {
-	z.mu.Lock()
-	if z.seg == s {
-		z.end, z.data = size, size
-		z.cond.Broadcast()
-	}
-	z.mu.Unlock()
-}
-
 func (z *zeroFill) close() {
 	z.mu.Lock()
 	z.stop = true
@@ -143,6 +137,7 @@ func (z *zeroFill) run() {
 			// Leave this segment alone (a full disk, say): writes then
 			// grow the file as they would without zeroing ahead.
 			z.log("journal: zeroing ahead of the head segment failed; writes grow the file until the next segment", "file", s.name, "err", err)
+			z.failed = s
 			if z.seg == s {
 				z.seg = nil
 			}

@@ -43,7 +43,7 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, notFound("the worker does not declare a fetch handler"))
 		return
 	}
-	v, exports, err := s.versions.Selected(ctx, uid)
+	v, exports, err := s.versions.of(ctx, wsp)
 	if errors.Is(err, ErrNoVersion) {
 		s.writeProblem(w, r, notFound("the worker has no selected version"))
 		return

@@ -58,6 +58,11 @@ func (vs *Versions) Selected(ctx context.Context, workerUID string) (*Version, [
 	if err != nil {
 		return nil, nil, err
 	}
+	return vs.of(ctx, sp)
+}
+
+// of is Selected for a worker whose spec the caller has already read.
+func (vs *Versions) of(ctx context.Context, sp api.ModuleWorkerSpec) (*Version, []string, error) {
 	if sp.Version == nil {
 		return nil, nil, ErrNoVersion
 	}

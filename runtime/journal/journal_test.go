@@ -36,8 +36,13 @@ func open(t *testing.T, fsys FS, dir string, segSize int64) (*Journal, RecoveryR
 }
 
 func tryOpen(fsys FS, dir string, segSize int64) (*Journal, RecoveryReport, []rec, error) {
+	return openWith(dir, Options{FS: fsys, SegmentSize: segSize, Logger: quiet})
+}
+
+// openWith opens the journal in dir and returns what it replayed.
+func openWith(dir string, opts Options) (*Journal, RecoveryReport, []rec, error) {
 	var got []rec
-	j, rep, err := Open(context.Background(), dir, Options{FS: fsys, SegmentSize: segSize, Logger: quiet}, func(p Pos, b []byte) error {
+	j, rep, err := Open(context.Background(), dir, opts, func(p Pos, b []byte) error {
 		got = append(got, rec{p, string(b)})
 		return nil
 	})

@@ -11,9 +11,7 @@ import (
 
 func openZeroAhead(t *testing.T, fsys FS, dir string, segSize int64) (*Journal, RecoveryReport, []rec) {
 	t.Helper()
-	var got []rec
-	j, rep, err := Open(context.Background(), dir, Options{FS: fsys, SegmentSize: segSize, ZeroAhead: DefaultZeroAhead, Logger: quiet},
-		func(p Pos, b []byte) error { got = append(got, rec{p, string(b)}); return nil })
+	j, rep, got, err := openWith(dir, Options{FS: fsys, SegmentSize: segSize, ZeroAhead: DefaultZeroAhead, Logger: quiet})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

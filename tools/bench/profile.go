@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // profileRun is one CPU profile taken during a measurement, rendered into
@@ -41,19 +42,37 @@ type hotSpot struct {
 // profile runs fn under the CPU profiler and returns the profile's path.
 func (b *bench) profile(name string, fn func()) (string, error) {
 	path := filepath.Join(b.dir, name+".pprof")
-	f, err := os.Create(path)
+	stop, err := startCPUProfile(path)
 	if err != nil {
 		fn()
 		return "", err
 	}
-	defer f.Close()
-	if err := pprof.StartCPUProfile(f); err != nil {
-		fn()
-		return "", err
-	}
 	fn()
-	pprof.StopCPUProfile()
+	stop()
 	return path, nil
+}
+
+// startCPUProfile starts the CPU profiler writing to path (none when path
+// is "") and returns what stops it; calls after the first do nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
 }
 
 func goTool() string {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -167,22 +166,14 @@ func childIdle(dir, mode string, n int, idle time.Duration, profile string) (chi
 	r.SetupSeconds = time.Since(t0).Seconds()
 	time.Sleep(3 * time.Second) // let start-up work (the first observation) settle
 	r.Heap = heapInuse()
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return r, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return r, err
-		}
+	stop, err := startCPUProfile(profile)
+	if err != nil {
+		return r, err
 	}
 	sp := startSpan()
 	time.Sleep(idle)
 	wall, cpu := sp.end()
-	if profile != "" {
-		pprof.StopCPUProfile()
-	}
+	stop()
 	r.IdleSeconds, r.IdleCPU = wall.Seconds(), cpu.Seconds()
 	r.RSS = rssBytes()
 	return r, nil
@@ -209,16 +200,11 @@ func childBacklog(dir string, n int, profile string) (childResult, error) {
 		<-block // hold the consumer so that the state stays as loaded
 		return err
 	})
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return r, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return r, err
-		}
+	stop, err := startCPUProfile(profile)
+	if err != nil {
+		return r, err
 	}
+	defer stop()
 	t0 := time.Now()
 	cpu0 := cpuTime()
 	st, _, err := store.Open(ctx, dir, store.Options{Logger: quietLogger})
@@ -247,9 +233,7 @@ func childBacklog(dir string, n int, profile string) (childResult, error) {
 	case r.FirstBatch = <-first:
 		r.FirstDelivery = time.Since(t0).Seconds()
 		r.RestartCPU = (cpuTime() - cpu0).Seconds()
-		if profile != "" {
-			pprof.StopCPUProfile()
-		}
+		stop()
 	case <-time.After(2 * time.Minute):
 		return r, fmt.Errorf("no delivery within 2 minutes of the restart")
 	}

@@ -217,14 +217,10 @@ func registerFaultSteps(sc *godog.ScenarioContext) {
 			if len(w.deliveries(tag, "")) >= 2 {
 				return nil
 			}
-			m, r, err := w.get(ctx, a)
+			obs, err := w.pollObserved(ctx, a)
 			if err != nil {
-				return godogStop{err}
+				return err
 			}
-			if m == nil {
-				return fmt.Errorf("reading %q: %s", a, r)
-			}
-			obs, _ := m["observed"].(map[string]any)
 			last = obs["messageCount"]
 			if last != nil && fmt.Sprint(last) == "0" {
 				return nil
@@ -237,14 +233,10 @@ func registerFaultSteps(sc *godog.ScenarioContext) {
 		w := W(ctx)
 		var last any
 		return Poll(30*time.Second, func() error {
-			m, r, err := w.get(ctx, a)
+			obs, err := w.pollObserved(ctx, a)
 			if err != nil {
-				return godogStop{err}
+				return err
 			}
-			if m == nil {
-				return fmt.Errorf("reading %q: %s", a, r)
-			}
-			obs, _ := m["observed"].(map[string]any)
 			c, ok := obs["messageCount"]
 			if !ok {
 				return nil // messageCount is optional (AtLeastOnceQueue §観測)

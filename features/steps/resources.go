@@ -151,6 +151,20 @@ func (w *world) awaitAccepted(ctx context.Context, space string, r *Response, ki
 }
 
 // get reads a resource as admin and checks the parts every read must have.
+// pollObserved reads alias's observed object for a Poll: a failed request
+// stops the poll, a resource that cannot be read yet is tried again.
+func (w *world) pollObserved(ctx context.Context, alias string) (map[string]any, error) {
+	m, r, err := w.get(ctx, alias)
+	if err != nil {
+		return nil, godogStop{err}
+	}
+	if m == nil {
+		return nil, fmt.Errorf("reading %q: %s", alias, r)
+	}
+	obs, _ := m["observed"].(map[string]any)
+	return obs, nil
+}
+
 func (w *world) get(ctx context.Context, alias string) (map[string]any, *Response, error) {
 	rs, err := w.resource(alias)
 	if err != nil {
@@ -899,20 +913,14 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 			k, v, _ := strings.Cut(strings.TrimSpace(part), " ")
 			wantM[k] = v
 		}
-		var last map[string]any
 		return Poll(30*time.Second, func() error {
-			m, r, err := w.get(ctx, a)
+			obs, err := w.pollObserved(ctx, a)
 			if err != nil {
-				return godogStop{err}
+				return err
 			}
-			if m == nil {
-				return fmt.Errorf("reading %q: %s", a, r)
-			}
-			last = m
-			obs := m["observed"].(map[string]any)
 			for k, v := range wantM {
 				if fmt.Sprint(obs[k]) != v {
-					return fmt.Errorf("observed of %q is %v, want %s", a, last["observed"], want)
+					return fmt.Errorf("observed of %q is %v, want %s", a, obs, want)
 				}
 			}
 			return nil

@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
-	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/server"
 )
 
 // sender authorises every producer Binding call at call time, for the
@@ -26,14 +24,14 @@ import (
 // worker's log) says why.
 type sender struct{ h *Host }
 
-func (s sender) Send(ctx context.Context, principal, space, queueUID string, msgs []delivery.OutgoingMessage) ([]string, error) {
+func (s sender) Send(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
 	p, ok := s.h.principals.Principal(principal)
 	if !ok || !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {
-		return nil, fmt.Errorf("%w: principal %q may not send to AtLeastOnceQueue resources in space %q", delivery.ErrBackendUnavailable, principal, space)
+		return nil, fmt.Errorf("%w: principal %q may not send to AtLeastOnceQueue resources in space %q", abi.ErrBackendUnavailable, principal, space)
 	}
 	q, err := s.h.st.Resource(ctx, queueUID)
 	if err != nil || q.Space != space || q.FormURL != schemas.FormAtLeastOnceQueue || q.State == store.StateDeleting {
-		return nil, fmt.Errorf("%w: the queue %s does not exist in space %q", delivery.ErrBackendUnavailable, queueUID, space)
+		return nil, fmt.Errorf("%w: the queue %s does not exist in space %q", abi.ErrBackendUnavailable, queueUID, space)
 	}
 	return s.h.eng.Send(ctx, queueUID, msgs)
 }
@@ -43,41 +41,23 @@ func (s sender) Send(ctx context.Context, principal, space, queueUID string, msg
 // batch.
 type resolver struct{ h *Host }
 
-func (r resolver) Resolve(ctx context.Context, workerUID string) (delivery.Handler, error) {
+func (r resolver) Resolve(ctx context.Context, workerUID string) (abi.Handler, error) {
 	v, _, err := r.h.versions.Selected(ctx, workerUID)
 	if err != nil {
 		return nil, err
 	}
-	return r.h.rt.QueueHandler(toJS(v))
+	return r.h.rt.QueueHandler(v)
 }
 
 // workers adapts the runtime to server.Workers.
 type workers struct{ h *Host }
 
-func toJS(v *server.Version) *js.Version {
-	out := &js.Version{
-		UID: v.UID, Space: v.Space, WorkerUID: v.WorkerUID, Principal: v.Principal,
-		MainModule: v.MainModule, Vars: v.Vars, Secrets: v.Secrets,
-	}
-	for _, m := range v.Modules {
-		out.Modules = append(out.Modules, js.Module{Name: m.Name, Content: m.Content})
-	}
-	for _, b := range v.Bindings {
-		out.Bindings = append(out.Bindings, js.Binding{Name: b.Name, QueueUID: b.QueueUID})
-	}
-	return out
-}
-
 // Compile uses the runtime's uncached compile: admission compiles versions
 // that may still be refused, which the runtime's cache must not keep.
-func (w workers) Compile(_ context.Context, v *server.Version) ([]string, error) {
-	p, err := js.Compile(toJS(v))
+func (w workers) Compile(_ context.Context, v *abi.Version) ([]string, error) {
+	p, err := js.Compile(v)
 	if err != nil {
-		var ce *js.CompileError
-		if errors.As(err, &ce) {
-			return nil, &server.CompileError{File: ce.File, Line: ce.Line, Column: ce.Column, Message: ce.Message}
-		}
-		return nil, err
+		return nil, err // a *abi.CompileError for modules that do not load
 	}
 	return append([]string(nil), p.Handlers...), nil
 }
@@ -86,8 +66,8 @@ func (w workers) Compile(_ context.Context, v *server.Version) ([]string, error)
 // to the runtime. The runtime answers a handler that threw or timed out
 // with its own 500 problem; the host turns that into an error so that the
 // server answers worker_error as spec/host-api.md says.
-func (w workers) Fetch(ctx context.Context, v *server.Version, r *http.Request) (*http.Response, error) {
-	resp, err := w.h.rt.Fetch(ctx, toJS(v), r, r.URL.Path)
+func (w workers) Fetch(ctx context.Context, v *abi.Version, r *http.Request) (*http.Response, error) {
+	resp, err := w.h.rt.Fetch(ctx, v, r, r.URL.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/store"
@@ -314,7 +315,7 @@ func (s *Server) compileVersion(ctx context.Context, uid, space, creator string,
 	}
 	exports, err := s.workers.Compile(ctx, v)
 	if err != nil {
-		var ce *CompileError
+		var ce *abi.CompileError
 		if errors.As(err, &ce) {
 			p := unprocessable(CodeInvalidSpec, "the modules do not load: %s", ce.Error())
 			ptr := "/spec/modules"

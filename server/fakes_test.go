@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/delivery"
 )
@@ -57,7 +58,7 @@ func (e *fakeEngine) UpdateQueue(_ context.Context, q delivery.QueueConfig) erro
 	defer e.mu.Unlock()
 	e.record("UpdateQueue " + q.UID)
 	if _, ok := e.queues[q.UID]; !ok {
-		return delivery.ErrUnknownQueue
+		return abi.ErrUnknownQueue
 	}
 	e.queues[q.UID] = q
 	return nil
@@ -78,7 +79,7 @@ func (e *fakeEngine) RemoveQueue(ctx context.Context, uid string) error {
 	defer e.mu.Unlock()
 	e.record("RemoveQueue " + uid)
 	if _, ok := e.queues[uid]; !ok {
-		return delivery.ErrUnknownQueue
+		return abi.ErrUnknownQueue
 	}
 	delete(e.queues, uid)
 	return nil
@@ -92,7 +93,7 @@ func (e *fakeEngine) QueueStats(_ context.Context, uid string) (int, error) {
 		return 0, e.failStats
 	}
 	if _, ok := e.queues[uid]; !ok {
-		return 0, delivery.ErrUnknownQueue
+		return 0, abi.ErrUnknownQueue
 	}
 	return e.counts[uid], nil
 }
@@ -105,7 +106,7 @@ func (e *fakeEngine) Attach(_ context.Context, c delivery.ConsumerConfig) error 
 		return e.failAttach
 	}
 	if _, ok := e.queues[c.QueueUID]; !ok {
-		return delivery.ErrUnknownQueue
+		return abi.ErrUnknownQueue
 	}
 	if _, ok := e.consumers[c.UID]; ok {
 		return fmt.Errorf("consumer %s attached", c.UID)
@@ -176,12 +177,12 @@ type fakeWorkers struct {
 
 var handlerRe = regexp.MustCompile(`\b(fetch|queue)\s*\(`)
 
-func (f *fakeWorkers) Compile(_ context.Context, v *Version) ([]string, error) {
+func (f *fakeWorkers) Compile(_ context.Context, v *abi.Version) ([]string, error) {
 	var exports []string
 	for _, m := range v.Modules {
 		for i, line := range strings.Split(m.Content, "\n") {
 			if c := strings.Index(line, "SYNTAX_ERROR"); c >= 0 {
-				return nil, &CompileError{File: m.Name, Line: i + 1, Column: c + 1, Message: "Unexpected token"}
+				return nil, &abi.CompileError{File: m.Name, Line: i + 1, Column: c + 1, Message: "Unexpected token"}
 			}
 		}
 		if m.Name == v.MainModule {
@@ -197,7 +198,7 @@ func (f *fakeWorkers) Compile(_ context.Context, v *Version) ([]string, error) {
 
 // Fetch echoes what the worker would see; a request header "X-Throw"
 // makes the handler throw.
-func (f *fakeWorkers) Fetch(_ context.Context, v *Version, req *http.Request) (*http.Response, error) {
+func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request) (*http.Response, error) {
 	if req.Header.Get("X-Throw") != "" {
 		return nil, errors.New("Error: boom")
 	}

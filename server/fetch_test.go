@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/delivery"
 )
 
@@ -49,7 +50,7 @@ func TestFetchRoute(t *testing.T) {
 
 type noHandlers struct{}
 
-func (noHandlers) Resolve(context.Context, string) (delivery.Handler, error) {
+func (noHandlers) Resolve(context.Context, string) (abi.Handler, error) {
 	return nil, ErrNoVersion
 }
 
@@ -81,7 +82,7 @@ func TestWithRealEngine(t *testing.T) {
 	h.base, h.client = h.ts.URL, h.ts.Client()
 
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
-	if _, err := eng.Send(t.Context(), q, []delivery.OutgoingMessage{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+	if _, err := eng.Send(t.Context(), q, []abi.OutgoingMessage{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
 	srv.observeAll(t.Context())

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
-	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
 )
@@ -340,7 +340,7 @@ func (s *Server) observation(ctx context.Context, r store.Resource, space map[st
 		switch {
 		case err == nil:
 			k.exists, k.count = true, n
-		case errors.Is(err, delivery.ErrUnknownQueue):
+		case errors.Is(err, abi.ErrUnknownQueue):
 		default:
 			return nil, false
 		}

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
 )
@@ -274,7 +274,7 @@ func (s *Server) effect(ctx context.Context, op store.Operation, in intent) erro
 			if err != nil {
 				return err
 			}
-			if _, err := s.eng.QueueStats(ctx, uid); errors.Is(err, delivery.ErrUnknownQueue) {
+			if _, err := s.eng.QueueStats(ctx, uid); errors.Is(err, abi.ErrUnknownQueue) {
 				return s.eng.AddQueue(ctx, cfg)
 			}
 			if op.Kind == KindCreate {
@@ -282,7 +282,7 @@ func (s *Server) effect(ctx context.Context, op store.Operation, in intent) erro
 			}
 			return s.eng.UpdateQueue(ctx, cfg)
 		case KindDelete:
-			if err := s.eng.RemoveQueue(ctx, uid); err != nil && !errors.Is(err, delivery.ErrUnknownQueue) {
+			if err := s.eng.RemoveQueue(ctx, uid); err != nil && !errors.Is(err, abi.ErrUnknownQueue) {
 				return err
 			}
 		}
@@ -402,7 +402,7 @@ func (s *Server) settleFailure(ctx context.Context, op store.Operation, in inten
 		switch in.FormURL {
 		case schemas.FormAtLeastOnceQueue:
 			_, err := s.eng.QueueStats(ctx, uid)
-			absent = errors.Is(err, delivery.ErrUnknownQueue)
+			absent = errors.Is(err, abi.ErrUnknownQueue)
 		case schemas.FormQueueConsumer:
 			absent = s.eng.Detach(ctx, uid) == nil
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
@@ -134,7 +135,7 @@ func consumerConfigOf(r store.Resource) (delivery.ConsumerConfig, error) {
 
 // VersionFromResource is what the runtime needs of a WorkerVersion 0.5.0
 // record: its modules, vars, secrets, bindings, worker and principal.
-func VersionFromResource(r store.Resource) (*Version, error) {
+func VersionFromResource(r store.Resource) (*abi.Version, error) {
 	if r.FormURL != schemas.FormWorkerVersion {
 		return nil, fmt.Errorf("server: %s is not a WorkerVersion", r.UID)
 	}
@@ -142,12 +143,12 @@ func VersionFromResource(r store.Resource) (*Version, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Version{
+	v := &abi.Version{
 		UID: r.UID, Space: r.Space, WorkerUID: sp.Worker.ResourceUid, Principal: r.Creator,
 		MainModule: sp.MainModule, Vars: map[string]string{}, Secrets: map[string]string{},
 	}
 	for _, m := range sp.Modules {
-		v.Modules = append(v.Modules, Module{Name: m.Name, Content: m.Content})
+		v.Modules = append(v.Modules, abi.Module{Name: m.Name, Content: m.Content})
 	}
 	if sp.Vars != nil {
 		for k, val := range *sp.Vars {
@@ -156,7 +157,7 @@ func VersionFromResource(r store.Resource) (*Version, error) {
 	}
 	if sp.QueueProducerBindings != nil {
 		for _, b := range *sp.QueueProducerBindings {
-			v.Bindings = append(v.Bindings, Binding{Name: b.Name, QueueUID: b.Resource.ResourceUid})
+			v.Bindings = append(v.Bindings, abi.Binding{Name: b.Name, QueueUID: b.Resource.ResourceUid})
 		}
 	}
 	if len(r.PrivateInputs) > 0 {

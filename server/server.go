@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/delivery"
@@ -37,7 +38,7 @@ type Engine interface {
 	// RemoveQueue forgets the queue and deletes its messages.
 	RemoveQueue(ctx context.Context, uid string) error
 	// QueueStats is the number of messages the queue holds;
-	// delivery.ErrUnknownQueue when the engine does not hold it.
+	// abi.ErrUnknownQueue when the engine does not hold it.
 	QueueStats(ctx context.Context, uid string) (int, error)
 	Attach(ctx context.Context, c delivery.ConsumerConfig) error
 	UpdateConsumer(ctx context.Context, c delivery.ConsumerConfig) error
@@ -58,11 +59,11 @@ type Workers interface {
 	// Compile loads v's modules and returns the handlers its default
 	// export provides ("fetch", "queue"). A *CompileError reports
 	// modules that do not load.
-	Compile(ctx context.Context, v *Version) ([]string, error)
+	Compile(ctx context.Context, v *abi.Version) ([]string, error)
 	// Fetch invokes v's fetch handler. req is already the Request the
 	// worker sees (http://worker.invalid/<path>?<query>, no
 	// Authorization). An error means the handler threw or timed out.
-	Fetch(ctx context.Context, v *Version, req *http.Request) (*http.Response, error)
+	Fetch(ctx context.Context, v *abi.Version, req *http.Request) (*http.Response, error)
 	// Logs returns up to limit entries of the worker's log with seq > after.
 	Logs(ctx context.Context, workerUID string, after int64, limit int) ([]api.LogEntry, error)
 	// Evict drops whatever the runtime caches for a deleted version.

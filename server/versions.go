@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
@@ -32,7 +33,7 @@ type Versions struct {
 
 type cachedVersion struct {
 	etag    string
-	v       *Version
+	v       *abi.Version
 	exports []string
 }
 
@@ -46,7 +47,7 @@ func NewVersions(st store.Store) *Versions {
 // Selected returns the version workerUID selects and the handlers its main
 // module exports; ErrNoVersion when it selects none. The Version and the
 // slice are shared: callers must not change them.
-func (vs *Versions) Selected(ctx context.Context, workerUID string) (*Version, []string, error) {
+func (vs *Versions) Selected(ctx context.Context, workerUID string) (*abi.Version, []string, error) {
 	w, err := vs.st.Resource(ctx, workerUID)
 	if err != nil {
 		return nil, nil, err
@@ -62,7 +63,7 @@ func (vs *Versions) Selected(ctx context.Context, workerUID string) (*Version, [
 }
 
 // of is Selected for a worker whose spec the caller has already read.
-func (vs *Versions) of(ctx context.Context, sp api.ModuleWorkerSpec) (*Version, []string, error) {
+func (vs *Versions) of(ctx context.Context, sp api.ModuleWorkerSpec) (*abi.Version, []string, error) {
 	if sp.Version == nil {
 		return nil, nil, ErrNoVersion
 	}

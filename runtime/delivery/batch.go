@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/clock"
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -149,10 +150,10 @@ func (e *Engine) dispatchBatch(b *batch) {
 	}
 
 	q.mu.Lock()
-	msgs := make([]Message, len(b.items))
+	msgs := make([]abi.Message, len(b.items))
 	for i, bm := range b.items {
 		bm.m.attempts++
-		msgs[i] = Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[i], Attempts: bm.m.attempts}
+		msgs[i] = abi.Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[i], Attempts: bm.m.attempts}
 	}
 	b.c.failures, b.c.backoffUntil = 0, 0
 	b.state = bRunning
@@ -183,7 +184,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 	e.delivered.Add(1)
 	q.mu.Unlock()
 
-	batch := NewBatch(b.id, queueName, msgs, e)
+	batch := abi.NewBatch(b.id, queueName, msgs, e)
 	tracked = false
 	e.track.done()
 	herr := runHandler(hctx, h, batch)
@@ -207,7 +208,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 }
 
 // runHandler calls h, turning a panic into an error.
-func runHandler(ctx context.Context, h Handler, b *Batch) (err error) {
+func runHandler(ctx context.Context, h abi.Handler, b *abi.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("queue handler panicked: %v\n%s", r, debug.Stack())
@@ -368,18 +369,18 @@ func (e *Engine) finalize(b *batch) {
 
 // Settle applies one settlement of a running batch. It returns only after
 // the settlement is durable. See the package documentation for the errors.
-func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error {
+func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) error {
 	switch s.Kind {
-	case Acknowledge, Retry, AcknowledgeAll, RetryAll:
+	case abi.Acknowledge, abi.Retry, abi.AcknowledgeAll, abi.RetryAll:
 	default:
 		return fmt.Errorf("delivery: unknown settlement kind %d", s.Kind)
 	}
-	if (s.Kind == Retry || s.Kind == RetryAll) && s.Delay != nil && (*s.Delay < 0 || *s.Delay > MaxDelaySeconds) {
-		return ErrInvalidDelay
+	if (s.Kind == abi.Retry || s.Kind == abi.RetryAll) && s.Delay != nil && (*s.Delay < 0 || *s.Delay > abi.MaxDelaySeconds) {
+		return abi.ErrInvalidDelay
 	}
 	b := e.lookupBatch(batchID)
 	if b == nil {
-		return ErrUnknownBatch
+		return abi.ErrUnknownBatch
 	}
 	q := b.q
 	q.mu.Lock()
@@ -387,9 +388,9 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 	for {
 		if b.state != bRunning {
 			q.mu.Unlock()
-			return ErrUnknownBatch
+			return abi.ErrUnknownBatch
 		}
-		if s.Kind == AcknowledgeAll || s.Kind == RetryAll {
+		if s.Kind == abi.AcknowledgeAll || s.Kind == abi.RetryAll {
 			for _, bm := range b.items {
 				if bm.st == unsettled {
 					targets = append(targets, bm)
@@ -410,11 +411,11 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 		bm := b.byID[s.MessageID]
 		if bm == nil {
 			q.mu.Unlock()
-			return ErrUnknownMessage
+			return abi.ErrUnknownMessage
 		}
 		if bm.st == settled {
 			q.mu.Unlock()
-			return ErrAlreadySettled
+			return abi.ErrAlreadySettled
 		}
 		if bm.st == settling {
 			// Another settlement of this message is in flight: its
@@ -424,7 +425,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return fmt.Errorf("%w: %w", ErrBackendUnavailable, ctx.Err())
+				return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, ctx.Err())
 			}
 			q.mu.Lock()
 			continue
@@ -439,7 +440,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 		bm.st = settling
 		bm.wait = make(chan struct{})
 		switch s.Kind {
-		case Acknowledge, AcknowledgeAll:
+		case abi.Acknowledge, abi.AcknowledgeAll:
 			p.ack = append(p.ack, bm.m)
 		default:
 			delay := cfg.RetryDelaySeconds
@@ -490,9 +491,9 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s Settlement) error
 	e.addMoved(dlq, moved)
 	e.notify()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
+		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
 	}
 	return nil
 }
 
-var _ Settler = (*Engine)(nil)
+var _ abi.Settler = (*Engine)(nil)

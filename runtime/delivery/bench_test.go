@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -27,9 +28,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 }
 
-type benchResolver struct{ h Handler }
+type benchResolver struct{ h abi.Handler }
 
-func (r benchResolver) Resolve(context.Context, string) (Handler, error) { return r.h, nil }
+func (r benchResolver) Resolve(context.Context, string) (abi.Handler, error) { return r.h, nil }
 
 func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	ctx := context.Background()
@@ -41,7 +42,7 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	var acked atomic.Int64
 	done := make(chan struct{})
 	target := int64(b.N)
-	h := HandlerFunc(func(ctx context.Context, bt *Batch) error {
+	h := abi.HandlerFunc(func(ctx context.Context, bt *abi.Batch) error {
 		n := 0
 		for _, m := range bt.Messages {
 			n += len(m.Body)
@@ -69,7 +70,7 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 		b.Fatal(err)
 	}
 	body := make([]byte, 100)
-	msgs := make([]OutgoingMessage, 100)
+	msgs := make([]abi.OutgoingMessage, 100)
 	for i := range msgs {
 		msgs[i].Body = body
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/clock"
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -54,7 +55,7 @@ type Options struct {
 // for concurrent use.
 type Engine struct {
 	store          store.Store
-	res            Resolver
+	res            abi.Resolver
 	clock          clock.Clock
 	handlerTimeout time.Duration
 	log            *slog.Logger
@@ -88,7 +89,7 @@ type Engine struct {
 
 // New returns an engine over st that finds handlers with res. Call
 // AddQueue and Attach for the existing resources, then Start.
-func New(st store.Store, res Resolver, opts Options) *Engine {
+func New(st store.Store, res abi.Resolver, opts Options) *Engine {
 	e := &Engine{
 		store:          st,
 		res:            res,
@@ -152,7 +153,7 @@ func (e *Engine) newMessageIDs(q *queue, n int) []string {
 			q.mu.Lock()
 			_, dup := q.ids[id]
 			q.mu.Unlock()
-			if !dup && !seen[id] && id != "" && len(id) <= MaxIDLength {
+			if !dup && !seen[id] && id != "" && len(id) <= abi.MaxIDLength {
 				ids[i], seen[id] = id, true
 				break
 			}
@@ -189,7 +190,7 @@ func validQueue(c QueueConfig) error {
 	switch {
 	case c.UID == "":
 		return fmt.Errorf("%w: empty queue UID", ErrInvalidConfig)
-	case c.DeliveryDelaySeconds < 0 || c.DeliveryDelaySeconds > MaxDelaySeconds:
+	case c.DeliveryDelaySeconds < 0 || c.DeliveryDelaySeconds > abi.MaxDelaySeconds:
 		return fmt.Errorf("%w: deliveryDelaySeconds %d", ErrInvalidConfig, c.DeliveryDelaySeconds)
 	case c.MessageRetentionSeconds < 60 || c.MessageRetentionSeconds > 1209600:
 		return fmt.Errorf("%w: messageRetentionSeconds %d", ErrInvalidConfig, c.MessageRetentionSeconds)
@@ -209,7 +210,7 @@ func validConsumer(c ConsumerConfig) error {
 		return fmt.Errorf("%w: maxConcurrency %d", ErrInvalidConfig, c.MaxConcurrency)
 	case c.MaxRetries < 0 || c.MaxRetries > 100:
 		return fmt.Errorf("%w: maxRetries %d", ErrInvalidConfig, c.MaxRetries)
-	case c.RetryDelaySeconds < 0 || c.RetryDelaySeconds > MaxDelaySeconds:
+	case c.RetryDelaySeconds < 0 || c.RetryDelaySeconds > abi.MaxDelaySeconds:
 		return fmt.Errorf("%w: retryDelaySeconds %d", ErrInvalidConfig, c.RetryDelaySeconds)
 	case c.DeadLetterQueueUID == c.QueueUID:
 		return fmt.Errorf("%w: a queue cannot be its own dead-letter queue", ErrInvalidConfig)
@@ -218,10 +219,10 @@ func validConsumer(c ConsumerConfig) error {
 }
 
 func backendErr(err error) error {
-	if err == nil || errors.Is(err, ErrBackendUnavailable) {
+	if err == nil || errors.Is(err, abi.ErrBackendUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
+	return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
 }
 
 // Start loads every added queue's messages from the store and begins
@@ -424,12 +425,12 @@ func (e *Engine) UpdateQueue(ctx context.Context, cfg QueueConfig) error {
 	}
 	q := e.queue(cfg.UID)
 	if q == nil {
-		return ErrUnknownQueue
+		return abi.ErrUnknownQueue
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.removed {
-		return ErrUnknownQueue
+		return abi.ErrUnknownQueue
 	}
 	q.cfg = cfg
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
@@ -486,12 +487,12 @@ func (e *Engine) RemoveQueue(ctx context.Context, uid string) error {
 func (e *Engine) QueueStats(ctx context.Context, uid string) (messageCount int, err error) {
 	q := e.queue(uid)
 	if q == nil {
-		return 0, ErrUnknownQueue
+		return 0, abi.ErrUnknownQueue
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.removed {
-		return 0, ErrUnknownQueue
+		return 0, abi.ErrUnknownQueue
 	}
 	return q.held, nil
 }
@@ -507,7 +508,7 @@ func (e *Engine) Attach(ctx context.Context, cfg ConsumerConfig) error {
 	}
 	q := e.queue(cfg.QueueUID)
 	if q == nil {
-		return ErrUnknownQueue
+		return abi.ErrUnknownQueue
 	}
 	c := &consumer{cfg: cfg, q: q}
 	e.mu.Lock()
@@ -525,7 +526,7 @@ func (e *Engine) Attach(ctx context.Context, cfg ConsumerConfig) error {
 		delete(e.consumers, cfg.UID)
 		e.mu.Unlock()
 		if removed {
-			return ErrUnknownQueue
+			return abi.ErrUnknownQueue
 		}
 		return ErrConsumerConflict
 	}
@@ -643,31 +644,31 @@ func (e *Engine) Detach(ctx context.Context, consumerUID string) error {
 // returns their new IDs in input order. Validation (ErrBatchTooLarge,
 // ErrInvalidBody, ErrMessageTooLarge, ErrInvalidDelay) happens before any
 // effect; a store failure (ErrBackendUnavailable) accepts none.
-func (e *Engine) Send(ctx context.Context, queueUID string, msgs []OutgoingMessage) ([]string, error) {
-	if len(msgs) < 1 || len(msgs) > MaxSendBatch {
-		return nil, ErrBatchTooLarge
+func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+	if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch {
+		return nil, abi.ErrBatchTooLarge
 	}
 	for _, m := range msgs {
 		switch {
 		case len(m.Body) == 0:
-			return nil, ErrInvalidBody
-		case len(m.Body) > MaxBodyBytes:
-			return nil, ErrMessageTooLarge
-		case m.Delay != nil && (*m.Delay < 0 || *m.Delay > MaxDelaySeconds):
-			return nil, ErrInvalidDelay
+			return nil, abi.ErrInvalidBody
+		case len(m.Body) > abi.MaxBodyBytes:
+			return nil, abi.ErrMessageTooLarge
+		case m.Delay != nil && (*m.Delay < 0 || *m.Delay > abi.MaxDelaySeconds):
+			return nil, abi.ErrInvalidDelay
 		}
 	}
 	if !e.started.Load() || e.stopped.Load() {
-		return nil, fmt.Errorf("%w: %w", ErrBackendUnavailable, ErrNotRunning)
+		return nil, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, ErrNotRunning)
 	}
 	q := e.queue(queueUID)
 	if q == nil {
-		return nil, ErrUnknownQueue
+		return nil, abi.ErrUnknownQueue
 	}
 	q.life.RLock()
 	defer q.life.RUnlock()
 	if q.removed {
-		return nil, ErrUnknownQueue
+		return nil, abi.ErrUnknownQueue
 	}
 	defDelay := int(q.sendDelay.Load())
 	now := e.nowMs()

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/abi"
 )
 
 func TestFullBatchDeliveredAtOnce(t *testing.T) {
@@ -23,7 +25,7 @@ func TestFullBatchDeliveredAtOnce(t *testing.T) {
 	if got := bodies(b); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Fatalf("batch %v", got)
 	}
-	if b.Queue != "name-q" || b.ID == "" || len(b.ID) > MaxIDLength {
+	if b.Queue != "name-q" || b.ID == "" || len(b.ID) > abi.MaxIDLength {
 		t.Fatalf("batch queue %q id %q", b.Queue, b.ID)
 	}
 	for _, m := range b.Messages {
@@ -114,9 +116,9 @@ func TestSettleAfterHandlerReturned(t *testing.T) {
 		"retry":          b.Retry(ctx, b.Messages[0].ID, nil),
 		"acknowledgeAll": b.AcknowledgeAll(ctx),
 		"retryAll":       b.RetryAll(ctx, nil),
-		"never existed":  h.e.Settle(ctx, "no-such-batch", Settlement{Kind: AcknowledgeAll}),
+		"never existed":  h.e.Settle(ctx, "no-such-batch", abi.Settlement{Kind: abi.AcknowledgeAll}),
 	} {
-		if err != ErrUnknownBatch || Code(err) != "unknown_batch" {
+		if err != abi.ErrUnknownBatch || abi.Code(err) != "unknown_batch" {
 			t.Errorf("%s after the invocation ended: %v, want ErrUnknownBatch", name, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/clock"
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -20,12 +21,12 @@ const waitLimit = 10 * time.Second // failure bound only, never a synchronisatio
 // resolutions fail.
 type resolver struct {
 	mu       sync.Mutex
-	handlers map[string]Handler
+	handlers map[string]abi.Handler
 	failN    int
 	calls    int
 }
 
-func (r *resolver) Resolve(ctx context.Context, workerUID string) (Handler, error) {
+func (r *resolver) Resolve(ctx context.Context, workerUID string) (abi.Handler, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
@@ -40,7 +41,7 @@ func (r *resolver) Resolve(ctx context.Context, workerUID string) (Handler, erro
 	return h, nil
 }
 
-func (r *resolver) set(worker string, h Handler) {
+func (r *resolver) set(worker string, h abi.Handler) {
 	r.mu.Lock()
 	r.handlers[worker] = h
 	r.mu.Unlock()
@@ -57,7 +58,7 @@ type harness struct {
 
 func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: clock.NewFake(t0), st: newMemStore(), res: &resolver{handlers: map[string]Handler{}}, ctx: context.Background()}
+	h := &harness{t: t, clk: clock.NewFake(t0), st: newMemStore(), res: &resolver{handlers: map[string]abi.Handler{}}, ctx: context.Background()}
 	h.e = h.newEngine(opts...)
 	return h
 }
@@ -100,7 +101,7 @@ func consumerCfg(uid, queue, worker string, mod ...func(*ConsumerConfig)) Consum
 	return c
 }
 
-func (h *harness) attach(c ConsumerConfig, hd Handler) {
+func (h *harness) attach(c ConsumerConfig, hd abi.Handler) {
 	h.t.Helper()
 	h.res.set(c.WorkerUID, hd)
 	if err := h.e.Attach(h.ctx, c); err != nil {
@@ -110,9 +111,9 @@ func (h *harness) attach(c ConsumerConfig, hd Handler) {
 
 func (h *harness) send(queue string, bodies ...string) []string {
 	h.t.Helper()
-	msgs := make([]OutgoingMessage, len(bodies))
+	msgs := make([]abi.OutgoingMessage, len(bodies))
 	for i, b := range bodies {
-		msgs[i] = OutgoingMessage{Body: []byte(b)}
+		msgs[i] = abi.OutgoingMessage{Body: []byte(b)}
 	}
 	ids, err := h.e.Send(h.ctx, queue, msgs)
 	if err != nil {
@@ -123,7 +124,7 @@ func (h *harness) send(queue string, bodies ...string) []string {
 
 func (h *harness) sendDelay(queue, body string, delay int) string {
 	h.t.Helper()
-	ids, err := h.e.Send(h.ctx, queue, []OutgoingMessage{{Body: []byte(body), Delay: &delay}})
+	ids, err := h.e.Send(h.ctx, queue, []abi.OutgoingMessage{{Body: []byte(body), Delay: &delay}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -195,16 +196,16 @@ func (h *harness) storedMsg(queue, id string) (store.Message, bool) {
 // return nil). Batches are also sent on ch (buffered).
 type recorder struct {
 	mu      sync.Mutex
-	batches []*Batch
-	ch      chan *Batch
-	fn      func(ctx context.Context, b *Batch) error
+	batches []*abi.Batch
+	ch      chan *abi.Batch
+	fn      func(ctx context.Context, b *abi.Batch) error
 }
 
-func newRecorder(fn func(ctx context.Context, b *Batch) error) *recorder {
-	return &recorder{ch: make(chan *Batch, 1000), fn: fn}
+func newRecorder(fn func(ctx context.Context, b *abi.Batch) error) *recorder {
+	return &recorder{ch: make(chan *abi.Batch, 1000), fn: fn}
 }
 
-func (r *recorder) HandleBatch(ctx context.Context, b *Batch) error {
+func (r *recorder) HandleBatch(ctx context.Context, b *abi.Batch) error {
 	r.mu.Lock()
 	r.batches = append(r.batches, b)
 	r.mu.Unlock()
@@ -215,13 +216,13 @@ func (r *recorder) HandleBatch(ctx context.Context, b *Batch) error {
 	return r.fn(ctx, b)
 }
 
-func (r *recorder) all() []*Batch {
+func (r *recorder) all() []*abi.Batch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*Batch(nil), r.batches...)
+	return append([]*abi.Batch(nil), r.batches...)
 }
 
-func (r *recorder) next(t *testing.T) *Batch {
+func (r *recorder) next(t *testing.T) *abi.Batch {
 	t.Helper()
 	select {
 	case b := <-r.ch:
@@ -232,7 +233,7 @@ func (r *recorder) next(t *testing.T) *Batch {
 	}
 }
 
-func ids(b *Batch) []string {
+func ids(b *abi.Batch) []string {
 	out := make([]string, len(b.Messages))
 	for i, m := range b.Messages {
 		out[i] = m.ID
@@ -240,7 +241,7 @@ func ids(b *Batch) []string {
 	return out
 }
 
-func bodies(b *Batch) []string {
+func bodies(b *abi.Batch) []string {
 	out := make([]string, len(b.Messages))
 	for i, m := range b.Messages {
 		out[i] = string(m.Body)
@@ -250,6 +251,6 @@ func bodies(b *Batch) []string {
 
 var errThrow = errors.New("handler threw")
 
-func throwing(ctx context.Context, b *Batch) error { return errThrow }
+func throwing(ctx context.Context, b *abi.Batch) error { return errThrow }
 
 func intp(v int) *int { return &v }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -26,7 +27,7 @@ func TestRestartOverJournaledStore(t *testing.T) {
 	h.st = wrapStore(js)
 	h.e = h.newEngine()
 	h.addQueue("q", 0, 3600)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if err := b.Acknowledge(ctx, b.Messages[0].ID); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -45,7 +46,7 @@ func TestDetachWaitsForRunningHandlerAndDoesNotAcknowledge(t *testing.T) {
 	if err := <-detached; err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Acknowledge(h.ctx, sent[1]); err != ErrUnknownBatch {
+	if err := b.Acknowledge(h.ctx, sent[1]); err != abi.ErrUnknownBatch {
 		t.Fatalf("settlement after detach: %v", err)
 	}
 	if _, ok := h.storedMsg("q", sent[1]); !ok {
@@ -68,7 +69,7 @@ func TestDetachClosesBatchesWhenContextEnds(t *testing.T) {
 	h.addQueue("q", 0, 3600)
 	h.start()
 	causes := make(chan error, 1)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return nil
@@ -81,7 +82,7 @@ func TestDetachClosesBatchesWhenContextEnds(t *testing.T) {
 	if err := h.e.Detach(ctx, "c"); err != nil {
 		t.Fatalf("Detach with an ended context: %v (closing the batch proves the boundary)", err)
 	}
-	if err := b.AcknowledgeAll(h.ctx); err != ErrUnknownBatch {
+	if err := b.AcknowledgeAll(h.ctx); err != abi.ErrUnknownBatch {
 		t.Fatalf("settlement of a closed batch: %v", err)
 	}
 	if c := <-causes; !errors.Is(c, errBatchClosed) {
@@ -110,7 +111,7 @@ func TestShutdownLeavesUnsettledForRedelivery(t *testing.T) {
 	if err := h.e.Shutdown(ctx); err == nil {
 		t.Fatal("Shutdown reported a clean stop with a handler still running")
 	}
-	if err := b.AcknowledgeAll(h.ctx); err != ErrUnknownBatch {
+	if err := b.AcknowledgeAll(h.ctx); err != abi.ErrUnknownBatch {
 		t.Fatalf("settlement after shutdown: %v", err)
 	}
 	for _, id := range sent {
@@ -118,7 +119,7 @@ func TestShutdownLeavesUnsettledForRedelivery(t *testing.T) {
 			t.Fatalf("after shutdown %s: %+v %v", id, m, ok)
 		}
 	}
-	if _, err := h.e.Send(h.ctx, "q", []OutgoingMessage{{Body: []byte("x")}}); !errors.Is(err, ErrBackendUnavailable) {
+	if _, err := h.e.Send(h.ctx, "q", []abi.OutgoingMessage{{Body: []byte("x")}}); !errors.Is(err, abi.ErrBackendUnavailable) {
 		t.Fatalf("send after shutdown: %v", err)
 	}
 
@@ -176,7 +177,7 @@ func TestRestartRespectsMaxDeliveries(t *testing.T) {
 		cancel()
 		h.e.Shutdown(ctx) // the handler never returns: like a crash, nothing settles
 	}
-	hang := func(ctx context.Context, b *Batch) error { select {} }
+	hang := func(ctx context.Context, b *abi.Batch) error { select {} }
 
 	r1 := newRecorder(hang)
 	run(r1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -164,37 +165,37 @@ func TestSendValidation(t *testing.T) {
 	h := newHarness(t)
 	h.addQueue("q", 0, 3600)
 	h.start()
-	ok := OutgoingMessage{Body: []byte("x")}
-	many := make([]OutgoingMessage, 101)
+	ok := abi.OutgoingMessage{Body: []byte("x")}
+	many := make([]abi.OutgoingMessage, 101)
 	for i := range many {
 		many[i] = ok
 	}
 	cases := []struct {
 		name string
-		msgs []OutgoingMessage
+		msgs []abi.OutgoingMessage
 		want error
 		code string
 	}{
-		{"none", nil, ErrBatchTooLarge, "batch_too_large"},
-		{"101", many, ErrBatchTooLarge, "batch_too_large"},
-		{"empty body", []OutgoingMessage{ok, {Body: []byte{}}}, ErrInvalidBody, "invalid_body"},
-		{"too large", []OutgoingMessage{ok, {Body: make([]byte, MaxBodyBytes+1)}}, ErrMessageTooLarge, "message_too_large"},
-		{"negative delay", []OutgoingMessage{{Body: []byte("x"), Delay: intp(-1)}}, ErrInvalidDelay, "RangeError"},
-		{"delay too long", []OutgoingMessage{{Body: []byte("x"), Delay: intp(MaxDelaySeconds + 1)}}, ErrInvalidDelay, "RangeError"},
+		{"none", nil, abi.ErrBatchTooLarge, "batch_too_large"},
+		{"101", many, abi.ErrBatchTooLarge, "batch_too_large"},
+		{"empty body", []abi.OutgoingMessage{ok, {Body: []byte{}}}, abi.ErrInvalidBody, "invalid_body"},
+		{"too large", []abi.OutgoingMessage{ok, {Body: make([]byte, abi.MaxBodyBytes+1)}}, abi.ErrMessageTooLarge, "message_too_large"},
+		{"negative delay", []abi.OutgoingMessage{{Body: []byte("x"), Delay: intp(-1)}}, abi.ErrInvalidDelay, "RangeError"},
+		{"delay too long", []abi.OutgoingMessage{{Body: []byte("x"), Delay: intp(abi.MaxDelaySeconds + 1)}}, abi.ErrInvalidDelay, "RangeError"},
 	}
 	for _, c := range cases {
 		_, err := h.e.Send(h.ctx, "q", c.msgs)
-		if !errors.Is(err, c.want) || Code(err) != c.code {
-			t.Errorf("%s: %v (code %q), want %v", c.name, err, Code(err), c.want)
+		if !errors.Is(err, c.want) || abi.Code(err) != c.code {
+			t.Errorf("%s: %v (code %q), want %v", c.name, err, abi.Code(err), c.want)
 		}
 	}
 	if n := h.st.applyCount(); n != 0 {
 		t.Fatalf("an invalid send reached the store (%d applies)", n)
 	}
-	if _, err := h.e.Send(h.ctx, "nope", []OutgoingMessage{ok}); !errors.Is(err, ErrUnknownQueue) || Code(err) != "backend_unavailable" {
+	if _, err := h.e.Send(h.ctx, "nope", []abi.OutgoingMessage{ok}); !errors.Is(err, abi.ErrUnknownQueue) || abi.Code(err) != "backend_unavailable" {
 		t.Errorf("unknown queue: %v", err)
 	}
-	edge := []OutgoingMessage{{Body: make([]byte, MaxBodyBytes)}, {Body: []byte("y"), Delay: intp(MaxDelaySeconds)}, {Body: []byte("z"), Delay: intp(0)}}
+	edge := []abi.OutgoingMessage{{Body: make([]byte, abi.MaxBodyBytes)}, {Body: []byte("y"), Delay: intp(abi.MaxDelaySeconds)}, {Body: []byte("z"), Delay: intp(0)}}
 	ids, err := h.e.Send(h.ctx, "q", edge)
 	if err != nil || len(ids) != 3 {
 		t.Fatalf("limits rejected: %v", err)
@@ -209,8 +210,8 @@ func TestSendBatchAtomicAndInOrder(t *testing.T) {
 	h.addQueue("q", 0, 3600)
 	h.start()
 	h.st.setFail(func([]store.Mutation) error { return errors.New("fsync failed") })
-	msgs := []OutgoingMessage{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}
-	if ids, err := h.e.Send(h.ctx, "q", msgs); !errors.Is(err, ErrBackendUnavailable) || ids != nil {
+	msgs := []abi.OutgoingMessage{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}
+	if ids, err := h.e.Send(h.ctx, "q", msgs); !errors.Is(err, abi.ErrBackendUnavailable) || ids != nil {
 		t.Fatalf("failing store: %v %v", ids, err)
 	}
 	if h.count("q") != 0 {
@@ -226,7 +227,7 @@ func TestSendBatchAtomicAndInOrder(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i, id := range ids {
-		if id == "" || len(id) > MaxIDLength || seen[id] {
+		if id == "" || len(id) > abi.MaxIDLength || seen[id] {
 			t.Fatalf("bad or duplicate ID %q", id)
 		}
 		seen[id] = true
@@ -266,10 +267,10 @@ func TestRemoveQueueDropsMessages(t *testing.T) {
 	if n, _ := h.st.MessageCount(h.ctx, "q"); n != 0 {
 		t.Fatal("messages not dropped")
 	}
-	if _, err := h.e.QueueStats(h.ctx, "q"); !errors.Is(err, ErrUnknownQueue) {
+	if _, err := h.e.QueueStats(h.ctx, "q"); !errors.Is(err, abi.ErrUnknownQueue) {
 		t.Fatal(err)
 	}
-	if _, err := h.e.Send(h.ctx, "q", []OutgoingMessage{{Body: []byte("x")}}); !errors.Is(err, ErrUnknownQueue) {
+	if _, err := h.e.Send(h.ctx, "q", []abi.OutgoingMessage{{Body: []byte("x")}}); !errors.Is(err, abi.ErrUnknownQueue) {
 		t.Fatal(err)
 	}
 }

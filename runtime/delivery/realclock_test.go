@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/abi"
 )
 
 // TestRealClockDeadline: with the real clock the handler's context carries
@@ -12,10 +14,10 @@ import (
 // retried. Bounded by the limit (50 ms), not synchronised by sleeping.
 func TestRealClockDeadline(t *testing.T) {
 	st := newMemStore()
-	res := &resolver{handlers: map[string]Handler{}}
+	res := &resolver{handlers: map[string]abi.Handler{}}
 	got := make(chan error, 1)
 	second := make(chan int, 1)
-	res.set("w", HandlerFunc(func(ctx context.Context, b *Batch) error {
+	res.set("w", abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts > 1 {
 			second <- b.Messages[0].Attempts
 			return nil
@@ -40,7 +42,7 @@ func TestRealClockDeadline(t *testing.T) {
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Send(ctx, "q", []OutgoingMessage{{Body: []byte("x")}}); err != nil {
+	if _, err := e.Send(ctx, "q", []abi.OutgoingMessage{{Body: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -89,7 +90,7 @@ func TestDiscardWithoutDeadLetterQueue(t *testing.T) {
 	h := newHarness(t)
 	h.addQueue("q", 0, 3600)
 	h.start()
-	r := newRecorder(func(ctx context.Context, b *Batch) error { return b.Retry(ctx, b.Messages[0].ID, nil) })
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error { return b.Retry(ctx, b.Messages[0].ID, nil) })
 	h.attach(consumerCfg("c", "q", "w", func(c *ConsumerConfig) { c.MaxRetries = 0 }), r)
 	id := h.send("q", "a")[0]
 	h.waitFinished(1)
@@ -143,7 +144,7 @@ func TestConcurrencyCap(t *testing.T) {
 	var mu sync.Mutex
 	cur, peak := 0, 0
 	release := make(chan struct{}, 100)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		mu.Lock()
 		cur++
 		if cur > peak {
@@ -270,7 +271,7 @@ func TestBodiesAreFreshCopies(t *testing.T) {
 	h := newHarness(t)
 	h.addQueue("q", 0, 3600)
 	h.start()
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts > 1 {
 			return nil
 		}
@@ -279,7 +280,7 @@ func TestBodiesAreFreshCopies(t *testing.T) {
 	})
 	h.attach(consumerCfg("c", "q", "w"), r)
 	body := []byte("abc")
-	if _, err := h.e.Send(h.ctx, "q", []OutgoingMessage{{Body: body}}); err != nil {
+	if _, err := h.e.Send(h.ctx, "q", []abi.OutgoingMessage{{Body: body}}); err != nil {
 		t.Fatal(err)
 	}
 	body[0] = 'Z'

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -58,7 +59,7 @@ func TestSettlementInFlightWhenTheInvocationEnds(t *testing.T) {
 			retried := make(chan error, 1)
 			hctx := make(chan context.Context, 1)
 			ret := make(chan struct{})
-			r := newRecorder(func(ctx context.Context, b *Batch) error {
+			r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 				if b.Messages[0].Attempts > 1 {
 					return nil
 				}

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
 // blocking returns a handler body that waits for a value on release and
 // returns it, and reports the batch on started.
-func blocking() (fn func(ctx context.Context, b *Batch) error, release chan error) {
+func blocking() (fn func(ctx context.Context, b *abi.Batch) error, release chan error) {
 	release = make(chan error, 100)
-	return func(ctx context.Context, b *Batch) error { return <-release }, release
+	return func(ctx context.Context, b *abi.Batch) error { return <-release }, release
 }
 
 func TestDefaultAndExplicitRetryDelays(t *testing.T) {
@@ -24,7 +25,7 @@ func TestDefaultAndExplicitRetryDelays(t *testing.T) {
 	h.start()
 	first := true
 	var mu sync.Mutex
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		mu.Lock()
 		f := first
 		first = false
@@ -71,7 +72,7 @@ func TestRetryAllWithDelay(t *testing.T) {
 	h := newHarness(t)
 	h.addQueue("q", 0, 86400)
 	h.start()
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts == 1 {
 			if err := b.RetryAll(ctx, intp(7)); err != nil {
 				return err
@@ -98,7 +99,7 @@ func TestDoubleSettlement(t *testing.T) {
 	h.addQueue("q", 0, 3600)
 	h.start()
 	errs := make(chan []error, 1)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		a, c := b.Messages[0].ID, b.Messages[1].ID
 		errs <- []error{
 			b.Acknowledge(ctx, a),
@@ -115,14 +116,14 @@ func TestDoubleSettlement(t *testing.T) {
 	h.attach(consumerCfg("c", "q", "w"), r)
 	ids := h.send("q", "a", "c")
 	got := <-errs
-	want := []error{nil, ErrAlreadySettled, ErrAlreadySettled, nil, ErrAlreadySettled, nil, nil, ErrInvalidDelay}
+	want := []error{nil, abi.ErrAlreadySettled, abi.ErrAlreadySettled, nil, abi.ErrAlreadySettled, nil, nil, abi.ErrInvalidDelay}
 	for i := range want {
 		if !errors.Is(got[i], want[i]) || (want[i] == nil) != (got[i] == nil) {
 			t.Errorf("call %d: %v, want %v", i, got[i], want[i])
 		}
 	}
-	if Code(got[1]) != "already_settled" || Code(got[7]) != "RangeError" {
-		t.Errorf("codes %q %q", Code(got[1]), Code(got[7]))
+	if abi.Code(got[1]) != "already_settled" || abi.Code(got[7]) != "RangeError" {
+		t.Errorf("codes %q %q", abi.Code(got[1]), abi.Code(got[7]))
 	}
 	h.waitFinished(1)
 	if _, ok := h.storedMsg("q", ids[0]); ok {
@@ -143,10 +144,10 @@ func TestSettleIDFromAnotherBatch(t *testing.T) {
 	h.send("q", "a", "b")
 	b1, b2 := r.next(t), r.next(t)
 	ctx := context.Background()
-	if err := b1.Acknowledge(ctx, b2.Messages[0].ID); err != ErrUnknownMessage || Code(err) != "unknown_message" {
+	if err := b1.Acknowledge(ctx, b2.Messages[0].ID); err != abi.ErrUnknownMessage || abi.Code(err) != "unknown_message" {
 		t.Fatalf("ack of another batch's message: %v", err)
 	}
-	if err := b1.Retry(ctx, "nope", nil); err != ErrUnknownMessage {
+	if err := b1.Retry(ctx, "nope", nil); err != abi.ErrUnknownMessage {
 		t.Fatalf("retry of an unknown ID: %v", err)
 	}
 	release <- nil
@@ -161,7 +162,7 @@ func TestAcknowledgeOneThenThrow(t *testing.T) {
 	h := newHarness(t)
 	h.addQueue("q", 0, 3600)
 	h.start()
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts == 1 {
 			if err := b.Acknowledge(ctx, b.Messages[0].ID); err != nil {
 				return err
@@ -189,7 +190,7 @@ func TestStoreFailureDuringSettlement(t *testing.T) {
 	h.addQueue("q", 0, 3600)
 	h.start()
 	results := make(chan error, 4)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts > 1 {
 			return nil
 		}
@@ -207,10 +208,10 @@ func TestStoreFailureDuringSettlement(t *testing.T) {
 	})
 	h.attach(consumerCfg("c", "q", "w"), r)
 	id := h.send("q", "a")[0]
-	if err := <-results; !errors.Is(err, ErrBackendUnavailable) || Code(err) != "backend_unavailable" {
+	if err := <-results; !errors.Is(err, abi.ErrBackendUnavailable) || abi.Code(err) != "backend_unavailable" {
 		t.Fatalf("ack with a failing store: %v", err)
 	}
-	if err := <-results; !errors.Is(err, ErrBackendUnavailable) {
+	if err := <-results; !errors.Is(err, abi.ErrBackendUnavailable) {
 		t.Fatalf("acknowledgeAll with a failing store: %v (the message must still be unsettled)", err)
 	}
 	h.waitFinished(2)
@@ -228,7 +229,7 @@ func TestStoreFailureThenSettleAgainSucceeds(t *testing.T) {
 	h.addQueue("q", 0, 3600)
 	h.start()
 	results := make(chan error, 2)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		h.st.setFail(func([]store.Mutation) error { return errors.New("io error") })
 		results <- b.Acknowledge(ctx, b.Messages[0].ID)
 		h.st.setFail(nil)
@@ -237,7 +238,7 @@ func TestStoreFailureThenSettleAgainSucceeds(t *testing.T) {
 	})
 	h.attach(consumerCfg("c", "q", "w"), r)
 	h.send("q", "a")
-	if err := <-results; !errors.Is(err, ErrBackendUnavailable) {
+	if err := <-results; !errors.Is(err, abi.ErrBackendUnavailable) {
 		t.Fatal(err)
 	}
 	if err := <-results; err != nil {
@@ -255,7 +256,7 @@ func TestConcurrentSettlementsExactlyOneWins(t *testing.T) {
 	h.start()
 	const n = 32
 	results := make(chan error, n)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		var wg sync.WaitGroup
 		for i := 0; i < n; i++ {
 			wg.Add(1)
@@ -280,7 +281,7 @@ func TestConcurrentSettlementsExactlyOneWins(t *testing.T) {
 		switch {
 		case err == nil:
 			wins++
-		case err != ErrAlreadySettled:
+		case err != abi.ErrAlreadySettled:
 			t.Fatalf("unexpected %v", err)
 		}
 	}
@@ -296,7 +297,7 @@ func TestHandlerTimeoutCountsAsThrow(t *testing.T) {
 	h.start()
 	causes := make(chan error, 1)
 	late := make(chan error, 1)
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts > 1 {
 			return nil
 		}
@@ -317,7 +318,7 @@ func TestHandlerTimeoutCountsAsThrow(t *testing.T) {
 	if c := <-causes; !errors.Is(c, ErrHandlerTimeout) || !errors.Is(c, context.DeadlineExceeded) {
 		t.Fatalf("handler context cause %v", c)
 	}
-	if err := <-late; err != ErrUnknownBatch {
+	if err := <-late; err != abi.ErrUnknownBatch {
 		t.Fatalf("settlement after the time limit: %v", err)
 	}
 	if m, _ := h.storedMsg("q", id); m.VisibleAt != t0.Add(13*time.Second).UnixMilli() || m.Lease != "" {
@@ -334,7 +335,7 @@ func TestPanickingHandlerRetries(t *testing.T) {
 	h := newHarness(t)
 	h.addQueue("q", 0, 3600)
 	h.start()
-	r := newRecorder(func(ctx context.Context, b *Batch) error {
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if b.Messages[0].Attempts == 1 {
 			panic("boom")
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -48,7 +49,7 @@ func TestSlotFreesWhenTheHandlerReturns(t *testing.T) {
 	h.addQueue("q", 0, 3600)
 	h.start()
 	gate := make(chan struct{})
-	rec := newRecorder(func(ctx context.Context, b *Batch) error {
+	rec := newRecorder(func(ctx context.Context, b *abi.Batch) error {
 		if bodies(b)[0] == "m2" {
 			<-gate // the second batch's handler runs until released
 		}

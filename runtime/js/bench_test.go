@@ -5,28 +5,28 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 // nopSettler accepts every settlement at once.
 type nopSettler struct{}
 
-func (nopSettler) Settle(context.Context, string, delivery.Settlement) error { return nil }
+func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
 
-func benchBatch(n int) *delivery.Batch {
-	msgs := make([]delivery.Message, n)
+func benchBatch(n int) *abi.Batch {
+	msgs := make([]abi.Message, n)
 	for i := range msgs {
-		msgs[i] = delivery.Message{ID: fmt.Sprintf("m%d", i), TimestampMillis: 1700000000000, Body: []byte(`{"order":12345,"item":"widget"}`), Attempts: 1}
+		msgs[i] = abi.Message{ID: fmt.Sprintf("m%d", i), TimestampMillis: 1700000000000, Body: []byte(`{"order":12345,"item":"widget"}`), Attempts: 1}
 	}
-	return delivery.NewBatch("bench-batch", "orders", msgs, nopSettler{})
+	return abi.NewBatch("bench-batch", "orders", msgs, nopSettler{})
 }
 
 // BenchmarkQueueInvocation measures the per-batch overhead of a JavaScript
 // queue handler that acknowledges the batch (one acknowledgeAll, or one
 // acknowledge per message) against a Go handler doing the same.
 func BenchmarkQueueInvocation(b *testing.B) {
-	goAll := delivery.HandlerFunc(func(ctx context.Context, b *delivery.Batch) error { return b.AcknowledgeAll(ctx) })
-	goEach := delivery.HandlerFunc(func(ctx context.Context, b *delivery.Batch) error {
+	goAll := abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error { return b.AcknowledgeAll(ctx) })
+	goEach := abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
 		for _, m := range b.Messages {
 			if err := b.Acknowledge(ctx, m.ID); err != nil {
 				return err
@@ -54,7 +54,7 @@ func BenchmarkQueueInvocation(b *testing.B) {
 	}
 }
 
-func runBench(b *testing.B, h delivery.Handler, batch *delivery.Batch) {
+func runBench(b *testing.B, h abi.Handler, batch *abi.Batch) {
 	ctx := context.Background()
 	if err := h.HandleBatch(ctx, batch); err != nil { // warm: the runtime exists
 		b.Fatal(err)

@@ -7,39 +7,39 @@ import (
 	"strconv"
 
 	"github.com/dop251/goja"
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 // bindingObject is env[name] of a producer Binding: exactly send and
 // sendBatch. Every argument is validated on the loop before Sender.Send is
 // called (off the loop); an invalid sendBatch sends nothing.
-func (in *instance) bindingObject(b Binding) *goja.Object {
+func (in *instance) bindingObject(b abi.Binding) *goja.Object {
 	o := in.vm.NewObject()
 	_ = o.Set("send", in.method("send", 1, func(call goja.FunctionCall) goja.Value {
 		msg, err := in.outgoing(call.Argument(0), call.Argument(1), "options")
 		if err != nil {
 			return in.rejected(in.codeError(err))
 		}
-		return in.send(b, []delivery.OutgoingMessage{msg}, false)
+		return in.send(b, []abi.OutgoingMessage{msg}, false)
 	}))
 	_ = o.Set("sendBatch", in.method("sendBatch", 1, func(call goja.FunctionCall) goja.Value {
 		arr, ok := call.Argument(0).(*goja.Object)
 		if !ok || arr.ClassName() != "Array" {
-			return in.rejected(in.codeError(fmt.Errorf("sendBatch: messages must be an array: %w", delivery.ErrInvalidBody)))
+			return in.rejected(in.codeError(fmt.Errorf("sendBatch: messages must be an array: %w", abi.ErrInvalidBody)))
 		}
 		n := arr.Get("length").ToInteger()
-		if n < 1 || n > delivery.MaxSendBatch {
-			return in.rejected(in.codeError(fmt.Errorf("sendBatch: %d messages: %w", n, delivery.ErrBatchTooLarge)))
+		if n < 1 || n > abi.MaxSendBatch {
+			return in.rejected(in.codeError(fmt.Errorf("sendBatch: %d messages: %w", n, abi.ErrBatchTooLarge)))
 		}
-		msgs := make([]delivery.OutgoingMessage, n)
+		msgs := make([]abi.OutgoingMessage, n)
 		for i := int64(0); i < n; i++ {
 			mo, ok := arr.Get(strconv.FormatInt(i, 10)).(*goja.Object)
 			if !ok || !in.plainObject(mo) {
-				return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d must be an object {body, delaySeconds?}: %w", i, delivery.ErrInvalidBody)))
+				return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d must be an object {body, delaySeconds?}: %w", i, abi.ErrInvalidBody)))
 			}
 			for _, k := range mo.Keys() {
 				if k != "body" && k != "delaySeconds" {
-					return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d has the unknown field %q: %w", i, k, delivery.ErrInvalidBody)))
+					return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d has the unknown field %q: %w", i, k, abi.ErrInvalidBody)))
 				}
 			}
 			m, err := in.outgoingBody(mo.Get("body"))
@@ -57,7 +57,7 @@ func (in *instance) bindingObject(b Binding) *goja.Object {
 }
 
 // outgoing validates send(body, options).
-func (in *instance) outgoing(body, options goja.Value, what string) (delivery.OutgoingMessage, error) {
+func (in *instance) outgoing(body, options goja.Value, what string) (abi.OutgoingMessage, error) {
 	m, err := in.outgoingBody(body)
 	if err != nil {
 		return m, err
@@ -67,11 +67,11 @@ func (in *instance) outgoing(body, options goja.Value, what string) (delivery.Ou
 	}
 	oo, ok := options.(*goja.Object)
 	if !ok || !in.plainObject(oo) {
-		return m, fmt.Errorf("%s must be undefined or an object {delaySeconds?}: %w", what, delivery.ErrInvalidBody)
+		return m, fmt.Errorf("%s must be undefined or an object {delaySeconds?}: %w", what, abi.ErrInvalidBody)
 	}
 	for _, k := range oo.Keys() {
 		if k != "delaySeconds" {
-			return m, fmt.Errorf("%s has the unknown field %q: %w", what, k, delivery.ErrInvalidBody)
+			return m, fmt.Errorf("%s has the unknown field %q: %w", what, k, abi.ErrInvalidBody)
 		}
 	}
 	m.Delay, err = sendDelay(oo.Get("delaySeconds"))
@@ -81,11 +81,11 @@ func (in *instance) outgoing(body, options goja.Value, what string) (delivery.Ou
 // outgoingBody copies a string (as UTF-8), an ArrayBuffer or the viewed
 // bytes of an ArrayBufferView; anything else, or an empty body, is
 // invalid_body; more than 127000 bytes is message_too_large.
-func (in *instance) outgoingBody(v goja.Value) (delivery.OutgoingMessage, error) {
+func (in *instance) outgoingBody(v goja.Value) (abi.OutgoingMessage, error) {
 	var b []byte
 	switch {
 	case v == nil || goja.IsUndefined(v) || goja.IsNull(v):
-		return delivery.OutgoingMessage{}, fmt.Errorf("the body is missing: %w", delivery.ErrInvalidBody)
+		return abi.OutgoingMessage{}, fmt.Errorf("the body is missing: %w", abi.ErrInvalidBody)
 	default:
 		// Not Export: goja's Export of an empty typed array at the end of
 		// its buffer makes an out-of-bounds pointer (checkptr aborts under
@@ -96,20 +96,20 @@ func (in *instance) outgoingBody(v goja.Value) (delivery.OutgoingMessage, error)
 		}
 		vb, ok, err := in.viewBytes(v)
 		if err != nil {
-			return delivery.OutgoingMessage{}, fmt.Errorf("%v: %w", err, delivery.ErrInvalidBody)
+			return abi.OutgoingMessage{}, fmt.Errorf("%v: %w", err, abi.ErrInvalidBody)
 		}
 		if !ok {
-			return delivery.OutgoingMessage{}, fmt.Errorf("a body of type %s: %w", jsType(v), delivery.ErrInvalidBody)
+			return abi.OutgoingMessage{}, fmt.Errorf("a body of type %s: %w", jsType(v), abi.ErrInvalidBody)
 		}
 		b = vb
 	}
 	if len(b) == 0 {
-		return delivery.OutgoingMessage{}, fmt.Errorf("the body is empty: %w", delivery.ErrInvalidBody)
+		return abi.OutgoingMessage{}, fmt.Errorf("the body is empty: %w", abi.ErrInvalidBody)
 	}
-	if len(b) > delivery.MaxBodyBytes {
-		return delivery.OutgoingMessage{}, fmt.Errorf("%d bytes: %w", len(b), delivery.ErrMessageTooLarge)
+	if len(b) > abi.MaxBodyBytes {
+		return abi.OutgoingMessage{}, fmt.Errorf("%d bytes: %w", len(b), abi.ErrMessageTooLarge)
 	}
-	return delivery.OutgoingMessage{Body: b}, nil
+	return abi.OutgoingMessage{Body: b}, nil
 }
 
 // sendDelay reads delaySeconds of a send: undefined means the queue's
@@ -117,7 +117,7 @@ func (in *instance) outgoingBody(v goja.Value) (delivery.OutgoingMessage, error)
 func sendDelay(v goja.Value) (*int, error) {
 	d, ok := delayArg(v)
 	if !ok {
-		return nil, fmt.Errorf("delaySeconds must be an integer from 0 to %d: %w", delivery.MaxDelaySeconds, delivery.ErrInvalidBody)
+		return nil, fmt.Errorf("delaySeconds must be an integer from 0 to %d: %w", abi.MaxDelaySeconds, abi.ErrInvalidBody)
 	}
 	return d, nil
 }
@@ -175,12 +175,12 @@ func jsType(v goja.Value) string {
 var errBadIDs = errors.New("the sender returned the wrong number of message IDs")
 
 // send calls Sender.Send off the loop with the invocation's context.
-func (in *instance) send(b Binding, msgs []delivery.OutgoingMessage, batch bool) goja.Value {
+func (in *instance) send(b abi.Binding, msgs []abi.OutgoingMessage, batch bool) goja.Value {
 	ver := in.ver
 	sender := in.rt.opts.Sender
 	return in.async(func(ctx context.Context) (any, error) {
 		if sender == nil {
-			return nil, fmt.Errorf("no queue sender is configured: %w", delivery.ErrBackendUnavailable)
+			return nil, fmt.Errorf("no queue sender is configured: %w", abi.ErrBackendUnavailable)
 		}
 		ids, err := sender.Send(ctx, ver.v.Principal, ver.v.Space, b.QueueUID, msgs)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 type sendSeen struct {
@@ -113,10 +113,10 @@ func TestSendBackendErrors(t *testing.T) {
 		err  error
 		name string
 	}{
-		{delivery.ErrBackendUnavailable, "backend_unavailable"},
-		{delivery.ErrUnknownQueue, "backend_unavailable"},
+		{abi.ErrBackendUnavailable, "backend_unavailable"},
+		{abi.ErrUnknownQueue, "backend_unavailable"},
 		{errors.New("forbidden for alice"), "backend_unavailable"},
-		{delivery.ErrMessageTooLarge, "message_too_large"},
+		{abi.ErrMessageTooLarge, "message_too_large"},
 	} {
 		snd := &fakeSender{fail: c.err}
 		rt := New(Options{Sender: snd})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/evanw/esbuild/pkg/api"
+	"github.com/takoform/queuehost/abi"
 )
 
 // Handler names a default export may provide.
@@ -56,11 +57,11 @@ func (p *Program) HasHandler(name string) bool {
 // size limit, startup time limit) and no caching. The host's
 // validation path can use it to report syntax errors and missing handlers;
 // (*Runtime).Compile does the same with the runtime's Options and a cache.
-func Compile(v *Version) (*Program, error) {
+func Compile(v *abi.Version) (*Program, error) {
 	return compile(v, Options{}.withDefaults())
 }
 
-func compile(v *Version, opts Options) (*Program, error) {
+func compile(v *abi.Version, opts Options) (*Program, error) {
 	src, err := bundle(v, opts.MaxModuleBytes)
 	if err != nil {
 		return nil, err
@@ -82,27 +83,27 @@ func compile(v *Version, opts Options) (*Program, error) {
 
 // bundle turns the version's ES modules into one IIFE script whose
 // bundleGlobal.default is the main module's default export.
-func bundle(v *Version, maxBytes int) (string, error) {
+func bundle(v *abi.Version, maxBytes int) (string, error) {
 	if len(v.Modules) == 0 {
-		return "", &CompileError{Message: "the version has no modules"}
+		return "", &abi.CompileError{Message: "the version has no modules"}
 	}
 	mods := make(map[string]string, len(v.Modules))
 	total := 0
 	for _, m := range v.Modules {
 		if m.Name == "" {
-			return "", &CompileError{Message: "a module has an empty name"}
+			return "", &abi.CompileError{Message: "a module has an empty name"}
 		}
 		if _, dup := mods[m.Name]; dup {
-			return "", &CompileError{File: m.Name, Message: "two modules have the name " + m.Name}
+			return "", &abi.CompileError{File: m.Name, Message: "two modules have the name " + m.Name}
 		}
 		mods[m.Name] = m.Content
 		total += len(m.Name) + len(m.Content)
 	}
 	if total > maxBytes {
-		return "", &CompileError{Message: fmt.Sprintf("the modules total %d bytes, more than the limit of %d bytes", total, maxBytes)}
+		return "", &abi.CompileError{Message: fmt.Sprintf("the modules total %d bytes, more than the limit of %d bytes", total, maxBytes)}
 	}
 	if _, ok := mods[v.MainModule]; !ok {
-		return "", &CompileError{Message: fmt.Sprintf("the main module %q is not one of the modules", v.MainModule)}
+		return "", &abi.CompileError{Message: fmt.Sprintf("the main module %q is not one of the modules", v.MainModule)}
 	}
 
 	plugin := api.Plugin{Name: "takoform-modules", Setup: func(b api.PluginBuild) {
@@ -161,7 +162,7 @@ func bundle(v *Version, maxBytes int) (string, error) {
 		}
 	}
 	if script == nil {
-		return "", &CompileError{Message: "the bundler produced no output"}
+		return "", &abi.CompileError{Message: "the bundler produced no output"}
 	}
 	// Wrapped so that the bundle's var stays local and the script's
 	// completion value is the module namespace; the prefix sits on line 1
@@ -209,8 +210,8 @@ func resolveModule(spec, importer string, mods map[string]string) (string, bool)
 	return name, ok
 }
 
-func esbuildError(m api.Message) *CompileError {
-	ce := &CompileError{Message: m.Text}
+func esbuildError(m api.Message) *abi.CompileError {
+	ce := &abi.CompileError{Message: m.Text}
 	if m.Location != nil {
 		ce.File = strings.TrimPrefix(m.Location.File, modNamespace+":")
 		ce.Line = m.Location.Line
@@ -219,8 +220,8 @@ func esbuildError(m api.Message) *CompileError {
 	return ce
 }
 
-func gojaCompileError(err error) *CompileError {
-	ce := &CompileError{Message: err.Error()}
+func gojaCompileError(err error) *abi.CompileError {
+	ce := &abi.CompileError{Message: err.Error()}
 	if cerr, ok := err.(*goja.CompilerSyntaxError); ok {
 		ce.Message = cerr.Message
 		if cerr.File != nil {
@@ -269,29 +270,29 @@ func evalProgram(vm *goja.Runtime, p *Program, limit time.Duration) (*goja.Objec
 	}
 	if err != nil {
 		if _, ok := err.(*goja.InterruptedError); ok {
-			return nil, &CompileError{Message: fmt.Sprintf("the modules' top-level code ran longer than %s", limit)}
+			return nil, &abi.CompileError{Message: fmt.Sprintf("the modules' top-level code ran longer than %s", limit)}
 		}
 		return nil, topLevelError(err)
 	}
 	ns := res
 	if ns == nil || goja.IsUndefined(ns) || goja.IsNull(ns) {
-		return nil, &CompileError{Message: "the bundle did not define its exports"}
+		return nil, &abi.CompileError{Message: "the bundle did not define its exports"}
 	}
 	def := ns.ToObject(vm).Get("default")
 	if def == nil || goja.IsUndefined(def) || goja.IsNull(def) {
-		return nil, &CompileError{Message: "the main module has no default export"}
+		return nil, &abi.CompileError{Message: "the main module has no default export"}
 	}
 	obj, ok := def.(*goja.Object)
 	if !ok {
-		return nil, &CompileError{Message: "the main module's default export is not an object"}
+		return nil, &abi.CompileError{Message: "the main module's default export is not an object"}
 	}
 	return obj, nil
 }
 
 // topLevelError reports an exception thrown by the modules' top-level code,
 // located at its innermost frame.
-func topLevelError(err error) *CompileError {
-	ce := &CompileError{Message: "top-level code threw: " + err.Error()}
+func topLevelError(err error) *abi.CompileError {
+	ce := &abi.CompileError{Message: "top-level code threw: " + err.Error()}
 	if ex, ok := err.(*goja.Exception); ok {
 		ce.Message = "top-level code threw: " + exceptionMessage(ex.Value())
 		for _, f := range ex.Stack() {

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/abi"
 )
 
-func compileErr(t *testing.T, v *Version) *CompileError {
+func compileErr(t *testing.T, v *abi.Version) *abi.CompileError {
 	t.Helper()
 	_, err := Compile(v)
-	var ce *CompileError
+	var ce *abi.CompileError
 	if !errors.As(err, &ce) {
 		t.Fatalf("Compile = %v, want a *CompileError", err)
 	}
@@ -52,10 +54,10 @@ func TestTopLevelThrow(t *testing.T) {
 func TestTopLevelInfiniteLoop(t *testing.T) {
 	rt := New(Options{StartupTimeout: 100 * time.Millisecond})
 	defer rt.Close()
-	v := &Version{UID: "v-toploop", MainModule: "main.js", Modules: []Module{{Name: "main.js", Content: "while (true) {}\nexport default {};"}}}
+	v := &abi.Version{UID: "v-toploop", MainModule: "main.js", Modules: []abi.Module{{Name: "main.js", Content: "while (true) {}\nexport default {};"}}}
 	start := time.Now()
 	_, err := rt.Compile(v)
-	var ce *CompileError
+	var ce *abi.CompileError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "longer than") || time.Since(start) > time.Second {
 		t.Fatalf("Compile = %v after %s", err, time.Since(start))
 	}
@@ -64,12 +66,12 @@ func TestTopLevelInfiniteLoop(t *testing.T) {
 func TestModuleSizeLimit(t *testing.T) {
 	rt := New(Options{MaxModuleBytes: 1000})
 	defer rt.Close()
-	v := &Version{UID: "v-big", MainModule: "main.js", Modules: []Module{
+	v := &abi.Version{UID: "v-big", MainModule: "main.js", Modules: []abi.Module{
 		{Name: "main.js", Content: "export default {};\n"},
 		{Name: "big.js", Content: "//" + strings.Repeat("x", 1000)},
 	}}
 	_, err := rt.Compile(v)
-	var ce *CompileError
+	var ce *abi.CompileError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "more than the limit of 1000 bytes") {
 		t.Fatalf("Compile = %v", err)
 	}
@@ -80,7 +82,7 @@ func TestModuleSizeLimit(t *testing.T) {
 }
 
 func TestMainModuleMissing(t *testing.T) {
-	v := &Version{UID: "v-nomain", MainModule: "index.js", Modules: []Module{{Name: "main.js", Content: "export default {};"}}}
+	v := &abi.Version{UID: "v-nomain", MainModule: "index.js", Modules: []abi.Module{{Name: "main.js", Content: "export default {};"}}}
 	if ce := compileErr(t, v); !strings.Contains(ce.Message, `"index.js"`) {
 		t.Fatalf("%v", ce)
 	}

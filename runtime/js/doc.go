@@ -7,7 +7,7 @@
 //
 //	rt := js.New(js.Options{Sender: s, AllowedFetchHosts: hosts})
 //	p, err := rt.Compile(v)            // cached per version UID; *CompileError
-//	h, err := rt.QueueHandler(v)       // delivery.Handler; ErrNoQueueHandler
+//	h, err := rt.QueueHandler(v)       // abi.Handler; ErrNoQueueHandler
 //	resp, err := rt.Fetch(ctx, v, r, path) // *http.Response; ErrNoFetchHandler
 //	entries := rt.Logs(workerUID, afterSeq, limit)
 //	rt.Evict(versionUID); rt.Close()
@@ -125,8 +125,8 @@
 // delaySeconds?), acknowledgeAll(), retryAll(delaySeconds?), closures bound
 // to the batch (they work detached and even from a later invocation, where
 // the engine rejects them unknown_batch). Each returns a Promise resolved
-// with undefined once the delivery.Batch method returned nil, or rejected
-// with an Error whose name is delivery.Code(err) and whose message is
+// with undefined once the abi.Batch method returned nil, or rejected
+// with an Error whose name is abi.Code(err) and whose message is
 // err.Error(). A messageId that is not a string rejects with a TypeError; a
 // delaySeconds that is present (not undefined) and not a Number holding an
 // integer 0..43200 rejects with a RangeError (null and "5" included);
@@ -156,7 +156,7 @@
 // Options.Sender.Send(ctx, v.Principal, v.Space, queueUID, msgs) is called
 // (an invalid sendBatch sends nothing); send resolves with the ID string,
 // sendBatch with the IDs in input order. Sender errors reject with
-// delivery.Code(err) (backend_unavailable for unknown errors and for a
+// abi.Code(err) (backend_unavailable for unknown errors and for a
 // missing Sender); a Sender returning the wrong number of IDs is
 // backend_unavailable.
 //

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/takoform/queuehost/abi"
 )
 
 // Fetch runs the worker's fetch(request, env, ctx) for r and returns the
@@ -34,7 +35,7 @@ import (
 // outlived ctx. A handler that throws, rejects, returns something other than
 // a Response or runs out of time yields a 500 application/problem+json
 // response (code "worker_exception" or "worker_timeout") and a log entry.
-func (rt *Runtime) Fetch(ctx context.Context, v *Version, r *http.Request, path string) (*http.Response, error) {
+func (rt *Runtime) Fetch(ctx context.Context, v *abi.Version, r *http.Request, path string) (*http.Response, error) {
 	e, err := rt.version(v)
 	if err != nil {
 		return nil, err

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 // nopSender accepts every send at once with a fixed ID.
 type nopSender struct{}
 
-func (nopSender) Send(_ context.Context, _, _, _ string, msgs []delivery.OutgoingMessage) ([]string, error) {
+func (nopSender) Send(_ context.Context, _, _, _ string, msgs []abi.OutgoingMessage) ([]string, error) {
 	ids := make([]string, len(msgs))
 	for i := range ids {
 		ids[i] = "id"
@@ -33,13 +33,13 @@ const benchFetchSendWorker = `export default {
 // producer send and returns a small Response, serially and with concurrent
 // requests sharing the version's pool.
 func BenchmarkFetchSend(b *testing.B) {
-	newRT := func(b *testing.B) (*Runtime, *Version) {
+	newRT := func(b *testing.B) (*Runtime, *abi.Version) {
 		rt := New(Options{Sender: nopSender{}})
-		v := &Version{UID: "v-bench-fetch", Space: "space-1", WorkerUID: "w-bench-fetch", Principal: "alice", MainModule: "main.js",
-			Modules: []Module{{Name: "main.js", Content: benchFetchSendWorker}}, Bindings: []Binding{{Name: "OUT", QueueUID: "q-1"}}}
+		v := &abi.Version{UID: "v-bench-fetch", Space: "space-1", WorkerUID: "w-bench-fetch", Principal: "alice", MainModule: "main.js",
+			Modules: []abi.Module{{Name: "main.js", Content: benchFetchSendWorker}}, Bindings: []abi.Binding{{Name: "OUT", QueueUID: "q-1"}}}
 		return rt, v
 	}
-	do := func(b *testing.B, rt *Runtime, v *Version) {
+	do := func(b *testing.B, rt *Runtime, v *abi.Version) {
 		r := httptest.NewRequest(http.MethodPost, "http://worker.example/send", strings.NewReader("hello"))
 		r.Header.Set("Content-Type", "text/plain")
 		r.Header.Set("Authorization", "Bearer secret")
@@ -91,8 +91,8 @@ export default {
 func BenchmarkFetchSendBatch(b *testing.B) {
 	rt := New(Options{Sender: nopSender{}})
 	defer rt.Close()
-	v := &Version{UID: "v-bench-sendbatch", Space: "space-1", WorkerUID: "w-bench-sendbatch", Principal: "alice", MainModule: "main.js",
-		Modules: []Module{{Name: "main.js", Content: benchSendBatchWorker}}, Bindings: []Binding{{Name: "OUT", QueueUID: "q-1"}}}
+	v := &abi.Version{UID: "v-bench-sendbatch", Space: "space-1", WorkerUID: "w-bench-sendbatch", Principal: "alice", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: benchSendBatchWorker}}, Bindings: []abi.Binding{{Name: "OUT", QueueUID: "q-1"}}}
 	do := func() {
 		resp, err := rt.Fetch(context.Background(), v, httptest.NewRequest(http.MethodGet, "http://worker.example/", nil), "/")
 		if err != nil {

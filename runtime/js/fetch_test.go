@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/abi"
 )
 
 func newRequest(method, target, body string) *http.Request {
@@ -32,14 +34,14 @@ func readBody(t testing.TB, resp *http.Response) string {
 	return string(b)
 }
 
-func fetchVersion(t testing.TB, uid string) *Version {
+func fetchVersion(t testing.TB, uid string) *abi.Version {
 	v := loadVersion(t, "fetch", uid)
 	v.Vars = map[string]string{"GREETING": "hi"}
 	v.Secrets = map[string]string{"TOKEN": "tok"}
 	return v
 }
 
-func doFetch(t *testing.T, rt *Runtime, v *Version, r *http.Request, path string) (*http.Response, map[string]any) {
+func doFetch(t *testing.T, rt *Runtime, v *abi.Version, r *http.Request, path string) (*http.Response, map[string]any) {
 	t.Helper()
 	resp, err := rt.Fetch(t.Context(), v, r, path)
 	if err != nil {

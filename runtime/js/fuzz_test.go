@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/takoform/queuehost/abi"
 )
 
 // FuzzSendArguments drives a producer Binding's send with arguments the
@@ -35,7 +37,7 @@ func FuzzSendArguments(f *testing.F) {
 	rt := New(Options{Sender: snd})
 	defer rt.Close()
 	v := loadVersion(f, "fuzzsend", "v-fuzzsend")
-	v.Bindings = []Binding{{Name: "OUT", QueueUID: "queue-out"}}
+	v.Bindings = []abi.Binding{{Name: "OUT", QueueUID: "queue-out"}}
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, in []byte) {
 		before := len(snd.sent())

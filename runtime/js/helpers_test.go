@@ -13,15 +13,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 // loadVersion builds a Version from testdata/<dir>: every file is a module
 // named by its path under the directory; main.js is the main module.
-func loadVersion(t testing.TB, dir, uid string) *Version {
+func loadVersion(t testing.TB, dir, uid string) *abi.Version {
 	t.Helper()
 	root := filepath.Join("testdata", dir)
-	var mods []Module
+	var mods []abi.Module
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -31,14 +31,14 @@ func loadVersion(t testing.TB, dir, uid string) *Version {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		mods = append(mods, Module{Name: filepath.ToSlash(rel), Content: string(b)})
+		mods = append(mods, abi.Module{Name: filepath.ToSlash(rel), Content: string(b)})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sort.Slice(mods, func(i, j int) bool { return mods[i].Name < mods[j].Name })
-	return &Version{UID: uid, Space: "space-1", WorkerUID: "worker-" + uid, Principal: "alice", MainModule: "main.js", Modules: mods}
+	return &abi.Version{UID: uid, Space: "space-1", WorkerUID: "worker-" + uid, Principal: "alice", MainModule: "main.js", Modules: mods}
 }
 
 // fakeSettler is the engine's side of settlements: batches are live until
@@ -53,12 +53,12 @@ type fakeBatch struct {
 	ids     []string
 	settled map[string]bool
 	live    bool
-	log     []delivery.Settlement
+	log     []abi.Settlement
 }
 
 func newFakeSettler() *fakeSettler { return &fakeSettler{batches: map[string]*fakeBatch{}} }
 
-func (s *fakeSettler) batch(id string, n int) *delivery.Batch {
+func (s *fakeSettler) batch(id string, n int) *abi.Batch {
 	bodies := make([]string, n)
 	for i := range bodies {
 		bodies[i] = fmt.Sprintf("body %d", i+1)
@@ -67,18 +67,18 @@ func (s *fakeSettler) batch(id string, n int) *delivery.Batch {
 }
 
 // batchOf makes a live batch with messages m1, m2, ... carrying bodies.
-func (s *fakeSettler) batchOf(id string, bodies ...string) *delivery.Batch {
-	var msgs []delivery.Message
+func (s *fakeSettler) batchOf(id string, bodies ...string) *abi.Batch {
+	var msgs []abi.Message
 	fb := &fakeBatch{settled: map[string]bool{}, live: true}
 	for i, body := range bodies {
 		mid := fmt.Sprintf("m%d", i+1)
 		fb.ids = append(fb.ids, mid)
-		msgs = append(msgs, delivery.Message{ID: mid, TimestampMillis: 1700000000000 + int64(i+1), Body: []byte(body), Attempts: i + 1})
+		msgs = append(msgs, abi.Message{ID: mid, TimestampMillis: 1700000000000 + int64(i+1), Body: []byte(body), Attempts: i + 1})
 	}
 	s.mu.Lock()
 	s.batches[id] = fb
 	s.mu.Unlock()
-	return delivery.NewBatch(id, "orders", msgs, s)
+	return abi.NewBatch(id, "orders", msgs, s)
 }
 
 func (s *fakeSettler) end(id string) {
@@ -89,13 +89,13 @@ func (s *fakeSettler) end(id string) {
 	}
 }
 
-func (s *fakeSettler) settlements(id string) []delivery.Settlement {
+func (s *fakeSettler) settlements(id string) []abi.Settlement {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]delivery.Settlement(nil), s.batches[id].log...)
+	return append([]abi.Settlement(nil), s.batches[id].log...)
 }
 
-func (s *fakeSettler) Settle(ctx context.Context, batchID string, st delivery.Settlement) error {
+func (s *fakeSettler) Settle(ctx context.Context, batchID string, st abi.Settlement) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -103,19 +103,19 @@ func (s *fakeSettler) Settle(ctx context.Context, batchID string, st delivery.Se
 	}
 	b := s.batches[batchID]
 	if b == nil || !b.live {
-		return delivery.ErrUnknownBatch
+		return abi.ErrUnknownBatch
 	}
 	switch st.Kind {
-	case delivery.Acknowledge, delivery.Retry:
+	case abi.Acknowledge, abi.Retry:
 		found := false
 		for _, id := range b.ids {
 			found = found || id == st.MessageID
 		}
 		if !found {
-			return delivery.ErrUnknownMessage
+			return abi.ErrUnknownMessage
 		}
 		if b.settled[st.MessageID] {
-			return delivery.ErrAlreadySettled
+			return abi.ErrAlreadySettled
 		}
 		b.settled[st.MessageID] = true
 	default:
@@ -137,10 +137,10 @@ type fakeSender struct {
 
 type sendCall struct {
 	Principal, Space, Queue string
-	Msgs                    []delivery.OutgoingMessage
+	Msgs                    []abi.OutgoingMessage
 }
 
-func (s *fakeSender) Send(ctx context.Context, principal, space, queueUID string, msgs []delivery.OutgoingMessage) ([]string, error) {
+func (s *fakeSender) Send(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -187,17 +187,17 @@ func seenOne(t testing.TB, rt *Runtime, worker, tag string, v any) {
 }
 
 // queueVersion is the queue fixture with MODE set.
-func queueVersion(t testing.TB, uid, mode string) *Version {
+func queueVersion(t testing.TB, uid, mode string) *abi.Version {
 	v := loadVersion(t, "queue", uid)
 	v.Vars = map[string]string{"MODE": mode, "GREETING": "hello"}
 	v.Secrets = map[string]string{"TOKEN": "s3cret"}
-	v.Bindings = []Binding{{Name: "OUT", QueueUID: "queue-out"}}
+	v.Bindings = []abi.Binding{{Name: "OUT", QueueUID: "queue-out"}}
 	return v
 }
 
 // runBatch runs one batch of n messages through v's queue handler and ends
 // the batch afterwards, as the engine does.
-func runBatch(t testing.TB, rt *Runtime, s *fakeSettler, v *Version, batchID string, n int) error {
+func runBatch(t testing.TB, rt *Runtime, s *fakeSettler, v *abi.Version, batchID string, n int) error {
 	t.Helper()
 	h, err := rt.QueueHandler(v)
 	if err != nil {
@@ -210,7 +210,7 @@ func runBatch(t testing.TB, rt *Runtime, s *fakeSettler, v *Version, batchID str
 }
 
 // runBodies is runBatch with the messages' bodies given (MODE "byBody").
-func runBodies(t testing.TB, rt *Runtime, s *fakeSettler, v *Version, batchID string, bodies ...string) error {
+func runBodies(t testing.TB, rt *Runtime, s *fakeSettler, v *abi.Version, batchID string, bodies ...string) error {
 	t.Helper()
 	h, err := rt.QueueHandler(v)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 func TestTimersAndWaitUntil(t *testing.T) {
@@ -20,7 +20,7 @@ func TestTimersAndWaitUntil(t *testing.T) {
 	if err := runBodies(t, rt, s, v, "b1", "timerThenAck"); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.settlements("b1"); !reflect.DeepEqual(got, []delivery.Settlement{{Kind: delivery.AcknowledgeAll}}) {
+	if got := s.settlements("b1"); !reflect.DeepEqual(got, []abi.Settlement{{Kind: abi.AcknowledgeAll}}) {
 		t.Fatalf("settlements %+v", got)
 	}
 	// waitUntil keeps the invocation (and so the batch) alive until its
@@ -28,7 +28,7 @@ func TestTimersAndWaitUntil(t *testing.T) {
 	if err := runBodies(t, rt, s, v, "b2", "waitUntil"); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.settlements("b2"); !reflect.DeepEqual(got, []delivery.Settlement{{Kind: delivery.AcknowledgeAll}}) {
+	if got := s.settlements("b2"); !reflect.DeepEqual(got, []abi.Settlement{{Kind: abi.AcknowledgeAll}}) {
 		t.Fatalf("settlements %+v", got)
 	}
 	if len(seen(t, rt, v.WorkerUID, "waitUntil")) != 1 {

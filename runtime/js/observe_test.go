@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 // These tests pin what worker code can observe of the objects the host
@@ -81,15 +81,15 @@ var wantObserveQueue = [2]string{
 func TestObserveQueueObjects(t *testing.T) {
 	rt := New(Options{Sender: &fakeSender{}})
 	defer rt.Close()
-	v := &Version{UID: "v-observe", Space: "space-1", WorkerUID: "w-observe", Principal: "alice", MainModule: "main.js",
-		Modules: []Module{{Name: "main.js", Content: observeQueueWorker}}, Bindings: []Binding{{Name: "OUT", QueueUID: "q"}}}
+	v := &abi.Version{UID: "v-observe", Space: "space-1", WorkerUID: "w-observe", Principal: "alice", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: observeQueueWorker}}, Bindings: []abi.Binding{{Name: "OUT", QueueUID: "q"}}}
 	h, err := rt.QueueHandler(v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newFakeSettler()
 	b := s.batch("b1", 2)
-	// The same delivery.Batch twice: the second invocation must still get
+	// The same abi.Batch twice: the second invocation must still get
 	// fresh objects and a fresh copy of each body.
 	for i := 0; i < 2; i++ {
 		if err := h.HandleBatch(t.Context(), b); err != nil {
@@ -162,7 +162,7 @@ export default {
 
 const wantObserveFetch = `{"url":"http://worker.example/all?q=1","method":"POST","redirect":"follow","own":[],"proto":true,"bodyProto":["constructor","bodyUsed","body","text","json","arrayBuffer","bytes"],"requestProto":["constructor","method","url","headers","redirect","clone","Symbol(Symbol.toStringTag)"],"json":"{}","tag":"[object Request]","headersSame":true,"isHeaders":true,"headers":[["set-cookie","c=1"],["x-multi","a, b"],["x-test","yes"]],"get":["yes","yes",null,false],"bodyUsed":false,"body":[true,true,5],"clone":"hello","copy":"hello","text":"hello","usedAfter":true,"again":"TypeError","cloneUsed":["TypeError","Request body has already been used"],"structured":["DataCloneError","structuredClone: [object Request] cannot be cloned"],"structuredFake":["ok","{}"],"structuredResponse":["DataCloneError","structuredClone: [object Response] cannot be cloned"],"fakeURL":["TypeError","Cannot read private member #url from an object whose class did not declare it"],"fakeText":["TypeError","Cannot read private member #take from an object whose class did not declare it"],"response":[[],[["content-type","text/plain;charset=UTF-8"]],200,"",true,"default","",false,false,true,"[object Response]"],"response2":[[["x-a","1"]],null,""]}`
 
-func observeFetch(t *testing.T, rt *Runtime, v *Version, r *http.Request, path string) (*http.Response, string) {
+func observeFetch(t *testing.T, rt *Runtime, v *abi.Version, r *http.Request, path string) (*http.Response, string) {
 	t.Helper()
 	resp, err := rt.Fetch(t.Context(), v, r, path)
 	if err != nil {
@@ -171,9 +171,9 @@ func observeFetch(t *testing.T, rt *Runtime, v *Version, r *http.Request, path s
 	return resp, readBody(t, resp)
 }
 
-func observeFetchVersion() *Version {
-	return &Version{UID: "v-observe-fetch", Space: "space-1", WorkerUID: "w-observe-fetch", Principal: "alice", MainModule: "main.js",
-		Modules: []Module{{Name: "main.js", Content: observeFetchWorker}}}
+func observeFetchVersion() *abi.Version {
+	return &abi.Version{UID: "v-observe-fetch", Space: "space-1", WorkerUID: "w-observe-fetch", Principal: "alice", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: observeFetchWorker}}}
 }
 
 func TestObserveFetchObjects(t *testing.T) {
@@ -315,21 +315,21 @@ export default {
 func TestObserveBatchBodies(t *testing.T) {
 	rt := New(Options{})
 	defer rt.Close()
-	v := &Version{UID: "v-observe-bodies", Space: "space-1", WorkerUID: "w-observe-bodies", Principal: "alice", MainModule: "main.js",
-		Modules: []Module{{Name: "main.js", Content: observeBodiesWorker}}}
+	v := &abi.Version{UID: "v-observe-bodies", Space: "space-1", WorkerUID: "w-observe-bodies", Principal: "alice", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: observeBodiesWorker}}}
 	h, err := rt.QueueHandler(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := make([]delivery.Message, 100)
+	msgs := make([]abi.Message, 100)
 	for i := range msgs {
 		ts := int64(1700000000000)
 		if i%3 != 0 {
 			ts += int64(i)
 		}
-		msgs[i] = delivery.Message{ID: fmt.Sprintf("id-%d", i), TimestampMillis: ts, Body: []byte(fmt.Sprintf("m%d:%s", i, strings.Repeat("x", i))), Attempts: 1 + i%4}
+		msgs[i] = abi.Message{ID: fmt.Sprintf("id-%d", i), TimestampMillis: ts, Body: []byte(fmt.Sprintf("m%d:%s", i, strings.Repeat("x", i))), Attempts: 1 + i%4}
 	}
-	b := delivery.NewBatch("b-bodies", "orders", msgs, nopSettler{})
+	b := abi.NewBatch("b-bodies", "orders", msgs, nopSettler{})
 	for i := 0; i < 2; i++ {
 		if err := h.HandleBatch(t.Context(), b); err != nil {
 			t.Fatal(err)
@@ -401,8 +401,8 @@ func TestObserveSendBatch(t *testing.T) {
 	snd := &fakeSender{}
 	rt := New(Options{Sender: snd})
 	defer rt.Close()
-	v := &Version{UID: "v-observe-sendbatch", Space: "space-1", WorkerUID: "w-observe-sendbatch", Principal: "alice", MainModule: "main.js",
-		Modules: []Module{{Name: "main.js", Content: observeSendBatchWorker}}, Bindings: []Binding{{Name: "OUT", QueueUID: "q"}}}
+	v := &abi.Version{UID: "v-observe-sendbatch", Space: "space-1", WorkerUID: "w-observe-sendbatch", Principal: "alice", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: observeSendBatchWorker}}, Bindings: []abi.Binding{{Name: "OUT", QueueUID: "q"}}}
 	resp, body := observeFetch(t, rt, v, httptest.NewRequest(http.MethodGet, "http://worker.example/", nil), "/")
 	if want := `{"sparse":["invalid_body","sendBatch: message 1 must be an object {body, delaySeconds?}: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"getters":["ok",["id-1","id-2"],["m0.body","m1.body"]],"getterDelay":["ok",["id-3"],["delay"]],"nonEnumerable":["ok",["id-4"]],"symbolKey":["ok",["id-5"]],"inherited":["invalid_body","sendBatch: message 0 must be an object {body, delaySeconds?}: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"nullProto":["ok",["id-6"]],"unknownOrder":["invalid_body","sendBatch: message 0 has the unknown field \"zeta\": the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"numericKey":["invalid_body","sendBatch: message 0 has the unknown field \"1\": the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"subclass":["ok",["id-7","id-8"]],"arrayGetter":["ok",["id-9","id-10"],["index1"]],"proxy":["invalid_body","sendBatch: messages must be an array: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"classInstance":["invalid_body","sendBatch: message 0 must be an object {body, delaySeconds?}: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"arrayMessage":["invalid_body","sendBatch: message 0 must be an object {body, delaySeconds?}: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"undefinedDelay":["ok",["id-11"]],"lengthGetter":["invalid_body","sendBatch: messages must be an array: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"bigLength":["batch_too_large","sendBatch: 101 messages: a batch holds 1 to 100 messages"],"secondBad":["invalid_body","sendBatch: message 0: the body is empty: the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte"],"typed":["ok",["id-12","id-13"]]}`; resp.StatusCode != 200 || body != want {
 		t.Errorf("got %d %s\nwant %s", resp.StatusCode, body, want)
@@ -430,8 +430,8 @@ func TestObserveSendBatch(t *testing.T) {
 func TestObserveOddStatus(t *testing.T) {
 	rt := New(Options{})
 	defer rt.Close()
-	v := &Version{UID: "v-observe-status", Space: "space-1", WorkerUID: "w-observe-status", Principal: "alice", MainModule: "main.js",
-		Modules: []Module{{Name: "main.js", Content: `
+	v := &abi.Version{UID: "v-observe-status", Space: "space-1", WorkerUID: "w-observe-status", Principal: "alice", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: `
 class Odd extends Response {
   constructor(s) { super("odd"); this.s = s; }
   get status() { return this.s; }

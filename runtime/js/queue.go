@@ -5,13 +5,13 @@ import (
 	"math"
 
 	"github.com/dop251/goja"
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
-// QueueHandler returns the delivery.Handler running v's queue handler. The
+// QueueHandler returns the abi.Handler running v's queue handler. The
 // version is compiled once (cached by UID); ErrNoQueueHandler if its default
 // export has no queue function, a *CompileError if it does not load.
-func (rt *Runtime) QueueHandler(v *Version) (delivery.Handler, error) {
+func (rt *Runtime) QueueHandler(v *abi.Version) (abi.Handler, error) {
 	e, err := rt.version(v)
 	if err != nil {
 		return nil, err
@@ -29,7 +29,7 @@ type queueHandler struct{ e *version }
 // ctx.waitUntil promise) has settled without the handler throwing or
 // rejecting. A *ScriptError carries the handler's exception; an error
 // wrapping ErrTimeout reports the time limit.
-func (h queueHandler) HandleBatch(ctx context.Context, b *delivery.Batch) error {
+func (h queueHandler) HandleBatch(ctx context.Context, b *abi.Batch) error {
 	return h.e.run(ctx, func(in *instance) error {
 		err := in.invoke(ctx, in.rt.opts.InvocationTimeout, func(inv *invocation) (goja.Value, error) {
 			return in.callQueue(inv, b)
@@ -43,7 +43,7 @@ func (h queueHandler) HandleBatch(ctx context.Context, b *delivery.Batch) error 
 
 // callQueue builds the batch and calls the worker's queue handler, which
 // runs until its first await.
-func (in *instance) callQueue(inv *invocation, b *delivery.Batch) (goja.Value, error) {
+func (in *instance) callQueue(inv *invocation, b *abi.Batch) (goja.Value, error) {
 	queue, _ := goja.AssertFunction(in.def.Get(HandlerQueue))
 	if queue == nil {
 		return nil, &ScriptError{Name: "TypeError", Message: "the default export's queue is not a function"}
@@ -60,7 +60,7 @@ func describeErr(err error) string {
 
 // batchObject builds the JavaScript batch: id, queue, messages and the four
 // settlement methods bound to b.
-func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
+func (in *instance) batchObject(b *abi.Batch) *goja.Object {
 	vm := in.vm
 	o := vm.NewObject()
 	_ = o.Set("id", b.ID)
@@ -80,7 +80,7 @@ func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
 		}
 		delay, ok := delayArg(call.Argument(1))
 		if !ok {
-			return in.rejected(in.newError("RangeError", "retry: "+delivery.ErrInvalidDelay.Error()))
+			return in.rejected(in.newError("RangeError", "retry: "+abi.ErrInvalidDelay.Error()))
 		}
 		return in.settle(func(ctx context.Context) error { return b.Retry(ctx, id, delay) })
 	}))
@@ -90,7 +90,7 @@ func (in *instance) batchObject(b *delivery.Batch) *goja.Object {
 	_ = o.Set("retryAll", in.method("retryAll", 0, func(call goja.FunctionCall) goja.Value {
 		delay, ok := delayArg(call.Argument(0))
 		if !ok {
-			return in.rejected(in.newError("RangeError", "retryAll: "+delivery.ErrInvalidDelay.Error()))
+			return in.rejected(in.newError("RangeError", "retryAll: "+abi.ErrInvalidDelay.Error()))
 		}
 		return in.settle(func(ctx context.Context) error { return b.RetryAll(ctx, delay) })
 	}))
@@ -105,7 +105,7 @@ const bodyChunk = 16 << 10
 // messagesArray builds batch.messages: plain objects with the own data
 // properties id, timestampMillis, body (a fresh ArrayBuffer copy) and
 // attempts, in that order, each with its own values.
-func (in *instance) messagesArray(ms []delivery.Message) *goja.Object {
+func (in *instance) messagesArray(ms []abi.Message) *goja.Object {
 	vm := in.vm
 	objs := make([]any, len(ms))
 	var chunk []byte
@@ -156,7 +156,7 @@ func delayArg(v goja.Value) (*int, bool) {
 		return nil, false
 	}
 	f := v.ToFloat()
-	if math.IsNaN(f) || f != math.Trunc(f) || f < 0 || f > delivery.MaxDelaySeconds {
+	if math.IsNaN(f) || f != math.Trunc(f) || f < 0 || f > abi.MaxDelaySeconds {
 		return nil, false
 	}
 	d := int(f)
@@ -164,7 +164,7 @@ func delayArg(v goja.Value) (*int, bool) {
 }
 
 // settle runs a settlement off the loop; the Promise resolves with
-// undefined or rejects with an Error named delivery.Code(err).
+// undefined or rejects with an Error named abi.Code(err).
 func (in *instance) settle(call func(ctx context.Context) error) goja.Value {
 	return in.async(func(ctx context.Context) (any, error) {
 		return nil, call(ctx)
@@ -173,7 +173,7 @@ func (in *instance) settle(call func(ctx context.Context) error) goja.Value {
 
 // codeError makes the rejection value of a delivery error.
 func (in *instance) codeError(err error) goja.Value {
-	return in.newError(delivery.Code(err), err.Error())
+	return in.newError(abi.Code(err), err.Error())
 }
 
 // ctxObject is the handler's third argument: waitUntil(promise) extends the
@@ -208,7 +208,7 @@ func (in *instance) ctxObject(inv *invocation) *goja.Object {
 // buildEnv makes env: vars and secrets (strings) and producer Bindings,
 // each by name. Names share one namespace (the schema guarantees it);
 // a Binding wins over a var or secret of the same name.
-func (in *instance) buildEnv(v *Version) *goja.Object {
+func (in *instance) buildEnv(v *abi.Version) *goja.Object {
 	env := in.vm.NewObject()
 	for k, x := range v.Vars {
 		_ = env.Set(k, x)

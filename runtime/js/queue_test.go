@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 )
 
 func intp(i int) *int { return &i }
@@ -58,17 +58,17 @@ func TestAckOneRetryRest(t *testing.T) {
 	if err := runBatch(t, rt, s, v, "b1", 3); err != nil {
 		t.Fatal(err)
 	}
-	want := []delivery.Settlement{
-		{Kind: delivery.Acknowledge, MessageID: "m1"},
-		{Kind: delivery.Retry, MessageID: "m2"},
-		{Kind: delivery.Retry, MessageID: "m3"},
+	want := []abi.Settlement{
+		{Kind: abi.Acknowledge, MessageID: "m1"},
+		{Kind: abi.Retry, MessageID: "m2"},
+		{Kind: abi.Retry, MessageID: "m3"},
 	}
 	got := s.settlements("b1")
 	// the two retries run concurrently: compare as a set after the ack
 	if len(got) != 3 || !reflect.DeepEqual(got[0], want[0]) {
 		t.Fatalf("settlements %+v", got)
 	}
-	if !(reflect.DeepEqual(got[1:], want[1:]) || reflect.DeepEqual(got[1:], []delivery.Settlement{want[2], want[1]})) {
+	if !(reflect.DeepEqual(got[1:], want[1:]) || reflect.DeepEqual(got[1:], []abi.Settlement{want[2], want[1]})) {
 		t.Fatalf("settlements %+v", got)
 	}
 	var res struct {
@@ -89,7 +89,7 @@ func TestRetryAllWithDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.settlements("b1")
-	want := []delivery.Settlement{{Kind: delivery.RetryAll, Delay: intp(120)}}
+	want := []abi.Settlement{{Kind: abi.RetryAll, Delay: intp(120)}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("settlements %+v", got)
 	}
@@ -108,7 +108,7 @@ func TestThrowAfterAck(t *testing.T) {
 	if !strings.Contains(se.Stack, "at throwAfterAck (main.js:44:10)\n") {
 		t.Fatalf("stack does not point at main.js: %q", se.Stack)
 	}
-	if got := s.settlements("b1"); !reflect.DeepEqual(got, []delivery.Settlement{{Kind: delivery.Acknowledge, MessageID: "m1"}}) {
+	if got := s.settlements("b1"); !reflect.DeepEqual(got, []abi.Settlement{{Kind: abi.Acknowledge, MessageID: "m1"}}) {
 		t.Fatalf("settlements %+v", got)
 	}
 	logs := rt.Logs(v.WorkerUID, 0, 100)
@@ -136,7 +136,7 @@ func TestSettleAfterReturn(t *testing.T) {
 	if err := runBodies(t, rt, s, v, "b1", "keepRef", "x"); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.settlements("b1"); !reflect.DeepEqual(got, []delivery.Settlement{{Kind: delivery.Acknowledge, MessageID: "m1"}}) {
+	if got := s.settlements("b1"); !reflect.DeepEqual(got, []abi.Settlement{{Kind: abi.Acknowledge, MessageID: "m1"}}) {
 		t.Fatalf("batch 1 settlements %+v", got)
 	}
 	if err := runBodies(t, rt, s, v, "b2", "useSaved"); err != nil {
@@ -144,7 +144,7 @@ func TestSettleAfterReturn(t *testing.T) {
 	}
 	var e errSeen
 	seenOne(t, rt, v.WorkerUID, "saved", &e)
-	if e.OK || e.Name != "unknown_batch" || !e.IsError || e.Message != delivery.ErrUnknownBatch.Error() {
+	if e.OK || e.Name != "unknown_batch" || !e.IsError || e.Message != abi.ErrUnknownBatch.Error() {
 		t.Fatalf("JS saw %+v", e)
 	}
 	if got := s.settlements("b2"); len(got) != 0 {
@@ -162,7 +162,7 @@ func TestSettleTwice(t *testing.T) {
 	}
 	var e errSeen
 	seenOne(t, rt, v.WorkerUID, "twice", &e)
-	if e.OK || e.Name != "already_settled" || !e.IsError || e.Message != delivery.ErrAlreadySettled.Error() {
+	if e.OK || e.Name != "already_settled" || !e.IsError || e.Message != abi.ErrAlreadySettled.Error() {
 		t.Fatalf("JS saw %+v", e)
 	}
 }
@@ -224,7 +224,7 @@ func TestSettlementArgumentErrors(t *testing.T) {
 		}
 	}
 	// only the two valid calls at the end reached the settler
-	want := []delivery.Settlement{{Kind: delivery.Retry, MessageID: "m1", Delay: intp(0)}, {Kind: delivery.RetryAll, Delay: intp(43200)}}
+	want := []abi.Settlement{{Kind: abi.Retry, MessageID: "m1", Delay: intp(0)}, {Kind: abi.RetryAll, Delay: intp(43200)}}
 	if got := s.settlements("b1"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("settlements %+v", got)
 	}

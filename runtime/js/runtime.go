@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/takoform/queuehost/abi"
 )
 
 // Defaults of Options.
@@ -36,7 +37,7 @@ var (
 type Options struct {
 	// Sender carries producer Binding sends; nil makes every send reject
 	// backend_unavailable.
-	Sender Sender
+	Sender abi.Sender
 	// AllowedFetchHosts lists the hosts outbound fetch may reach: a host
 	// name or IP literal ("api.example.com", "127.0.0.1", "::1") matching any
 	// port, "host:port" matching one port, or "*.example.com" matching
@@ -150,7 +151,7 @@ func (rt *Runtime) Evict(versionUID string) {
 // version is the cache entry of one WorkerVersion: its program and pool.
 type version struct {
 	rt    *Runtime
-	v     Version
+	v     abi.Version
 	ready chan struct{}
 	prog  *Program
 	err   error
@@ -159,7 +160,7 @@ type version struct {
 
 // Compile returns v's Program, compiling it once per version UID (versions
 // are immutable). A *CompileError reports what is wrong with the modules.
-func (rt *Runtime) Compile(v *Version) (*Program, error) {
+func (rt *Runtime) Compile(v *abi.Version) (*Program, error) {
 	e, err := rt.version(v)
 	if err != nil {
 		return nil, err
@@ -167,7 +168,7 @@ func (rt *Runtime) Compile(v *Version) (*Program, error) {
 	return e.prog, nil
 }
 
-func (rt *Runtime) version(v *Version) (*version, error) {
+func (rt *Runtime) version(v *abi.Version) (*version, error) {
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
@@ -199,10 +200,10 @@ func (rt *Runtime) version(v *Version) (*version, error) {
 	return e, nil
 }
 
-func copyVersion(v *Version) Version {
+func copyVersion(v *abi.Version) abi.Version {
 	c := *v
-	c.Modules = append([]Module(nil), v.Modules...)
-	c.Bindings = append([]Binding(nil), v.Bindings...)
+	c.Modules = append([]abi.Module(nil), v.Modules...)
+	c.Bindings = append([]abi.Binding(nil), v.Bindings...)
 	c.Vars = make(map[string]string, len(v.Vars))
 	for k, x := range v.Vars {
 		c.Vars[k] = x

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/journal"
 )
@@ -18,15 +19,15 @@ import (
 type handlerKind struct {
 	Name string
 	// New returns the handler and a function releasing what it holds.
-	New func(ctx context.Context) (delivery.Handler, func(), error)
+	New func(ctx context.Context) (abi.Handler, func(), error)
 }
 
 // goHandler does what the JavaScript handler does: read every message's
 // body, then return normally so that the engine acknowledges the batch.
 var sink atomic.Int64
 
-func goHandler() delivery.Handler {
-	return delivery.HandlerFunc(func(ctx context.Context, b *delivery.Batch) error {
+func goHandler() abi.Handler {
+	return abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
 		n := 0
 		for _, m := range b.Messages {
 			n += len(m.Body)
@@ -36,7 +37,7 @@ func goHandler() delivery.Handler {
 	})
 }
 
-var goKind = handlerKind{Name: "Go handler", New: func(context.Context) (delivery.Handler, func(), error) {
+var goKind = handlerKind{Name: "Go handler", New: func(context.Context) (abi.Handler, func(), error) {
 	return goHandler(), func() {}, nil
 }}
 
@@ -63,9 +64,9 @@ type e2eRun struct {
 // window after a warm-up. It also keeps the payload lengths of every
 // journal record written in that window, to replay them into the journal
 // alone.
-func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc int, counter *atomic.Int64) (e2eRun, error) {
+func (b *bench) runE2E(ctx context.Context, h abi.Handler, batchSize, conc int, counter *atomic.Int64) (e2eRun, error) {
 	var run e2eRun
-	env, err := b.newEngineEnv(ctx, "e2e", resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }))
+	env, err := b.newEngineEnv(ctx, "e2e", resolverFunc(func(context.Context, string) (abi.Handler, error) { return h, nil }))
 	if err != nil {
 		return run, err
 	}
@@ -78,7 +79,7 @@ func (b *bench) runE2E(ctx context.Context, h delivery.Handler, batchSize, conc 
 	for i := range body {
 		body[i] = 'x'
 	}
-	msgs := make([]delivery.OutgoingMessage, 100)
+	msgs := make([]abi.OutgoingMessage, 100)
 	for i := range msgs {
 		msgs[i].Body = body
 	}

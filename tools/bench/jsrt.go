@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/js"
 )
 
@@ -42,12 +42,12 @@ export default {
 };
 `
 
-func benchVersion(uid string, bindings []js.Binding) *js.Version {
-	return &js.Version{UID: uid, Space: "bench", WorkerUID: "w1", Principal: "bench", MainModule: "main.js",
-		Modules: []js.Module{{Name: "main.js", Content: benchWorker}}, Bindings: bindings}
+func benchVersion(uid string, bindings []abi.Binding) *abi.Version {
+	return &abi.Version{UID: uid, Space: "bench", WorkerUID: "w1", Principal: "bench", MainModule: "main.js",
+		Modules: []abi.Module{{Name: "main.js", Content: benchWorker}}, Bindings: bindings}
 }
 
-var jsKind = handlerKind{Name: "goja handler", New: func(ctx context.Context) (delivery.Handler, func(), error) {
+var jsKind = handlerKind{Name: "goja handler", New: func(ctx context.Context) (abi.Handler, func(), error) {
 	rt := js.New(js.Options{Logger: quietLogger})
 	h, err := rt.QueueHandler(benchVersion("v1", nil))
 	if err != nil {
@@ -61,7 +61,7 @@ var jsKind = handlerKind{Name: "goja handler", New: func(ctx context.Context) (d
 // the invocation, not the store.
 type nopSettler struct{}
 
-func (nopSettler) Settle(context.Context, string, delivery.Settlement) error { return nil }
+func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
 
 // overheadLayer calls HandleBatch directly, on one goroutine, with batches
 // of 1 and 100 messages of 100 B, for the goja handler and for goHandler:
@@ -81,12 +81,12 @@ func (b *bench) overheadLayer(ctx context.Context) {
 		return
 	}
 	type res struct{ t1, t100, cpu100 time.Duration }
-	measure := func(name string, h delivery.Handler) (res, error) {
+	measure := func(name string, h abi.Handler) (res, error) {
 		var r res
 		for _, n := range []int{1, 100} {
-			msgs := make([]delivery.Message, n)
+			msgs := make([]abi.Message, n)
 			for i := range msgs {
-				msgs[i] = delivery.Message{ID: fmt.Sprintf("m%d", i), TimestampMillis: time.Now().UnixMilli(), Body: make([]byte, 100), Attempts: 1}
+				msgs[i] = abi.Message{ID: fmt.Sprintf("m%d", i), TimestampMillis: time.Now().UnixMilli(), Body: make([]byte, 100), Attempts: 1}
 			}
 			c := b.prog.phase(fmt.Sprintf("overhead %s batch of %d", name, n), "batches")
 			sp := startSpan()
@@ -94,7 +94,7 @@ func (b *bench) overheadLayer(ctx context.Context) {
 			calls := 0
 			for time.Now().Before(deadline) {
 				for k := 0; k < 16; k++ {
-					bt := delivery.NewBatch(fmt.Sprintf("b%d", calls), "bench", msgs, nopSettler{})
+					bt := abi.NewBatch(fmt.Sprintf("b%d", calls), "bench", msgs, nopSettler{})
 					if err := h.HandleBatch(ctx, bt); err != nil {
 						b.prog.end()
 						return r, err

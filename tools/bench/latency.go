@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/delivery"
 )
 
@@ -29,11 +30,11 @@ func newLatencyRecorder() *latencyRecorder {
 }
 
 type timedHandler struct {
-	inner delivery.Handler
+	inner abi.Handler
 	rec   *latencyRecorder
 }
 
-func (h timedHandler) HandleBatch(ctx context.Context, b *delivery.Batch) error {
+func (h timedHandler) HandleBatch(ctx context.Context, b *abi.Batch) error {
 	now := time.Now().UnixNano()
 	if h.rec.enabled.Load() {
 		h.rec.mu.Lock()
@@ -94,7 +95,7 @@ func (b *bench) latencyLayer(ctx context.Context) {
 	}
 	defer release()
 	h := timedHandler{inner: rt, rec: rec}
-	env, err := b.newEngineEnv(ctx, "latency", resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }))
+	env, err := b.newEngineEnv(ctx, "latency", resolverFunc(func(context.Context, string) (abi.Handler, error) { return h, nil }))
 	if err != nil {
 		s.NotMeasured = err.Error()
 		return
@@ -110,7 +111,7 @@ func (b *bench) latencyLayer(ctx context.Context) {
 	send := func(ctx context.Context, at int64) error {
 		body := make([]byte, 100)
 		binary.LittleEndian.PutUint64(body, uint64(at))
-		_, err := env.eng.Send(ctx, "q1", []delivery.OutgoingMessage{{Body: body}})
+		_, err := env.eng.Send(ctx, "q1", []abi.OutgoingMessage{{Body: body}})
 		return err
 	}
 

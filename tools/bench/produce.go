@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/journal"
 	"github.com/takoform/queuehost/runtime/store"
@@ -167,7 +168,7 @@ func (b *bench) engineSendLayer(ctx context.Context) {
 				return
 			}
 			send := func(ctx context.Context, bodies [][]byte) error {
-				msgs := make([]delivery.OutgoingMessage, len(bodies))
+				msgs := make([]abi.OutgoingMessage, len(bodies))
 				for i, body := range bodies {
 					msgs[i].Body = body
 				}
@@ -194,7 +195,7 @@ type engineEnv struct {
 	eng *delivery.Engine
 }
 
-func (b *bench) newEngineEnv(ctx context.Context, name string, res delivery.Resolver) (*engineEnv, error) {
+func (b *bench) newEngineEnv(ctx context.Context, name string, res abi.Resolver) (*engineEnv, error) {
 	dir, err := os.MkdirTemp(b.dir, name+"-")
 	if err != nil {
 		return nil, err
@@ -209,7 +210,7 @@ func (b *bench) newEngineEnv(ctx context.Context, name string, res delivery.Reso
 	}
 	env.obs = &obsStore{Store: env.st}
 	if res == nil {
-		res = resolverFunc(func(context.Context, string) (delivery.Handler, error) {
+		res = resolverFunc(func(context.Context, string) (abi.Handler, error) {
 			return nil, fmt.Errorf("no handler")
 		})
 	}
@@ -235,8 +236,8 @@ func (env *engineEnv) close() {
 	os.RemoveAll(env.dir)
 }
 
-type resolverFunc func(ctx context.Context, workerUID string) (delivery.Handler, error)
+type resolverFunc func(ctx context.Context, workerUID string) (abi.Handler, error)
 
-func (f resolverFunc) Resolve(ctx context.Context, workerUID string) (delivery.Handler, error) {
+func (f resolverFunc) Resolve(ctx context.Context, workerUID string) (abi.Handler, error) {
 	return f(ctx, workerUID)
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/host"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
@@ -145,7 +146,7 @@ func childIdle(dir, mode string, n int, idle time.Duration, profile string) (chi
 		if err != nil {
 			return r, err
 		}
-		eng := delivery.New(st, resolverFunc(func(context.Context, string) (delivery.Handler, error) { return h, nil }), delivery.Options{Logger: quietLogger})
+		eng := delivery.New(st, resolverFunc(func(context.Context, string) (abi.Handler, error) { return h, nil }), delivery.Options{Logger: quietLogger})
 		for i := 0; i < n; i++ {
 			q := fmt.Sprintf("queue-%05d", i)
 			if err := eng.AddQueue(ctx, delivery.QueueConfig{UID: "uid-" + q, Name: q, MessageRetentionSeconds: 345600}); err != nil {
@@ -194,7 +195,7 @@ func childBacklog(dir string, n int, profile string) (childResult, error) {
 	first := make(chan int, 1)
 	block := make(chan struct{})
 	var once sync.Once
-	wrapped := delivery.HandlerFunc(func(ctx context.Context, b *delivery.Batch) error {
+	wrapped := abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
 		once.Do(func() { first <- len(b.Messages) })
 		err := h.HandleBatch(ctx, b)
 		<-block // hold the consumer so that the state stays as loaded
@@ -215,7 +216,7 @@ func childBacklog(dir string, n int, profile string) (childResult, error) {
 	r.HeapStore = heapInuse() // a GC: excluded from the restart time below
 	gcTime := time.Since(t0).Seconds() - r.OpenSeconds
 	t0 = t0.Add(time.Duration(gcTime * float64(time.Second)))
-	eng := delivery.New(st, resolverFunc(func(context.Context, string) (delivery.Handler, error) { return wrapped, nil }),
+	eng := delivery.New(st, resolverFunc(func(context.Context, string) (abi.Handler, error) { return wrapped, nil }),
 		delivery.Options{Logger: quietLogger, HandlerTimeout: 10 * time.Minute})
 	if err := eng.AddQueue(ctx, delivery.QueueConfig{UID: "q1", Name: "backlog", MessageRetentionSeconds: 1209600}); err != nil {
 		return r, err

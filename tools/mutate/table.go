@@ -131,7 +131,7 @@ var mutations = []mutation{
 		Edits: []edit{{
 			File:    "runtime/js/queue.go",
 			Search:  "return nil, call(ctx)",
-			Replace: "if err := call(ctx); err != nil && delivery.Code(err) != \"unknown_batch\" {\n\t\t\treturn nil, err\n\t\t}\n\t\treturn nil, nil",
+			Replace: "if err := call(ctx); err != nil && abi.Code(err) != \"unknown_batch\" {\n\t\t\treturn nil, err\n\t\t}\n\t\treturn nil, nil",
 		}},
 		Tags: "@settlement",
 		Expect: []string{
@@ -278,8 +278,8 @@ var mutations = []mutation{
 		What: "sendBatch accepts 101 messages",
 		Edits: []edit{{
 			File:    "runtime/js/bindings.go",
-			Search:  "if n < 1 || n > delivery.MaxSendBatch {",
-			Replace: "if n < 1 || n > delivery.MaxSendBatch+1 {",
+			Search:  "if n < 1 || n > abi.MaxSendBatch {",
+			Replace: "if n < 1 || n > abi.MaxSendBatch+1 {",
 		}, {
 			File:    "runtime/delivery/engine.go",
 			Search:  "if len(msgs) < 1 || len(msgs) > MaxSendBatch {",
@@ -309,8 +309,8 @@ var mutations = []mutation{
 		What: "accept a body of 127001 bytes (limit off by one)",
 		Edits: []edit{{
 			File:    "runtime/js/bindings.go",
-			Search:  "if len(b) > delivery.MaxBodyBytes {",
-			Replace: "if len(b) > delivery.MaxBodyBytes+1 {",
+			Search:  "if len(b) > abi.MaxBodyBytes {",
+			Replace: "if len(b) > abi.MaxBodyBytes+1 {",
 		}, {
 			File:    "runtime/delivery/engine.go",
 			Search:  "case len(m.Body) > MaxBodyBytes:",

@@ -1,4 +1,18 @@
-package delivery
+// Package abi holds the types every layer of the host shares: a worker
+// version as the JavaScript runtime runs it, and the queue ABI between the
+// delivery engine and handler code (batches, messages, settlements, producer
+// sends, and the Error.name codes of spec/runtime-abi.md).
+//
+// # Why one package
+//
+// The controller decodes a WorkerVersion record into a Version, the
+// JavaScript runtime (and the sandbox processes that run it) executes it, and
+// the delivery engine hands Batches to the Handler the runtime provides. Each
+// of those layers used to keep a mirror of these types and the host converted
+// between them. Here they are defined once, with no dependency on any layer,
+// in the spirit of River's rivertype: every package may import abi, abi
+// imports nothing of the host.
+package abi
 
 import (
 	"context"
@@ -54,27 +68,6 @@ func Code(err error) string {
 	default:
 		return "backend_unavailable"
 	}
-}
-
-// QueueConfig is what the engine needs of an AtLeastOnceQueue 0.2.0 resource.
-type QueueConfig struct {
-	UID                     string
-	Name                    string // the resource name; batches carry it
-	DeliveryDelaySeconds    int
-	MessageRetentionSeconds int
-}
-
-// ConsumerConfig is what the engine needs of a QueueConsumer 0.3.0 resource.
-type ConsumerConfig struct {
-	UID                    string
-	QueueUID               string
-	WorkerUID              string
-	MaxBatchSize           int
-	MaxBatchTimeoutSeconds int
-	MaxConcurrency         int
-	MaxRetries             int
-	RetryDelaySeconds      int
-	DeadLetterQueueUID     string // empty: discard after the last retry
 }
 
 // OutgoingMessage is one message handed to Send. Delay nil means the queue's

@@ -1,11 +1,24 @@
-package js
+package abi
 
 import (
 	"context"
 	"fmt"
-
-	"github.com/takoform/queuehost/runtime/delivery"
 )
+
+// Version is what the JavaScript runtime needs of a WorkerVersion 0.5.0
+// resource: its modules, env and producer Bindings, and who it runs as.
+// Every field is immutable for the life of the version.
+type Version struct {
+	UID        string
+	Space      string
+	WorkerUID  string // the ModuleWorker this version belongs to; logs are kept per worker
+	Principal  string // the principal the version runs as (its creator)
+	MainModule string
+	Modules    []Module
+	Vars       map[string]string
+	Secrets    map[string]string
+	Bindings   []Binding
+}
 
 // Module is one ES module of a WorkerVersion.
 type Module struct {
@@ -19,29 +32,16 @@ type Binding struct {
 	QueueUID string
 }
 
-// Version is what the runtime needs of a WorkerVersion 0.5.0 resource.
-type Version struct {
-	UID        string
-	Space      string
-	WorkerUID  string // the ModuleWorker this version belongs to; logs are kept per worker
-	Principal  string // the principal the version runs as (its creator)
-	MainModule string
-	Modules    []Module
-	Vars       map[string]string
-	Secrets    map[string]string
-	Bindings   []Binding
-}
-
 // Sender is how producer Bindings reach the queues. The host's
 // implementation authorises principal for the queue at call time, then
 // sends through the delivery engine; it returns the host-issued IDs in input
-// order only after the messages are durable. Its errors are the delivery
-// engine's (delivery.Code names them).
+// order only after the messages are durable. Its errors are the queue ABI's
+// (Code names them).
 type Sender interface {
-	Send(ctx context.Context, principal, space, queueUID string, msgs []delivery.OutgoingMessage) ([]string, error)
+	Send(ctx context.Context, principal, space, queueUID string, msgs []OutgoingMessage) ([]string, error)
 }
 
-// CompileError reports a module that cannot be loaded: a syntax error, an
+// CompileError reports modules that cannot be loaded: a syntax error, an
 // unresolvable import, or a main module without a default export. File,
 // Line (1-based) and Column (1-based) locate it when known.
 type CompileError struct {

@@ -145,8 +145,8 @@ var mutations = []mutation{
 		What: "a batch takes maxBatchSize + 1 messages",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "for len(ms) < c.cfg.MaxBatchSize && len(q.avail) > 0 {",
-			Replace: "for len(ms) < c.cfg.MaxBatchSize+1 && len(q.avail) > 0 {",
+			Search:  "for len(ms) < c.cfg.MaxBatchSize && q.avail.Len() > 0 {",
+			Replace: "for len(ms) < c.cfg.MaxBatchSize+1 && q.avail.Len() > 0 {",
 		}},
 		Tags:   "@batch",
 		Expect: []string{"no batch holds more than maxBatchSize messages"},
@@ -157,8 +157,8 @@ var mutations = []mutation{
 		What: "ignore maxConcurrency (dispatch while batches are in flight)",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && len(q.avail) > 0 {",
-			Replace: "for now >= c.backoffUntil && len(q.avail) > 0 {",
+			Search:  "for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && q.avail.Len() > 0 {",
+			Replace: "for now >= c.backoffUntil && q.avail.Len() > 0 {",
 		}},
 		Tags: "@batch",
 		Expect: []string{
@@ -282,8 +282,8 @@ var mutations = []mutation{
 			Replace: "if n < 1 || n > abi.MaxSendBatch+1 {",
 		}, {
 			File:    "runtime/delivery/engine.go",
-			Search:  "if len(msgs) < 1 || len(msgs) > MaxSendBatch {",
-			Replace: "if len(msgs) < 1 || len(msgs) > MaxSendBatch+1 {",
+			Search:  "if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch {",
+			Replace: "if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch+1 {",
 		}},
 		Tags:   "@producer-binding",
 		Expect: []string{"sendBatch of 0 or 101 messages is batch_too_large"},
@@ -313,8 +313,8 @@ var mutations = []mutation{
 			Replace: "if len(b) > abi.MaxBodyBytes+1 {",
 		}, {
 			File:    "runtime/delivery/engine.go",
-			Search:  "case len(m.Body) > MaxBodyBytes:",
-			Replace: "case len(m.Body) > MaxBodyBytes+1:",
+			Search:  "case len(m.Body) > abi.MaxBodyBytes:",
+			Replace: "case len(m.Body) > abi.MaxBodyBytes+1:",
 		}},
 		Tags:   "@producer-binding",
 		Expect: []string{"a body of 127001 bytes is message_too_large, counting UTF-8 bytes of a string"},
@@ -349,12 +349,8 @@ var mutations = []mutation{
 		What: "an update of deliveryDelaySeconds re-times the messages already accepted",
 		Edits: []edit{{
 			File:    "runtime/delivery/engine.go",
-			Search:  "\tq.cfg = cfg\n\tq.pump()\n\treturn nil",
-			Replace: "\tfor _, m := range q.delayed {\n\t\tm.visibleAt = m.acceptedAt + int64(cfg.DeliveryDelaySeconds)*1000\n\t}\n\theap.Init(&q.delayed)\n\tq.cfg = cfg\n\tq.pump()\n\treturn nil",
-		}, {
-			File:    "runtime/delivery/engine.go",
-			Search:  "\t\"crypto/rand\"\n",
-			Replace: "\t\"container/heap\"\n\t\"crypto/rand\"\n",
+			Search:  "\tq.cfg = cfg\n\tq.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))\n",
+			Replace: "\tvar retime []*msg\n\tfor m := q.delayed.pop(); m != nil; m = q.delayed.pop() {\n\t\tretime = append(retime, m)\n\t}\n\tfor _, m := range retime {\n\t\tm.visGen++\n\t\tm.visibleAt = m.acceptedAt + int64(cfg.DeliveryDelaySeconds)*1000\n\t\tq.delayed.push(m)\n\t}\n\tq.cfg = cfg\n\tq.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))\n",
 		}},
 		Tags:   "@delivery-delay",
 		Expect: []string{"an update of deliveryDelaySeconds affects only later sends"},

@@ -55,7 +55,7 @@ const (
 // FaultKinds are the mutation kinds a rule may name (the store.Mutation
 // type names).
 var FaultKinds = []string{
-	"PutResource", "DeleteResource", "PutOperation", "PutIdempotency", "DeleteIdempotency",
+	"PutResource", "DeleteResource", "PutOperation", "DeleteOperation", "PutIdempotency", "DeleteIdempotency",
 	"AcceptMessage", "DeliverMessages", "RetryMessage", "RemoveMessages", "DropQueue",
 }
 
@@ -198,6 +198,8 @@ func describe(m store.Mutation) (string, []string) {
 		return "DeleteResource", []string{m.UID}
 	case store.PutOperation:
 		return "PutOperation", []string{m.Operation.Space, m.Operation.ResourceUID}
+	case store.DeleteOperation:
+		return "DeleteOperation", nil
 	case store.PutIdempotency:
 		return "PutIdempotency", nil
 	case store.DeleteIdempotency:

@@ -364,8 +364,23 @@ func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestOb
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	if in, ok := decodeIntent(op); ok && !p.Can(req.Space, in.FormURL, auth.Read) {
-		return nil, forbidden("the principal may not read %s resources in this space", formNames[in.FormURL])
+	form := opFormURL(op)
+	if form == "" {
+		// Journaled before Operations had a FormURL and Done (so without
+		// its intent): the resource's Form if it still exists, else the
+		// principal must be able to read every Form.
+		if r, err := s.st.Resource(ctx, op.ResourceUID); err == nil {
+			form = r.FormURL
+		}
+	}
+	if form == "" {
+		for f := range formNames {
+			if !p.Can(req.Space, f, auth.Read) {
+				return nil, forbidden("the principal may not read every Form in this space, which reading this Operation needs")
+			}
+		}
+	} else if !p.Can(req.Space, form, auth.Read) {
+		return nil, forbidden("the principal may not read %s resources in this space", formNames[form])
 	}
 	if wait > 0 && !op.Done() {
 		op, err = s.waitOp(ctx, op.ID, secondsDuration(wait), false)

@@ -80,6 +80,17 @@ func decodeIntent(op store.Operation) (intent, bool) {
 	return in, true
 }
 
+// opFormURL is the Form of the resource op changes: the Operation's
+// FormURL, or for one journaled before Operations had it, its intent's (a
+// store drops the intent once the Operation is Done).
+func opFormURL(op store.Operation) string {
+	if op.FormURL != "" {
+		return op.FormURL
+	}
+	in, _ := decodeIntent(op)
+	return in.FormURL
+}
+
 type inflightOp struct{ id, kind string }
 
 // plan is an admitted request, ready to be journaled.
@@ -106,7 +117,7 @@ func (s *Server) accept(ctx context.Context, pl plan) (store.Operation, error) {
 	now := s.now().UTC()
 	op := store.Operation{
 		ID: newID("op-"), Space: pl.space, Kind: pl.kind, ResourceUID: pl.uid,
-		IdempotencyKey: pl.key, Principal: pl.principal, CreateTime: now, UpdateTime: now,
+		IdempotencyKey: pl.key, Principal: pl.principal, FormURL: pl.formURL, CreateTime: now, UpdateTime: now,
 		Intent: encodeIntent(intent{FormURL: pl.formURL, Resource: pl.desired}),
 	}
 	var muts []store.Mutation

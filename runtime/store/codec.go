@@ -33,6 +33,10 @@ const (
 	recRetryMessage
 	recRemoveMessages
 	recDropQueue
+	// recPutOperation2 is recPutOperation with the Operation's FormURL
+	// after Principal; recPutOperation is still read (FormURL "").
+	recPutOperation2
+	recDeleteOperation
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -112,7 +116,7 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.str(m.UID)
 		case PutOperation:
 			o := &m.Operation
-			e.u8(recPutOperation)
+			e.u8(recPutOperation2)
 			e.str(o.ID)
 			e.str(o.Space)
 			e.str(o.Kind)
@@ -122,9 +126,13 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.bytes(o.Error)
 			e.str(o.IdempotencyKey)
 			e.str(o.Principal)
+			e.str(o.FormURL)
 			e.bytes(o.Intent)
 			e.time(o.CreateTime)
 			e.time(o.UpdateTime)
+		case DeleteOperation:
+			e.u8(recDeleteOperation)
+			e.str(m.ID)
 		case PutIdempotency:
 			r := &m.Record
 			e.u8(recPutIdempotency)
@@ -340,7 +348,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			muts = append(muts, PutResource{r})
 		case recDeleteResource:
 			muts = append(muts, DeleteResource{UID: d.str()})
-		case recPutOperation:
+		case recPutOperation, recPutOperation2:
 			var o Operation
 			o.ID = d.str()
 			o.Space = d.str()
@@ -351,10 +359,15 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			o.Error = d.bytes()
 			o.IdempotencyKey = d.str()
 			o.Principal = d.str()
+			if t == recPutOperation2 {
+				o.FormURL = d.str()
+			}
 			o.Intent = d.bytes()
 			o.CreateTime = d.time()
 			o.UpdateTime = d.time()
 			muts = append(muts, PutOperation{o})
+		case recDeleteOperation:
+			muts = append(muts, DeleteOperation{ID: d.str()})
 		case recPutIdempotency:
 			var r IdempotencyRecord
 			r.Scope = d.str()

@@ -18,7 +18,8 @@ func allMutations() []Mutation {
 		PutResource{Resource{UID: "u2", Exports: []string{}, Spec: json.RawMessage{}}},
 		DeleteResource{UID: "u"},
 		PutOperation{Operation{ID: "o", Space: "s", Kind: "create", ResourceUID: "u", State: OpFailed, Effect: EffectNone,
-			Error: json.RawMessage(`{"status":500}`), IdempotencyKey: "k", Principal: "p", Intent: json.RawMessage(`{}`), CreateTime: t1, UpdateTime: t1}},
+			Error: json.RawMessage(`{"status":500}`), IdempotencyKey: "k", Principal: "p", FormURL: "f", Intent: json.RawMessage(`{}`), CreateTime: t1, UpdateTime: t1}},
+		DeleteOperation{ID: "o"},
 		PutIdempotency{IdempotencyRecord{Scope: "sc", Key: "k", Fingerprint: "fp", OperationID: "o", CreateTime: t1}},
 		DeleteIdempotency{Scope: "sc", Key: "k"},
 		AcceptMessage{Message{Queue: "q", ID: "m", AcceptedAt: 1 << 40, VisibleAt: -1, Attempts: 3, Lease: "b", Size: 4}, []byte("body")},
@@ -46,7 +47,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(meta, meta2) {
 		t.Fatalf("meta %v vs %v", meta, meta2)
 	}
-	am := meta[6]
+	am := meta[7]
 	if string(p[am.bodyOff:am.bodyOff+4]) != "body" {
 		t.Fatalf("body offset %d wrong", am.bodyOff)
 	}

@@ -25,7 +25,7 @@ func (m *Memory) Apply(ctx context.Context, muts ...Mutation) error {
 	}
 	for _, mu := range muts {
 		switch mu.(type) {
-		case PutResource, DeleteResource, PutOperation, PutIdempotency, DeleteIdempotency,
+		case PutResource, DeleteResource, PutOperation, DeleteOperation, PutIdempotency, DeleteIdempotency,
 			AcceptMessage, DeliverMessages, RetryMessage, RemoveMessages, DropQueue:
 		default:
 			return fmt.Errorf("store: unknown mutation %T", mu)

@@ -13,6 +13,9 @@ type DeleteResource struct{ UID string }
 // PutOperation creates or replaces an Operation record.
 type PutOperation struct{ Operation Operation }
 
+// DeleteOperation forgets a finished Operation (see Store.ExpireRecords).
+type DeleteOperation struct{ ID string }
+
 // PutIdempotency creates or replaces an idempotency record.
 type PutIdempotency struct{ Record IdempotencyRecord }
 
@@ -64,6 +67,7 @@ type DropQueue struct{ Queue string }
 func (PutResource) mutation()       {}
 func (DeleteResource) mutation()    {}
 func (PutOperation) mutation()      {}
+func (DeleteOperation) mutation()   {}
 func (PutIdempotency) mutation()    {}
 func (DeleteIdempotency) mutation() {}
 func (AcceptMessage) mutation()     {}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // core holds the state and the read methods both backends share.
@@ -186,4 +187,55 @@ func Body(ctx context.Context, s Store, queue, id string) ([]byte, error) {
 		return nil, notFound("message", id)
 	}
 	return bs[0], nil
+}
+
+// expireBatch bounds the records one Apply of ExpireRecords removes, so
+// that a first expiry of a long history is many small frames, not one
+// large one.
+const expireBatch = 1000
+
+// expireRecords is ExpireRecords for both backends: it lists what has
+// expired under the read lock, then removes it through apply, in batches.
+// A record listed here cannot come back to life before it is removed: a
+// Done Operation is never reopened, and an idempotency record is only
+// listed when its Operation is Done or gone.
+func (c *core) expireRecords(ctx context.Context, cutoff time.Time, apply func(context.Context, ...Mutation) error) (int, error) {
+	if err := c.rlockMeta(ctx); err != nil {
+		return 0, err
+	}
+	var muts []Mutation
+	for id, e := range c.st.ops {
+		if e.o.Done() && e.o.UpdateTime.Before(cutoff) {
+			muts = append(muts, DeleteOperation{ID: id})
+		}
+	}
+	for k, e := range c.st.idem {
+		if !e.r.CreateTime.Before(cutoff) {
+			continue
+		}
+		if op := c.st.ops[e.r.OperationID]; op == nil || (op.o.Done() && op.o.UpdateTime.Before(cutoff)) {
+			muts = append(muts, DeleteIdempotency{Scope: k.scope, Key: k.key})
+		}
+	}
+	c.meta.RUnlock()
+	done := 0
+	for len(muts) > 0 {
+		n := min(len(muts), expireBatch)
+		if err := apply(ctx, muts[:n]...); err != nil {
+			return done, err
+		}
+		done += n
+		muts = muts[n:]
+	}
+	return done, nil
+}
+
+// ExpireRecords implements Store.
+func (m *Memory) ExpireRecords(ctx context.Context, cutoff time.Time) (int, error) {
+	return m.expireRecords(ctx, cutoff, m.Apply)
+}
+
+// ExpireRecords implements Store.
+func (s *Journaled) ExpireRecords(ctx context.Context, cutoff time.Time) (int, error) {
+	return s.expireRecords(ctx, cutoff, s.Apply)
 }

@@ -349,7 +349,7 @@ func (s *state) segmentLive(seg uint64) int64 { return s.metaLive[seg] + s.live[
 func mutationKinds(muts []Mutation) (meta, msgs bool) {
 	for _, m := range muts {
 		switch m.(type) {
-		case PutResource, DeleteResource, PutOperation, PutIdempotency, DeleteIdempotency:
+		case PutResource, DeleteResource, PutOperation, DeleteOperation, PutIdempotency, DeleteIdempotency:
 			meta = true
 		default:
 			msgs = true
@@ -401,6 +401,9 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			}
 		case PutOperation:
 			o := cloneOperation(m.Operation)
+			if o.Done() {
+				o.Intent = nil
+			}
 			o.CreateTime, o.UpdateTime = normTime(o.CreateTime), normTime(o.UpdateTime)
 			e := s.ops[o.ID]
 			if e == nil {
@@ -411,6 +414,11 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			}
 			e.anchor = s.anchorAt(seg, size)
 			e.o = o
+		case DeleteOperation:
+			if e := s.ops[m.ID]; e != nil {
+				s.unanchor(e.anchor)
+				delete(s.ops, m.ID)
+			}
 		case PutIdempotency:
 			r := m.Record
 			r.CreateTime = normTime(r.CreateTime)

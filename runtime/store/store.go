@@ -107,10 +107,15 @@ type Operation struct {
 	Error          json.RawMessage `json:"error,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
 	Principal      string          `json:"principal"`
+	// FormURL is the Form of the resource the Operation changes: what a
+	// reader of the Operation must be allowed to read. It outlives Intent.
+	FormURL string `json:"formUrl,omitempty"`
 	// Intent is the journaled description of the effect the Operation is
 	// about to cause (the desired resource record, for example). An
 	// Operation with an intent and no outcome is settled by observation on
-	// restart, or stays reconciling.
+	// restart, or stays reconciling. A store drops the intent of a Done
+	// Operation (it reads back nil): it can hold a whole resource, module
+	// content included, and nothing needs it once the outcome is recorded.
 	Intent     json.RawMessage `json:"intent,omitempty"`
 	CreateTime time.Time       `json:"createTime"`
 	UpdateTime time.Time       `json:"updateTime"`
@@ -191,4 +196,13 @@ type Store interface {
 	Bodies(ctx context.Context, queue string, ids []string) ([][]byte, error)
 
 	Close() error
+
+	// ExpireRecords removes the Operations that are Done and were last
+	// updated before cutoff, and the idempotency records created before
+	// cutoff whose Operation is Done or gone, as DeleteOperation and
+	// DeleteIdempotency mutations; it returns how many records it removed.
+	// An unfinished Operation and the key that names it are never removed,
+	// however old. The host calls it with now minus the contract's 24
+	// hours, so that finished history does not grow without bound.
+	ExpireRecords(ctx context.Context, cutoff time.Time) (int, error)
 }

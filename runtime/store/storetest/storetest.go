@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("Resources", h.wrap(testResources))
 	t.Run("Operations", h.wrap(testOperations))
 	t.Run("Idempotency", h.wrap(testIdempotency))
+	t.Run("ExpireRecords", h.wrap(testExpireRecords))
 	t.Run("Messages", h.wrap(testMessages))
 	t.Run("AcceptReplaces", h.wrap(testAcceptReplaces))
 	t.Run("DropQueue", h.wrap(testDropQueue))
@@ -203,7 +204,7 @@ func uids(rs []store.Resource) []string {
 func operation(id string, state string, at int) store.Operation {
 	return store.Operation{
 		ID: id, Space: "s1", Kind: "create", ResourceUID: "u1", State: state, Effect: store.EffectNone,
-		IdempotencyKey: "k-" + id, Principal: "p1",
+		IdempotencyKey: "k-" + id, Principal: "p1", FormURL: "https://forms.example/Thing/1.0.0/",
 		Intent:     json.RawMessage(`{"want":"` + id + `"}`),
 		CreateTime: t0.Add(time.Duration(at) * time.Second), UpdateTime: t0.Add(time.Hour),
 	}
@@ -220,6 +221,9 @@ func testOperations(e *env) {
 	o2.State, o2.Effect = store.OpFailed, store.EffectPartial
 	o2.Error = json.RawMessage(`{"type":"about:blank","status":500}`)
 	e.apply(store.PutOperation{Operation: o2})
+	// A Done Operation reads back without its intent (which can hold a
+	// whole resource); its FormURL stays, for authorisation.
+	o2.Intent, o4.Intent = nil, nil
 	e.reopen(func() {
 		for _, want := range []store.Operation{o1, o2, o3, o4} {
 			got, err := e.s.Operation(e.ctx, want.ID)
@@ -236,6 +240,68 @@ func testOperations(e *env) {
 		}
 		same(e.T, "UnfinishedOperations (reconciling is not done)", un, []store.Operation{o3, o1})
 	})
+}
+
+func testExpireRecords(e *env) {
+	cutoff := t0.Add(24 * time.Hour)
+	old := func(id, state string) store.Operation {
+		o := operation(id, state, 0)
+		o.UpdateTime = cutoff.Add(-time.Second)
+		return o
+	}
+	oldDone := old("old-done", store.OpSucceeded)
+	oldFailed := old("old-failed", store.OpFailed)
+	oldRunning := old("old-running", store.OpRunning) // never expires: unresolved
+	oldReconciling := old("old-reconciling", store.OpReconciling)
+	newDone := operation("new-done", store.OpSucceeded, 0)
+	newDone.UpdateTime = cutoff // not before the cutoff
+	key := func(op string, at time.Time) store.IdempotencyRecord {
+		return store.IdempotencyRecord{Scope: "p|s|POST|/x", Key: "k-" + op, Fingerprint: "f", OperationID: op, CreateTime: at}
+	}
+	early := t0
+	muts := []store.Mutation{}
+	for _, o := range []store.Operation{oldDone, oldFailed, oldRunning, oldReconciling, newDone} {
+		muts = append(muts, store.PutOperation{Operation: o}, store.PutIdempotency{Record: key(o.ID, early)})
+	}
+	orphan := key("gone", early)      // its Operation no longer exists
+	recent := key("gone-too", cutoff) // not created before the cutoff
+	muts = append(muts, store.PutIdempotency{Record: orphan}, store.PutIdempotency{Record: recent})
+	e.apply(muts...)
+
+	n, err := e.s.ExpireRecords(e.ctx, cutoff)
+	if err != nil {
+		e.Fatal(err)
+	}
+	// old-done, old-failed, and the keys of those two and of "gone".
+	same(e.T, "records expired", n, 5)
+	e.reopen(func() {
+		for _, id := range []string{oldDone.ID, oldFailed.ID} {
+			_, err := e.s.Operation(e.ctx, id)
+			e.notFound(err, "expired Operation "+id)
+			_, err = e.s.Idempotency(e.ctx, "p|s|POST|/x", "k-"+id)
+			e.notFound(err, "key of expired Operation "+id)
+		}
+		_, err := e.s.Idempotency(e.ctx, orphan.Scope, orphan.Key)
+		e.notFound(err, "old key of a missing Operation")
+		for _, id := range []string{oldRunning.ID, oldReconciling.ID, newDone.ID} {
+			if _, err := e.s.Operation(e.ctx, id); err != nil {
+				e.Fatalf("Operation %s must stay: %v", id, err)
+			}
+			if _, err := e.s.Idempotency(e.ctx, "p|s|POST|/x", "k-"+id); err != nil {
+				e.Fatalf("the key of Operation %s must stay: %v", id, err)
+			}
+		}
+		if _, err := e.s.Idempotency(e.ctx, recent.Scope, recent.Key); err != nil {
+			e.Fatalf("a key created at the cutoff must stay: %v", err)
+		}
+	})
+	n, err = e.s.ExpireRecords(e.ctx, cutoff)
+	if err != nil {
+		e.Fatal(err)
+	}
+	same(e.T, "records expired by a second call", n, 0)
+	// DeleteOperation of an unknown ID is a no-op.
+	e.apply(store.DeleteOperation{ID: "nope"})
 }
 
 func testIdempotency(e *env) {
@@ -393,7 +459,7 @@ func testNoOps(e *env) {
 
 func testCopies(e *env) {
 	r := resource("u1", "s", "n", "f", 0)
-	o := operation("o1", store.OpFailed, 0)
+	o := operation("o1", store.OpReconciling, 0) // not Done: its intent stays
 	o.Error = json.RawMessage(`{"status":500}`)
 	m := msg("q", "m", 1, "body")
 	e.apply(store.PutResource{Resource: r}, store.PutOperation{Operation: o}, m)

@@ -28,6 +28,11 @@ const (
 	bundleGlobal = "__takoform_worker"
 	bundleFile   = "worker.js"
 	modNamespace = "takoform-module"
+	// entryName is the entry point esbuild is given. esbuild looks for a
+	// file of the entry point's name in the working directory before any
+	// plugin runs (and expands "*" as a glob); a name holding NUL can be no
+	// file, so the main module's name never meets the file system.
+	entryName = "\x00takoform-main"
 )
 
 // Program is a WorkerVersion's modules bundled into one script and compiled
@@ -108,8 +113,8 @@ func bundle(v *abi.Version, maxBytes int) (string, error) {
 
 	plugin := api.Plugin{Name: "takoform-modules", Setup: func(b api.PluginBuild) {
 		b.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(a api.OnResolveArgs) (api.OnResolveResult, error) {
-			if a.Kind == api.ResolveEntryPoint {
-				return api.OnResolveResult{Path: a.Path, Namespace: modNamespace}, nil
+			if a.Kind == api.ResolveEntryPoint && a.Path == entryName {
+				return api.OnResolveResult{Path: v.MainModule, Namespace: modNamespace}, nil
 			}
 			name, ok := resolveModule(a.Path, a.Importer, mods)
 			if !ok {
@@ -131,7 +136,7 @@ func bundle(v *abi.Version, maxBytes int) (string, error) {
 	}}
 
 	res := api.Build(api.BuildOptions{
-		EntryPoints:    []string{v.MainModule},
+		EntryPoints:    []string{entryName},
 		Bundle:         true,
 		Write:          false,
 		Outfile:        bundleFile,
@@ -234,23 +239,63 @@ func gojaCompileError(err error) *abi.CompileError {
 
 // probeHandlers evaluates the program in a scratch runtime (with the full
 // global surface, no env) and reports which handlers the default export
-// provides. Top-level code runs under the startup time limit.
+// provides. Top-level code and the lookup run under the startup time limit
+// together; the lookup reads property descriptors along the prototype chain
+// with the intrinsics taken before worker code ran, so a getter is never
+// called (a handler must be a data property) and a Proxy's traps run under
+// the timer.
 func probeHandlers(p *Program, limit time.Duration) ([]string, error) {
 	inst, err := newBareInstance(nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	def, err := evalProgram(inst.vm, p, limit)
+	vm := inst.vm
+	object := vm.Get("Object").ToObject(vm)
+	getOwn, _ := goja.AssertFunction(object.Get("getOwnPropertyDescriptor"))
+	getProto, _ := goja.AssertFunction(object.Get("getPrototypeOf"))
+	deadline := time.Now().Add(limit)
+	def, err := evalProgram(vm, p, limit)
 	if err != nil {
 		return nil, err
 	}
-	var hs []string
-	for _, name := range []string{HandlerFetch, HandlerQueue} {
-		if _, ok := goja.AssertFunction(def.Get(name)); ok {
-			hs = append(hs, name)
+	t := time.AfterFunc(time.Until(deadline), func() { vm.Interrupt(errStartupTimeout) })
+	hs, err := lookupHandlers(vm, def, getOwn, getProto)
+	if !t.Stop() && err == nil {
+		err = &goja.InterruptedError{}
+	}
+	if err != nil {
+		if _, ok := err.(*goja.InterruptedError); ok {
+			return nil, &abi.CompileError{Message: fmt.Sprintf("the modules' top-level code and the lookup of the default export's handlers ran longer than %s", limit)}
 		}
+		ce := topLevelError(err)
+		ce.Message = strings.Replace(ce.Message, "top-level code threw", "looking up the default export's handlers threw", 1)
+		return nil, ce
 	}
 	sort.Strings(hs)
+	return hs, nil
+}
+
+func lookupHandlers(vm *goja.Runtime, def *goja.Object, getOwn, getProto goja.Callable) ([]string, error) {
+	var hs []string
+	for _, name := range []string{HandlerFetch, HandlerQueue} {
+		var o goja.Value = def
+		for depth := 0; depth < 64 && o != nil && !goja.IsNull(o) && !goja.IsUndefined(o); depth++ {
+			desc, err := getOwn(goja.Undefined(), o, vm.ToValue(name))
+			if err != nil {
+				return nil, err
+			}
+			if !goja.IsUndefined(desc) {
+				// desc is a fresh ordinary object made by the intrinsic.
+				if _, ok := goja.AssertFunction(desc.ToObject(vm).Get("value")); ok {
+					hs = append(hs, name)
+				}
+				break
+			}
+			if o, err = getProto(goja.Undefined(), o); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return hs, nil
 }
 

@@ -150,3 +150,51 @@ func TestProgramCachedPerUID(t *testing.T) {
 		t.Fatal("Evict kept the program")
 	}
 }
+
+func oneModule(name, src string) *abi.Version {
+	return &abi.Version{UID: "v-" + name, Space: "s", WorkerUID: "w", MainModule: name, Modules: []abi.Module{{Name: name, Content: src}}}
+}
+
+// The bundler never looks at the file system: a main module named like a
+// file in the working directory (this package's compile.go) or like a glob
+// loads from the version's modules.
+func TestMainModuleNamesNeverMeetTheFileSystem(t *testing.T) {
+	for _, name := range []string{"compile.go", "testdata", "*.go", "go.mod"} {
+		p, err := Compile(oneModule(name, "export default { queue() {} };"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(p.Handlers, []string{"queue"}) {
+			t.Fatalf("%s: handlers %v", name, p.Handlers)
+		}
+	}
+}
+
+// The handler probe reads descriptors along the prototype chain: methods of
+// a class instance count, a getter is never called, and a Proxy whose traps
+// spin is stopped by the startup limit.
+func TestHandlerProbeReadsDescriptors(t *testing.T) {
+	opts := Options{StartupTimeout: 300 * time.Millisecond}.withDefaults()
+	p, err := compile(oneModule("main.js", "export default new (class { fetch() {} queue() {} })();"), opts)
+	if err != nil || !reflect.DeepEqual(p.Handlers, []string{"fetch", "queue"}) {
+		t.Fatalf("class instance: %v %v", p, err)
+	}
+	p, err = compile(oneModule("main.js", "export default { get queue() { for (;;) {} }, fetch() {} };"), opts)
+	if err != nil || !reflect.DeepEqual(p.Handlers, []string{"fetch"}) {
+		t.Fatalf("getter: %v %v", p, err)
+	}
+	for _, src := range []string{
+		"export default new Proxy({}, { getOwnPropertyDescriptor() { for (;;) {} } });",
+		"export default new Proxy({}, { getPrototypeOf() { for (;;) {} } });",
+	} {
+		_, err = compile(oneModule("main.js", src), opts)
+		var ce *abi.CompileError
+		if !errors.As(err, &ce) || !strings.Contains(ce.Message, "ran longer than") {
+			t.Fatalf("%s: %v", src, err)
+		}
+	}
+	_, err = compile(oneModule("main.js", "export default new Proxy({}, { getOwnPropertyDescriptor() { throw new Error('nope'); } });"), opts)
+	if err == nil || !strings.Contains(err.Error(), "looking up the default export's handlers threw") {
+		t.Fatalf("throwing trap: %v", err)
+	}
+}

@@ -36,8 +36,12 @@
 // innermost frame) or runs longer than Options.StartupTimeout (default 5 s),
 // and a main module whose default export is missing, null/undefined or not
 // an object. The handlers the default export provides are found by
-// evaluating the script in a scratch runtime and taking the properties
-// "fetch" and "queue" whose typeof is "function" (Program.Handlers).
+// evaluating the script in a scratch runtime and reading the property
+// descriptors of "fetch" and "queue" along the default export's prototype
+// chain, under the same startup limit (a getter is never called; a handler
+// is a data property whose value is a function; Program.Handlers). The
+// entry point given to esbuild is a name no file can have, so the main
+// module's name never meets the working directory.
 // Programs are cached per version UID (versions are immutable); failures
 // are not cached.
 //
@@ -115,7 +119,9 @@
 // link-local addresses (169.254.0.0/16, fe80::/10), link-local multicast,
 // unspecified addresses and cloud metadata addresses (169.254.169.254,
 // fd00:ec2::254, 100.100.100.200, 192.0.0.192), also IPv4-mapped or behind
-// NAT64 (64:ff9b::/96). No proxy from the environment. The request is
+// NAT64 (64:ff9b::/96); and loopback, private (RFC 1918, fc00::/7) and
+// shared (100.64.0.0/10) addresses unless that IP literal itself is an
+// allowed host (NewOutboundTransport). No proxy from the environment. The request is
 // bounded by the invocation's deadline. Failures reject with a TypeError.
 //
 // # queue(batch, env, ctx)
@@ -176,9 +182,10 @@
 //
 // # Logs
 //
-// Each worker has a ring of Options.LogEntries entries {seq, timeMillis,
+// Each worker has a ring (a LogBook) of Options.LogEntries entries {seq, timeMillis,
 // level, message, versionUID}; seq starts at 1 and increases per worker for
 // the Runtime's life (not persisted). console arguments are joined by
 // spaces, strings as they are, other values in a short inspect format,
-// Errors by their stack.
+// Errors by their stack. With Options.LogSink set, lines go to the sink
+// instead (a sandbox process forwards them to the host's LogBook).
 package js

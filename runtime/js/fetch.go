@@ -245,7 +245,7 @@ func (c *fetchCall) finish(res goja.Value) error {
 	return err
 }
 
-func (e *version) logError(msg string) { e.rt.logs.add(e.v.WorkerUID, e.v.UID, "error", msg) }
+func (e *version) logError(msg string) { e.rt.addLog(e.v.WorkerUID, e.v.UID, "error", msg) }
 
 // httpResponse converts what responseParts returned.
 func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {
@@ -505,7 +505,11 @@ func (rt *Runtime) doFetch(ctx context.Context, method, rawURL string, hdrs [][2
 }
 
 // hostAllowed matches u's host against Options.AllowedFetchHosts.
-func (rt *Runtime) hostAllowed(u *url.URL) bool {
+func (rt *Runtime) hostAllowed(u *url.URL) bool { return HostAllowed(rt.opts.AllowedFetchHosts, u) }
+
+// HostAllowed matches u's host (and its port, the scheme's default when u
+// names none) against allowed, patterns as in Options.AllowedFetchHosts.
+func HostAllowed(allowed []string, u *url.URL) bool {
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 	if host == "" {
 		return false
@@ -514,7 +518,7 @@ func (rt *Runtime) hostAllowed(u *url.URL) bool {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	for _, a := range rt.opts.AllowedFetchHosts {
+	for _, a := range allowed {
 		a = strings.ToLower(strings.TrimSpace(a))
 		switch {
 		case a == "":
@@ -534,6 +538,38 @@ func (rt *Runtime) hostAllowed(u *url.URL) bool {
 	}
 	return false
 }
+
+// literalAllowed reports whether allowed names ip (with port, or with no
+// port) as an IP literal: the only way to reach a loopback or private
+// address.
+func literalAllowed(allowed []string, ip netip.Addr, port string) bool {
+	for _, a := range allowed {
+		a = strings.TrimSpace(a)
+		h, p, err := net.SplitHostPort(a)
+		if err != nil {
+			h, p = a, ""
+		}
+		lit, err := netip.ParseAddr(strings.Trim(h, "[]"))
+		if err == nil && lit.Unmap() == ip.Unmap() && (p == "" || p == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// internalAddr reports whether ip is loopback, private (RFC 1918, ULA
+// fc00::/7) or shared address space (100.64.0.0/10): addresses a name may
+// not resolve to, only an allow-listed IP literal may reach.
+func internalAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if nat64.Contains(ip) {
+		b := ip.As16()
+		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	return ip.IsLoopback() || ip.IsPrivate() || cgnat.Contains(ip)
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // Addresses never dialled, whatever name resolved to them.
 var metadataAddrs = []netip.Addr{
@@ -569,11 +605,22 @@ func (rt *Runtime) newFetchClient() *http.Client {
 	if rt.opts.Transport != nil {
 		return &http.Client{Transport: rt.opts.Transport}
 	}
+	return &http.Client{Transport: NewOutboundTransport(rt.opts.AllowedFetchHosts)}
+}
+
+// NewOutboundTransport is the transport of workers' outbound fetch: no
+// proxy from the environment, and a dialler that checks the IP actually
+// connected to, whatever name resolved to it. It refuses link-local,
+// unspecified and cloud metadata addresses always, and loopback, private
+// and shared addresses unless that IP literal is in allowed (a name that
+// resolves to 127.0.0.1 is refused even when the name is allowed).
+func NewOutboundTransport(allowed []string) *http.Transport {
+	allowed = append([]string(nil), allowed...)
 	d := &net.Dialer{
 		Timeout:   10 * time.Second,
 		KeepAlive: 30 * time.Second,
 		Control: func(network, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
+			host, port, err := net.SplitHostPort(address)
 			if err != nil {
 				return err
 			}
@@ -584,10 +631,13 @@ func (rt *Runtime) newFetchClient() *http.Client {
 			if blockedAddr(ip) {
 				return fmt.Errorf("refusing to connect to %s: link-local and cloud metadata addresses are not reachable from workers", host)
 			}
+			if internalAddr(ip) && !literalAllowed(allowed, ip, port) {
+				return fmt.Errorf("refusing to connect to %s: loopback and private addresses are reachable only when that IP literal is an allowed host", host)
+			}
 			return nil
 		},
 	}
-	return &http.Client{Transport: &http.Transport{
+	return &http.Transport{
 		Proxy:                 nil, // no environment: never a proxy from HTTP_PROXY
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,
@@ -595,5 +645,5 @@ func (rt *Runtime) newFetchClient() *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-	}}
+	}
 }

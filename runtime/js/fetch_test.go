@@ -278,3 +278,28 @@ func TestAllocationGuard(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// An allowed name that resolves to loopback is refused at dial time; only
+// the IP literal itself, allowed, reaches loopback.
+func TestOutboundFetchNameToLoopbackRefused(t *testing.T) {
+	srv := outboundServer(t)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	rt := New(Options{AllowedFetchHosts: []string{"localhost"}})
+	defer rt.Close()
+	got := outbound(t, rt, "http://localhost:"+port+"/x")
+	e, _ := got["error"].(map[string]any)
+	if e == nil || !strings.Contains(e["message"].(string), "loopback and private addresses") {
+		t.Fatalf("got %v", got)
+	}
+	for addr, internal := range map[string]bool{
+		"127.0.0.1": true, "::1": true, "10.1.2.3": true, "192.168.0.1": true, "172.16.0.1": true, "fd12::1": true,
+		"100.64.0.1": true, "::ffff:127.0.0.1": true, "93.184.216.34": false, "2001:db8::1": false,
+	} {
+		if got := internalAddr(netip.MustParseAddr(addr)); got != internal {
+			t.Errorf("%s: internal %v", addr, got)
+		}
+	}
+	if !literalAllowed([]string{"127.0.0.1:80"}, netip.MustParseAddr("127.0.0.1"), "80") || literalAllowed([]string{"127.0.0.1:80"}, netip.MustParseAddr("127.0.0.1"), "81") {
+		t.Errorf("literalAllowed")
+	}
+}

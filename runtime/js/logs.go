@@ -20,10 +20,22 @@ type LogEntry struct {
 // oldest first (after 0: from the oldest kept). limit <= 0 means 100. The
 // ring keeps Options.LogEntries entries per worker; older ones are gone.
 func (rt *Runtime) Logs(workerUID string, after int64, limit int) []LogEntry {
-	return rt.logs.list(workerUID, after, limit)
+	return rt.logs.List(workerUID, after, limit)
 }
 
-type logStore struct {
+// NewLogBook makes a LogBook keeping size entries per worker (default
+// DefaultLogEntries when size <= 0).
+func NewLogBook(size int) *LogBook {
+	if size <= 0 {
+		size = DefaultLogEntries
+	}
+	return newLogBook(size)
+}
+
+// LogBook holds one log ring per worker. A Runtime keeps one (see
+// Runtime.Logs); a host that runs workers out of process keeps its own and
+// adds the entries its sandboxes report (Options.LogSink).
+type LogBook struct {
 	size int
 	mu   sync.Mutex
 	ring map[string]*logRing
@@ -36,11 +48,12 @@ type logRing struct {
 	nextSeq int64
 }
 
-func newLogStore(size int) *logStore {
-	return &logStore{size: size, ring: map[string]*logRing{}, now: time.Now}
+func newLogBook(size int) *LogBook {
+	return &LogBook{size: size, ring: map[string]*logRing{}, now: time.Now}
 }
 
-func (s *logStore) add(worker, versionUID, level, msg string) {
+// Add appends an entry to the worker's ring, cutting msg to 16 KiB.
+func (s *LogBook) Add(worker, versionUID, level, msg string) {
 	if len(msg) > maxLogMessageBytes {
 		cut := maxLogMessageBytes
 		for cut > 0 && !utf8.RuneStart(msg[cut]) {
@@ -65,7 +78,8 @@ func (s *logStore) add(worker, versionUID, level, msg string) {
 	r.start = (r.start + 1) % s.size
 }
 
-func (s *logStore) list(worker string, after int64, limit int) []LogEntry {
+// List is Runtime.Logs on this book.
+func (s *LogBook) List(worker string, after int64, limit int) []LogEntry {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -84,4 +98,11 @@ func (s *logStore) list(worker string, after int64, limit int) []LogEntry {
 		}
 	}
 	return out
+}
+
+// Forget drops a worker's ring (for example once the worker is deleted).
+func (s *LogBook) Forget(worker string) {
+	s.mu.Lock()
+	delete(s.ring, worker)
+	s.mu.Unlock()
 }

@@ -197,26 +197,26 @@ func TestConsoleLevels(t *testing.T) {
 }
 
 func TestLogRing(t *testing.T) {
-	s := newLogStore(3)
+	s := newLogBook(3)
 	for i := 0; i < 5; i++ {
-		s.add("w", "v", "log", string(rune('a'+i)))
+		s.Add("w", "v", "log", string(rune('a'+i)))
 	}
-	got := s.list("w", 0, 10)
+	got := s.List("w", 0, 10)
 	if len(got) != 3 || got[0].Seq != 3 || got[0].Message != "c" || got[2].Seq != 5 {
 		t.Fatalf("%+v", got)
 	}
-	if got := s.list("w", 3, 1); len(got) != 1 || got[0].Seq != 4 {
+	if got := s.List("w", 3, 1); len(got) != 1 || got[0].Seq != 4 {
 		t.Fatalf("%+v", got)
 	}
-	if got := s.list("other", 0, 10); len(got) != 0 {
+	if got := s.List("other", 0, 10); len(got) != 0 {
 		t.Fatalf("%+v", got)
 	}
 	long := make([]byte, maxLogMessageBytes+10)
 	for i := range long {
 		long[i] = 'x'
 	}
-	s.add("w", "v", "log", string(long))
-	if m := s.list("w", 5, 1)[0].Message; len(m) != maxLogMessageBytes+len("…") {
+	s.Add("w", "v", "log", string(long))
+	if m := s.List("w", 5, 1)[0].Message; len(m) != maxLogMessageBytes+len("…") {
 		t.Fatalf("long message kept %d bytes", len(m))
 	}
 }

@@ -68,6 +68,10 @@ type Options struct {
 	// Logger receives the host-side events (runtime discarded, compile
 	// failures); nil discards them.
 	Logger *slog.Logger
+	// LogSink, when set, receives every worker log line instead of the
+	// Runtime's own LogBook (Runtime.Logs then stays empty): a sandbox
+	// process forwards its lines to the host this way.
+	LogSink func(workerUID, versionUID, level, message string)
 	// Transport, when set, replaces the outbound fetch transport. The host
 	// allow-list is still checked for every request and redirect, but the
 	// dial-time address checks are then the transport's job. For tests.
@@ -107,7 +111,7 @@ func (o Options) withDefaults() Options {
 type Runtime struct {
 	opts   Options
 	client *http.Client
-	logs   *logStore
+	logs   *LogBook
 
 	mu       sync.Mutex
 	closed   bool
@@ -117,9 +121,17 @@ type Runtime struct {
 // New makes a Runtime.
 func New(opts Options) *Runtime {
 	opts = opts.withDefaults()
-	rt := &Runtime{opts: opts, versions: map[string]*version{}, logs: newLogStore(opts.LogEntries)}
+	rt := &Runtime{opts: opts, versions: map[string]*version{}, logs: newLogBook(opts.LogEntries)}
 	rt.client = rt.newFetchClient()
 	return rt
+}
+
+func (rt *Runtime) addLog(worker, versionUID, level, msg string) {
+	if rt.opts.LogSink != nil {
+		rt.opts.LogSink(worker, versionUID, level, msg)
+		return
+	}
+	rt.logs.Add(worker, versionUID, level, msg)
 }
 
 // Close evicts every version: idle runtimes are dropped at once, busy ones
@@ -256,7 +268,7 @@ func (in *instance) log(level, msg string) {
 	if in.rt == nil || in.ver == nil {
 		return
 	}
-	in.rt.logs.add(in.ver.v.WorkerUID, in.ver.v.UID, level, msg)
+	in.rt.addLog(in.ver.v.WorkerUID, in.ver.v.UID, level, msg)
 }
 
 // run checks an instance out of the version's pool, runs f on it and

@@ -9,8 +9,9 @@
 // so live apply and recovery share one code path.
 //
 // The embedded backend is the file journal in runtime/journal (see Open in
-// journaled.go). A PostgreSQL backend would translate each Mutation into SQL
-// inside one transaction and must pass the same suite in runtime/store/storetest.
+// journaled.go). The PostgreSQL backend, runtime/store/pgstore, translates
+// each Apply into one transaction, so that several hosts can share one
+// database; every backend passes the same suite in runtime/store/storetest.
 //
 // Two backends live here. Journaled (Open) is the durable one: each Apply
 // is one CRC-checked frame of the group-committed journal, applied to

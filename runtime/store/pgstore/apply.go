@@ -1,0 +1,444 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// applyReq is one Apply waiting for its group commit.
+type applyReq struct {
+	muts []store.Mutation
+	done chan error
+}
+
+// Apply makes muts durable as one transaction (possibly shared with other
+// Applies waiting at the same moment), then returns. On error nothing of
+// it was applied.
+func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	for _, m := range muts {
+		switch m.(type) {
+		case store.PutResource, store.DeleteResource, store.PutOperation, store.DeleteOperation, store.PutIdempotency, store.DeleteIdempotency,
+			store.AcceptMessage, store.DeliverMessages, store.RetryMessage, store.RemoveMessages, store.DropQueue:
+		default:
+			return fmt.Errorf("pgstore: unknown mutation %T", m)
+		}
+	}
+	if len(muts) == 0 {
+		return nil
+	}
+	r := &applyReq{muts: muts, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.done:
+		return store.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Taken by a committer: the outcome is known only when it answers, so
+	// wait for it even if ctx ends (an Apply must not return while its
+	// transaction may still commit).
+	return <-r.done
+}
+
+// committer takes one waiting Apply, then every other one already waiting
+// (up to MaxGroup mutations), and commits them together.
+func (s *Store) committer() {
+	for {
+		var first *applyReq
+		select {
+		case <-s.done:
+			return
+		case first = <-s.reqs:
+		}
+		group := []*applyReq{first}
+		n := len(first.muts)
+	more:
+		for n < s.cfg.MaxGroup {
+			select {
+			case r := <-s.reqs:
+				group = append(group, r)
+				n += len(r.muts)
+			default:
+				break more
+			}
+		}
+		s.commitGroup(group)
+	}
+}
+
+// commitGroup commits a group and answers each of its Applies. When the
+// group fails for a reason other than the connection (an Apply the
+// database refuses), each Apply is retried alone, so that one bad Apply
+// does not fail the others.
+func (s *Store) commitGroup(group []*applyReq) {
+	err := s.commit(group)
+	if err != nil && len(group) > 1 && !isConnErr(err) {
+		for _, r := range group {
+			r.done <- s.commit([]*applyReq{r})
+		}
+		return
+	}
+	for _, r := range group {
+		r.done <- err
+	}
+}
+
+// errInDoubtRolledBack: a commit was in doubt and resolved as not applied.
+var errInDoubtRolledBack = errors.New("pgstore: commit in doubt, resolved as rolled back")
+
+// commit runs the group's transaction until it commits, fails for good, or
+// RetryTimeout passes. The error it returns wraps store.ErrUnavailable.
+func (s *Store) commit(group []*applyReq) error {
+	ctx := context.Background()
+	deadline := time.Now().Add(s.cfg.RetryTimeout)
+	backoff := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		id := rand.Int64()
+		err := s.tryCommit(ctx, group, id)
+		if err == nil {
+			if s.commits.Add(1)%1024 == 0 {
+				s.trimCommits(ctx)
+			}
+			return nil
+		}
+		var inDoubt *inDoubtError
+		if errors.As(err, &inDoubt) {
+			applied, rerr := s.resolve(ctx, id, inDoubt.pid, deadline)
+			if rerr != nil {
+				return fmt.Errorf("%w: commit outcome unknown: %w (resolving: %w)", store.ErrUnavailable, err, rerr)
+			}
+			if applied {
+				s.log.Warn("pgstore: connection lost during commit; the commit applied", "commit", id)
+				return nil
+			}
+			s.log.Warn("pgstore: connection lost during commit; it did not apply, retrying", "commit", id)
+			err = fmt.Errorf("%w: %w", errInDoubtRolledBack, inDoubt.err)
+		}
+		retry := isConflict(err) || isConnErr(err) || errors.Is(err, errInDoubtRolledBack)
+		if !retry || time.Now().After(deadline) || s.closed.Load() && !isConflict(err) {
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+		if isConflict(err) {
+			continue // the database aborted us for another transaction: at once
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// inDoubtError: COMMIT was sent and no answer came back.
+type inDoubtError struct {
+	pid uint32
+	err error
+}
+
+func (e *inDoubtError) Error() string { return fmt.Sprintf("commit in doubt: %v", e.err) }
+func (e *inDoubtError) Unwrap() error { return e.err }
+
+// isConflict: the database aborted the transaction for another one's sake
+// (serialization failure, deadlock); it did not apply and may be retried.
+func isConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// isConnErr: the transaction failed for want of a connection (not a
+// statement the database refused), before COMMIT was sent.
+func isConnErr(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// The server is shutting down or restarting: admin_shutdown,
+		// crash_shutdown, cannot_connect_now.
+		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var id *inDoubtError
+	return !errors.As(err, &id) && err != nil
+}
+
+func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	pid := conn.Conn().PgConn().PID()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	w := writer{tx: tx}
+	for _, r := range group {
+		for _, m := range r.muts {
+			if err := w.add(ctx, m); err != nil {
+				tx.Rollback(ctx)
+				return err
+			}
+		}
+	}
+	if err := w.flushAccepts(ctx); err != nil {
+		tx.Rollback(ctx)
+		return err
+	}
+	w.b.Queue(`INSERT INTO store_commits (id) VALUES ($1)`, id)
+	if err := w.flush(ctx); err != nil {
+		tx.Rollback(ctx)
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+			return err // refused, or never sent: not applied
+		}
+		return &inDoubtError{pid: pid, err: err}
+	}
+	return nil
+}
+
+// resolve finds out whether commit id applied after its connection (to
+// backend pid) was lost during COMMIT: once that backend is gone, its
+// transaction has either committed or rolled back for good, and the
+// store_commits row says which.
+func (s *Store) resolve(ctx context.Context, id int64, pid uint32, deadline time.Time) (applied bool, err error) {
+	backoff := 20 * time.Millisecond
+	for {
+		applied, err = s.resolveOnce(ctx, id, pid)
+		if err == nil || time.Now().After(deadline) {
+			return applied, err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (s *Store) resolveOnce(ctx context.Context, id int64, pid uint32) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Release()
+	for i := 0; ; i++ {
+		var alive bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, int32(pid)).Scan(&alive); err != nil {
+			return false, err
+		}
+		if !alive {
+			break
+		}
+		if i == 10 {
+			// Still there after ~0.5s: it is stuck (or waiting on a lock
+			// with our transaction open). End it; its transaction then
+			// rolls back unless it already committed.
+			if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)); err != nil {
+				return false, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var applied bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM store_commits WHERE id = $1)`, id).Scan(&applied)
+	return applied, err
+}
+
+// trimCommits deletes commit IDs old enough that no resolution can still
+// ask for them.
+func (s *Store) trimCommits(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `DELETE FROM store_commits WHERE at < now() - $1::interval`,
+		fmt.Sprintf("%d seconds", int(10*s.cfg.RetryTimeout.Seconds())+60)); err != nil {
+		s.log.Warn("pgstore: trimming store_commits", "err", err)
+	}
+}
+
+// copyMin is the length of a run of AcceptMessage from which the writer
+// uses COPY rather than a multi-row upsert.
+const copyMin = 16
+
+// writer turns mutations into statements of one transaction, in order:
+// statements are queued in a pipelined batch, and a run of AcceptMessage
+// becomes one bulk insert.
+type writer struct {
+	tx      pgx.Tx
+	b       pgx.Batch
+	accepts []store.AcceptMessage
+}
+
+func (w *writer) add(ctx context.Context, m store.Mutation) error {
+	if a, ok := m.(store.AcceptMessage); ok {
+		w.accepts = append(w.accepts, a)
+		return nil
+	}
+	if err := w.flushAccepts(ctx); err != nil {
+		return err
+	}
+	b := &w.b
+	switch m := m.(type) {
+	case store.PutResource:
+		r := &m.Resource
+		b.Queue(`INSERT INTO store_resources (`+resourceCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+			ON CONFLICT (uid) DO UPDATE SET space = EXCLUDED.space, name = EXCLUDED.name,
+				form_url = EXCLUDED.form_url, offering = EXCLUDED.offering, spec = EXCLUDED.spec,
+				private_inputs = EXCLUDED.private_inputs, observed = EXCLUDED.observed,
+				state = EXCLUDED.state, generation = EXCLUDED.generation, etag = EXCLUDED.etag,
+				create_sec = EXCLUDED.create_sec, create_nsec = EXCLUDED.create_nsec,
+				update_sec = EXCLUDED.update_sec, update_nsec = EXCLUDED.update_nsec,
+				exports = EXCLUDED.exports, creator = EXCLUDED.creator, put_seq = EXCLUDED.put_seq`,
+			r.UID, r.Space, r.Name, r.FormURL, r.Offering, []byte(r.Spec), []byte(r.PrivateInputs), []byte(r.Observed),
+			r.State, r.Generation, r.ETag, r.CreateTime.Unix(), int32(r.CreateTime.Nanosecond()),
+			r.UpdateTime.Unix(), int32(r.UpdateTime.Nanosecond()), r.Exports, r.Creator)
+	case store.DeleteResource:
+		b.Queue(`DELETE FROM store_resources WHERE uid = $1`, m.UID)
+	case store.PutOperation:
+		o := &m.Operation
+		intent := []byte(o.Intent)
+		if o.Done() {
+			intent = nil // nothing needs it once the outcome is recorded
+		}
+		b.Queue(`INSERT INTO store_operations (`+operationCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			ON CONFLICT (id) DO UPDATE SET space = EXCLUDED.space, kind = EXCLUDED.kind,
+				resource_uid = EXCLUDED.resource_uid, state = EXCLUDED.state, effect = EXCLUDED.effect,
+				error = EXCLUDED.error, idempotency_key = EXCLUDED.idempotency_key,
+				principal = EXCLUDED.principal, form_url = EXCLUDED.form_url, intent = EXCLUDED.intent,
+				create_sec = EXCLUDED.create_sec, create_nsec = EXCLUDED.create_nsec,
+				update_sec = EXCLUDED.update_sec, update_nsec = EXCLUDED.update_nsec`,
+			o.ID, o.Space, o.Kind, o.ResourceUID, o.State, o.Effect, []byte(o.Error), o.IdempotencyKey, o.Principal,
+			o.FormURL, intent, o.CreateTime.Unix(), int32(o.CreateTime.Nanosecond()),
+			o.UpdateTime.Unix(), int32(o.UpdateTime.Nanosecond()))
+	case store.DeleteOperation:
+		b.Queue(`DELETE FROM store_operations WHERE id = $1`, m.ID)
+	case store.PutIdempotency:
+		r := &m.Record
+		b.Queue(`INSERT INTO store_idempotency (scope, key, fingerprint, operation_id, create_sec, create_nsec)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
+				operation_id = EXCLUDED.operation_id, create_sec = EXCLUDED.create_sec, create_nsec = EXCLUDED.create_nsec`,
+			r.Scope, r.Key, r.Fingerprint, r.OperationID, r.CreateTime.Unix(), int32(r.CreateTime.Nanosecond()))
+	case store.DeleteIdempotency:
+		b.Queue(`DELETE FROM store_idempotency WHERE scope = $1 AND key = $2`, m.Scope, m.Key)
+	case store.DeliverMessages:
+		b.Queue(`UPDATE store_messages SET attempts = attempts + 1, lease = $3 WHERE queue = $1 AND id = ANY($2)`,
+			m.Queue, m.IDs, m.Batch)
+	case store.RetryMessage:
+		b.Queue(`UPDATE store_messages SET lease = '', visible_at = $3 WHERE queue = $1 AND id = $2`,
+			m.Queue, m.ID, m.VisibleAt)
+	case store.RemoveMessages:
+		b.Queue(`DELETE FROM store_messages WHERE queue = $1 AND id = ANY($2)`, m.Queue, m.IDs)
+	case store.DropQueue:
+		b.Queue(`DELETE FROM store_messages WHERE queue = $1`, m.Queue)
+	default:
+		return fmt.Errorf("pgstore: unknown mutation %T", m)
+	}
+	return nil
+}
+
+// flushAccepts writes the pending run of AcceptMessage. A later accept of
+// the same ID replaces an earlier one, as in the state machine. A long run
+// is COPYed under a savepoint; if an ID already exists (a replacement) the
+// copy is rolled back and the run is upserted instead.
+func (w *writer) flushAccepts(ctx context.Context) error {
+	run := w.accepts
+	if len(run) == 0 {
+		return nil
+	}
+	w.accepts = nil
+	type key struct{ q, id string }
+	last := make(map[key]int, len(run))
+	for i, a := range run {
+		last[key{a.Message.Queue, a.Message.ID}] = i
+	}
+	if len(last) < len(run) {
+		dedup := run[:0:0]
+		for i, a := range run {
+			if last[key{a.Message.Queue, a.Message.ID}] == i {
+				dedup = append(dedup, a)
+			}
+		}
+		run = dedup
+	}
+	if len(run) >= copyMin {
+		if err := w.flush(ctx); err != nil {
+			return err
+		}
+		ok, err := w.copyRun(ctx, run)
+		if ok || err != nil {
+			return err
+		}
+	}
+	n := len(run)
+	queues, ids, lease := make([]string, n), make([]string, n), make([]string, n)
+	acc, vis := make([]int64, n), make([]int64, n)
+	att, size := make([]int32, n), make([]int32, n)
+	bodies := make([][]byte, n)
+	for i, a := range run {
+		m := &a.Message
+		queues[i], ids[i], lease[i] = m.Queue, m.ID, m.Lease
+		acc[i], vis[i], att[i], size[i], bodies[i] = m.AcceptedAt, m.VisibleAt, int32(m.Attempts), int32(len(a.Body)), a.Body
+	}
+	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[])
+		ON CONFLICT (queue, id) DO UPDATE SET accepted_at = EXCLUDED.accepted_at, visible_at = EXCLUDED.visible_at,
+			attempts = EXCLUDED.attempts, lease = EXCLUDED.lease, size = EXCLUDED.size, body = EXCLUDED.body`,
+		queues, ids, acc, vis, att, lease, size, bodies)
+	return nil
+}
+
+var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body"}
+
+// copyRun COPYs run into store_messages. ok is false when an ID already
+// existed: the copy was rolled back to its savepoint and nothing of it
+// applied.
+func (w *writer) copyRun(ctx context.Context, run []store.AcceptMessage) (ok bool, err error) {
+	sp, err := w.tx.Begin(ctx) // a savepoint
+	if err != nil {
+		return false, err
+	}
+	i := 0
+	_, err = sp.CopyFrom(ctx, pgx.Identifier{"store_messages"}, messageColumns, pgx.CopyFromFunc(func() ([]any, error) {
+		if i == len(run) {
+			return nil, nil
+		}
+		a := &run[i]
+		i++
+		m := &a.Message
+		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body}, nil
+	}))
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation: a replacement
+		return false, sp.Rollback(ctx)
+	}
+	if err != nil {
+		sp.Rollback(ctx)
+		return false, err
+	}
+	return true, sp.Commit(ctx)
+}
+
+// flush sends the queued statements (and the pending accepts) as one
+// pipelined batch.
+func (w *writer) flush(ctx context.Context) error {
+	if w.b.Len() == 0 {
+		return nil
+	}
+	b := w.b
+	w.b = pgx.Batch{}
+	return w.tx.SendBatch(ctx, &b).Close()
+}

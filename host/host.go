@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -50,6 +51,9 @@ type Host struct {
 	versions   *server.Versions // shared by the fetch route and the engine's resolver
 	srv        *server.Server
 
+	stopExpiry context.CancelFunc
+	expiryDone chan struct{}
+
 	mu       sync.Mutex
 	httpSrv  *http.Server
 	ln       net.Listener
@@ -89,13 +93,24 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	} else {
 		var journaled *store.Journaled
 		var rep store.RecoveryReport
+		// Whether the data directory was in use before the store opens
+		// it: a new journal then means the old one is gone.
+		_, statErr := os.Stat(filepath.Join(cfg.DataDir, auth.ConfigFile))
+		hadConfig := statErr == nil
 		journaled, rep, err = store.Open(ctx, cfg.DataDir, store.Options{Logger: cfg.Logger})
 		if err == nil {
 			h.st = journaled
 			// A cut torn tail is logged by the journal itself, as a warning
 			// with file, offset and bytes dropped; this line says what the
 			// host started from.
-			cfg.Logger.Info("journal recovered", "dir", cfg.DataDir, "segments", rep.Segments, "frames", rep.Frames, "bytes", rep.Bytes, "duration", rep.Duration.String(), "tailCut", rep.Truncated)
+			switch {
+			case rep.Created && hadConfig:
+				cfg.Logger.Warn("created a new, empty journal in a data directory that already holds "+auth.ConfigFile+": every queue, message and resource of an earlier journal there is gone", "dir", cfg.DataDir)
+			case rep.Created:
+				cfg.Logger.Info("created a new journal", "dir", cfg.DataDir)
+			default:
+				cfg.Logger.Info("journal recovered", "dir", cfg.DataDir, "segments", rep.Segments, "frames", rep.Frames, "bytes", rep.Bytes, "duration", rep.Duration.String(), "tailCut", rep.Truncated, "migrated", rep.Migrated)
+			}
 			h.principals, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
 		}
 	}
@@ -138,7 +153,48 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.close()
 		return nil, fmt.Errorf("host: starting the server: %w", err)
 	}
+	ectx, cancel := context.WithCancel(context.Background())
+	h.stopExpiry, h.expiryDone = cancel, make(chan struct{})
+	go h.expireLoop(ectx)
 	return h, nil
+}
+
+// RecordRetention is how long finished Operations and idempotency keys are
+// kept (the contract's 24 hours); ExpiryInterval how often they are swept.
+const (
+	RecordRetention = 24 * time.Hour
+	ExpiryInterval  = 10 * time.Minute
+)
+
+// expireLoop removes finished Operations and idempotency records older
+// than RecordRetention, at start and every ExpiryInterval, so that the
+// store's history stays bounded (see store.Store.ExpireRecords).
+func (h *Host) expireLoop(ctx context.Context) {
+	defer close(h.expiryDone)
+	t := time.NewTicker(ExpiryInterval)
+	defer t.Stop()
+	for {
+		n, err := h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			h.log.Warn("expiring finished Operations failed; retrying later", "err", err)
+		case n > 0:
+			h.log.Info("expired finished Operations and idempotency keys", "records", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *Host) stopExpiryLoop() {
+	if h.stopExpiry != nil {
+		h.stopExpiry()
+		<-h.expiryDone
+		h.stopExpiry = nil
+	}
 }
 
 // Handler is the Host API, for in-process use (httptest, the conformance
@@ -243,6 +299,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		}
 	}
 	h.srv.Close()
+	h.stopExpiryLoop()
 	if err := h.eng.Shutdown(grace); err != nil {
 		errs = append(errs, fmt.Errorf("engine: %w", err))
 	}

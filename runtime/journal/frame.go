@@ -31,8 +31,13 @@ const (
 	segmentMagic      = "TKQJ"
 )
 
-// FormatVersion is the on-disk format the journal writes and reads.
-const FormatVersion = 2
+// FormatVersion is the on-disk format the journal writes. Format 3 added
+// the manifest (journal.json); a journal of format 2 segments and no
+// manifest is migrated when opened (see listSegments).
+const FormatVersion = 3
+
+// oldestFormat is the oldest segment format Open still reads.
+const oldestFormat = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -114,9 +119,13 @@ func newSalt() uint64 {
 
 // AppendSegmentHeader appends the header of a segment of salt to dst.
 func AppendSegmentHeader(dst []byte, salt uint64) []byte {
+	return appendSegmentHeader(dst, salt, FormatVersion)
+}
+
+func appendSegmentHeader(dst []byte, salt uint64, version uint32) []byte {
 	var body [segmentBodySize]byte
 	copy(body[:], segmentMagic)
-	binary.LittleEndian.PutUint32(body[4:], FormatVersion)
+	binary.LittleEndian.PutUint32(body[4:], version)
 	binary.LittleEndian.PutUint64(body[8:], salt)
 	dst = binary.LittleEndian.AppendUint32(dst, segmentBodySize)
 	dst = binary.LittleEndian.AppendUint32(dst, Checksum(body[:]))
@@ -127,20 +136,30 @@ func AppendSegmentHeader(dst []byte, salt uint64) []byte {
 // ParseSegmentHeader checks the segment header at the start of b and
 // returns the segment's salt. Errors wrap ErrSegmentHeader.
 func ParseSegmentHeader(b []byte) (salt uint64, err error) {
+	salt, v, err := parseSegmentHeader(b)
+	if err == nil && v != FormatVersion {
+		return 0, fmt.Errorf("%w: format version %d, want %d", ErrSegmentHeader, v, FormatVersion)
+	}
+	return salt, err
+}
+
+// parseSegmentHeader is ParseSegmentHeader for every format Open reads,
+// returning the segment's format version too.
+func parseSegmentHeader(b []byte) (salt uint64, version int, err error) {
 	switch {
 	case len(b) < SegmentHeaderSize:
-		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrSegmentHeader, len(b), SegmentHeaderSize)
+		return 0, 0, fmt.Errorf("%w: %d bytes, want %d", ErrSegmentHeader, len(b), SegmentHeaderSize)
 	case binary.LittleEndian.Uint32(b) != segmentBodySize:
-		return 0, fmt.Errorf("%w: length %d", ErrSegmentHeader, binary.LittleEndian.Uint32(b))
+		return 0, 0, fmt.Errorf("%w: length %d", ErrSegmentHeader, binary.LittleEndian.Uint32(b))
 	}
 	body := b[HeaderSize:SegmentHeaderSize]
 	switch {
 	case Checksum(body) != binary.LittleEndian.Uint32(b[4:]) || Checksum(body) != binary.LittleEndian.Uint32(b[8:]):
-		return 0, fmt.Errorf("%w: checksum mismatch", ErrSegmentHeader)
+		return 0, 0, fmt.Errorf("%w: checksum mismatch", ErrSegmentHeader)
 	case string(body[:4]) != segmentMagic:
-		return 0, fmt.Errorf("%w: magic %q", ErrSegmentHeader, body[:4])
-	case binary.LittleEndian.Uint32(body[4:]) != FormatVersion:
-		return 0, fmt.Errorf("%w: format version %d, this build reads %d", ErrSegmentHeader, binary.LittleEndian.Uint32(body[4:]), FormatVersion)
+		return 0, 0, fmt.Errorf("%w: magic %q", ErrSegmentHeader, body[:4])
+	case binary.LittleEndian.Uint32(body[4:]) < oldestFormat || binary.LittleEndian.Uint32(body[4:]) > FormatVersion:
+		return 0, 0, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrSegmentHeader, binary.LittleEndian.Uint32(body[4:]), oldestFormat, FormatVersion)
 	}
-	return binary.LittleEndian.Uint64(body[8:]), nil
+	return binary.LittleEndian.Uint64(body[8:]), int(binary.LittleEndian.Uint32(body[4:])), nil
 }

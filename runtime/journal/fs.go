@@ -73,8 +73,22 @@ func (OSFS) Remove(name string) error { return os.Remove(name) }
 // Rename implements FS.
 func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 
-// MkdirAll implements FS.
-func (OSFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+// MkdirAll implements FS. An existing dir that others may read or enter
+// beyond perm is narrowed to perm: a data directory made by an older build
+// (0755) holds message bodies and secrets too.
+func (OSFS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&^perm != 0 {
+		return os.Chmod(dir, st.Mode().Perm()&perm)
+	}
+	return nil
+}
 
 // SyncDir implements FS.
 func (OSFS) SyncDir(dir string) error {

@@ -99,6 +99,11 @@ func FuzzReplay(f *testing.F) {
 		}
 		write(1, AppendFrame(AppendSegmentHeader(nil, 7), 7, SegmentHeaderSize, []byte("sealed")))
 		write(2, last)
+		// The manifest as a rotation to segment 2 wrote it: segment 1 is
+		// acknowledged, nothing of segment 2 yet.
+		fl, _ := mem.OpenFile(join("/j", ManifestName), os.O_RDWR|os.O_CREATE, 0o600)
+		fl.WriteAt([]byte(`{"format":3,"segments":[1,2],"acked":{"segment":2,"offset":0}}`), 0)
+		fl.Close()
 		var got [][]byte
 		replay := func(p Pos, b []byte) error { got = append(got, bytes.Clone(b)); return nil }
 		j, rep, err := Open(context.Background(), "/j", Options{FS: mem, Logger: quiet}, replay)

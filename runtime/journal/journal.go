@@ -68,6 +68,13 @@ type Options struct {
 	// grow the file (see zeroFill). 0 turns it off; DefaultZeroAhead is
 	// what the store uses on the real disk.
 	ZeroAhead int64
+	// CheckpointIdle and CheckpointEvery say when the writer records the
+	// acknowledged mark in the manifest: once it has been idle for
+	// CheckpointIdle (default DefaultCheckpointIdle), and before a group
+	// when the last checkpoint is older than CheckpointEvery (default
+	// DefaultCheckpointEvery). Negative turns either off; Close and every
+	// rotation and removal of a segment still record it.
+	CheckpointIdle, CheckpointEvery time.Duration
 }
 
 // Pos is where a frame starts: its segment and the offset of its header.
@@ -94,6 +101,12 @@ type RecoveryReport struct {
 	Offset    int64
 	Dropped   int64
 	Reason    string
+	// Created is set when there was no journal: a new, empty one was
+	// made. Migrated is set when a format 2 journal got its manifest.
+	Created, Migrated bool
+	// Acked is the acknowledged mark the manifest held: damage before it
+	// fails Open, only damage after it can be a torn tail.
+	Acked Mark
 }
 
 // SegmentInfo describes one segment file.
@@ -143,6 +156,19 @@ type Journal struct {
 	writeNs, syncNs, callbackNs atomic.Int64
 
 	fill zeroFill
+
+	// mfMu serialises manifest writes (taken before mu). mark is the
+	// acknowledged mark last written, lastCheckpoint when; idleDue is set
+	// by the idle timer. Under mu.
+	mfMu            sync.Mutex
+	mark            Mark
+	lastCheckpoint  time.Time
+	ckIdle, ckEvery time.Duration
+	idleDue         bool
+	idleTimer       *time.Timer
+	// noCloseMark makes Close skip recording the mark: tests use it to
+	// stop a journal the way a crash would leave its manifest.
+	noCloseMark bool
 }
 
 type segment struct {
@@ -204,26 +230,41 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	}
 	j.cond = sync.NewCond(&j.mu)
 	j.fill.ahead, j.fill.limit = opts.ZeroAhead, j.segSize
+	j.ckIdle, j.ckEvery = opts.CheckpointIdle, opts.CheckpointEvery
+	if j.ckIdle == 0 {
+		j.ckIdle = DefaultCheckpointIdle
+	}
+	if j.ckEvery == 0 {
+		j.ckEvery = DefaultCheckpointEvery
+	}
 	var rep RecoveryReport
 	fail := func(err error) (*Journal, RecoveryReport, error) {
 		j.closeFiles()
 		return nil, rep, err
 	}
 
-	if err := j.fs.MkdirAll(dir, 0o755); err != nil {
+	// The journal holds message bodies and secrets: only the host's user
+	// may read it.
+	if err := j.fs.MkdirAll(dir, 0o700); err != nil {
 		return fail(fmt.Errorf("journal: %w", err))
 	}
 	names, err := j.fs.ReadDir(dir)
 	if err != nil {
 		return fail(fmt.Errorf("journal: %w", err))
 	}
-	var ids []uint64
+	var onDisk []uint64
 	for _, name := range names {
 		if id, ok := parseSegmentName(name); ok {
-			ids = append(ids, id)
+			onDisk = append(onDisk, id)
 		}
 	}
-	slices.Sort(ids)
+	slices.Sort(onDisk)
+	ids, mark, created, migrated, err := j.listSegments(onDisk)
+	if err != nil {
+		return fail(err)
+	}
+	rep.Created, rep.Migrated, rep.Acked = created, migrated, mark
+	j.mark = mark
 	var r segReader
 	for i, id := range ids {
 		s := &segment{id: id, name: join(dir, SegmentName(id))}
@@ -233,13 +274,22 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 		}
 		j.segs[id] = s
 		j.head = s
-		if err := j.recoverSegment(ctx, &r, s, i == len(ids)-1, replay, &rep); err != nil {
+		if err := j.recoverSegment(ctx, &r, s, i == len(ids)-1, mark, replay, &rep); err != nil {
 			return fail(err)
 		}
 		rep.Segments++
 	}
 	if j.head == nil {
 		if err := j.createSegment(1); err != nil {
+			return fail(err)
+		}
+	} else if j.staleLocked() {
+		// What recovery kept is durable: record it as acknowledged (and
+		// give a migrated journal its manifest).
+		j.mfMu.Lock()
+		err := j.writeManifest()
+		j.mfMu.Unlock()
+		if err != nil {
 			return fail(err)
 		}
 	}
@@ -289,10 +339,13 @@ func (r *segReader) slice(off int64, n int) ([]byte, error) {
 	return r.buf[:n], nil
 }
 
-func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, last bool, replay func(Pos, []byte) error, rep *RecoveryReport) error {
+func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, last bool, mark Mark, replay func(Pos, []byte) error, rep *RecoveryReport) error {
 	size, err := s.f.Size()
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
+	}
+	if s.id == mark.Segment && size < mark.Offset {
+		return &CorruptError{File: s.name, Offset: size, Reason: fmt.Sprintf("the file ends before the acknowledged mark at offset %d", mark.Offset)}
 	}
 	r.reset(s.f)
 	hdrErr := ""
@@ -303,16 +356,20 @@ func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, 
 		if err != nil {
 			return fmt.Errorf("journal: read %s: %w", s.name, err)
 		}
-		if s.salt, err = ParseSegmentHeader(hdr); err != nil {
+		if s.salt, _, err = parseSegmentHeader(hdr); err != nil {
 			hdrErr = err.Error()
 		}
 	}
 	if hdrErr != "" {
 		// A segment's header is synced before any frame is written to
-		// it, so a crash can leave a bad header only on a last segment
-		// that holds nothing else: the creation was torn.
+		// it, and before the manifest lists it, so a crash can leave a
+		// bad header only on a last segment that holds nothing else and
+		// that a format 2 journal (no manifest) was creating.
 		if !last {
 			return &CorruptError{File: s.name, Offset: 0, Reason: hdrErr + " in a sealed segment"}
+		}
+		if mark.Segment >= s.id {
+			return &CorruptError{File: s.name, Offset: 0, Reason: hdrErr + " in a segment the manifest lists"}
 		}
 		if size > SegmentHeaderSize {
 			return &CorruptError{File: s.name, Offset: 0, Reason: hdrErr + ", and data follows it"}
@@ -351,7 +408,7 @@ func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, 
 			}
 		}
 		if reason != "" {
-			return j.damaged(s, off, size, last, reason, rep)
+			return j.damaged(s, off, size, last, mark, reason, rep)
 		}
 		if replay != nil {
 			if err := replay(Pos{s.id, off}, payload); err != nil {
@@ -372,9 +429,12 @@ func (j *Journal) recoverSegment(ctx context.Context, r *segReader, s *segment, 
 // last group was synced. Even there, a valid frame after the bad one means
 // the bad one was once complete: that is media damage, and dropping
 // acknowledged frames after it silently is not an option.
-func (j *Journal) damaged(s *segment, off, size int64, last bool, reason string, rep *RecoveryReport) error {
+func (j *Journal) damaged(s *segment, off, size int64, last bool, mark Mark, reason string, rep *RecoveryReport) error {
 	if !last {
 		return &CorruptError{File: s.name, Offset: off, Reason: reason + " in a sealed segment"}
+	}
+	if mark.covers(s.id, off) {
+		return &CorruptError{File: s.name, Offset: off, Reason: fmt.Sprintf("%s before the acknowledged mark at offset %d", reason, mark.Offset)}
 	}
 	rest := make([]byte, size-off)
 	if n, err := s.f.ReadAt(rest, off); n < len(rest) {
@@ -451,7 +511,7 @@ func (j *Journal) createSegment(id uint64) error {
 	name := join(j.dir, SegmentName(id))
 	// O_TRUNC, not O_EXCL: a file of this number can only be left over from
 	// a rotation whose SyncDir failed, and nothing was written to it.
-	f, err := j.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := j.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: create segment: %w", err)
 	}
@@ -464,10 +524,25 @@ func (j *Journal) createSegment(id uint64) error {
 		return fmt.Errorf("journal: create segment %s: %w", name, err)
 	}
 	s := &segment{id: id, name: name, f: f, salt: salt, size: SegmentHeaderSize}
+	j.mfMu.Lock()
+	defer j.mfMu.Unlock()
 	j.mu.Lock()
+	old := j.head
 	j.segs[id] = s
 	j.head = s
 	j.mu.Unlock()
+	// Only once the manifest lists it does the segment get frames: a
+	// crash before leaves a file of no more than a header, which Open
+	// removes.
+	if err := j.writeManifest(); err != nil {
+		j.mu.Lock()
+		delete(j.segs, id)
+		j.head = old
+		j.mu.Unlock()
+		f.Close()
+		j.fs.Remove(name)
+		return fmt.Errorf("journal: create segment %s: %w", name, err)
+	}
 	return nil
 }
 
@@ -515,12 +590,28 @@ func (j *Journal) run() {
 	for {
 		j.mu.Lock()
 		j.wake = 1
-		for len(j.queue) == 0 && !j.closed {
+		for len(j.queue) == 0 && !j.closed && !j.idleDue {
+			j.armIdleCheckpoint()
 			j.cond.Wait()
+		}
+		if j.idleDue {
+			j.idleDue, j.idleTimer = false, nil
+			if len(j.queue) == 0 && !j.closed {
+				j.mu.Unlock()
+				j.checkpoint()
+				continue
+			}
 		}
 		if len(j.queue) == 0 {
 			j.mu.Unlock()
 			return
+		}
+		if j.ckEvery > 0 && j.staleLocked() && time.Since(j.lastCheckpoint) >= j.ckEvery {
+			// Busy for a while: record the mark between two groups, at
+			// most once per CheckpointEvery.
+			j.mu.Unlock()
+			j.checkpoint()
+			j.mu.Lock()
 		}
 		j.gather()
 		n, bytes := 0, 0
@@ -541,6 +632,21 @@ func (j *Journal) run() {
 		}
 		buf = j.commit(group, buf[:0], bytes)
 	}
+}
+
+// armIdleCheckpoint starts the idle timer when the mark lags the durable
+// end: if the writer is still idle when it fires, it writes the mark.
+// Called with mu held.
+func (j *Journal) armIdleCheckpoint() {
+	if j.ckIdle < 0 || j.idleTimer != nil || !j.staleLocked() {
+		return
+	}
+	j.idleTimer = time.AfterFunc(j.ckIdle, func() {
+		j.mu.Lock()
+		j.idleDue = true
+		j.cond.Broadcast()
+		j.mu.Unlock()
+	})
 }
 
 // gather holds the next group back until the writers of the group just
@@ -749,6 +855,8 @@ func cmpUint(a, b uint64) int {
 // one in an earlier segment (a delete after a put), and removing a later
 // segment first would bring the cancelled record back on replay.
 func (j *Journal) RemoveSegment(id uint64) error {
+	j.mfMu.Lock()
+	defer j.mfMu.Unlock()
 	j.mu.Lock()
 	s := j.segs[id]
 	switch {
@@ -766,6 +874,18 @@ func (j *Journal) RemoveSegment(id uint64) error {
 		}
 	}
 	delete(j.segs, id)
+	j.mu.Unlock()
+	// The manifest drops the segment before its file goes: a crash in
+	// between leaves a file older than the first listed, which Open
+	// removes; the other order would leave a manifest naming a missing
+	// file, which Open refuses.
+	if err := j.writeManifest(); err != nil {
+		j.mu.Lock()
+		j.segs[id] = s
+		j.mu.Unlock()
+		return fmt.Errorf("journal: remove segment %s: %w", s.name, err)
+	}
+	j.mu.Lock()
 	s.removed = true
 	closeNow := s.refs == 0
 	j.mu.Unlock()
@@ -802,7 +922,20 @@ func (j *Journal) Close() error {
 	j.mu.Unlock()
 	<-j.done
 	j.fill.close()
-	return j.closeFiles()
+	j.mu.Lock()
+	if j.idleTimer != nil {
+		j.idleTimer.Stop()
+	}
+	j.mu.Unlock()
+	// Everything is durable now: record it as acknowledged, so that
+	// damage to the last frames is reported as damage on the next Open.
+	var err error
+	j.mfMu.Lock()
+	if j.stale() && !j.noCloseMark {
+		err = j.writeManifest()
+	}
+	j.mfMu.Unlock()
+	return errors.Join(err, j.closeFiles())
 }
 
 func (j *Journal) closeFiles() error {

@@ -184,12 +184,24 @@ func TestTornLastRecordIsCutAndReported(t *testing.T) {
 		s.Apply(ctx, accept("q", fmt.Sprint(i), bodyOf("x", 200)))
 	}
 	before := s.Stats().Bytes
+	s.Close()
+	// The manifest as a crash during the next group would leave it: its
+	// acknowledged mark is before that group.
+	manifest := filepath.Join(dir, journal.ManifestName)
+	mark, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = openJournaled(t, nil, dir, 1<<20)
 	s.Apply(ctx, accept("q", "torn", bodyOf("torn", 3000)))
 	full := s.Stats().Bytes
 	s.Close()
 	seg := segmentFiles(t, dir)[0]
 	// The crash left only part of the last group on disk.
 	if err := os.Truncate(seg, before+(full-before)/2); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest, mark, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s2, rep, err := store.Open(ctx, dir, store.Options{Logger: quiet})
@@ -232,6 +244,31 @@ func TestBitFlipInTheMiddleRefusesToOpen(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), fmt.Sprint(offs[3])) {
 		t.Fatalf("error %q does not name file and offset", err)
+	}
+}
+
+// A bit flip in the last record of an acknowledged Apply (a send whose ID
+// was returned) is damage below the acknowledged mark, not a torn tail:
+// Open refuses, naming the file and offset, instead of dropping it.
+func TestBitFlipInTheLastAcknowledgedRecordRefusesToOpen(t *testing.T) {
+	dir := t.TempDir()
+	s := openJournaled(t, nil, dir, 1<<20)
+	for i := range 3 {
+		s.Apply(ctx, accept("q", fmt.Sprint(i), bodyOf("x", 100)))
+	}
+	last := s.Stats().Bytes
+	if err := s.Apply(ctx, accept("q", "acknowledged", bodyOf("x", 100))); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	seg := segmentFiles(t, dir)[0]
+	if err := journal.NewFaultFS(journal.OSFS{}, 1).FlipBit(seg, last+60, 5); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := store.Open(ctx, dir, store.Options{Logger: quiet})
+	var ce *journal.CorruptError
+	if !errors.As(err, &ce) || ce.File != seg || ce.Offset != last {
+		t.Fatalf("Open = %v, want corruption in %s at %d", err, seg, last)
 	}
 }
 

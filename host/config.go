@@ -15,6 +15,11 @@ type Config struct {
 	// DataDir holds the journal, host.json (principals and hashed tokens)
 	// and, on first start, admin-token.
 	DataDir string
+	// StoreURL, when set, keeps the store in that PostgreSQL database
+	// (postgres://user@host:port/db?pool_max_conns=N) instead of the
+	// journal in DataDir, which then holds only host.json and the admin
+	// token. Several hosts may share one database (spec/cluster.md).
+	StoreURL string
 	// Listen is the TCP address for the Host API, "127.0.0.1:8787" by
 	// default. "127.0.0.1:0" picks a free port (see Host.Addr).
 	Listen string

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/server"
 )
 
@@ -87,7 +90,17 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{cfg: cfg, log: cfg.Logger}
 
 	var err error
-	if cfg.DataDir == MemoryDataDir {
+	if cfg.StoreURL != "" {
+		var pg *pgstore.Store
+		if pg, err = openPostgres(ctx, cfg); err == nil {
+			h.st = pg
+			if cfg.DataDir == MemoryDataDir {
+				h.principals, h.adminToken, err = auth.NewAdmin()
+			} else {
+				h.principals, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
+			}
+		}
+	} else if cfg.DataDir == MemoryDataDir {
 		h.st = store.NewMemory()
 		h.principals, h.adminToken, err = auth.NewAdmin()
 	} else {
@@ -329,4 +342,28 @@ func (h *Host) closeStore() {
 	if h.st != nil {
 		_ = h.st.Close()
 	}
+}
+
+// openPostgres opens the PostgreSQL store of cfg.StoreURL, refusing any
+// other scheme with a message that says what is accepted.
+func openPostgres(ctx context.Context, cfg Config) (*pgstore.Store, error) {
+	u := cfg.StoreURL
+	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return nil, fmt.Errorf("store %q: only PostgreSQL connection strings (postgres://user@host:5432/db) are supported", redactURL(u))
+	}
+	st, err := pgstore.Open(ctx, pgstore.Config{URL: u, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("store on PostgreSQL", "database", redactURL(u), "schema", pgstore.SchemaVersion())
+	return st, nil
+}
+
+// redactURL drops a password from a connection string for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }

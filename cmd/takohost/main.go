@@ -1,6 +1,7 @@
 // Command takohost runs the reference host for the Takoform queue Forms on
 // one machine: the journal and host.json live in -data, the Host API on
-// -listen. On first start it creates an admin principal and writes its token
+// -listen. With -store postgres://... the store is that PostgreSQL
+// database instead of the journal (spec/cluster.md). On first start it creates an admin principal and writes its token
 // to <data>/admin-token; it prints that path, never the token.
 //
 // SIGINT or SIGTERM shut it down gracefully: it stops accepting requests,
@@ -29,6 +30,7 @@ func main() {
 func run(args []string) int {
 	fs := flag.NewFlagSet("takohost", flag.ContinueOnError)
 	data := fs.String("data", "./data", `data directory (journal, host.json, admin-token); ":memory:" keeps nothing`)
+	storeURL := fs.String("store", "", "PostgreSQL connection string (postgres://user@host:5432/db?pool_max_conns=N) to keep the store in, shared by every host on it; empty: the journal in -data")
 	listen := fs.String("listen", "127.0.0.1:8787", "TCP address of the Host API")
 	allow := fs.String("allow-fetch", "", "comma-separated host[:port] patterns workers' outbound fetch may reach")
 	handlerTimeout := fs.Duration("handler-timeout", 30*time.Second, "time limit of one handler invocation")
@@ -38,7 +40,7 @@ func run(args []string) int {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := host.Config{
-		DataDir: *data, Listen: *listen, HandlerTimeout: *handlerTimeout,
+		DataDir: *data, StoreURL: *storeURL, Listen: *listen, HandlerTimeout: *handlerTimeout,
 		ShutdownGrace: *grace, Logger: logger,
 	}
 	for _, h := range strings.Split(*allow, ",") {

@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +58,8 @@ var ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this bu
 type Config struct {
 	// URL is the connection string (postgres://user@host:port/db?...).
 	URL string
-	// MaxConns bounds the connection pool; 0 means 10.
+	// MaxConns bounds the connection pool; 0 means the URL's
+	// pool_max_conns, or 10.
 	MaxConns int32
 	// Committers is the number of concurrent group-commit transactions;
 	// 0 means 4.
@@ -94,9 +96,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("pgstore: Config.URL is required")
 	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = 10
-	}
 	if cfg.Committers <= 0 {
 		cfg.Committers = 4
 	}
@@ -113,7 +112,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connection string: %w", err)
 	}
-	pc.MaxConns = cfg.MaxConns
+	switch {
+	case cfg.MaxConns > 0:
+		pc.MaxConns = cfg.MaxConns
+	case !strings.Contains(cfg.URL, "pool_max_conns"):
+		pc.MaxConns = 10
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
+	"github.com/takoform/queuehost/tests/e2e/harness"
+)
+
+// TestPostgresStore runs the real binary with -store on a fresh PostgreSQL
+// database: resources, sends, retries and acknowledgements go through the
+// database (the data directory holds no journal), and after a SIGKILL the
+// host comes back from the database with its resources and an unsettled
+// message, which it delivers again with its attempts counted.
+func TestPostgresStore(t *testing.T) {
+	db := pgtest.Database(t)
+	e := startEnv(t, hostOpts{args: []string{"-store", db}})
+	ctx := ctxT(t, 120*time.Second)
+	topo := e.topology(harness.TopologyOptions{MaxBatchSize: 5})
+
+	var bodies []string
+	for i := range 10 {
+		bodies = append(bodies, body(fmt.Sprintf("ack%d", i), "ack"))
+	}
+	bodies = append(bodies, body("retried", []string{"retry", "ack"}))
+	if sr, _, err := e.admin.Send(ctx, topo.Space, topo.Worker, "WORK", bodies); err != nil || !sr.OK {
+		t.Fatalf("send: %v %+v", err, sr)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		for i := range 10 {
+			if k := fmt.Sprintf("ack%d", i); len(e.rec.Deliveries(k)) == 0 {
+				return fmt.Errorf("%s not delivered", k)
+			}
+		}
+		if n := len(e.rec.Deliveries("retried")); n < 2 {
+			return fmt.Errorf("retried delivered %d times, want 2", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := e.rec.Deliveries("retried"); ds[1].Msg.Attempts != 2 {
+		t.Errorf("the retried message's second delivery has attempts %d, want 2", ds[1].Msg.Attempts)
+	}
+
+	// The records are rows of the database, and the data directory holds
+	// no journal.
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var resources int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM store_resources WHERE space = $1", topo.Space).Scan(&resources); err != nil || resources < 5 {
+		t.Fatalf("store_resources holds %d rows of the topology's space (%v), want at least 5", resources, err)
+	}
+	entries, err := os.ReadDir(e.host.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range entries {
+		if n := de.Name(); n != "host.json" && n != "admin-token" {
+			t.Errorf("data directory holds %q: with -store it must hold only host.json and admin-token", n)
+		}
+	}
+
+	// A message held by a handler that never settles it, then SIGKILL:
+	// the restarted host loads it from the database and delivers it again.
+	if sr, _, err := e.admin.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
+		t.Fatalf("send: %v %+v", err, sr)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		if len(e.rec.Deliveries("held")) == 0 {
+			return fmt.Errorf("held not delivered")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	list, err := e.admin.List(ctx, topo.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != resources {
+		t.Errorf("after the restart the space lists %d resources, want the %d in the database", len(list), resources)
+	}
+	if err := harness.Poll(60*time.Second, func() error {
+		ds := e.rec.Deliveries("held")
+		if len(ds) < 2 {
+			return fmt.Errorf("the unsettled message was delivered %d times, want a redelivery after the restart", len(ds))
+		}
+		if ds[len(ds)-1].Msg.Attempts != 2 {
+			return fmt.Errorf("redelivered with attempts %d, want 2", ds[len(ds)-1].Msg.Attempts)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresStoreUnreachable: a host whose database cannot be reached
+// refuses to start, saying so, without printing the password.
+func TestPostgresStoreUnreachable(t *testing.T) {
+	e := startEnv(t, hostOpts{args: []string{"-store", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"}, noStart: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.host.Start(ctx); err == nil {
+		t.Fatal("the host started on an unreachable database")
+	}
+	// The host's own output, without the harness's line that shows the
+	// command it ran.
+	var out string
+	for _, l := range strings.Split(e.host.Out.String(), "\n") {
+		if !strings.HasPrefix(l, "=== harness") {
+			out += l + "\n"
+		}
+	}
+	if !contains(out, "unreachable") || contains(out, "hunter2") {
+		t.Fatalf("host output does not say the database is unreachable, or shows the password:\n%s", harness.Tail(out, 2000))
+	}
+}

@@ -16,13 +16,20 @@ import (
 // applyReq is one Apply waiting for its group commit.
 type applyReq struct {
 	muts []store.Mutation
-	done chan error
+	// fence, when set, is the lease that must still be current at commit
+	// (ApplyFenced).
+	fence *store.Lease
+	done  chan error
 }
 
 // Apply makes muts durable as one transaction (possibly shared with other
 // Applies waiting at the same moment), then returns. On error nothing of
 // it was applied.
 func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
+	return s.apply(ctx, nil, muts)
+}
+
+func (s *Store) apply(ctx context.Context, fence *store.Lease, muts []store.Mutation) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -34,10 +41,10 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 			return fmt.Errorf("pgstore: unknown mutation %T", m)
 		}
 	}
-	if len(muts) == 0 {
+	if len(muts) == 0 && fence == nil {
 		return nil
 	}
-	r := &applyReq{muts: muts, done: make(chan error, 1)}
+	r := &applyReq{muts: muts, fence: fence, done: make(chan error, 1)}
 	select {
 	case s.reqs <- r:
 	case <-s.done:
@@ -82,52 +89,62 @@ func (s *Store) committer() {
 // database refuses), each Apply is retried alone, so that one bad Apply
 // does not fail the others.
 func (s *Store) commitGroup(group []*applyReq) {
-	err := s.commit(group)
+	fenced, err := s.commit(group)
 	if err != nil && len(group) > 1 && !isConnErr(err) {
 		for _, r := range group {
-			r.done <- s.commit([]*applyReq{r})
+			f, err := s.commit([]*applyReq{r})
+			r.done <- fencedErr(r, err == nil && f[0], err)
 		}
 		return
 	}
-	for _, r := range group {
-		r.done <- err
+	for i, r := range group {
+		r.done <- fencedErr(r, err == nil && fenced[i], err)
 	}
+}
+
+func fencedErr(r *applyReq, fenced bool, err error) error {
+	if err == nil && fenced {
+		return fmt.Errorf("%w: lease %s epoch %d (holder %s)", store.ErrFenced, r.fence.Name, r.fence.Epoch, r.fence.Holder)
+	}
+	return err
 }
 
 // errInDoubtRolledBack: a commit was in doubt and resolved as not applied.
 var errInDoubtRolledBack = errors.New("pgstore: commit in doubt, resolved as rolled back")
 
 // commit runs the group's transaction until it commits, fails for good, or
-// RetryTimeout passes. The error it returns wraps store.ErrUnavailable.
-func (s *Store) commit(group []*applyReq) error {
+// RetryTimeout passes. The error it returns wraps store.ErrUnavailable;
+// fenced[i] reports that group[i] was left out because its lease had
+// moved on.
+func (s *Store) commit(group []*applyReq) (fenced []bool, err error) {
 	ctx := context.Background()
 	deadline := time.Now().Add(s.cfg.RetryTimeout)
 	backoff := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		id := rand.Int64()
-		err := s.tryCommit(ctx, group, id)
+		fenced, err := s.tryCommit(ctx, group, id)
 		if err == nil {
 			if s.commits.Add(1)%1024 == 0 {
 				s.trimCommits(ctx)
 			}
-			return nil
+			return fenced, nil
 		}
 		var inDoubt *inDoubtError
 		if errors.As(err, &inDoubt) {
 			applied, rerr := s.resolve(ctx, id, inDoubt.pid, deadline)
 			if rerr != nil {
-				return fmt.Errorf("%w: commit outcome unknown: %w (resolving: %w)", store.ErrUnavailable, err, rerr)
+				return nil, fmt.Errorf("%w: commit outcome unknown: %w (resolving: %w)", store.ErrUnavailable, err, rerr)
 			}
 			if applied {
 				s.log.Warn("pgstore: connection lost during commit; the commit applied", "commit", id)
-				return nil
+				return inDoubt.fenced, nil
 			}
 			s.log.Warn("pgstore: connection lost during commit; it did not apply, retrying", "commit", id)
 			err = fmt.Errorf("%w: %w", errInDoubtRolledBack, inDoubt.err)
 		}
 		retry := isConflict(err) || isConnErr(err) || errors.Is(err, errInDoubtRolledBack)
 		if !retry || time.Now().After(deadline) || s.closed.Load() && !isConflict(err) {
-			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		}
 		if isConflict(err) {
 			continue // the database aborted us for another transaction: at once
@@ -139,8 +156,9 @@ func (s *Store) commit(group []*applyReq) error {
 
 // inDoubtError: COMMIT was sent and no answer came back.
 type inDoubtError struct {
-	pid uint32
-	err error
+	pid    uint32
+	fenced []bool
+	err    error
 }
 
 func (e *inDoubtError) Error() string { return fmt.Sprintf("commit in doubt: %v", e.err) }
@@ -166,43 +184,94 @@ func isConnErr(err error) bool {
 	return !errors.As(err, &id) && err != nil
 }
 
-func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) error {
+func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) (fenced []bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Release()
 	pid := conn.Conn().PgConn().PID()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback(ctx)
+		}
+	}()
+	if fenced, err = checkFences(ctx, tx, group); err != nil {
+		return nil, err
 	}
 	w := writer{tx: tx}
-	for _, r := range group {
+	for i, r := range group {
+		if fenced[i] {
+			continue
+		}
 		for _, m := range r.muts {
 			if err := w.add(ctx, m); err != nil {
-				tx.Rollback(ctx)
-				return err
+				return nil, err
 			}
 		}
 	}
 	if err := w.flushAccepts(ctx); err != nil {
-		tx.Rollback(ctx)
-		return err
+		return nil, err
 	}
 	w.b.Queue(`INSERT INTO store_commits (id) VALUES ($1)`, id)
 	if err := w.flush(ctx); err != nil {
-		tx.Rollback(ctx)
-		return err
+		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
-			return err // refused, or never sent: not applied
+			return nil, err // refused, or never sent: not applied
 		}
-		return &inDoubtError{pid: pid, err: err}
+		return nil, &inDoubtError{pid: pid, fenced: fenced, err: err}
 	}
-	return nil
+	return fenced, nil
+}
+
+// checkFences reads the leases the group's fenced Applies name, share-
+// locking their rows until the transaction ends: a successor's Acquire
+// (an UPDATE of the row) waits for this commit, so a write that passed
+// the check cannot land after the successor took over. fenced[i] is true
+// when group[i]'s lease is no longer current (another holder or epoch, or
+// expired by the database's clock).
+func checkFences(ctx context.Context, tx pgx.Tx, group []*applyReq) ([]bool, error) {
+	fenced := make([]bool, len(group))
+	var names []string
+	for _, r := range group {
+		if r.fence != nil {
+			names = append(names, r.fence.Name)
+		}
+	}
+	if len(names) == 0 {
+		return fenced, nil
+	}
+	type cur struct {
+		holder string
+		epoch  int64
+	}
+	current := map[string]cur{}
+	rows, err := tx.Query(ctx, `SELECT name, holder, epoch FROM store_leases
+		WHERE name = ANY($1) AND expires > now() ORDER BY name FOR SHARE`, names)
+	if err != nil {
+		return nil, err
+	}
+	var name string
+	var c cur
+	if _, err := pgx.ForEachRow(rows, []any{&name, &c.holder, &c.epoch}, func() error {
+		current[name] = c
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for i, r := range group {
+		if r.fence != nil {
+			fenced[i] = current[r.fence.Name] != cur{r.fence.Holder, r.fence.Epoch}
+		}
+	}
+	return fenced, nil
 }
 
 // resolve finds out whether commit id applied after its connection (to

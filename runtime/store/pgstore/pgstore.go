@@ -28,6 +28,12 @@
 //   - The schema is created and migrated by Open (migrate.go), under an
 //     advisory lock so that hosts starting together do not race; a schema
 //     newer than this build is refused with ErrSchemaTooNew.
+//   - The cluster services (cluster.go: store.Leases, store.Membership,
+//     store.Notifier) live in the same database, on the database's clock.
+//     ApplyFenced goes through the same group commit: the transaction
+//     share-locks the lease rows it depends on and leaves out (ErrFenced)
+//     the Applies whose lease moved on, so a successor's Acquire waits for
+//     it and a late write can never land after the successor took over.
 //
 // Ordering: Applies that are in flight at the same time may commit in
 // either order (as with the journal, a caller that needs an order waits

@@ -1,0 +1,238 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// The cluster services (store.Leases, store.Membership, store.Notifier) on
+// the same database. Every time is the database's clock (now()), so that
+// skew between hosts' clocks cannot make two of them hold one lease.
+
+var (
+	_ store.Leases     = (*Store)(nil)
+	_ store.Membership = (*Store)(nil)
+	_ store.Notifier   = (*Store)(nil)
+)
+
+// micros is d in whole microseconds, at least 1, for SQL intervals.
+func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
+
+func scanLease(row pgx.Row) (store.Lease, error) {
+	var l store.Lease
+	err := row.Scan(&l.Name, &l.Holder, &l.Epoch, &l.Expires)
+	l.Expires = l.Expires.UTC()
+	return l, err
+}
+
+// Acquire takes a free or expired lease with the next epoch, or renews one
+// the holder still holds; ErrLeaseHeld when another holder holds it.
+func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
+	if err := s.check(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	if holder == "" {
+		return store.Lease{}, errors.New("pgstore: a lease needs a holder")
+	}
+	l, err := scanLease(s.pool.QueryRow(ctx, `
+		INSERT INTO store_leases AS l (name, holder, epoch, expires)
+		VALUES ($1, $2, 1, now() + $3 * interval '1 microsecond')
+		ON CONFLICT (name) DO UPDATE SET
+			epoch = CASE WHEN l.holder = EXCLUDED.holder AND l.expires > now() THEN l.epoch ELSE l.epoch + 1 END,
+			holder = EXCLUDED.holder, expires = EXCLUDED.expires
+		WHERE l.holder = EXCLUDED.holder OR l.expires <= now()
+		RETURNING name, holder, epoch, expires`, name, holder, micros(ttl)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Lease{}, fmt.Errorf("%w: %s", store.ErrLeaseHeld, name)
+	}
+	if err != nil {
+		return store.Lease{}, s.readErr(err)
+	}
+	return l, nil
+}
+
+// Renew extends l if it is still current; ErrFenced otherwise.
+func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if err := s.check(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	n, err := scanLease(s.pool.QueryRow(ctx, `
+		UPDATE store_leases SET expires = now() + $4 * interval '1 microsecond'
+		WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires > now()
+		RETURNING name, holder, epoch, expires`, l.Name, l.Holder, l.Epoch, micros(ttl)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Lease{}, fmt.Errorf("%w: lease %s epoch %d", store.ErrFenced, l.Name, l.Epoch)
+	}
+	if err != nil {
+		return store.Lease{}, s.readErr(err)
+	}
+	return n, nil
+}
+
+// Release gives l up; the row keeps its epoch for the next holder to bump.
+func (s *Store) Release(ctx context.Context, l store.Lease) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE store_leases SET holder = '', expires = now()
+		WHERE name = $1 AND holder = $2 AND epoch = $3`, l.Name, l.Holder, l.Epoch); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}
+
+// ApplyFenced is Apply, committed only if l is current at commit (see
+// writer.fence).
+func (s *Store) ApplyFenced(ctx context.Context, l store.Lease, muts ...store.Mutation) error {
+	if l.Name == "" || l.Holder == "" {
+		return errors.New("pgstore: ApplyFenced needs a lease")
+	}
+	return s.apply(ctx, &l, muts)
+}
+
+// LeaseList lists every lease by name.
+func (s *Store) LeaseList(ctx context.Context) ([]store.Lease, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT name, holder, epoch, expires FROM store_leases ORDER BY name`)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Lease, error) { return scanLease(r) })
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	return out, nil
+}
+
+// Heartbeat records m alive for ttl more.
+func (s *Store) Heartbeat(ctx context.Context, m store.Member, ttl time.Duration) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if m.ID == "" {
+		return errors.New("pgstore: a member needs an ID")
+	}
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO store_members (id, addr, started, expires) VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
+		ON CONFLICT (id) DO UPDATE SET addr = EXCLUDED.addr, expires = EXCLUDED.expires`,
+		m.ID, m.Addr, micros(ttl)); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}
+
+// Members lists the members whose heartbeat has not expired.
+func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, addr, started, expires FROM store_members WHERE expires > now() ORDER BY id`)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Member, error) {
+		var m store.Member
+		err := r.Scan(&m.ID, &m.Addr, &m.Started, &m.Expires)
+		m.Started, m.Expires = m.Started.UTC(), m.Expires.UTC()
+		return m, err
+	})
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	return out, nil
+}
+
+// Leave removes the member at once.
+func (s *Store) Leave(ctx context.Context, id string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM store_members WHERE id = $1`, id); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}
+
+// Notify sends payload on channel with pg_notify (delivered when the
+// statement's transaction commits: at once, here).
+func (s *Store) Notify(ctx context.Context, channel, payload string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}
+
+// Listen LISTENs on channel on a connection of its own (a pooled one
+// would be handed to others), calling f for each notification; after a
+// lost connection it reconnects and calls f("").
+func (s *Store) Listen(ctx context.Context, channel string, f func(payload string)) (stop func(), err error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	cfg := s.pool.Config().ConnConfig.Copy()
+	listen := "LISTEN " + pgx.Identifier{channel}.Sanitize()
+	connect := func(ctx context.Context) (*pgx.Conn, error) {
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Exec(ctx, listen); err != nil {
+			c.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return c, nil
+	}
+	conn, err := connect(ctx)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer func() {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+		}()
+		backoff := 50 * time.Millisecond
+		for {
+			n, err := conn.WaitForNotification(lctx)
+			if err == nil {
+				f(n.Payload)
+				continue
+			}
+			if lctx.Err() != nil {
+				return
+			}
+			s.log.Warn("pgstore: listener connection lost; reconnecting", "channel", channel, "err", err)
+			conn.Close(context.Background())
+			conn = nil
+			for conn == nil {
+				select {
+				case <-lctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				if conn, err = connect(lctx); err != nil {
+					conn = nil
+					backoff = min(2*backoff, 2*time.Second)
+				}
+			}
+			backoff = 50 * time.Millisecond
+			f("") // anything may have been missed meanwhile: re-read
+		}
+	})
+	return func() { cancel(); wg.Wait() }, nil
+}

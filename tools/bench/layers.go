@@ -23,6 +23,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("store") {
 		b.withLimits("store", func() { b.storeLayer(ctx) })
 	}
+	if run("pg") {
+		b.withLimits("pgstore", func() { b.pgLayer(ctx) })
+	}
 	if run("engine") {
 		b.withLimits("Engine.Send", func() { b.engineSendLayer(ctx) })
 		b.withLimits("end-to-end", func() { b.e2eLayer(ctx, []handlerKind{goKind, jsKind}) })

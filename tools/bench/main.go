@@ -45,7 +45,7 @@ type bench struct {
 }
 
 // phases in the order they run; -only selects by name.
-var phaseNames = []string{"disk", "journal", "recovery", "store", "engine", "overhead", "latency", "host", "idle", "backlog"}
+var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "engine", "overhead", "latency", "host", "idle", "backlog"}
 
 func main() {
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (- for stdout)")

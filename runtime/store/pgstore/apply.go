@@ -124,6 +124,7 @@ func (s *Store) commit(group []*applyReq) (fenced []bool, err error) {
 		id := rand.Int64()
 		fenced, err := s.tryCommit(ctx, group, id)
 		if err == nil {
+			s.applies.Add(int64(len(group)))
 			if s.commits.Add(1)%1024 == 0 {
 				s.trimCommits(ctx)
 			}

@@ -89,9 +89,22 @@ type Store struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 	once   sync.Once
-	// commits counts group commits, for the periodic trim of store_commits.
+	// commits counts group commits (also for the periodic trim of
+	// store_commits), applies the Applies they carried.
 	commits atomic.Int64
+	applies atomic.Int64
 }
+
+// Stats are the store's counters since Open.
+type Stats struct {
+	// Applies is the number of Apply and ApplyFenced calls committed;
+	// Commits the number of transactions that carried them (Applies ÷
+	// Commits is the group commit's batching).
+	Applies, Commits int64
+}
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats { return Stats{Applies: s.applies.Load(), Commits: s.commits.Load()} }
 
 var _ store.Store = (*Store)(nil)
 

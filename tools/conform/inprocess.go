@@ -42,8 +42,10 @@ func newToken() string {
 }
 
 // startInProcess writes host.json with the kit's principals (see
-// features/README.md) before the host's first start, then starts it.
-func startInProcess(ctx context.Context, recorderAddr, otherSpace string) (*inProcess, error) {
+// features/README.md) before the host's first start, then starts it: on
+// a journal in its data directory, or with storeURL on that PostgreSQL
+// database (which must be empty, or the kit's own from an earlier run).
+func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL string) (*inProcess, error) {
 	dir, err := os.MkdirTemp("", "conform-*")
 	if err != nil {
 		return nil, err
@@ -79,6 +81,7 @@ func startInProcess(ctx context.Context, recorderAddr, otherSpace string) (*inPr
 	}
 	ip.cfg = host.Config{
 		DataDir:           dir,
+		StoreURL:          storeURL,
 		Listen:            "127.0.0.1:0",
 		AllowedFetchHosts: []string{recorderAddr},
 		HandlerTimeout:    inProcessHandlerTimeout,

@@ -53,6 +53,7 @@ func run() int {
 		recURL         = flag.String("recorder-url", "", "recorder base URL as the host's workers reach it (default http://<recorder-listen>)")
 		concurrency    = flag.Int("concurrency", 8, "scenarios run at once (@restart scenarios always run alone)")
 		featuresDir    = flag.String("features", "", "read features and workers from this directory instead of the embedded copy")
+		storeURL       = flag.String("store", os.Getenv("CONFORM_STORE"), "in-process host only: keep its store in this PostgreSQL database (postgres://...) instead of a journal")
 	)
 	flag.Parse()
 
@@ -77,7 +78,7 @@ func run() int {
 	}
 	var teardown func(failed bool)
 	if *hostURL == "" {
-		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace)
+		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace, *storeURL)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conform: in-process host:", err)
 			return 2
@@ -88,8 +89,16 @@ func run() int {
 		cfg.Fault = ih.fault
 		cfg.HandlerTimeout = inProcessHandlerTimeout
 		teardown = ih.close
-		fmt.Fprintf(os.Stderr, "conform: in-process reference host at %s (data %s), recorder %s\n", ih.url(), ih.dir, *recURL)
+		where := "data " + ih.dir
+		if *storeURL != "" {
+			where += ", store on PostgreSQL"
+		}
+		fmt.Fprintf(os.Stderr, "conform: in-process reference host at %s (%s), recorder %s\n", ih.url(), where, *recURL)
 	} else {
+		if *storeURL != "" {
+			fmt.Fprintln(os.Stderr, "conform: --store is for the in-process host; start the host under test with its own -store")
+			return 2
+		}
 		base := strings.TrimRight(*hostURL, "/")
 		cfg.Base = func() string { return base }
 		if *token == "" {

@@ -1,0 +1,319 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/js"
+)
+
+// EnvVar, set to "1" in a process's environment, makes Main run the
+// sandbox loop instead of returning. The host sets it on the children it
+// starts; nothing else should.
+const EnvVar = "TAKOHOST_SANDBOX"
+
+// socketFD is the child's end of the socketpair (cmd.ExtraFiles[0]).
+const socketFD = 3
+
+// Main must be the first call of every program that can start a host
+// (cmd/takohost, the tools, and the TestMain of packages whose tests start
+// one): the host starts sandboxes by running its own executable with EnvVar
+// set, and in that process Main serves the host on the inherited socket and
+// exits instead of returning.
+func Main() {
+	if os.Getenv(EnvVar) != "1" {
+		return
+	}
+	os.Exit(childMain())
+}
+
+func childMain() int {
+	f := os.NewFile(socketFD, "sandbox-socket")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: the host socket:", err)
+		return 70
+	}
+	// The host never expects a working directory: whatever the worker
+	// loads comes over the socket.
+	_ = os.Chdir("/")
+	c := newConn(nc)
+	s := &child{c: c, versions: map[string]*abi.Version{}, calls: map[uint64]context.CancelFunc{}}
+	err = c.readLoop(s.handle, func(err error) error { return err })
+	if s.rt != nil {
+		s.rt.Close()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		fmt.Fprintln(os.Stderr, "sandbox: reading from the host:", err)
+		return 70
+	}
+	return 0
+}
+
+// child is the sandbox side: a js.Runtime whose sends, settlements,
+// outbound fetches and log lines go to the host.
+type child struct {
+	c  *conn
+	rt *js.Runtime
+
+	mu       sync.Mutex
+	versions map[string]*abi.Version
+	calls    map[uint64]context.CancelFunc
+}
+
+func (s *child) handle(f *frame) {
+	switch f.Op {
+	case opInit:
+		s.init(f.Init)
+	case opCancel:
+		s.mu.Lock()
+		cancel := s.calls[f.Inv]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	case opEvict:
+		s.mu.Lock()
+		delete(s.versions, f.VersionUID)
+		s.mu.Unlock()
+		if s.rt != nil {
+			s.rt.Evict(f.VersionUID)
+		}
+	default:
+		if f.Version != nil {
+			s.mu.Lock()
+			s.versions[f.Version.UID] = f.Version
+			s.mu.Unlock()
+		}
+		go s.serve(f)
+	}
+}
+
+// init applies the limits the host chose: the Go runtime's soft memory
+// limit, the address-space limit (an allocation beyond it kills this
+// process, not the host), the goroutine stack limit (a runaway recursion in
+// Go code dies here), and the js.Runtime.
+func (s *child) init(m *initMsg) {
+	if m.MemoryLimit > 0 {
+		debug.SetMemoryLimit(m.MemoryLimit * 3 / 4)
+	}
+	if m.AddressSpace > 0 {
+		lim := syscall.Rlimit{Cur: uint64(m.AddressSpace), Max: uint64(m.AddressSpace)}
+		_ = syscall.Setrlimit(syscall.RLIMIT_AS, &lim)
+	}
+	if m.MaxStack > 0 {
+		debug.SetMaxStack(m.MaxStack)
+	}
+	s.rt = js.New(js.Options{
+		Sender:            sender{s},
+		AllowedFetchHosts: m.AllowedFetchHosts,
+		InvocationTimeout: m.InvocationTimeout,
+		StartupTimeout:    m.StartupTimeout,
+		Transport:         transport{s},
+		LogSink: func(worker, version, level, msg string) {
+			_ = s.c.write(&frame{Op: opLog, Log: &logMsg{Worker: worker, Version: version, Level: level, Message: msg}})
+		},
+	})
+}
+
+func (s *child) version(f *frame) (*abi.Version, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.versions[f.VersionUID]
+	if v == nil {
+		return nil, fmt.Errorf("sandbox: the version %s was never sent", f.VersionUID)
+	}
+	return v, nil
+}
+
+type invKey struct{}
+
+func invOf(ctx context.Context) uint64 {
+	id, _ := ctx.Value(invKey{}).(uint64)
+	return id
+}
+
+// serve runs one request of the host on its own goroutine; the context
+// carries the request's ID (so that sends, settlements and fetches name
+// their invocation) and ends at its deadline or on opCancel.
+func (s *child) serve(f *frame) {
+	r := &frame{}
+	defer func() { s.c.reply(f, r) }()
+	if s.rt == nil {
+		r.Err = toWire(errors.New("sandbox: not initialised"))
+		return
+	}
+	v, err := s.version(f)
+	if err != nil {
+		r.Err = toWire(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), invKey{}, f.ID))
+	if !f.Deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, f.Deadline)
+	}
+	defer cancel()
+	s.mu.Lock()
+	s.calls[f.ID] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.calls, f.ID)
+		s.mu.Unlock()
+	}()
+
+	switch f.Op {
+	case opProbe:
+		// The admission sandbox only probes: the runtime's Options (the
+		// startup limit) apply, and nothing is kept.
+		p, err := s.rt.Compile(v)
+		if err == nil {
+			r.Handlers = p.Handlers
+		}
+		r.Err = toWire(err)
+		s.rt.Evict(v.UID)
+		s.mu.Lock()
+		delete(s.versions, v.UID)
+		s.mu.Unlock()
+	case opLoad:
+		p, err := s.rt.Compile(v)
+		if err == nil {
+			r.Handlers = p.Handlers
+		}
+		r.Err = toWire(err)
+	case opQueue:
+		h, err := s.rt.QueueHandler(v)
+		if err == nil {
+			b := abi.NewBatch(f.Batch.ID, f.Batch.Queue, f.Batch.Messages, settler{s: s, inv: f.ID})
+			err = h.HandleBatch(ctx, b)
+		}
+		r.Err = toWire(err)
+	case opFetch:
+		resp, err := s.fetch(ctx, v, f)
+		r.HTTP, r.Err = resp, toWire(err)
+	default:
+		r.Err = toWire(fmt.Errorf("sandbox: unknown operation %q", f.Op))
+	}
+}
+
+func (s *child) fetch(ctx context.Context, v *abi.Version, f *frame) (*httpMsg, error) {
+	m := f.HTTP
+	req, err := http.NewRequestWithContext(ctx, m.Method, m.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = m.Header
+	req.Host = m.Host
+	req.ContentLength = int64(len(m.Body))
+	if len(m.Body) == 0 {
+		req.Body = http.NoBody
+	}
+	resp, err := s.rt.Fetch(ctx, v, req, f.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &httpMsg{Status: resp.StatusCode, StatusText: resp.Status, Header: resp.Header, Body: b}, nil
+}
+
+// ask sends a request to the host for the invocation of ctx and waits for
+// the reply (the host answers within the invocation's life).
+func (s *child) ask(ctx context.Context, f *frame) (*frame, error) {
+	f.Inv = invOf(ctx)
+	r, err := s.c.call(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.Err.err()
+}
+
+type sender struct{ s *child }
+
+// Send asks the host, which sends as the version the invocation runs
+// (principal and space are the host's to decide, not this process's).
+func (x sender) Send(ctx context.Context, _, _, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+	r, err := x.s.ask(ctx, &frame{Op: opSend, QueueUID: queueUID, Messages: msgs})
+	if err != nil {
+		return nil, err
+	}
+	return r.IDs, nil
+}
+
+type settler struct {
+	s   *child
+	inv uint64
+}
+
+// Settle names the invocation that received the batch, whatever
+// invocation calls it: the host answers unknown_batch once that one ended.
+func (x settler) Settle(ctx context.Context, batchID string, st abi.Settlement) error {
+	f := &frame{Op: opSettle, BatchID: batchID, Settlement: &st, Inv: x.inv}
+	r, err := x.s.c.call(ctx, f)
+	if err != nil {
+		return err
+	}
+	return r.Err.err()
+}
+
+type transport struct{ s *child }
+
+// RoundTrip asks the host to perform one outbound request (one hop: the
+// js runtime's client follows redirects and checks each against the
+// allowed hosts; the host checks again and dials).
+func (x transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	r, err := x.s.ask(req.Context(), &frame{Op: opOutbound, HTTP: &httpMsg{Method: req.Method, URL: req.URL.String(), Header: req.Header, Body: body}})
+	if err != nil {
+		return nil, err
+	}
+	m := r.HTTP
+	return &http.Response{
+		Status: m.StatusText, StatusCode: m.Status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header(m.Header), Body: io.NopCloser(bytes.NewReader(m.Body)), ContentLength: int64(len(m.Body)),
+		Request: req,
+	}, nil
+}
+
+// isStackOverflow and friends classify how a sandbox ended from what its
+// Go runtime printed (GOTRACEBACK=none keeps that to the fatal lines).
+func classify(stderr string) string {
+	switch {
+	case strings.Contains(stderr, "stack exceeds") || strings.Contains(stderr, "stack overflow"):
+		return "stack overflow"
+	case strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory"):
+		return "memory cap"
+	case strings.Contains(stderr, "fatal error:"):
+		line := stderr[strings.Index(stderr, "fatal error:"):]
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		return "crash (" + line + ")"
+	case strings.Contains(stderr, "panic:"):
+		return "crash (panic)"
+	}
+	return ""
+}

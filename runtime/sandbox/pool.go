@@ -1,0 +1,798 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/js"
+)
+
+// Defaults of Options.
+const (
+	DefaultInvocationTimeout = js.DefaultInvocationTimeout
+	DefaultKillGrace         = time.Second
+	DefaultMemoryLimit       = 512 << 20
+	DefaultAddressSpace      = 4 << 30
+	DefaultMaxStack          = 64 << 20
+	DefaultIdleTimeout       = 30 * time.Second
+	DefaultMaxSandboxes      = 256
+	DefaultLogRate           = 200 // lines per second per worker, burst ten times that
+	DefaultFetchPerCall      = 6   // concurrent outbound fetches per invocation, as Cloudflare allows
+	DefaultFetchPerHost      = 16  // connections per destination
+	DefaultFetchTotal        = 256 // concurrent outbound fetches of the whole host
+)
+
+// Errors of the pool.
+var (
+	// ErrClosed: the pool is closed.
+	ErrClosed = errors.New("sandbox: the pool is closed")
+	// ErrSandboxEnded wraps the error of every invocation a sandbox was
+	// running when it ended; the text says why (memory cap, time limit,
+	// stack overflow, crash).
+	ErrSandboxEnded = errors.New("the worker's sandbox ended")
+	// ErrTooManySandboxes: MaxSandboxes are busy.
+	ErrTooManySandboxes = errors.New("sandbox: every sandbox is busy")
+)
+
+// Options configure a Pool. Zero values take the defaults.
+type Options struct {
+	// Sender performs producer Binding sends (authorised by the host).
+	Sender abi.Sender
+	// AllowedFetchHosts as in js.Options; checked by the sandbox and
+	// again by the host, which performs the request.
+	AllowedFetchHosts []string
+	// InvocationTimeout is the time limit of one invocation (default 30
+	// s); the sandbox running an invocation that has not answered
+	// KillGrace (default 1 s) after its deadline is killed.
+	InvocationTimeout time.Duration
+	KillGrace         time.Duration
+	// StartupTimeout bounds the modules' top-level code (js default 5 s).
+	StartupTimeout time.Duration
+	// MemoryLimit is the resident memory a sandbox may use (default 512
+	// MiB): the host kills it beyond, and its Go runtime's soft limit is
+	// three quarters of it. AddressSpace is its RLIMIT_AS (default 4 GiB)
+	// and MaxStack its goroutine stack limit (default 64 MiB).
+	MemoryLimit  int64
+	AddressSpace int64
+	MaxStack     int
+	// IdleTimeout: a sandbox with no invocation for this long is stopped
+	// (default 30 s). MaxSandboxes bounds the live ones (default 256).
+	IdleTimeout  time.Duration
+	MaxSandboxes int
+	// LogEntries is the size of each worker's log ring; LogRate the lines
+	// per second a worker may log (burst ten times that), beyond which
+	// lines are dropped and counted.
+	LogEntries int
+	LogRate    int
+	// FetchPerCall, FetchPerHost and FetchTotal cap outbound fetches: per
+	// invocation (concurrent; more wait), per destination host:port
+	// (connections) and for the whole host (concurrent).
+	FetchPerCall, FetchPerHost, FetchTotal int
+	// Transport replaces the host's outbound transport (tests).
+	Transport http.RoundTripper
+	// Executable is the program started as a sandbox (os.Executable()
+	// by default); it must call Main first.
+	Executable string
+	// Logger receives the host-side events.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.InvocationTimeout <= 0 {
+		o.InvocationTimeout = DefaultInvocationTimeout
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	if o.StartupTimeout <= 0 {
+		o.StartupTimeout = js.DefaultStartupTimeout
+	}
+	if o.MemoryLimit <= 0 {
+		o.MemoryLimit = DefaultMemoryLimit
+	}
+	if o.AddressSpace <= 0 {
+		o.AddressSpace = DefaultAddressSpace
+	}
+	if o.MaxStack <= 0 {
+		o.MaxStack = DefaultMaxStack
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxSandboxes <= 0 {
+		o.MaxSandboxes = DefaultMaxSandboxes
+	}
+	if o.LogRate <= 0 {
+		o.LogRate = DefaultLogRate
+	}
+	if o.FetchPerCall <= 0 {
+		o.FetchPerCall = DefaultFetchPerCall
+	}
+	if o.FetchPerHost <= 0 {
+		o.FetchPerHost = DefaultFetchPerHost
+	}
+	if o.FetchTotal <= 0 {
+		o.FetchTotal = DefaultFetchTotal
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Pool runs worker code in sandbox processes: one per ModuleWorker for
+// invocations, one per space for admission probes. It keeps the workers'
+// logs, performs what the sandboxes ask (sends, settlements, outbound
+// fetch) and enforces the limits from outside.
+type Pool struct {
+	opts     Options
+	exe      string
+	logs     *js.LogBook
+	limiter  *logLimiter
+	out      *outbound
+	stopReap chan struct{}
+	reapDone chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	procs    map[string]*proc    // by key: "w:"+workerUID or "a:"+space
+	handlers map[string][]string // by version UID, from the first load
+}
+
+// New makes a Pool. No process starts until the first invocation.
+func New(opts Options) (*Pool, error) {
+	opts = opts.withDefaults()
+	exe := opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("sandbox: finding the host's executable: %w", err)
+		}
+	}
+	p := &Pool{
+		opts: opts, exe: exe, logs: js.NewLogBook(opts.LogEntries), limiter: newLogLimiter(opts.LogRate),
+		out:      newOutbound(opts),
+		procs:    map[string]*proc{},
+		handlers: map[string][]string{},
+		stopReap: make(chan struct{}), reapDone: make(chan struct{}),
+	}
+	go p.reapLoop()
+	return p, nil
+}
+
+// Close stops every sandbox; running invocations fail.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	procs := p.procs
+	p.procs = map[string]*proc{}
+	p.mu.Unlock()
+	close(p.stopReap)
+	<-p.reapDone
+	for _, pr := range procs {
+		pr.kill("the host is shutting down")
+	}
+	for _, pr := range procs {
+		<-pr.done
+	}
+}
+
+// Logs returns the worker's log entries with Seq > after (js.Runtime.Logs).
+func (p *Pool) Logs(workerUID string, after int64, limit int) []js.LogEntry {
+	return p.logs.List(workerUID, after, limit)
+}
+
+// Evict forgets a version in every sandbox.
+func (p *Pool) Evict(versionUID string) {
+	p.mu.Lock()
+	delete(p.handlers, versionUID)
+	procs := make([]*proc, 0, len(p.procs))
+	for _, pr := range p.procs {
+		procs = append(procs, pr)
+	}
+	p.mu.Unlock()
+	for _, pr := range procs {
+		pr.evict(versionUID)
+	}
+}
+
+// Stats counts the live sandboxes (for tests and metrics).
+func (p *Pool) Stats() (live int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.procs)
+}
+
+// Probe compiles v in its space's admission sandbox (uncached) and
+// returns the handlers its default export provides. Anything that ends the
+// sandbox (a bundler stack overflow, the memory cap, the time limit) is a
+// *abi.CompileError: the version is refused, the host is untouched.
+func (p *Pool) Probe(ctx context.Context, v *abi.Version) ([]string, error) {
+	r, err := p.invoke(ctx, "a:"+v.Space, v, &frame{Op: opProbe}, p.loadLimit())
+	if err != nil {
+		if errors.Is(err, ErrSandboxEnded) {
+			return nil, &abi.CompileError{Message: "the modules could not be loaded: " + err.Error()}
+		}
+		return nil, err
+	}
+	return r.Handlers, nil
+}
+
+// QueueHandler returns v's queue handler, each batch run in the worker's
+// sandbox. The first call for a version loads it there (a *CompileError or
+// js.ErrNoQueueHandler is returned then, as js.Runtime.QueueHandler does).
+func (p *Pool) QueueHandler(ctx context.Context, v *abi.Version) (abi.Handler, error) {
+	hs, err := p.load(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	if !hasHandler(hs, js.HandlerQueue) {
+		return nil, js.ErrNoQueueHandler
+	}
+	v = copyVersion(v)
+	return abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
+		_, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opQueue, Batch: &batchMsg{ID: b.ID, Queue: b.Queue, Messages: b.Messages}, batch: b}, 0)
+		return err
+	}), nil
+}
+
+func (p *Pool) load(ctx context.Context, v *abi.Version) ([]string, error) {
+	p.mu.Lock()
+	hs, ok := p.handlers[v.UID]
+	p.mu.Unlock()
+	if ok {
+		return hs, nil
+	}
+	r, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opLoad}, p.loadLimit())
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.handlers[v.UID] = r.Handlers
+	p.mu.Unlock()
+	return r.Handlers, nil
+}
+
+// loadLimit bounds bundling and the top-level code together: the startup
+// limit stops the code in the sandbox; twice it is left for bundling.
+func (p *Pool) loadLimit() time.Duration { return 2 * p.opts.StartupTimeout }
+
+func hasHandler(hs []string, name string) bool {
+	for _, h := range hs {
+		if h == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Fetch runs v's fetch handler for r in the worker's sandbox and returns
+// its Response with a buffered body, as js.Runtime.Fetch does. A sandbox
+// that ends during the invocation returns an error wrapping
+// ErrSandboxEnded (the reason is in the worker's log).
+func (p *Pool) Fetch(ctx context.Context, v *abi.Version, r *http.Request, path string) (*http.Response, error) {
+	hs, err := p.load(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	if !hasHandler(hs, js.HandlerFetch) {
+		return nil, js.ErrNoFetchHandler
+	}
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err = io.ReadAll(io.LimitReader(r.Body, js.DefaultMaxBodyBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: reading the request body: %w", err)
+		}
+		if len(body) > js.DefaultMaxBodyBytes {
+			return nil, js.ErrRequestTooLarge
+		}
+	}
+	m := &httpMsg{Method: r.Method, URL: r.URL.String(), Host: r.Host, TLS: r.TLS != nil, Header: r.Header, Body: body}
+	res, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opFetch, HTTP: m, Path: path}, 0)
+	if err != nil {
+		return nil, err
+	}
+	h := res.HTTP
+	return &http.Response{
+		Status: h.StatusText, StatusCode: h.Status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header(h.Header), Body: io.NopCloser(bytes.NewReader(h.Body)), ContentLength: int64(len(h.Body)),
+	}, nil
+}
+
+// invoke runs one request in the sandbox of key: the deadline is the
+// earlier of ctx's and limit (InvocationTimeout when 0); the sandbox is
+// killed KillGrace after it, or KillGrace after ctx ends, when it has not
+// answered by then.
+func (p *Pool) invoke(ctx context.Context, key string, v *abi.Version, f *frame, limit time.Duration) (*frame, error) {
+	if limit <= 0 {
+		limit = p.opts.InvocationTimeout
+	}
+	deadline := time.Now().Add(limit)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	pr, err := p.get(key)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.release()
+	return pr.invoke(ctx, v, f, deadline)
+}
+
+// get returns the live sandbox of key, starting one when there is none,
+// and counts the caller as using it (release when done).
+func (p *Pool) get(key string) (*proc, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	pr := p.procs[key]
+	if pr != nil && pr.ended() {
+		delete(p.procs, key)
+		pr = nil
+	}
+	if pr == nil {
+		if len(p.procs) >= p.opts.MaxSandboxes && !p.evictIdleLocked() {
+			return nil, fmt.Errorf("%w: %d sandboxes are running invocations", ErrTooManySandboxes, len(p.procs))
+		}
+		var err error
+		if pr, err = p.start(key); err != nil {
+			return nil, err
+		}
+		p.procs[key] = pr
+	}
+	pr.users++
+	pr.lastUsed = time.Now()
+	return pr, nil
+}
+
+// evictIdleLocked stops the least recently used idle sandbox.
+func (p *Pool) evictIdleLocked() bool {
+	var oldest *proc
+	var oldestKey string
+	for k, pr := range p.procs {
+		if pr.users == 0 && (oldest == nil || pr.lastUsed.Before(oldest.lastUsed)) {
+			oldest, oldestKey = pr, k
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	delete(p.procs, oldestKey)
+	go oldest.stop()
+	return true
+}
+
+func (p *Pool) reapLoop() {
+	defer close(p.reapDone)
+	tick := time.NewTicker(p.opts.IdleTimeout / 6)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stopReap:
+			return
+		case <-tick.C:
+		}
+		p.reapIdle(time.Now())
+	}
+}
+
+// reapIdle stops the sandboxes idle since before now - IdleTimeout.
+func (p *Pool) reapIdle(now time.Time) {
+	var stop []*proc
+	p.mu.Lock()
+	for k, pr := range p.procs {
+		if pr.users == 0 && now.Sub(pr.lastUsed) >= p.opts.IdleTimeout || pr.ended() {
+			delete(p.procs, k)
+			stop = append(stop, pr)
+		}
+	}
+	p.mu.Unlock()
+	for _, pr := range stop {
+		go pr.stop()
+	}
+}
+
+// start runs a sandbox process for key and sends it the limits.
+func (p *Pool) start(key string) (*proc, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
+	}
+	hostEnd := os.NewFile(uintptr(fds[0]), "sandbox-host")
+	childEnd := os.NewFile(uintptr(fds[1]), "sandbox-child")
+	defer childEnd.Close()
+	nc, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		childEnd.Close()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd := exec.Command(p.exe)
+	cmd.Dir = "/"
+	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none")
+	cmd.ExtraFiles = []*os.File{childEnd}
+	stderr := &headBuffer{max: 4096}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("sandbox: starting %s: %w", p.exe, err)
+	}
+	pr := &proc{pool: p, key: key, cmd: cmd, c: newConn(nc), stderr: stderr, sent: map[string]bool{},
+		calls: map[uint64]*call{}, exited: make(chan struct{}), done: make(chan struct{}), lastUsed: time.Now()}
+	go func() {
+		_ = cmd.Wait()
+		close(pr.exited)
+	}()
+	go pr.readLoop()
+	go pr.watch()
+	err = pr.c.write(&frame{Op: opInit, Init: &initMsg{
+		InvocationTimeout: p.opts.InvocationTimeout, StartupTimeout: p.opts.StartupTimeout,
+		AllowedFetchHosts: p.opts.AllowedFetchHosts, MemoryLimit: p.opts.MemoryLimit,
+		AddressSpace: p.opts.AddressSpace, MaxStack: p.opts.MaxStack,
+	}})
+	if err != nil {
+		pr.kill("it could not be initialised")
+		return nil, fmt.Errorf("sandbox: initialising: %w", err)
+	}
+	return pr, nil
+}
+
+// sandboxEnv is the host's environment without what a sandbox must not
+// inherit (its own marker, Go runtime settings the sandbox sets itself).
+func sandboxEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case EnvVar, "GOMEMLIMIT", "GOGC", "GOTRACEBACK", "GODEBUG":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// headBuffer keeps the first max bytes written (the fatal error line).
+type headBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (h *headBuffer) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.max - len(h.buf); n > 0 {
+		if len(b) < n {
+			n = len(b)
+		}
+		h.buf = append(h.buf, b[:n]...)
+	}
+	return len(b), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.buf)
+}
+
+// proc is one sandbox process.
+type proc struct {
+	pool   *Pool
+	key    string
+	cmd    *exec.Cmd
+	c      *conn
+	stderr *headBuffer
+	exited chan struct{} // closed once the process has been waited for
+	done   chan struct{} // closed once the socket is drained and calls failed
+
+	mu         sync.Mutex // guards the fields below; users and lastUsed are the pool's
+	sent       map[string]bool
+	calls      map[uint64]*call
+	killReason string
+	endErr     error
+
+	users    int
+	lastUsed time.Time
+}
+
+// call is one invocation running in the sandbox.
+type call struct {
+	ctx     context.Context
+	v       *abi.Version
+	batch   *abi.Batch
+	fetches chan struct{}
+}
+
+func (pr *proc) ended() bool {
+	select {
+	case <-pr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (pr *proc) release() {
+	pr.pool.mu.Lock()
+	pr.users--
+	pr.lastUsed = time.Now()
+	pr.pool.mu.Unlock()
+}
+
+// kill ends the process at once; reason is what the invocations it was
+// running fail with.
+func (pr *proc) kill(reason string) {
+	pr.mu.Lock()
+	if pr.killReason == "" {
+		pr.killReason = reason
+	}
+	pr.mu.Unlock()
+	if pr.cmd.Process != nil {
+		_ = pr.cmd.Process.Kill()
+	}
+	pr.c.c.Close()
+}
+
+// stop ends an idle sandbox: closing the socket makes it exit.
+func (pr *proc) stop() {
+	pr.mu.Lock()
+	if pr.killReason == "" {
+		pr.killReason = "idle"
+	}
+	pr.mu.Unlock()
+	pr.c.c.Close()
+	select {
+	case <-pr.exited:
+	case <-time.After(5 * time.Second):
+		_ = pr.cmd.Process.Kill()
+	}
+	<-pr.done
+}
+
+func (pr *proc) evict(versionUID string) {
+	pr.mu.Lock()
+	had := pr.sent[versionUID]
+	delete(pr.sent, versionUID)
+	pr.mu.Unlock()
+	if had {
+		_ = pr.c.write(&frame{Op: opEvict, VersionUID: versionUID})
+	}
+}
+
+// readLoop serves the sandbox's requests until the socket ends, then
+// waits for the process and fails the running invocations with why it
+// ended.
+func (pr *proc) readLoop() {
+	defer close(pr.done)
+	_ = pr.c.readLoop(pr.handle, func(error) error {
+		select {
+		case <-pr.exited:
+		case <-time.After(2 * time.Second):
+			_ = pr.cmd.Process.Kill()
+			<-pr.exited
+		}
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		reason := pr.killReason
+		if reason == "" {
+			reason = classify(pr.stderr.String())
+		}
+		if reason == "" {
+			reason = "it exited (" + pr.cmd.ProcessState.String() + ")"
+		}
+		pr.endErr = fmt.Errorf("%w: %s", ErrSandboxEnded, reason)
+		return pr.endErr
+	})
+	pr.c.c.Close()
+	pr.pool.mu.Lock()
+	if pr.pool.procs[pr.key] == pr {
+		delete(pr.pool.procs, pr.key)
+	}
+	pr.pool.mu.Unlock()
+}
+
+// watch kills the sandbox when its resident memory passes the limit.
+func (pr *proc) watch() {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	limit := pr.pool.opts.MemoryLimit
+	for {
+		select {
+		case <-pr.done:
+			return
+		case <-tick.C:
+		}
+		if rss := processRSS(pr.cmd.Process.Pid); rss > limit {
+			pr.kill(fmt.Sprintf("memory cap: its resident memory reached %d MiB, more than the limit of %d MiB", rss>>20, limit>>20))
+			return
+		}
+	}
+}
+
+// processRSS reads a process's resident set size from /proc (0 when it
+// cannot be read).
+func processRSS(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// invoke sends f for v (the version itself the first time) and waits for
+// the reply, killing the sandbox when it does not answer in time.
+func (pr *proc) invoke(ctx context.Context, v *abi.Version, f *frame, deadline time.Time) (*frame, error) {
+	f.VersionUID, f.Deadline = v.UID, deadline
+	pr.mu.Lock()
+	if !pr.sent[v.UID] {
+		f.Version = v
+		if f.Op != opProbe {
+			pr.sent[v.UID] = true
+		}
+	}
+	pr.mu.Unlock()
+	cl := &call{ctx: ctx, v: v, batch: f.batch, fetches: make(chan struct{}, pr.pool.opts.FetchPerCall)}
+	id, ch, err := pr.c.start(f, func(id uint64) {
+		pr.mu.Lock()
+		pr.calls[id] = cl
+		pr.mu.Unlock()
+	})
+	defer func() {
+		pr.mu.Lock()
+		delete(pr.calls, f.ID)
+		pr.mu.Unlock()
+	}()
+	if err != nil {
+		return nil, pr.failure(v, err)
+	}
+
+	grace := pr.pool.opts.KillGrace
+	killTimer := time.AfterFunc(time.Until(deadline)+grace, func() {
+		pr.kill(fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
+	})
+	defer killTimer.Stop()
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, pr.failure(v, pr.c.err())
+		}
+		return r, r.Err.err()
+	case <-ctx.Done():
+	}
+	// The caller gave up: ask the sandbox to stop the invocation and give
+	// it the grace to do so.
+	_ = pr.c.write(&frame{Op: opCancel, Inv: id})
+	killTimer.Reset(grace)
+	r, ok := <-ch
+	if !ok {
+		return nil, pr.failure(v, pr.c.err())
+	}
+	if r.Err != nil {
+		return nil, r.Err.err()
+	}
+	return nil, context.Cause(ctx)
+}
+
+// failure logs to the worker's log why its invocation failed when the
+// sandbox ended, and returns the error.
+func (pr *proc) failure(v *abi.Version, err error) error {
+	if errors.Is(err, ErrSandboxEnded) {
+		pr.pool.logs.Add(v.WorkerUID, v.UID, "error", "Uncaught (in sandbox) "+err.Error()+"; the invocation failed and the next one gets a fresh sandbox")
+		pr.pool.opts.Logger.Warn("sandbox: ended with invocations running", "sandbox", pr.key, "worker", v.WorkerUID, "version", v.UID, "err", err)
+	}
+	return err
+}
+
+// handle serves a request of the sandbox (on the read goroutine: anything
+// that can wait runs on its own goroutine).
+func (pr *proc) handle(f *frame) {
+	if f.Op == opLog {
+		if f.Log != nil && pr.pool.limiter.allow(f.Log.Worker, time.Now()) {
+			if n := pr.pool.limiter.takeDropped(f.Log.Worker); n > 0 {
+				pr.pool.logs.Add(f.Log.Worker, f.Log.Version, "warn", fmt.Sprintf("%d log lines were dropped: the worker logged more than %d lines per second", n, pr.pool.opts.LogRate))
+			}
+			pr.pool.logs.Add(f.Log.Worker, f.Log.Version, f.Log.Level, f.Log.Message)
+		}
+		return
+	}
+	pr.mu.Lock()
+	cl := pr.calls[f.Inv]
+	pr.mu.Unlock()
+	go func() {
+		r := &frame{}
+		r.IDs, r.HTTP, r.Err = pr.serve(cl, f)
+		pr.c.reply(f, r)
+	}()
+}
+
+func (pr *proc) serve(cl *call, f *frame) ([]string, *httpMsg, *wireErr) {
+	if cl == nil {
+		if f.Op == opSettle {
+			return nil, nil, toWire(abi.ErrUnknownBatch)
+		}
+		return nil, nil, toWire(fmt.Errorf("%w: the invocation has ended", abi.ErrBackendUnavailable))
+	}
+	switch f.Op {
+	case opSend:
+		ok := false
+		for _, b := range cl.v.Bindings {
+			ok = ok || b.QueueUID == f.QueueUID
+		}
+		if !ok || pr.pool.opts.Sender == nil {
+			return nil, nil, toWire(fmt.Errorf("%w: the version has no Binding to the queue %s", abi.ErrBackendUnavailable, f.QueueUID))
+		}
+		ids, err := pr.pool.opts.Sender.Send(cl.ctx, cl.v.Principal, cl.v.Space, f.QueueUID, f.Messages)
+		return ids, nil, toWire(err)
+	case opSettle:
+		if cl.batch == nil || cl.batch.ID != f.BatchID || f.Settlement == nil {
+			return nil, nil, toWire(abi.ErrUnknownBatch)
+		}
+		b, s := cl.batch, *f.Settlement
+		var err error
+		switch s.Kind {
+		case abi.Acknowledge:
+			err = b.Acknowledge(cl.ctx, s.MessageID)
+		case abi.Retry:
+			err = b.Retry(cl.ctx, s.MessageID, s.Delay)
+		case abi.AcknowledgeAll:
+			err = b.AcknowledgeAll(cl.ctx)
+		case abi.RetryAll:
+			err = b.RetryAll(cl.ctx, s.Delay)
+		default:
+			err = fmt.Errorf("%w: unknown settlement", abi.ErrBackendUnavailable)
+		}
+		return nil, nil, toWire(err)
+	case opOutbound:
+		m, err := pr.pool.out.do(cl, f.HTTP)
+		return nil, m, toWire(err)
+	}
+	return nil, nil, toWire(fmt.Errorf("sandbox: unknown operation %q", f.Op))
+}
+
+// Keys lists the live sandboxes' keys, sorted (tests).
+func (p *Pool) Keys() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ks []string
+	for k := range p.procs {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func copyVersion(v *abi.Version) *abi.Version {
+	c := *v
+	return &c
+}

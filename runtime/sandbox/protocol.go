@@ -1,0 +1,306 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/js"
+)
+
+// Operations of the protocol. Host to sandbox: opInit (first frame),
+// opProbe, opLoad, opQueue, opFetch (requests), opCancel, opEvict (one-way).
+// Sandbox to host: opSend, opSettle, opOutbound (requests), opLog (one-way).
+const (
+	opInit     = "init"
+	opProbe    = "probe"
+	opLoad     = "load"
+	opQueue    = "queue"
+	opFetch    = "fetch"
+	opCancel   = "cancel"
+	opEvict    = "evict"
+	opSend     = "send"
+	opSettle   = "settle"
+	opOutbound = "outbound"
+	opLog      = "log"
+)
+
+// frame is the one message type on the socket, gob-encoded. A request has
+// an ID (unique per direction) and Op; its reply has the same ID and Reply
+// set. One-way frames have ID 0. Only the fields an operation uses are set.
+type frame struct {
+	ID    uint64
+	Reply bool
+	Op    string
+	Inv   uint64 // opSend, opSettle, opOutbound, opCancel: the host's call ID of the invocation
+
+	Init       *initMsg
+	Version    *abi.Version // opProbe, opLoad, opQueue, opFetch: the first time this sandbox sees the version
+	VersionUID string
+	Deadline   time.Time // the invocation's deadline
+	Batch      *batchMsg
+	HTTP       *httpMsg // opFetch, opOutbound request and reply
+	Path       string   // opFetch
+	QueueUID   string
+	Messages   []abi.OutgoingMessage
+	Settlement *abi.Settlement
+	BatchID    string
+	IDs        []string
+	Handlers   []string
+	Log        *logMsg
+	Err        *wireErr
+
+	batch *abi.Batch // host side only (not encoded): the batch of an opQueue call
+}
+
+type initMsg struct {
+	InvocationTimeout time.Duration
+	StartupTimeout    time.Duration
+	AllowedFetchHosts []string
+	MemoryLimit       int64
+	AddressSpace      int64
+	MaxStack          int
+}
+
+type batchMsg struct {
+	ID       string
+	Queue    string
+	Messages []abi.Message
+}
+
+type httpMsg struct {
+	Method     string
+	URL        string
+	Host       string
+	TLS        bool
+	Header     map[string][]string
+	Body       []byte
+	Status     int
+	StatusText string
+}
+
+type logMsg struct {
+	Worker, Version, Level, Message string
+}
+
+// wireErr carries an error across the socket with enough to rebuild the
+// sentinel the other side tests with errors.Is/As.
+type wireErr struct {
+	Kind    string // errKind*
+	Code    string // for errKindCode: abi.Code
+	Message string
+	File    string
+	Line    int
+	Column  int
+}
+
+const (
+	errKindCompile        = "compile"
+	errKindCode           = "code"
+	errKindNoQueueHandler = "no_queue_handler"
+	errKindNoFetchHandler = "no_fetch_handler"
+	errKindTooLarge       = "request_too_large"
+	errKindExhausted      = "exhausted"
+	errKindTimeout        = "timeout"
+	errKindOther          = "other"
+)
+
+var codeErrs = map[string]error{
+	"unknown_batch":       abi.ErrUnknownBatch,
+	"unknown_message":     abi.ErrUnknownMessage,
+	"already_settled":     abi.ErrAlreadySettled,
+	"invalid_body":        abi.ErrInvalidBody,
+	"message_too_large":   abi.ErrMessageTooLarge,
+	"batch_too_large":     abi.ErrBatchTooLarge,
+	"RangeError":          abi.ErrInvalidDelay,
+	"backend_unavailable": abi.ErrBackendUnavailable,
+}
+
+func toWire(err error) *wireErr {
+	if err == nil {
+		return nil
+	}
+	w := &wireErr{Kind: errKindOther, Message: err.Error()}
+	var ce *abi.CompileError
+	switch {
+	case errors.As(err, &ce):
+		w.Kind, w.Message, w.File, w.Line, w.Column = errKindCompile, ce.Message, ce.File, ce.Line, ce.Column
+	case errors.Is(err, js.ErrNoQueueHandler):
+		w.Kind = errKindNoQueueHandler
+	case errors.Is(err, js.ErrNoFetchHandler):
+		w.Kind = errKindNoFetchHandler
+	case errors.Is(err, js.ErrRequestTooLarge):
+		w.Kind = errKindTooLarge
+	case errors.Is(err, js.ErrRuntimeExhausted):
+		w.Kind = errKindExhausted
+	case errors.Is(err, js.ErrTimeout):
+		w.Kind = errKindTimeout
+	default:
+		for code, sentinel := range codeErrs {
+			if errors.Is(err, sentinel) {
+				w.Kind, w.Code = errKindCode, code
+			}
+		}
+	}
+	return w
+}
+
+// wireError is an error that came over the socket: its text as the other
+// side had it, unwrapping to the matching sentinel.
+type wireError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *wireError) Error() string { return e.msg }
+func (e *wireError) Unwrap() error { return e.sentinel }
+
+func (w *wireErr) err() error {
+	if w == nil {
+		return nil
+	}
+	var sentinel error
+	switch w.Kind {
+	case errKindCompile:
+		return &abi.CompileError{File: w.File, Line: w.Line, Column: w.Column, Message: w.Message}
+	case errKindNoQueueHandler:
+		sentinel = js.ErrNoQueueHandler
+	case errKindNoFetchHandler:
+		sentinel = js.ErrNoFetchHandler
+	case errKindTooLarge:
+		sentinel = js.ErrRequestTooLarge
+	case errKindExhausted:
+		sentinel = js.ErrRuntimeExhausted
+	case errKindTimeout:
+		sentinel = js.ErrTimeout
+	case errKindCode:
+		sentinel = codeErrs[w.Code]
+	}
+	return &wireError{msg: w.Message, sentinel: sentinel}
+}
+
+// conn multiplexes requests in both directions over one socket. Frames are
+// written under a lock (each frame whole) and read by one goroutine, which
+// hands replies to their waiting callers and requests to handle.
+type conn struct {
+	c   net.Conn
+	wmu sync.Mutex
+	enc *gob.Encoder
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *frame
+	closed  error
+}
+
+func newConn(c net.Conn) *conn {
+	return &conn{c: c, enc: gob.NewEncoder(c), pending: map[uint64]chan *frame{}}
+}
+
+func (c *conn) write(f *frame) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.enc.Encode(f)
+}
+
+// start registers a request and writes it; wait for the reply on the
+// returned channel (closed without a value when the connection ends).
+// before, when not nil, sees the request's ID before it is written.
+func (c *conn) start(f *frame, before ...func(id uint64)) (uint64, chan *frame, error) {
+	ch := make(chan *frame, 1)
+	c.mu.Lock()
+	if c.closed != nil {
+		c.mu.Unlock()
+		return 0, nil, c.closed
+	}
+	c.nextID++
+	f.ID = c.nextID
+	c.pending[f.ID] = ch
+	c.mu.Unlock()
+	for _, b := range before {
+		b(f.ID)
+	}
+	if err := c.write(f); err != nil {
+		c.forget(f.ID)
+		return 0, nil, fmt.Errorf("sandbox: writing to the socket: %w", err)
+	}
+	return f.ID, ch, nil
+}
+
+func (c *conn) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// call is start and a wait bounded by ctx.
+func (c *conn) call(ctx context.Context, f *frame) (*frame, error) {
+	id, ch, err := c.start(f)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, c.err()
+		}
+		return r, nil
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, context.Cause(ctx)
+	}
+}
+
+func (c *conn) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// readLoop reads frames until the socket ends, passing replies to their
+// callers and everything else to handle (called on the read goroutine: it
+// must not block on the socket's peer). It returns the read error, and
+// fails every pending call with closedErr(err).
+func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error {
+	dec := gob.NewDecoder(c.c)
+	var err error
+	for {
+		f := new(frame)
+		if err = dec.Decode(f); err != nil {
+			break
+		}
+		if f.Reply {
+			c.mu.Lock()
+			ch := c.pending[f.ID]
+			delete(c.pending, f.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- f
+			}
+			continue
+		}
+		handle(f)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		err = io.EOF
+	}
+	c.mu.Lock()
+	c.closed = closedErr(err)
+	for id, ch := range c.pending {
+		close(ch)
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	return err
+}
+
+func (c *conn) reply(req *frame, r *frame) {
+	r.ID, r.Reply = req.ID, true
+	_ = c.write(r)
+}

@@ -5,8 +5,11 @@
 package host
 
 import (
+	"context"
 	"log/slog"
 	"time"
+
+	"github.com/takoform/queuehost/runtime/store"
 )
 
 // Config configures one host. The zero value is not usable: DataDir is
@@ -40,4 +43,11 @@ type Config struct {
 	// faults.go). For tests and the conformance runner only; nil in
 	// production.
 	Faults *Faults
+	// AfterIntent, when set, runs after an Operation and its intent are
+	// journaled and before its effect: a test hook (crash tests pause there
+	// and kill the host). nil in production.
+	AfterIntent func(ctx context.Context, op store.Operation)
+	// Runtime builds the JavaScript runtime from the options the host
+	// gives it; the in-process goja runtime (NewGojaRuntime) when nil.
+	Runtime func(opts RuntimeOptions) (Runtime, error)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/store"
@@ -24,11 +25,6 @@ import (
 
 // MemoryDataDir as Config.DataDir keeps every state in memory.
 const MemoryDataDir = ":memory:"
-
-// PauseAfterIntentEnv, when set in the environment, makes every Operation
-// stop after its intent is journaled (never reaching its effect), so that
-// crash tests can kill the host at that point. Never set it in production.
-const PauseAfterIntentEnv = "TAKOHOST_TEST_PAUSE_AFTER_INTENT"
 
 // HTTP server limits (the long-poll wait is at most 60 s, hence the 90 s
 // write timeout).
@@ -50,12 +46,13 @@ type Host struct {
 	principals *auth.Config
 	adminToken string
 	eng        *delivery.Engine
-	rt         *js.Runtime
-	versions   *server.Versions // shared by the fetch route and the engine's resolver
+	rt         Runtime
+	versions   *controller.Versions // shared by the fetch route and the engine's resolver
+	ctl        *controller.Controller
 	srv        *server.Server
-
-	stopExpiry context.CancelFunc
-	expiryDone chan struct{}
+	// parts is the host's lifecycle: store, runtime, engine, controller,
+	// record expiry, started in that order and stopped in reverse.
+	parts lifecycle
 
 	mu       sync.Mutex
 	httpSrv  *http.Server
@@ -135,64 +132,84 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.st = faultyStore{Store: h.st, f: cfg.Faults}
 	}
 
+	h.parts.add("store", storePart{close: h.st.Close})
 	allowed := append(append([]string(nil), cfg.AllowedFetchHosts...), h.principals.AllowedFetchHosts...)
-	h.rt = js.New(js.Options{
+	rtOpts := js.Options{
 		Sender:            sender{h},
 		AllowedFetchHosts: allowed,
 		InvocationTimeout: cfg.HandlerTimeout,
 		Logger:            cfg.Logger,
-	})
-	h.versions = server.NewVersions(h.st)
+	}
+	if cfg.Runtime != nil {
+		h.rt, err = cfg.Runtime(rtOpts)
+	} else {
+		h.rt = NewGojaRuntime(rtOpts)
+	}
+	if err != nil {
+		h.closeStore()
+		return nil, fmt.Errorf("host: the JavaScript runtime: %w", err)
+	}
+	h.parts.add("JavaScript runtime", h.rt)
+	h.versions = controller.NewVersions(h.st)
 	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger})
-	opts := server.Options{
-		Store: h.st, Auth: h.principals, Engine: h.eng, Workers: workers{h}, Versions: h.versions,
-		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval,
+	h.parts.add("delivery engine", h.eng)
+	h.ctl, err = controller.New(controller.Options{
+		Store: h.st, Engine: h.eng, Workers: workers{h}, Versions: h.versions,
+		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
+	})
+	if err == nil {
+		h.parts.add("controller", h.ctl)
+		h.parts.add("record expiry", &expiry{h: h})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger})
 	}
-	if os.Getenv(PauseAfterIntentEnv) != "" {
-		opts.AfterIntent = func(ctx context.Context, op store.Operation) {
-			cfg.Logger.Warn("paused after journaling the intent ("+PauseAfterIntentEnv+")", "operation", op.ID)
-			<-ctx.Done()
-		}
-	}
-	if h.srv, err = server.New(opts); err != nil {
-		h.close()
+	if err != nil {
+		_ = h.rt.Stop(ctx)
+		h.closeStore()
 		return nil, fmt.Errorf("host: %w", err)
 	}
-	if err := h.eng.Start(ctx); err != nil {
-		h.close()
-		return nil, fmt.Errorf("host: starting the delivery engine: %w", err)
+	if err := h.parts.Start(ctx); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
 	}
-	if err := h.srv.Start(ctx); err != nil {
-		h.close()
-		return nil, fmt.Errorf("host: starting the server: %w", err)
-	}
-	ectx, cancel := context.WithCancel(context.Background())
-	h.stopExpiry, h.expiryDone = cancel, make(chan struct{})
-	go h.expireLoop(ectx)
 	return h, nil
 }
 
-// RecordRetention is how long finished Operations and idempotency keys are
-// kept (the contract's 24 hours); ExpiryInterval how often they are swept.
-const (
-	RecordRetention = 24 * time.Hour
-	ExpiryInterval  = 10 * time.Minute
-)
+// expiry removes finished Operations and idempotency records older than
+// RecordRetention, at start and every ExpiryInterval, so that the store's
+// history stays bounded (see store.Store.ExpireRecords).
+type expiry struct {
+	h    *Host
+	stop context.CancelFunc
+	done chan struct{}
+}
 
-// expireLoop removes finished Operations and idempotency records older
-// than RecordRetention, at start and every ExpiryInterval, so that the
-// store's history stays bounded (see store.Store.ExpireRecords).
-func (h *Host) expireLoop(ctx context.Context) {
-	defer close(h.expiryDone)
+func (e *expiry) Start(context.Context) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop, e.done = cancel, make(chan struct{})
+	go e.loop(ctx)
+	return nil
+}
+
+func (e *expiry) Stop(ctx context.Context) error {
+	e.stop()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *expiry) loop(ctx context.Context) {
+	defer close(e.done)
 	t := time.NewTicker(ExpiryInterval)
 	defer t.Stop()
 	for {
-		n, err := h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))
+		n, err := e.h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))
 		switch {
 		case err != nil && ctx.Err() == nil:
-			h.log.Warn("expiring finished Operations failed; retrying later", "err", err)
+			e.h.log.Warn("expiring finished Operations failed; retrying later", "err", err)
 		case n > 0:
-			h.log.Info("expired finished Operations and idempotency keys", "records", n)
+			e.h.log.Info("expired finished Operations and idempotency keys", "records", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -202,13 +219,12 @@ func (h *Host) expireLoop(ctx context.Context) {
 	}
 }
 
-func (h *Host) stopExpiryLoop() {
-	if h.stopExpiry != nil {
-		h.stopExpiry()
-		<-h.expiryDone
-		h.stopExpiry = nil
-	}
-}
+// RecordRetention is how long finished Operations and idempotency keys are
+// kept (the contract's 24 hours); ExpiryInterval how often they are swept.
+const (
+	RecordRetention = 24 * time.Hour
+	ExpiryInterval  = 10 * time.Minute
+)
 
 // Handler is the Host API, for in-process use (httptest, the conformance
 // runner).
@@ -311,31 +327,13 @@ func (h *Host) Shutdown(ctx context.Context) error {
 			_ = hs.Close()
 		}
 	}
-	h.srv.Close()
-	h.stopExpiryLoop()
-	if err := h.eng.Shutdown(grace); err != nil {
-		errs = append(errs, fmt.Errorf("engine: %w", err))
-	}
-	h.rt.Close()
-	if err := h.st.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("store: %w", err))
+	// Record expiry, the controller, the engine (running handlers may
+	// finish within the grace; nothing unsettled is acknowledged), the
+	// runtime, the store.
+	if err := h.parts.Stop(grace); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func (h *Host) close() {
-	if h.srv != nil {
-		h.srv.Close()
-	}
-	if h.eng != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.ShutdownGrace)
-		_ = h.eng.Shutdown(ctx)
-		cancel()
-	}
-	if h.rt != nil {
-		h.rt.Close()
-	}
-	h.closeStore()
 }
 
 func (h *Host) closeStore() {

@@ -12,7 +12,6 @@ import (
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
-	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
 )
@@ -49,17 +48,13 @@ func (r resolver) Resolve(ctx context.Context, workerUID string) (abi.Handler, e
 	return r.h.rt.QueueHandler(v)
 }
 
-// workers adapts the runtime to server.Workers.
+// workers adapts the runtime to controller.Workers and server.Workers.
 type workers struct{ h *Host }
 
 // Compile uses the runtime's uncached compile: admission compiles versions
 // that may still be refused, which the runtime's cache must not keep.
-func (w workers) Compile(_ context.Context, v *abi.Version) ([]string, error) {
-	p, err := js.Compile(v)
-	if err != nil {
-		return nil, err // a *abi.CompileError for modules that do not load
-	}
-	return append([]string(nil), p.Handlers...), nil
+func (w workers) Compile(ctx context.Context, v *abi.Version) ([]string, error) {
+	return w.h.rt.Compile(ctx, v)
 }
 
 // Fetch passes the request the server built (http://worker.invalid/<path>)
@@ -86,12 +81,7 @@ func (w workers) Fetch(ctx context.Context, v *abi.Version, r *http.Request) (*h
 }
 
 func (w workers) Logs(_ context.Context, workerUID string, after int64, limit int) ([]api.LogEntry, error) {
-	entries := w.h.rt.Logs(workerUID, after, limit)
-	out := make([]api.LogEntry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, api.LogEntry{Seq: e.Seq, TimeMillis: e.TimeMillis, Level: api.LogEntryLevel(e.Level), Message: e.Message, VersionUid: e.VersionUID})
-	}
-	return out, nil
+	return w.h.rt.Logs(workerUID, after, limit), nil
 }
 
 func (w workers) Evict(versionUID string) { w.h.rt.Evict(versionUID) }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/controller"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -146,7 +148,7 @@ func TestRefusedRequestStoresNothing(t *testing.T) {
 	if len(ops) != 0 {
 		t.Fatal("operation stored")
 	}
-	if _, err := h.st.Idempotency(t.Context(), idemScope("admin", "s1", "POST", res("s1")), "k1"); err == nil {
+	if _, err := h.st.Idempotency(t.Context(), mustScope(t, "admin", "s1", "POST", res("s1")), "k1"); err == nil {
 		t.Fatal("idempotency key stored for a refused request")
 	}
 	// The corrected retry with the same key is accepted, not a key reuse.
@@ -170,7 +172,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestLimitExceeded(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.MaxResourcesPerSpace = 2 })
+	h := newHarness(t, nil, func(o *controller.Options) { o.MaxResourcesPerSpace = 2 })
 	h.mustCreate("s1", "a", fQueue, queueSpec())
 	h.mustCreate("s1", "b", fQueue, queueSpec())
 	h.expect(h.create("s1", "c", fQueue, queueSpec()), 422, "limit_exceeded")
@@ -394,9 +396,9 @@ func TestWorkerVersionCompileError(t *testing.T) {
 	if !slices.Equal(rec.Exports, []string{"fetch", "queue"}) {
 		t.Fatalf("exports %v", rec.Exports)
 	}
-	big := versionSpec(w, strings.Repeat("x", MaxModuleBytes/2+1))
+	big := versionSpec(w, strings.Repeat("x", controller.MaxModuleBytes/2+1))
 	mods := big["modules"].([]any)
-	big["modules"] = append(mods, map[string]any{"name": "b.js", "content": strings.Repeat("y", MaxModuleBytes/2+1)})
+	big["modules"] = append(mods, map[string]any{"name": "b.js", "content": strings.Repeat("y", controller.MaxModuleBytes/2+1)})
 	h.expect(h.create("s1", "v-big", fVersion, big), 422, "invalid_spec")
 }
 
@@ -422,7 +424,7 @@ func TestSecretsNeverReturned(t *testing.T) {
 	if strings.Contains(string(o.Intent), secret) {
 		t.Fatal("secret in the Operation's intent")
 	}
-	v, err := VersionFromResource(stored)
+	v, err := controller.VersionFromResource(stored)
 	if err != nil || v.Secrets["TOKEN"] != secret || v.Principal != "admin" {
 		t.Fatalf("version %+v %v", v, err)
 	}
@@ -437,7 +439,7 @@ func TestSecretsNeverReturned(t *testing.T) {
 func TestOutputAndObserved(t *testing.T) {
 	release := make(chan struct{})
 	paused := make(chan struct{}, 8)
-	h := newHarness(t, nil, func(o *Options) { o.SyncWait = 50 * time.Millisecond }, pauseHook(release, paused))
+	h := newHarness(t, nil, func(o *controller.Options) { o.SyncWait = 50 * time.Millisecond }, pauseHook(release, paused))
 	r := h.create("s1", "q", fQueue, queueSpec())
 	h.expect(r, 202, "")
 	<-paused
@@ -461,7 +463,7 @@ func TestOutputAndObserved(t *testing.T) {
 	h.eng.mu.Lock()
 	h.eng.counts[r.str("resourceUid")] = 7
 	h.eng.mu.Unlock()
-	h.srv.observeAll(t.Context())
+	h.ctl.ObserveAll(t.Context())
 	if n := h.getRes("s1", r.str("resourceUid")).get("observed", "messageCount"); n != 7.0 {
 		t.Fatalf("messageCount %v", n)
 	}
@@ -469,8 +471,17 @@ func TestOutputAndObserved(t *testing.T) {
 	h.eng.mu.Lock()
 	h.eng.failStats = errString("engine busy")
 	h.eng.mu.Unlock()
-	h.srv.observeAll(t.Context())
+	h.ctl.ObserveAll(t.Context())
 	if n := h.getRes("s1", r.str("resourceUid")).get("observed", "messageCount"); n != 7.0 {
 		t.Fatalf("unconfirmed observation overwrote: %v", n)
 	}
+}
+
+func mustScope(t *testing.T, principal, space, method, path string) string {
+	key := "k"
+	idem, err := newIdempotency(&key, principal, space, method, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idem.Scope
 }

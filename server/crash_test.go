@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -35,7 +36,7 @@ func TestJournaledRestart(t *testing.T) {
 	dir := t.TempDir()
 	st := openJournal(t, dir)
 	var pause atomic.Bool
-	h := newHarness(t, st, func(o *Options) {
+	h := newHarness(t, st, func(o *controller.Options) {
 		o.SyncWait = 20 * time.Millisecond
 		o.AfterIntent = func(ctx context.Context, op store.Operation) {
 			if pause.Load() {
@@ -54,7 +55,7 @@ func TestJournaledRestart(t *testing.T) {
 		t.Fatalf("not paused: %s", mid.body)
 	}
 	h.ts.Close()
-	h.srv.Close()
+	h.stop()
 	st.Close()
 
 	st2 := openJournal(t, dir)
@@ -93,16 +94,21 @@ func runChild(dir string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	opts := Options{
-		Store: st, Auth: testAuth(), Engine: newFakeEngine(), Workers: &fakeWorkers{},
+	wk := &fakeWorkers{}
+	opts := controller.Options{
+		Store: st, Engine: newFakeEngine(), Workers: wk,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), ObserveInterval: time.Hour, SyncWait: 300 * time.Millisecond,
 	}
 	if os.Getenv("TAKOHOST_TEST_PAUSE_AFTER_INTENT") != "" {
 		opts.AfterIntent = func(ctx context.Context, op store.Operation) { <-ctx.Done() }
 	}
-	srv, err := New(opts)
+	ctl, err := controller.New(opts)
 	if err == nil {
-		err = srv.Start(context.Background())
+		err = ctl.Start(context.Background())
+	}
+	var srv *Server
+	if err == nil {
+		srv, err = New(Options{Controller: ctl, Auth: testAuth(), Workers: wk, Logger: opts.Logger})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

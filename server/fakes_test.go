@@ -144,6 +144,13 @@ func (e *fakeEngine) Detach(ctx context.Context, uid string) error {
 	return nil
 }
 
+func (e *fakeEngine) ConsumerAttached(_ context.Context, uid string) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.consumers[uid]
+	return ok, nil
+}
+
 func (e *fakeEngine) has(kind, uid string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()

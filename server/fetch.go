@@ -3,15 +3,13 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
-	"github.com/takoform/queuehost/schemas"
+	"github.com/takoform/queuehost/problem"
 )
 
 // WorkerBaseURL is the origin of the Request a worker's fetch handler sees.
@@ -21,39 +19,10 @@ const WorkerBaseURL = "http://worker.invalid/"
 // it invokes the worker's selected version's fetch handler.
 func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	p, space, uid := principal(ctx), r.PathValue("space"), r.PathValue("uid")
-	if !p.Can(space, schemas.FormModuleWorker, auth.Write) {
-		s.writeProblem(w, r, forbidden("invoking a worker needs editor on %s", formNames[schemas.FormModuleWorker]))
-		return
-	}
-	wr, err := s.loadResource(ctx, space, uid)
-	if err == nil && wr.FormURL != schemas.FormModuleWorker {
-		err = notFound("no ModuleWorker with this UID exists in this space")
-	}
+	space, uid := r.PathValue("space"), r.PathValue("uid")
+	v, err := s.ctl.FetchTarget(ctx, principal(ctx), space, uid)
 	if err != nil {
 		s.writeProblem(w, r, err)
-		return
-	}
-	wsp, err := decodeSpec[api.ModuleWorkerSpec](wr)
-	if err != nil {
-		s.writeProblem(w, r, err)
-		return
-	}
-	if !slices.Contains(handlersOf(wsp), "fetch") {
-		s.writeProblem(w, r, notFound("the worker does not declare a fetch handler"))
-		return
-	}
-	v, exports, err := s.versions.of(ctx, wsp)
-	if errors.Is(err, ErrNoVersion) {
-		s.writeProblem(w, r, notFound("the worker has no selected version"))
-		return
-	}
-	if err != nil {
-		s.writeProblem(w, r, unavailable(err))
-		return
-	}
-	if !slices.Contains(exports, "fetch") {
-		s.writeProblem(w, r, notFound("the worker's selected version does not export fetch"))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -75,7 +44,7 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 	wreq.ContentLength = int64(len(body))
 	resp, err := s.workers.Fetch(ctx, v, wreq)
 	if err != nil {
-		s.writeProblem(w, r, newProblem(http.StatusInternalServerError, CodeWorkerError, "the worker's fetch handler failed; its log says why"))
+		s.writeProblem(w, r, problem.New(http.StatusInternalServerError, problem.CodeWorkerError, "the worker's fetch handler failed; its log says why"))
 		return
 	}
 	defer resp.Body.Close()
@@ -107,14 +76,7 @@ func workerPath(r *http.Request, space, uid string) string {
 }
 
 func (s *Server) GetWorkerLogs(ctx context.Context, req api.GetWorkerLogsRequestObject) (api.GetWorkerLogsResponseObject, error) {
-	p := principal(ctx)
-	if !p.Can(req.Space, schemas.FormModuleWorker, auth.Read) {
-		return nil, forbidden("reading a worker's log needs read on %s", formNames[schemas.FormModuleWorker])
-	}
-	wr, err := s.loadResource(ctx, req.Space, req.Uid)
-	if err == nil && wr.FormURL != schemas.FormModuleWorker {
-		err = notFound("no ModuleWorker with this UID exists in this space")
-	}
+	wr, err := s.ctl.Worker(ctx, principal(ctx), req.Space, req.Uid, auth.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +94,7 @@ func (s *Server) GetWorkerLogs(ctx context.Context, req api.GetWorkerLogsRequest
 	}
 	entries, err := s.workers.Logs(ctx, wr.UID, after, limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, problem.Unavailable(err)
 	}
 	if entries == nil {
 		entries = []api.LogEntry{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/delivery"
 )
 
@@ -51,7 +52,7 @@ func TestFetchRoute(t *testing.T) {
 type noHandlers struct{}
 
 func (noHandlers) Resolve(context.Context, string) (abi.Handler, error) {
-	return nil, ErrNoVersion
+	return nil, controller.ErrNoVersion
 }
 
 // TestWithRealEngine drives the real delivery engine: observed comes from
@@ -65,19 +66,13 @@ func TestWithRealEngine(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		eng.Shutdown(ctx)
+		eng.Stop(ctx)
 	})
 	h.ts.Close()
-	h.srv.Close()
-	srv, err := New(Options{Store: h.st, Auth: testAuth(), Engine: eng, Workers: h.wk, Logger: slog.New(slog.DiscardHandler), ObserveInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	h = &harness{t: t, st: h.st, srv: srv, wk: h.wk, log: h.log}
+	h.stop()
+	ctl, srv := startServer(t, controller.Options{Store: h.st, Engine: eng, Workers: h.wk, Logger: slog.New(slog.DiscardHandler), ObserveInterval: time.Hour}, h.wk)
+	t.Cleanup(func() { _ = ctl.Stop(context.Background()) })
+	h = &harness{t: t, st: h.st, ctl: ctl, srv: srv, wk: h.wk, log: h.log}
 	h.ts = newTestServer(t, srv)
 	h.base, h.client = h.ts.URL, h.ts.Client()
 
@@ -85,7 +80,7 @@ func TestWithRealEngine(t *testing.T) {
 	if _, err := eng.Send(t.Context(), q, []abi.OutgoingMessage{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
-	srv.observeAll(t.Context())
+	ctl.ObserveAll(t.Context())
 	g := h.getRes("s1", q)
 	if g.get("observed", "queueExists") != true || g.get("observed", "messageCount") != 2.0 {
 		t.Fatalf("observed: %s", g.body)

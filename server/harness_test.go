@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
 )
@@ -45,6 +47,7 @@ func testAuth() *auth.Config {
 
 type harness struct {
 	t      *testing.T
+	ctl    *controller.Controller
 	srv    *Server
 	ts     *httptest.Server
 	base   string
@@ -55,7 +58,7 @@ type harness struct {
 	log    *bytes.Buffer
 }
 
-type harnessOpt func(*Options)
+type harnessOpt func(*controller.Options)
 
 func newHarness(t *testing.T, st store.Store, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -63,30 +66,44 @@ func newHarness(t *testing.T, st store.Store, opts ...harnessOpt) *harness {
 		st = store.NewMemory()
 	}
 	h := &harness{t: t, st: st, eng: newFakeEngine(), wk: &fakeWorkers{}, log: &bytes.Buffer{}}
-	o := Options{
-		Store: st, Auth: testAuth(), Engine: h.eng, Workers: h.wk,
+	o := controller.Options{
+		Store: st, Engine: h.eng, Workers: h.wk,
 		Logger:          slog.New(slog.NewJSONHandler(&lockedWriter{w: h.log}, nil)),
 		ObserveInterval: time.Hour, SyncWait: 2 * time.Second,
 	}
 	for _, f := range opts {
 		f(&o)
 	}
-	srv, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	h.srv = srv
-	h.ts = httptest.NewServer(srv)
+	h.ctl, h.srv = startServer(t, o, h.wk)
+	h.ts = httptest.NewServer(h.srv)
 	h.base, h.client = h.ts.URL, h.ts.Client()
 	t.Cleanup(func() {
 		h.ts.Close()
-		srv.Close()
+		h.stop()
 	})
 	return h
 }
+
+// startServer starts a controller with o and a server over it, as the host
+// does.
+func startServer(t testing.TB, o controller.Options, wk Workers) (*controller.Controller, *Server) {
+	t.Helper()
+	ctl, err := controller.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{Controller: ctl, Auth: testAuth(), Workers: wk, Logger: o.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctl, srv
+}
+
+// stop stops the controller (the HTTP test server is closed separately).
+func (h *harness) stop() { _ = h.ctl.Stop(context.Background()) }
 
 type lockedWriter struct {
 	mu chan struct{}
@@ -192,7 +209,7 @@ func (h *harness) expect(r *resp, status int, code string) {
 		if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 			h.t.Fatalf("problem content type %q", ct)
 		}
-		if r.str("requestId") != r.header.Get("X-Request-Id") || r.str("type") != ProblemTypeBase+code || r.str("title") == "" || r.str("instance") == "" {
+		if r.str("requestId") != r.header.Get("X-Request-Id") || r.str("type") != problem.TypeBase+code || r.str("title") == "" || r.str("instance") == "" {
 			h.t.Fatalf("problem members: %s", r.body)
 		}
 	}
@@ -322,7 +339,7 @@ func (h *harness) worker(space, name string, handlers ...string) (string, string
 // pauseHook holds every Operation after its intent is journaled until
 // release is closed, signalling paused each time.
 func pauseHook(release <-chan struct{}, paused chan<- struct{}) harnessOpt {
-	return func(o *Options) {
+	return func(o *controller.Options) {
 		o.AfterIntent = func(ctx context.Context, op store.Operation) {
 			select {
 			case paused <- struct{}{}:

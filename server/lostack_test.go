@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/takoform/queuehost/controller"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestLostAckOnOutcomeUnblocksTheResource(t *testing.T) {
 // A create of a name whose resource has an unresolved Operation (here a
 // delete that has not finished) is operation_in_progress, not name_conflict.
 func TestCreateOfABusyNameIsOperationInProgress(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.SyncWait = 20 * time.Millisecond })
+	h := newHarness(t, nil, func(o *controller.Options) { o.SyncWait = 20 * time.Millisecond })
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
 	gate := make(chan struct{})
 	h.eng.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/schemas"
 )
 
@@ -115,7 +116,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				panic(v)
 			}
 			s.log.ErrorContext(r.Context(), "handler panic", "panic", fmt.Sprint(v), "requestId", requestID(r.Context()))
-			s.writeProblem(w, r, newProblem(http.StatusInternalServerError, CodeInternal, "internal error"))
+			s.writeProblem(w, r, problem.New(http.StatusInternalServerError, problem.CodeInternal, "internal error"))
 		}()
 		next.ServeHTTP(w, r)
 	})
@@ -145,9 +146,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		if allow := probe.h.Get("Allow"); allow != "" {
 			w.Header().Set("Allow", allow)
 		}
-		s.writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		s.writeProblem(w, r, problem.New(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	case http.StatusNotFound, 0:
-		s.writeProblem(w, r, notFound("no such route"))
+		s.writeProblem(w, r, problem.NotFound("no such route"))
 	default:
 		h.ServeHTTP(w, r) // a redirect to the cleaned path
 	}
@@ -178,7 +179,7 @@ func headerSize(r *http.Request) int {
 func (s *Server) headerLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n := headerSize(r); n > MaxHeaderBytes {
-			s.writeProblem(w, r, newProblem(http.StatusRequestHeaderFieldsTooLarge, CodeHeaderTooLarge, "the request's headers are %d bytes; at most %d are accepted", n, MaxHeaderBytes))
+			s.writeProblem(w, r, problem.New(http.StatusRequestHeaderFieldsTooLarge, problem.CodeHeaderTooLarge, "the request's headers are %d bytes; at most %d are accepted", n, MaxHeaderBytes))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -196,19 +197,19 @@ func (s *Server) routeGuard(next http.Handler) http.Handler {
 		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="takohost"`)
-			s.writeProblem(w, r, newProblem(http.StatusUnauthorized, CodeUnauthenticated, "an Authorization: Bearer <token> header is required"))
+			s.writeProblem(w, r, problem.New(http.StatusUnauthorized, problem.CodeUnauthenticated, "an Authorization: Bearer <token> header is required"))
 			return
 		}
 		p, ok := s.authn.Authenticate(tok)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="takohost", error="invalid_token"`)
-			s.writeProblem(w, r, newProblem(http.StatusUnauthorized, CodeUnauthenticated, "the token matches no principal"))
+			s.writeProblem(w, r, problem.New(http.StatusUnauthorized, problem.CodeUnauthenticated, "the token matches no principal"))
 			return
 		}
 		info(r.Context()).principal = p
 		space := r.PathValue("space")
 		if !p.InSpace(space) {
-			s.writeProblem(w, r, notFound("not found"))
+			s.writeProblem(w, r, problem.NotFound("not found"))
 			return
 		}
 		action := auth.Read
@@ -221,7 +222,7 @@ func (s *Server) routeGuard(next http.Handler) http.Handler {
 			action = auth.Write
 		}
 		if !p.CanAny(space, action) {
-			s.writeProblem(w, r, forbidden("the principal may not %s in this space", action))
+			s.writeProblem(w, r, problem.Forbidden("the principal may not %s in this space", action))
 			return
 		}
 		if schema := envelopeSchema(r); schema != "" {
@@ -276,7 +277,7 @@ func (s *Server) readEnvelope(w http.ResponseWriter, r *http.Request, schema str
 		return err
 	}
 	if len(vs) > 0 {
-		return fromViolations(http.StatusBadRequest, CodeInvalidRequest, "the request body does not have the request's shape", vs)
+		return problem.FromViolations(http.StatusBadRequest, problem.CodeInvalidRequest, "the request body does not have the request's shape", vs)
 	}
 	info(r.Context()).body = raw
 	r.Body = io.NopCloser(bytes.NewReader(raw))

@@ -26,7 +26,9 @@ func (c *countingStore) Apply(ctx context.Context, muts ...store.Mutation) error
 }
 
 func (c *countingStore) ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error) {
-	return c.Store.(resourceViewer).ResourcesView(ctx, space, formURL)
+	return c.Store.(interface {
+		ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error)
+	}).ResourcesView(ctx, space, formURL)
 }
 
 func (h *harness) statsCalls() int {
@@ -47,16 +49,16 @@ func TestIdleObservationReadsNothingMore(t *testing.T) {
 		h.mustCreate("s1", "c"+string(rune('a'+i)), fConsumer, consumerSpec(q, w))
 		qs = append(qs, q)
 	}
-	h.srv.observeAll(t.Context())
+	h.ctl.ObserveAll(t.Context())
 	reads, applies := cs.reads.Load(), cs.applies.Load()
-	h.srv.observeAll(t.Context())
+	h.ctl.ObserveAll(t.Context())
 	if r, a := cs.reads.Load()-reads, cs.applies.Load()-applies; r != 0 || a != 0 {
 		t.Fatalf("an idle pass read %d records and wrote %d times", r, a)
 	}
 	h.eng.mu.Lock()
 	h.eng.counts[qs[2]] = 3
 	h.eng.mu.Unlock()
-	h.srv.observeAll(t.Context())
+	h.ctl.ObserveAll(t.Context())
 	if a := cs.applies.Load() - applies; a != 1 {
 		t.Fatalf("a changed count was written %d times", a)
 	}
@@ -85,7 +87,7 @@ func TestObservationSameValueOtherFormIsNotWritten(t *testing.T) {
 	}
 	for range 2 {
 		reads, applies := cs.reads.Load(), cs.applies.Load()
-		h.srv.observeAll(t.Context())
+		h.ctl.ObserveAll(t.Context())
 		if r, a := cs.reads.Load()-reads, cs.applies.Load()-applies; a != 0 || r != 0 {
 			t.Fatalf("an equal observation was read %d times and written %d times", r, a)
 		}
@@ -93,7 +95,7 @@ func TestObservationSameValueOtherFormIsNotWritten(t *testing.T) {
 	h.eng.mu.Lock()
 	h.eng.counts[q] = 2
 	h.eng.mu.Unlock()
-	h.srv.observeAll(t.Context())
+	h.ctl.ObserveAll(t.Context())
 	if g := h.getRes("s1", q); string(mustJSON(g.get("observed"))) != `{"messageCount":2,"queueExists":true}` {
 		t.Fatalf("a changed count: %s", g.body)
 	}
@@ -126,7 +128,6 @@ func TestObserveAfterOnlyWhatTheOperationChanged(t *testing.T) {
 	h.eng.mu.Lock()
 	delete(h.eng.consumers, c)
 	h.eng.mu.Unlock()
-	h.srv.setAttached(c, false)
 	h.mustPut("s1", q, map[string]any{"messageRetentionSeconds": 7200})
 	if g := h.getRes("s1", c); g.get("observed", "consumerAttached") != false {
 		t.Fatalf("dependent consumer after its queue's update: %s", g.body)

@@ -7,43 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/store"
 )
-
-func TestOperationStateTable(t *testing.T) {
-	states := []string{store.OpPending, store.OpRunning, store.OpReconciling, store.OpSucceeded, store.OpFailed}
-	effects := []string{store.EffectNone, store.EffectPartial, store.EffectUnknown, store.EffectApplied}
-	allowed := map[[2]string]bool{
-		{"pending", "none"}:        true,
-		{"running", "none"}:        true,
-		{"running", "partial"}:     true,
-		{"running", "unknown"}:     true,
-		{"reconciling", "unknown"}: true,
-		{"succeeded", "applied"}:   true,
-		{"succeeded", "none"}:      true,
-		{"failed", "none"}:         true,
-		{"failed", "partial"}:      true,
-	}
-	for _, s := range states {
-		for _, e := range effects {
-			err := CheckOperationState(s, e)
-			if want := allowed[[2]string{s, e}]; (err == nil) != want {
-				t.Errorf("CheckOperationState(%s, %s) = %v, want allowed=%v", s, e, err, want)
-			}
-			if _, err2 := putOp(store.Operation{State: s, Effect: e}); (err2 == nil) != (err == nil) {
-				t.Errorf("putOp disagrees with CheckOperationState for %s/%s", s, e)
-			}
-		}
-	}
-	if CheckOperationState("done", "none") == nil || CheckOperationState("running", "") == nil {
-		t.Error("unknown state or effect accepted")
-	}
-}
 
 func TestWaitLongPoll(t *testing.T) {
 	release := make(chan struct{})
 	paused := make(chan struct{}, 1)
-	h := newHarness(t, nil, func(o *Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
+	h := newHarness(t, nil, func(o *controller.Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
 	r := h.create("s1", "q", fQueue, queueSpec())
 	h.expect(r, 202, "")
 	if r.str("state") != "running" || r.header.Get("Location") != "/v2/spaces/s1/operations/"+r.str("id") {
@@ -139,7 +110,7 @@ func TestStoreFailureChangesNothing(t *testing.T) {
 }
 
 func TestConsumerDeleteWaitsForDetach(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.SyncWait = 20 * time.Millisecond })
+	h := newHarness(t, nil, func(o *controller.Options) { o.SyncWait = 20 * time.Millisecond })
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
 	w, _ := h.worker("s1", "w")
 	c := h.mustCreate("s1", "c", fConsumer, consumerSpec(q, w))
@@ -167,7 +138,7 @@ func TestConsumerDeleteWaitsForDetach(t *testing.T) {
 func TestCreateOfSameNameInProgress(t *testing.T) {
 	release := make(chan struct{})
 	paused := make(chan struct{}, 1)
-	h := newHarness(t, nil, func(o *Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
+	h := newHarness(t, nil, func(o *controller.Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
 	r := h.create("s1", "q", fQueue, queueSpec())
 	<-paused
 	h.expect(h.create("s1", "q", fQueue, queueSpec()), 409, "operation_in_progress")
@@ -235,7 +206,7 @@ func TestAccessLog(t *testing.T) {
 func restart(t *testing.T, old *harness, opts ...harnessOpt) *harness {
 	t.Helper()
 	old.ts.Close()
-	old.srv.Close()
+	old.stop()
 	return newHarness(t, old.st, opts...)
 }
 
@@ -252,7 +223,7 @@ func TestRestartResumesOperations(t *testing.T) {
 	// a consumer, delete a consumer).
 	release := make(chan struct{})
 	paused := make(chan struct{}, 8)
-	h = restart(t, h, func(o *Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
+	h = restart(t, h, func(o *controller.Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
 	if !h.eng.has("queue", q) || !h.eng.has("consumer", c) {
 		t.Fatal("rebuild did not restore the engine")
 	}
@@ -262,7 +233,7 @@ func TestRestartResumesOperations(t *testing.T) {
 	sp["maxRetries"] = 9
 	up := h.put("s1", c, sp)
 	<-paused
-	h = restart(t, h, func(o *Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
+	h = restart(t, h, func(o *controller.Options) { o.SyncWait = 10 * time.Millisecond }, pauseHook(release, paused))
 	dl := h.del("s1", c)
 	<-paused
 

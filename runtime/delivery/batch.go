@@ -17,7 +17,7 @@ import (
 var ErrHandlerTimeout = fmt.Errorf("delivery: the handler exceeded its time limit: %w", context.DeadlineExceeded)
 
 // errBatchClosed is the cause of a handler context whose batch was closed
-// by Detach, Shutdown or RemoveQueue before the handler returned.
+// by Detach, Stop or RemoveQueue before the handler returned.
 var errBatchClosed = errors.New("delivery: the batch was closed by the host")
 
 type batchState uint8
@@ -60,7 +60,7 @@ type batch struct {
 	items []*bmsg
 	byID  map[string]*bmsg // built on the first settlement of one message
 	state batchState
-	// abort: set while dispatching by Detach, Shutdown or RemoveQueue;
+	// abort: set while dispatching by Detach, Stop or RemoveQueue;
 	// the handler is not invoked and the messages go back.
 	abort bool
 	// noAck: the consumer is detaching; a normal return of the handler

@@ -63,7 +63,7 @@ func benchEndToEnd(b *testing.B, conc int, opts store.Options) {
 	defer func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		e.Shutdown(sctx)
+		e.Stop(sctx)
 	}()
 	if err := e.Attach(ctx, ConsumerConfig{UID: "c1", QueueUID: "q1", WorkerUID: "w1", MaxBatchSize: 100,
 		MaxConcurrency: conc, MaxRetries: 3}); err != nil {

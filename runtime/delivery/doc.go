@@ -65,7 +65,7 @@
 //     cancels when the invocation ends): closing waits for it, and only the
 //     store decides its outcome.
 //   - closing: the invocation ended (return, error or panic, time limit,
-//     or closed by Detach/Shutdown/RemoveQueue). From here every settlement
+//     or closed by Detach/Stop/RemoveQueue). From here every settlement
 //     is ErrUnknownBatch. Once no settlement is in flight, the engine
 //     settles what is left unsettled in one Apply: acknowledged (return
 //     nil), retried after retryDelaySeconds (error, panic, time limit), or
@@ -117,7 +117,7 @@
 //     stays expired even if retention is raised before its removal is
 //     durable (nothing expired is restored). Expired messages are never
 //     delivered.
-//  8. Shutdown stops new batches, lets running handlers finish within the
+//  8. Stop stops new batches, lets running handlers finish within the
 //     grace period (ctx); a handler that returns then is settled as usual.
 //     When ctx ends, the rest are closed without acknowledging anything:
 //     unsettled messages stay leased in the store and are redelivered after
@@ -134,7 +134,7 @@
 //  10. Restart (Start): a message with a lease is unsettled from a run that
 //     ended: it is visible at once; if it already had 1+maxRetries
 //     deliveries it is dead-lettered or discarded without being delivered.
-//     Messages a host-closed batch returns (Detach, Shutdown) follow the
+//     Messages a host-closed batch returns (Detach, Stop) follow the
 //     same rule.
 //  11. A store failure while settling the rest of an ended batch leaves the
 //     messages unsettled (leased in the store); they are redelivered after

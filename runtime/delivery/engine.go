@@ -62,7 +62,7 @@ type Engine struct {
 	newID          func() string
 	customID       bool // newID came from Options.NewID
 
-	ctx    context.Context // background work; cancelled when Shutdown returns
+	ctx    context.Context // background work; cancelled when Stop returns
 	cancel context.CancelFunc
 
 	admin    sync.Mutex // serialises Start and AddQueue
@@ -233,7 +233,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.admin.Lock()
 	defer e.admin.Unlock()
 	if e.started.Load() || e.stopping.Load() {
-		return fmt.Errorf("delivery: Start called twice or after Shutdown")
+		return fmt.Errorf("delivery: Start called twice or after Stop")
 	}
 	e.mu.Lock()
 	qs := make([]*queue, 0, len(e.queues))
@@ -299,14 +299,14 @@ func (e *Engine) load(ctx context.Context, uid string) ([]*msg, error) {
 	return out, nil
 }
 
-// Shutdown stops taking new batches, lets running handlers finish until ctx
+// Stop stops taking new batches, lets running handlers finish until ctx
 // ends (the grace period: a handler that returns in time is settled as
 // usual), then closes the batches still running without acknowledging
 // anything: what is unsettled stays in the store and is redelivered after
 // a restart. It returns nil when every batch ended within the grace period,
 // else an error wrapping ctx's. Afterwards every method fails with
 // ErrNotRunning (Settle: ErrUnknownBatch).
-func (e *Engine) Shutdown(ctx context.Context) error {
+func (e *Engine) Stop(ctx context.Context) error {
 	if e.stopping.Swap(true) {
 		return nil
 	}
@@ -534,6 +534,12 @@ func (e *Engine) Attach(ctx context.Context, cfg ConsumerConfig) error {
 	q.pump()
 	q.mu.Unlock()
 	return nil
+}
+
+// ConsumerAttached reports whether the engine holds the consumer (Attach
+// returned and no Detach finished since).
+func (e *Engine) ConsumerAttached(_ context.Context, uid string) (bool, error) {
+	return e.consumer(uid) != nil, nil
 }
 
 func (e *Engine) consumer(uid string) *consumer {

@@ -74,7 +74,7 @@ func (h *harness) newEngine(opts ...func(*Options)) *Engine {
 	h.t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		e.Shutdown(ctx)
+		e.Stop(ctx)
 	})
 	return e
 }

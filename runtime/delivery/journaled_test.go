@@ -40,7 +40,7 @@ func TestRestartOverJournaledStore(t *testing.T) {
 	h.waitUntil("the first message is acknowledged", func() bool { return len(h.st.removals("q", store.RemovedAcknowledged)) == 1 })
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	h.e.Shutdown(cancelled)
+	h.e.Stop(cancelled)
 	if err := js.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -108,8 +108,8 @@ func TestShutdownLeavesUnsettledForRedelivery(t *testing.T) {
 	b := r.next(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := h.e.Shutdown(ctx); err == nil {
-		t.Fatal("Shutdown reported a clean stop with a handler still running")
+	if err := h.e.Stop(ctx); err == nil {
+		t.Fatal("Stop reported a clean stop with a handler still running")
 	}
 	if err := b.AcknowledgeAll(h.ctx); err != abi.ErrUnknownBatch {
 		t.Fatalf("settlement after shutdown: %v", err)
@@ -149,7 +149,7 @@ func TestShutdownGraceLetsHandlersFinish(t *testing.T) {
 	h.send("q", "a", "b")
 	r.next(t)
 	done := make(chan error, 1)
-	go func() { done <- h.e.Shutdown(context.Background()) }()
+	go func() { done <- h.e.Stop(context.Background()) }()
 	h.waitUntil("shutdown began", func() bool { return h.e.stopping.Load() })
 	release <- nil
 	if err := <-done; err != nil {
@@ -175,7 +175,7 @@ func TestRestartRespectsMaxDeliveries(t *testing.T) {
 	crash := func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		h.e.Shutdown(ctx) // the handler never returns: like a crash, nothing settles
+		h.e.Stop(ctx) // the handler never returns: like a crash, nothing settles
 	}
 	hang := func(ctx context.Context, b *abi.Batch) error { select {} }
 

@@ -31,7 +31,7 @@ func TestRealClockDeadline(t *testing.T) {
 		return ctx.Err()
 	}))
 	e := New(st, res, Options{HandlerTimeout: 50 * time.Millisecond})
-	defer e.Shutdown(context.Background())
+	defer e.Stop(context.Background())
 	ctx := context.Background()
 	if err := e.AddQueue(ctx, QueueConfig{UID: "q", Name: "q", MessageRetentionSeconds: 60}); err != nil {
 		t.Fatal(err)

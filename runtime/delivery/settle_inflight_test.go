@@ -52,7 +52,7 @@ func TestSettlementInFlightWhenTheInvocationEnds(t *testing.T) {
 			t.Cleanup(func() {
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel()
-				h.e.Shutdown(ctx)
+				h.e.Stop(ctx)
 			})
 			h.addQueue("q", 0, 3600)
 			h.start()

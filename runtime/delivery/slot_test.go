@@ -44,7 +44,7 @@ func TestSlotFreesWhenTheHandlerReturns(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		h.e.Shutdown(ctx)
+		h.e.Stop(ctx)
 	})
 	h.addQueue("q", 0, 3600)
 	h.start()

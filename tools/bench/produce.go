@@ -230,7 +230,7 @@ func (env *engineEnv) close() {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if env.eng != nil {
-		env.eng.Shutdown(sctx)
+		env.eng.Stop(sctx)
 	}
 	env.st.Close()
 	os.RemoveAll(env.dir)

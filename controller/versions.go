@@ -1,4 +1,4 @@
-package server
+package controller
 
 import (
 	"context"
@@ -53,9 +53,9 @@ func (vs *Versions) Selected(ctx context.Context, workerUID string) (*abi.Versio
 		return nil, nil, err
 	}
 	if w.FormURL != schemas.FormModuleWorker {
-		return nil, nil, fmt.Errorf("server: %s is not a ModuleWorker", workerUID)
+		return nil, nil, fmt.Errorf("controller: %s is not a ModuleWorker", workerUID)
 	}
-	sp, err := decodeSpec[api.ModuleWorkerSpec](w)
+	sp, err := decodeSpec[api.ModuleWorkerSpec](w.Spec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,215 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// Limits the controller enforces (spec/host-api.md).
+const (
+	MaxResourcesPerSpace = 10000
+	// MaxModuleBytes is the runtime's limit on a WorkerVersion's modules
+	// (spec/runtime-abi.md §WorkerVersion).
+	MaxModuleBytes = 4 << 20
+	// OfferingEmbedded is the one offering of the reference host.
+	OfferingEmbedded = "embedded"
+)
+
+// Engine is what the controller needs of the delivery engine
+// (runtime/delivery.Engine implements it).
+type Engine interface {
+	AddQueue(ctx context.Context, q delivery.QueueConfig) error
+	UpdateQueue(ctx context.Context, q delivery.QueueConfig) error
+	// RemoveQueue forgets the queue and deletes its messages.
+	RemoveQueue(ctx context.Context, uid string) error
+	// QueueStats is the number of messages the queue holds;
+	// abi.ErrUnknownQueue when the engine does not hold it.
+	QueueStats(ctx context.Context, uid string) (int, error)
+	Attach(ctx context.Context, c delivery.ConsumerConfig) error
+	UpdateConsumer(ctx context.Context, c delivery.ConsumerConfig) error
+	// Detach returns nil only once no handler of the consumer runs and
+	// everything unsettled was left for redelivery.
+	Detach(ctx context.Context, consumerUID string) error
+	// ConsumerAttached reports whether the engine holds the consumer: what
+	// observed.consumerAttached says.
+	ConsumerAttached(ctx context.Context, consumerUID string) (bool, error)
+}
+
+// Workers is what the controller needs of the JavaScript runtime.
+type Workers interface {
+	// Compile loads v's modules and returns the handlers its default
+	// export provides ("fetch", "queue"). A *abi.CompileError reports
+	// modules that do not load.
+	Compile(ctx context.Context, v *abi.Version) ([]string, error)
+	// Evict drops whatever the runtime caches for a deleted version.
+	Evict(versionUID string)
+}
+
+// Options configures a Controller. Store, Engine and Workers are required.
+type Options struct {
+	Store   store.Store
+	Engine  Engine
+	Workers Workers
+	// Forms is the Form registry; Builtin() when nil.
+	Forms *Registry
+	// Logger gets the controller's events; slog.Default when nil.
+	Logger *slog.Logger
+	// ObserveInterval is how often observed is refreshed and unsettled
+	// Operations are retried; 10 s when zero.
+	ObserveInterval time.Duration
+	// SyncWait is how long Run waits for an Operation before returning it
+	// unfinished; 2 s when zero.
+	SyncWait time.Duration
+	// Versions resolves workers to their selected versions; a new one over
+	// Store when nil. The host shares it with the delivery engine's
+	// resolver, so that both reuse the decoded versions.
+	Versions *Versions
+	// MaxResourcesPerSpace is 10 000 when zero.
+	MaxResourcesPerSpace int
+	// AfterIntent, when set, runs after an Operation and its intent are
+	// journaled and before its effect: a test hook (the crash tests pause
+	// here and kill the host).
+	AfterIntent func(ctx context.Context, op store.Operation)
+	// Now is time.Now when nil.
+	Now func() time.Time
+}
+
+// Controller is the resource controller: admission, Operations, the
+// observer and the reconciler, over a Form registry.
+type Controller struct {
+	st    store.Store
+	forms *Registry
+	env   *Env
+	log   *slog.Logger
+	opts  Options
+	now   func() time.Time
+
+	spaces spaceLocks
+
+	opMu sync.Mutex
+	// inflight maps a resource UID to its unresolved Operation.
+	inflight map[string]inflightOp
+	watches  map[string]chan struct{} // Operation ID -> closed on its next change
+	driving  map[string]bool          // Operation IDs being driven now
+	retry    map[string]bool          // Operation IDs the reconciler re-drives
+
+	obs observer // see observe.go
+
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
+}
+
+// New builds a controller. Call Start before admitting anything, so that
+// the engine holds the stored queues and consumers and unfinished
+// Operations resume.
+func New(opts Options) (*Controller, error) {
+	if opts.Store == nil || opts.Engine == nil || opts.Workers == nil {
+		return nil, errors.New("controller: Store, Engine and Workers are required")
+	}
+	if opts.Forms == nil {
+		opts.Forms = Builtin()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ObserveInterval <= 0 {
+		opts.ObserveInterval = 10 * time.Second
+	}
+	if opts.SyncWait <= 0 {
+		opts.SyncWait = 2 * time.Second
+	}
+	if opts.MaxResourcesPerSpace <= 0 {
+		opts.MaxResourcesPerSpace = MaxResourcesPerSpace
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Versions == nil {
+		opts.Versions = NewVersions(opts.Store)
+	}
+	c := &Controller{
+		st: opts.Store, forms: opts.Forms, log: opts.Logger, opts: opts, now: opts.Now,
+		env:      &Env{Engine: opts.Engine, Workers: opts.Workers, Versions: opts.Versions, Store: opts.Store},
+		inflight: map[string]inflightOp{}, watches: map[string]chan struct{}{},
+		driving: map[string]bool{}, retry: map[string]bool{},
+	}
+	c.baseCtx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Forms is the controller's Form registry.
+func (c *Controller) Forms() *Registry { return c.forms }
+
+// Versions is the controller's version resolver.
+func (c *Controller) Versions() *Versions { return c.env.Versions }
+
+// Stop stops the observer and the reconciler and waits for Operations
+// being driven to return (an Operation cut short stays journaled and
+// resumes on the next start). ctx bounds the wait.
+func (c *Controller) Stop(ctx context.Context) error {
+	c.cancel()
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Controller) goBackground(f func(ctx context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f(c.baseCtx)
+	}()
+}
+
+// spaceLocks serialises admission and every read-modify-write of a
+// resource record per space (see the package documentation).
+type spaceLocks struct {
+	mu sync.Mutex
+	m  map[string]*spaceLock
+}
+
+type spaceLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock takes space's lock; the returned func releases it.
+func (l *spaceLocks) lock(space string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*spaceLock{}
+	}
+	sl := l.m[space]
+	if sl == nil {
+		sl = &spaceLock{}
+		l.m[space] = sl
+	}
+	sl.refs++
+	l.mu.Unlock()
+	sl.mu.Lock()
+	return func() {
+		sl.mu.Unlock()
+		l.mu.Lock()
+		if sl.refs--; sl.refs == 0 {
+			delete(l.m, space)
+		}
+		l.mu.Unlock()
+	}
+}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/schemas"
+)
+
+// Form is everything the controller knows of one Form: one implementation
+// per Form, one file each (form_queue.go, form_consumer.go, form_worker.go,
+// form_version.go). The controller's generic code (admission, Operations,
+// observation, rebuild) asks the registry for the resource's Form and
+// calls these methods; nothing outside the Forms switches on a Form URL.
+type Form interface {
+	// URL is the Form's URL, matched exactly.
+	URL() string
+	// Name is the Form's name and version, for messages
+	// ("AtLeastOnceQueue 0.2.0").
+	Name() string
+	// Offerings lists the offerings the Form is served in; the first is
+	// the default.
+	Offerings() []string
+	// Validate checks spec and privateInputs against the Form's schemas
+	// (admission step 4). A violation list is invalid_spec; an error is a
+	// body that is not JSON.
+	Validate(spec, privateInputs []byte) ([]schemas.Violation, error)
+	// References lists the resources a spec (already valid) names
+	// (admission steps 7 and 8, the deletion rule, observation).
+	References(spec []byte) ([]Reference, error)
+	// Prepare completes a record to be created before admission takes the
+	// space's lock: the private inputs it keeps, anything derived from
+	// the spec (a WorkerVersion's exports). Its error is reported in step 9,
+	// after the checks that come before it.
+	Prepare(ctx context.Context, env *Env, rec *store.Resource, privateInputs []byte) error
+	// CheckUpdate is admission step 5: what an update may not change.
+	CheckUpdate(cur store.Resource, spec, privateInputs []byte) error
+	// Admit is admission step 9, the Form's own rules, checked against
+	// the space under its lock. rec is the record as it would be; update
+	// is false for a create.
+	Admit(ctx context.Context, sp *Space, rec store.Resource, update bool) error
+	// Apply causes an Operation's effect outside the store. It must be
+	// idempotent given the records: it runs again after a restart and from
+	// the reconciler. The returned mutations are journaled with the
+	// Operation's outcome.
+	Apply(ctx context.Context, env *Env, ch Change) ([]store.Mutation, error)
+	// Undo is asked after Apply failed and decides what the failure means
+	// (see Failure).
+	Undo(ctx context.Context, env *Env, ch Change) Failure
+	// Observe computes r's observed document; get reads the resources of
+	// r's space the observation depends on. false: the Form observes
+	// nothing, or the host cannot confirm a value now (the last
+	// observation stays).
+	Observe(ctx context.Context, env *Env, r store.Resource, get Lookup) (json.RawMessage, bool)
+	// Rebuild puts what r needs outside the store back at start (the
+	// engine keeps its queues and consumers in memory). pending is the
+	// kind of r's unfinished Operation, "" when none: the resumed
+	// Operation decides what a create or delete in flight leaves.
+	Rebuild(ctx context.Context, env *Env, r store.Resource, pending string) error
+}
+
+// Reference is one reference of a spec to another resource of its space.
+type Reference struct {
+	Pointer string // JSON pointer to the resourceUid member
+	UID     string
+	FormURL string // the Form the referenced resource must have
+}
+
+// Change is an Operation's effect as a Form applies it.
+type Change struct {
+	Kind  string // KindCreate, KindUpdate or KindDelete
+	Space string
+	UID   string
+	// Record is the record the create or update makes; nil for a delete.
+	Record *store.Resource
+}
+
+// Failure is what a failed effect means.
+type Failure int
+
+const (
+	// FailUnknown: the effect may have happened in part; the Operation is
+	// reconciling with effect unknown and the reconciler re-drives it.
+	FailUnknown Failure = iota
+	// FailNothing: the effect is confirmed absent (a create the engine did
+	// not take): the Operation failed with no effect.
+	FailNothing
+	// FailRunning: the effect is under way and not proven either way (a
+	// consumer's stop boundary): the Operation stays running, effect
+	// unknown, and is re-driven.
+	FailRunning
+)
+
+// Lookup reads a resource of the observed resource's space by UID.
+type Lookup func(uid string) (store.Resource, bool)
+
+// Env is what Forms act on: the engine, the runtime, the version resolver
+// and the store (for reads).
+type Env struct {
+	Engine   Engine
+	Workers  Workers
+	Versions *Versions
+	Store    store.Store
+}
+
+// Registry holds the Forms a host serves, in registration order, which is
+// also the order of rebuild at start (a queue before its consumers).
+type Registry struct {
+	list  []Form
+	byURL map[string]Form
+}
+
+// NewRegistry is a registry of forms.
+func NewRegistry(forms ...Form) *Registry {
+	r := &Registry{byURL: map[string]Form{}}
+	for _, f := range forms {
+		r.Register(f)
+	}
+	return r
+}
+
+// Builtin is the registry of the reference host's four Forms.
+func Builtin() *Registry {
+	return NewRegistry(QueueForm{}, WorkerForm{}, VersionForm{}, ConsumerForm{})
+}
+
+// Register adds a Form; it panics on a second Form with the same URL (a
+// programming error).
+func (r *Registry) Register(f Form) {
+	if _, dup := r.byURL[f.URL()]; dup {
+		panic(fmt.Sprintf("controller: Form %s registered twice", f.URL()))
+	}
+	r.list = append(r.list, f)
+	r.byURL[f.URL()] = f
+}
+
+// Form is the Form of url, if served.
+func (r *Registry) Form(url string) (Form, bool) {
+	f, ok := r.byURL[url]
+	return f, ok
+}
+
+// Forms lists the registered Forms in registration order.
+func (r *Registry) Forms() []Form { return append([]Form(nil), r.list...) }
+
+// Name is the name of the Form of url, or url itself for a Form the
+// registry does not hold.
+func (r *Registry) Name(url string) string {
+	if f, ok := r.byURL[url]; ok {
+		return f.Name()
+	}
+	return url
+}

@@ -1,0 +1,283 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// resourceViewer is optionally implemented by a Store that can list
+// resources without copying them: the records share their byte slices with
+// the store, which never changes them in place, and the caller must not
+// change them either. The list is in no particular order.
+type resourceViewer interface {
+	ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error)
+}
+
+// observer holds what observation may reuse between passes. Its mutex
+// serialises observation passes, so that an Operation's observation and the
+// dependency index it reads agree with the store (lock order: observer.mu,
+// then a space's lock).
+type observer struct {
+	mu sync.Mutex
+	// epoch counts full passes; entries a full pass did not touch are gone.
+	epoch uint64
+	// reads holds, per observed resource, the resources its last
+	// observation read (a consumer reads its queue and worker).
+	reads map[string]readSet
+	// deps maps a resource UID to the resources whose observation read it.
+	// It is complete once indexed is set.
+	deps    map[string]map[string]struct{}
+	indexed bool
+	// same holds, per resource, a stored observation found equal in value
+	// to the one computed while its bytes differ (written by another
+	// encoder), so that it is neither rewritten nor compared value by value
+	// again.
+	same map[string]sameObs
+}
+
+type readSet struct {
+	uids  []string
+	epoch uint64
+}
+
+type sameObs struct{ stored, doc json.RawMessage }
+
+func (o *observer) init() {
+	if o.reads == nil {
+		o.reads = map[string]readSet{}
+		o.deps = map[string]map[string]struct{}{}
+		o.same = map[string]sameObs{}
+	}
+}
+
+// setReads records what uid's observation read, keeping deps in step.
+func (o *observer) setReads(uid string, uids []string) {
+	if old, ok := o.reads[uid]; ok {
+		for _, r := range old.uids {
+			if m := o.deps[r]; m != nil {
+				delete(m, uid)
+				if len(m) == 0 {
+					delete(o.deps, r)
+				}
+			}
+		}
+	}
+	for _, r := range uids {
+		m := o.deps[r]
+		if m == nil {
+			m = map[string]struct{}{}
+			o.deps[r] = m
+		}
+		m[uid] = struct{}{}
+	}
+	o.reads[uid] = readSet{uids: uids, epoch: o.epoch}
+}
+
+func (o *observer) forget(uid string) {
+	o.setReads(uid, nil)
+	delete(o.reads, uid)
+	delete(o.same, uid)
+}
+
+// unchanged reports whether stored, r's recorded observation, holds the
+// value of doc, its observation now.
+func (o *observer) unchanged(uid string, stored, doc json.RawMessage) bool {
+	if bytes.Equal(stored, doc) {
+		return true
+	}
+	if s, ok := o.same[uid]; ok && bytes.Equal(s.stored, stored) && bytes.Equal(s.doc, doc) {
+		return true
+	}
+	if !sameJSON(stored, doc) {
+		return false
+	}
+	o.same[uid] = sameObs{stored: stored, doc: doc}
+	return true
+}
+
+// prune drops the entries of resources the last full pass did not see.
+func (o *observer) prune() {
+	for uid, rs := range o.reads {
+		if rs.epoch != o.epoch {
+			o.forget(uid)
+		}
+	}
+}
+
+func (c *Controller) listResources(ctx context.Context, space, formURL string) ([]store.Resource, error) {
+	if v, ok := c.st.(resourceViewer); ok {
+		return v.ResourcesView(ctx, space, formURL)
+	}
+	return c.st.Resources(ctx, space, formURL)
+}
+
+// observe computes r's observation with get, recording what it read.
+// The caller holds c.obs.mu.
+func (c *Controller) observe(ctx context.Context, r store.Resource, get Lookup) (json.RawMessage, bool) {
+	f, ok := c.forms.Form(r.FormURL)
+	if !ok {
+		return nil, false
+	}
+	var read []string
+	doc, ok := f.Observe(ctx, c.env, r, func(uid string) (store.Resource, bool) {
+		read = append(read, uid)
+		return get(uid)
+	})
+	c.obs.setReads(r.UID, read)
+	return doc, ok
+}
+
+// ObserveAll refreshes observed for every resource of every space. The
+// observer runs it every ObserveInterval.
+func (c *Controller) ObserveAll(ctx context.Context) {
+	o := &c.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	all, err := c.listResources(ctx, "", "")
+	if err != nil {
+		return
+	}
+	o.epoch++
+	bySpace := map[string]map[string]store.Resource{}
+	for _, r := range all {
+		m := bySpace[r.Space]
+		if m == nil {
+			m = map[string]store.Resource{}
+			bySpace[r.Space] = m
+		}
+		m[r.UID] = r
+	}
+	obs := make(map[string]json.RawMessage, len(all))
+	spaces := map[string]string{}
+	for _, r := range all {
+		space := bySpace[r.Space]
+		get := func(uid string) (store.Resource, bool) { x, ok := space[uid]; return x, ok }
+		if d, ok := c.observe(ctx, r, get); ok && !o.unchanged(r.UID, r.Observed, d) {
+			obs[r.UID] = d
+			spaces[r.UID] = r.Space
+		}
+	}
+	o.prune()
+	o.indexed = true
+	c.record(ctx, obs, spaces)
+}
+
+// observeAfter refreshes what a finished Operation may have changed: its
+// resource and whatever observes it (a consumer observes its queue and
+// worker).
+func (c *Controller) observeAfter(ctx context.Context, op store.Operation) {
+	o := &c.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	if !o.indexed {
+		// Before the first full pass the index is not complete: build it
+		// from the references (what an observation reads is what the
+		// spec references).
+		all, err := c.listResources(ctx, "", "")
+		if err != nil {
+			c.observeSpace(ctx, op.Space)
+			return
+		}
+		for _, r := range all {
+			if _, seen := o.reads[r.UID]; seen {
+				continue
+			}
+			refs, _ := c.refsOf(r)
+			uids := make([]string, 0, len(refs))
+			for _, rf := range refs {
+				uids = append(uids, rf.UID)
+			}
+			o.setReads(r.UID, uids)
+		}
+		o.indexed = true
+	}
+	uids := []string{op.ResourceUID}
+	for d := range o.deps[op.ResourceUID] {
+		uids = append(uids, d)
+	}
+	got := map[string]store.Resource{}
+	get := func(uid string) (store.Resource, bool) {
+		if r, ok := got[uid]; ok {
+			return r, true
+		}
+		r, err := c.st.Resource(ctx, uid)
+		if err != nil || r.Space != op.Space {
+			return store.Resource{}, false
+		}
+		got[uid] = r
+		return r, true
+	}
+	obs := map[string]json.RawMessage{}
+	spaces := map[string]string{}
+	for _, uid := range uids {
+		r, ok := get(uid)
+		if !ok {
+			o.forget(uid)
+			continue
+		}
+		if d, ok := c.observe(ctx, r, get); ok && !o.unchanged(r.UID, r.Observed, d) {
+			obs[r.UID] = d
+			spaces[r.UID] = r.Space
+		}
+	}
+	c.record(ctx, obs, spaces)
+}
+
+// observeSpace observes every resource of a space.
+func (c *Controller) observeSpace(ctx context.Context, spaceName string) {
+	o := &c.obs
+	list, err := c.listResources(ctx, spaceName, "")
+	if err != nil {
+		return
+	}
+	space := make(map[string]store.Resource, len(list))
+	for _, r := range list {
+		space[r.UID] = r
+	}
+	get := func(uid string) (store.Resource, bool) { x, ok := space[uid]; return x, ok }
+	obs := map[string]json.RawMessage{}
+	spaces := map[string]string{}
+	for _, r := range list {
+		if d, ok := c.observe(ctx, r, get); ok && !o.unchanged(r.UID, r.Observed, d) {
+			obs[r.UID] = d
+			spaces[r.UID] = r.Space
+		}
+	}
+	c.record(ctx, obs, spaces)
+}
+
+// record writes the observations that differ from what the records hold
+// now, one Apply per space under its lock. Observations were computed
+// without it (the engine may be slow); a value the host cannot confirm was
+// left out and keeps the last observation.
+func (c *Controller) record(ctx context.Context, obs map[string]json.RawMessage, spaces map[string]string) {
+	bySpace := map[string][]string{}
+	for uid := range obs {
+		bySpace[spaces[uid]] = append(bySpace[spaces[uid]], uid)
+	}
+	for space, uids := range bySpace {
+		unlock := c.spaces.lock(space)
+		var muts []store.Mutation
+		for _, uid := range uids {
+			o := obs[uid]
+			cur, err := c.st.Resource(ctx, uid)
+			if err != nil || bytes.Equal(cur.Observed, o) || sameJSON(cur.Observed, o) {
+				continue
+			}
+			cur.Observed = o
+			muts = append(muts, store.PutResource{Resource: cur})
+		}
+		if len(muts) > 0 {
+			if err := c.st.Apply(ctx, muts...); err != nil {
+				c.log.Warn("recording observations failed", "space", space, "err", err)
+			}
+		}
+		unlock()
+	}
+}

@@ -248,7 +248,9 @@ func TestATestFormGoesThroughTheRegistry(t *testing.T) {
 		}
 	}
 	q := mustRun(t, c, create("q", schemas.FormAtLeastOnceQueue, `{"messageRetentionSeconds":60}`)).ResourceUID
-	spec := func(text, queue string) string { return `{"text":"` + text + `","queue":{"resourceUid":"` + queue + `"}}` }
+	spec := func(text, queue string) string {
+		return `{"text":"` + text + `","queue":{"resourceUid":"` + queue + `"}}`
+	}
 
 	// Admission: the Form's schema (step 4), its reference (step 7), its
 	// own rule (step 9).

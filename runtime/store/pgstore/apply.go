@@ -401,9 +401,9 @@ func (w *writer) add(ctx context.Context, m store.Mutation) error {
 			VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
 				operation_id = EXCLUDED.operation_id, create_sec = EXCLUDED.create_sec, create_nsec = EXCLUDED.create_nsec`,
-			r.Scope, r.Key, r.Fingerprint, r.OperationID, r.CreateTime.Unix(), int32(r.CreateTime.Nanosecond()))
+			[]byte(r.Scope), []byte(r.Key), r.Fingerprint, r.OperationID, r.CreateTime.Unix(), int32(r.CreateTime.Nanosecond()))
 	case store.DeleteIdempotency:
-		b.Queue(`DELETE FROM store_idempotency WHERE scope = $1 AND key = $2`, m.Scope, m.Key)
+		b.Queue(`DELETE FROM store_idempotency WHERE scope = $1 AND key = $2`, []byte(m.Scope), []byte(m.Key))
 	case store.DeliverMessages:
 		b.Queue(`UPDATE store_messages SET attempts = attempts + 1, lease = $3 WHERE queue = $1 AND id = ANY($2)`,
 			m.Queue, m.IDs, m.Batch)

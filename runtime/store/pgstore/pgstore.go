@@ -357,7 +357,7 @@ func (s *Store) Idempotency(ctx context.Context, scope, key string) (store.Idemp
 	var sec int64
 	var nsec int32
 	err := s.pool.QueryRow(ctx, `SELECT fingerprint, operation_id, create_sec, create_nsec
-		FROM store_idempotency WHERE scope = $1 AND key = $2`, scope, key).Scan(&r.Fingerprint, &r.OperationID, &sec, &nsec)
+		FROM store_idempotency WHERE scope = $1 AND key = $2`, []byte(scope), []byte(key)).Scan(&r.Fingerprint, &r.OperationID, &sec, &nsec)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.IdempotencyRecord{}, notFound("idempotency key", key)
 	}

@@ -308,7 +308,8 @@ func testIdempotency(e *env) {
 	r1 := store.IdempotencyRecord{Scope: "p|s|POST|/x", Key: "k1", Fingerprint: "f1", OperationID: "o1", CreateTime: t0}
 	r2 := store.IdempotencyRecord{Scope: "p|s|POST|/x", Key: "k2", Fingerprint: "f2", OperationID: "o2", CreateTime: t0}
 	r3 := r1
-	r3.Scope = "other"
+	// The server joins a scope's parts with NUL bytes: any bytes round-trip.
+	r3.Scope = "principal\x00space\x00POST\x00/x"
 	e.apply(store.PutIdempotency{Record: r1}, store.PutIdempotency{Record: r2}, store.PutIdempotency{Record: r3})
 	r2.Fingerprint = "f2b"
 	e.apply(store.PutIdempotency{Record: r2}, store.DeleteIdempotency{Scope: r1.Scope, Key: r1.Key})

@@ -54,6 +54,7 @@ func run() int {
 		concurrency    = flag.Int("concurrency", 8, "scenarios run at once (@restart scenarios always run alone)")
 		featuresDir    = flag.String("features", "", "read features and workers from this directory instead of the embedded copy")
 		storeURL       = flag.String("store", os.Getenv("CONFORM_STORE"), "in-process host only: keep its store in this PostgreSQL database (postgres://...) instead of a journal")
+		storeFresh     = flag.Bool("store-fresh", false, "with --store: create a fresh database on that server for the run, and drop it afterwards")
 	)
 	flag.Parse()
 
@@ -78,6 +79,19 @@ func run() int {
 	}
 	var teardown func(failed bool)
 	if *hostURL == "" {
+		if *storeFresh {
+			if *storeURL == "" {
+				fmt.Fprintln(os.Stderr, "conform: --store-fresh needs --store (the server to create the database on)")
+				return 2
+			}
+			fresh, drop, err := freshDatabase(ctx, *storeURL)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "conform: fresh database:", err)
+				return 2
+			}
+			defer drop()
+			*storeURL = fresh
+		}
 		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace, *storeURL)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conform: in-process host:", err)

@@ -134,6 +134,12 @@ func PreconditionFailed() *Problem {
 // Unavailable is 503 backend_unavailable for a store that could not read or
 // make a change durable. It keeps err as its cause, which the server logs.
 func Unavailable(err error) *Problem {
+	if errors.Is(err, store.ErrNoSpace) {
+		p := New(http.StatusServiceUnavailable, CodeBackendUnavailable,
+			"the host's disk is nearly full: new resources and messages are refused until messages are settled or resources deleted; nothing was changed")
+		p.Cause = err
+		return p
+	}
 	p := New(http.StatusServiceUnavailable, CodeBackendUnavailable,
 		"the host could not make the change durable; nothing was changed, retry later")
 	p.Cause = err

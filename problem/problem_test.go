@@ -2,6 +2,7 @@ package problem
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -56,5 +57,17 @@ func TestUnavailableKeepsItsCause(t *testing.T) {
 	}
 	if got := As(store.ErrUnavailable); got.Status != 503 || !errors.Is(got, store.ErrUnavailable) {
 		t.Fatalf("As(ErrUnavailable) = %+v", got)
+	}
+}
+
+// A store at its disk reserve is a 503 backend_unavailable that says why,
+// not the generic "could not make the change durable".
+func TestNoSpaceProblem(t *testing.T) {
+	p := As(fmt.Errorf("%w: %w", store.ErrUnavailable, store.ErrNoSpace))
+	if p.Status != 503 || p.Code != CodeBackendUnavailable || !strings.Contains(p.Detail, "disk is nearly full") {
+		t.Fatalf("%+v", p)
+	}
+	if p := As(fmt.Errorf("%w: fsync", store.ErrUnavailable)); strings.Contains(p.Detail, "disk") {
+		t.Fatalf("%+v", p)
 	}
 }

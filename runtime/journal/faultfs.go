@@ -73,6 +73,21 @@ func (f *FaultFS) FailTruncates(n int) { f.mu.Lock(); f.failTruncs = n; f.mu.Unl
 // Truncating or removing files frees space. n < 0 is unlimited.
 func (f *FaultFS) SetCapacity(n int64) { f.mu.Lock(); f.capacity = n; f.mu.Unlock() }
 
+// FreeSpace implements SpaceFS: what is left of the capacity, or the
+// wrapped FS's free space when there is no capacity.
+func (f *FaultFS) FreeSpace(dir string) (int64, error) {
+	f.mu.Lock()
+	capacity, used := f.capacity, f.usedLocked()
+	f.mu.Unlock()
+	if capacity >= 0 {
+		return max(capacity-used, 0), nil
+	}
+	if s, ok := f.inner.(SpaceFS); ok {
+		return s.FreeSpace(dir)
+	}
+	return 0, errors.ErrUnsupported
+}
+
 // Used is the number of bytes the files FaultFS has seen hold.
 func (f *FaultFS) Used() int64 {
 	f.mu.Lock()

@@ -39,6 +39,13 @@ type FS interface {
 	SyncDir(dir string) error
 }
 
+// SpaceFS is an FS that can tell how much space is left for dir. The
+// journal keeps Options.Reserve of it for AppendReserved; on an FS without
+// it there is no reserve.
+type SpaceFS interface {
+	FreeSpace(dir string) (int64, error)
+}
+
 // OSFS is the real file system.
 type OSFS struct{}
 
@@ -65,6 +72,16 @@ func (OSFS) ReadDir(dir string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// FreeSpace implements SpaceFS: the bytes an unprivileged user may still
+// write on dir's file system.
+func (OSFS) FreeSpace(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, &fs.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // Remove implements FS.

@@ -40,6 +40,9 @@ var (
 	ErrCorrupt = errors.New("journal: corrupt")
 	// ErrNoSegment: the segment was removed (or never existed).
 	ErrNoSegment = errors.New("journal: no such segment")
+	// ErrNoSpace: the free disk space is at or below Options.Reserve, so
+	// Append refuses (AppendReserved still writes).
+	ErrNoSpace = errors.New("journal: free disk space is below the reserve")
 )
 
 // CorruptError names the damaged frame.
@@ -75,6 +78,12 @@ type Options struct {
 	// DefaultCheckpointEvery). Negative turns either off; Close and every
 	// rotation and removal of a segment still record it.
 	CheckpointIdle, CheckpointEvery time.Duration
+	// Reserve is disk space Append leaves free: an Append that would take
+	// the free space below it fails with ErrNoSpace, while AppendReserved
+	// may use it. The store appends what frees space (settlements,
+	// deletes, compaction) reserved, so that a disk filled by new data
+	// can still be emptied. 0 is none; it needs an FS that is a SpaceFS.
+	Reserve int64
 }
 
 // Pos is where a frame starts: its segment and the offset of its header.
@@ -166,6 +175,9 @@ type Journal struct {
 	ckIdle, ckEvery time.Duration
 	idleDue         bool
 	idleTimer       *time.Timer
+	// reserve is Options.Reserve; free the disk space left when the
+	// writer last looked (-1: unknown). Under mu.
+	reserve, free int64
 	// noCloseMark makes Close skip recording the mark: tests use it to
 	// stop a journal the way a crash would leave its manifest.
 	noCloseMark bool
@@ -182,6 +194,7 @@ type segment struct {
 }
 
 type request struct {
+	rotate    bool // Rotate's: no payload, seal the head instead
 	payload   []byte
 	onDurable func(Pos)
 	pos       Pos
@@ -230,6 +243,7 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	}
 	j.cond = sync.NewCond(&j.mu)
 	j.fill.ahead, j.fill.limit = opts.ZeroAhead, j.segSize
+	j.reserve, j.free = opts.Reserve, -1
 	j.ckIdle, j.ckEvery = opts.CheckpointIdle, opts.CheckpointEvery
 	if j.ckIdle == 0 {
 		j.ckIdle = DefaultCheckpointIdle
@@ -300,6 +314,7 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	}
 	j.fill.start(j.log.Warn)
 	j.fill.follow(j.head, j.head.size, written)
+	j.refreshFree()
 	rep.Duration = time.Since(start)
 	go j.run()
 	return j, rep, nil
@@ -557,6 +572,17 @@ func (j *Journal) createSegment(id uint64) error {
 // ctx is only checked before the frame is queued: once queued, the frame
 // may become durable, and the caller must learn whether it did.
 func (j *Journal) Append(ctx context.Context, payload []byte, onDurable func(Pos)) (Pos, error) {
+	return j.append(ctx, payload, onDurable, false)
+}
+
+// AppendReserved is Append allowed to use the reserve (Options.Reserve):
+// for frames that lead to space being freed, which must not fail because
+// new data filled the disk.
+func (j *Journal) AppendReserved(ctx context.Context, payload []byte, onDurable func(Pos)) (Pos, error) {
+	return j.append(ctx, payload, onDurable, true)
+}
+
+func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos), reserved bool) (Pos, error) {
 	if len(payload) == 0 || len(payload) > MaxPayload {
 		return Pos{}, fmt.Errorf("journal: payload of %d bytes: want 1 to %d", len(payload), MaxPayload)
 	}
@@ -573,6 +599,10 @@ func (j *Journal) Append(ctx context.Context, payload []byte, onDurable func(Pos
 		err := j.broken
 		j.mu.Unlock()
 		return Pos{}, err
+	case !reserved && j.reserve > 0 && j.free >= 0 && j.free-int64(j.queued+len(payload)+HeaderSize) < j.reserve:
+		free := j.free
+		j.mu.Unlock()
+		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements and deletes", ErrNoSpace, free, j.reserve)
 	}
 	j.queue = append(j.queue, r)
 	j.queued += len(payload) + HeaderSize
@@ -615,9 +645,12 @@ func (j *Journal) run() {
 		}
 		j.gather()
 		n, bytes := 0, 0
-		for n < len(j.queue) && (n == 0 || bytes+len(j.queue[n].payload)+HeaderSize <= j.maxGroup) {
+		for n < len(j.queue) && (n == 0 || bytes+len(j.queue[n].payload)+HeaderSize <= j.maxGroup && !j.queue[n].rotate) {
 			bytes += len(j.queue[n].payload) + HeaderSize
 			n++
+			if j.queue[0].rotate {
+				break
+			}
 		}
 		group := slices.Clone(j.queue[:n])
 		j.queue = slices.Delete(j.queue, 0, n)
@@ -630,7 +663,18 @@ func (j *Journal) run() {
 			j.finish(group, broken)
 			continue
 		}
+		if group[0].rotate {
+			j.lastGroup = 0
+			if err := j.rotate(j.head); err != nil {
+				j.finish(group, err)
+				continue
+			}
+			j.refreshFree()
+			close(group[0].done)
+			continue
+		}
 		buf = j.commit(group, buf[:0], bytes)
+		j.refreshFree()
 	}
 }
 
@@ -687,16 +731,11 @@ func (j *Journal) gather() {
 func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	h := j.head
 	if h.size > SegmentHeaderSize && h.size+int64(bytes) > j.segSize {
-		if err := j.seal(h); err != nil {
-			j.finish(group, err)
-			return buf
-		}
-		if err := j.createSegment(h.id + 1); err != nil {
+		if err := j.rotate(h); err != nil {
 			j.finish(group, err)
 			return buf
 		}
 		h = j.head
-		j.fill.follow(h, h.size, h.size)
 	}
 	for _, r := range group {
 		r.pos = Pos{h.id, h.size + int64(len(buf))}
@@ -752,6 +791,78 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	}
 	return buf
 }
+
+// rotate seals the head h and starts the next segment. A head that holds
+// no frame stays.
+func (j *Journal) rotate(h *segment) error {
+	if h.size <= SegmentHeaderSize {
+		return nil
+	}
+	if err := j.seal(h); err != nil {
+		return err
+	}
+	if err := j.createSegment(h.id + 1); err != nil {
+		return err
+	}
+	j.fill.follow(j.head, j.head.size, j.head.size)
+	return nil
+}
+
+// Rotate seals the head segment and starts a new one, in order with the
+// Appends queued before it, so that the store can compact what the old
+// head holds (only sealed segments are compacted). A head with no frame
+// is left as it is.
+func (j *Journal) Rotate(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{rotate: true, done: make(chan struct{})}
+	j.mu.Lock()
+	switch {
+	case j.closed:
+		j.mu.Unlock()
+		return ErrClosed
+	case j.broken != nil:
+		err := j.broken
+		j.mu.Unlock()
+		return err
+	}
+	j.queue = append(j.queue, r)
+	j.queued += HeaderSize // what the writer subtracts for each request
+	j.cond.Signal()
+	j.mu.Unlock()
+	<-r.done
+	return r.err
+}
+
+// refreshFree asks the FS how much space is left, for the reserve.
+func (j *Journal) refreshFree() {
+	if j.reserve <= 0 {
+		return
+	}
+	sfs, ok := j.fs.(SpaceFS)
+	if !ok {
+		return
+	}
+	free, err := sfs.FreeSpace(j.dir)
+	if err != nil {
+		free = -1
+	}
+	j.mu.Lock()
+	j.free = free
+	j.mu.Unlock()
+}
+
+// FreeSpace is the disk space left when the journal last looked, and
+// whether it knows (it looks only when it has a reserve).
+func (j *Journal) FreeSpace() (int64, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.free, j.free >= 0
+}
+
+// Reserve is Options.Reserve.
+func (j *Journal) Reserve() int64 { return j.reserve }
 
 // seal cuts the head back to its data before the next segment starts, so
 // that a sealed segment never ends in zeros (recovery accepts a zero tail
@@ -898,6 +1009,7 @@ func (j *Journal) RemoveSegment(id uint64) error {
 	if err := j.fs.SyncDir(j.dir); err != nil {
 		return fmt.Errorf("journal: remove segment %s: %w", s.name, err)
 	}
+	j.refreshFree()
 	return nil
 }
 

@@ -276,3 +276,48 @@ func TestFilePermissions(t *testing.T) {
 		}
 	}
 }
+
+// A full disk refuses Append but not AppendReserved, and Rotate seals the
+// head so that its space can be reclaimed by removing it.
+func TestReserveAndRotate(t *testing.T) {
+	ffs := NewFaultFS(nil, 1)
+	j, _, _, err := openWith("/j", Options{FS: ffs, SegmentSize: 1 << 20, Logger: quiet, Reserve: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ffs.SetCapacity(ffs.Used() + 20<<10)
+	ctx := context.Background()
+	big := make([]byte, 1000)
+	var n int
+	for ; n < 100; n++ {
+		if _, err = j.Append(ctx, big, nil); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrNoSpace) || n < 10 || n > 16 {
+		t.Fatalf("after %d appends: %v, want ErrNoSpace once about 16 KiB are used", n, err)
+	}
+	// The reserve is there for what frees space.
+	if _, err := j.AppendReserved(ctx, big, nil); err != nil {
+		t.Fatalf("AppendReserved on a disk at the reserve: %v", err)
+	}
+	head := j.Segments()[0].ID
+	if err := j.Rotate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	segs := j.Segments()
+	if len(segs) != 2 || !segs[0].Sealed || segs[1].ID != head+1 {
+		t.Fatalf("after Rotate: %+v", segs)
+	}
+	// Rotating an empty head does nothing.
+	if err := j.Rotate(ctx); err != nil || len(j.Segments()) != 2 {
+		t.Fatalf("Rotate of an empty head: %v, %+v", err, j.Segments())
+	}
+	if err := j.RemoveSegment(head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, big, nil); err != nil {
+		t.Fatalf("Append after the old head was removed: %v", err)
+	}
+}

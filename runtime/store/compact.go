@@ -30,11 +30,16 @@ func (s *Journaled) compactor(ctx context.Context) {
 			return
 		case <-s.kick:
 		}
+		// Near the reserve, the whole round reclaims every dead byte it
+		// can: stopping as soon as the space is back above the mark
+		// would leave the next sends to find the disk full again.
+		pressed := s.underPressure()
+		s.maybeRotateHead(ctx, pressed)
 		// Every sealed segment at most once per round: if the oldest ones
 		// are all live, rewriting them cannot make the ratio better, and
 		// the round must end.
 		for range len(s.j.Segments()) {
-			if ctx.Err() != nil || !s.needCompaction() {
+			if ctx.Err() != nil || !s.needCompaction(pressed) {
 				break
 			}
 			if err := s.compactOldest(ctx); err != nil {
@@ -53,10 +58,49 @@ func (s *Journaled) compactor(ctx context.Context) {
 	}
 }
 
-func (s *Journaled) needCompaction() bool {
+func (s *Journaled) needCompaction(pressed bool) bool {
 	st := s.Stats()
 	garbage := st.SealedBytes - st.SealedLiveBytes
-	return garbage >= s.opt.CompactMinGarbage && float64(garbage) > s.opt.CompactGarbageRatio*float64(st.SealedBytes)
+	if garbage <= 0 || float64(garbage) <= s.opt.CompactGarbageRatio*float64(st.SealedBytes) {
+		return false
+	}
+	// Near the reserve, any garbage is worth its rewrite.
+	return garbage >= s.opt.CompactMinGarbage || pressed
+}
+
+// underPressure: the free disk space is known and below twice the
+// reserve.
+func (s *Journaled) underPressure() bool {
+	free, ok := s.j.FreeSpace()
+	return ok && s.j.Reserve() > 0 && free < 2*s.j.Reserve()
+}
+
+// maybeRotateHead seals a head segment that is mostly dead when its space
+// is wanted: only sealed segments are compacted, so without this a queue
+// that filled the disk and drained would keep the head's dead bytes until
+// new data filled the head, which a full disk never lets happen.
+func (s *Journaled) maybeRotateHead(ctx context.Context, pressed bool) {
+	segs := s.j.Segments()
+	if len(segs) == 0 {
+		return
+	}
+	head := segs[len(segs)-1]
+	s.meta.RLock()
+	s.mu.RLock()
+	live := s.st.segmentLive(head.ID)
+	s.mu.RUnlock()
+	s.meta.RUnlock()
+	dead := head.Size - journal.SegmentHeaderSize - live
+	if dead <= 0 || float64(dead) <= s.opt.CompactGarbageRatio*float64(head.Size) {
+		return
+	}
+	st := s.Stats()
+	if dead+st.SealedBytes-st.SealedLiveBytes < s.opt.CompactMinGarbage && !pressed {
+		return
+	}
+	if err := s.j.Rotate(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("store: sealing a mostly dead head segment failed", "segment", head.ID, "err", err)
+	}
 }
 
 func (s *Journaled) compactOldest(ctx context.Context) error {
@@ -209,7 +253,8 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 		return 0, err
 	}
 	hasMeta, _ := mutationKinds(muts)
-	err = s.appendLocked(ctx, payload, func(p journal.Pos) {
+	// Reserved: compaction is what gives a full disk its space back.
+	err = s.appendLocked(ctx, payload, true, func(p journal.Pos) {
 		s.lock(hasMeta, true)
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
 		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))

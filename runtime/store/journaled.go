@@ -63,12 +63,22 @@ type Options struct {
 	// DisableCompaction turns background compaction off; Compact still
 	// works.
 	DisableCompaction bool
+	// DiskReserve is disk space kept free for what frees space: an Apply
+	// that would grow the state (new messages, new resources) fails with
+	// ErrNoSpace once the free space is at or below it, while settlements,
+	// deletes and compaction go on using it. 0 means the default:
+	// DefaultDiskReserve on the real disk (FS nil), none on any other FS;
+	// negative turns it off.
+	DiskReserve int64
 	// ZeroAhead is journal.Options.ZeroAhead. 0 means the default:
 	// journal.DefaultZeroAhead on the real disk (FS nil), off on any
 	// other FS (the tests' fault-injecting ones count every write);
 	// negative turns it off.
 	ZeroAhead int64
 }
+
+// DefaultDiskReserve is Options.DiskReserve on the real disk.
+const DefaultDiskReserve = 64 << 20
 
 // RecoveryReport says what Open replayed and what torn tail, if any, it cut
 // off the journal.
@@ -152,7 +162,11 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 	if zeroAhead == 0 && opts.FS == nil {
 		zeroAhead = journal.DefaultZeroAhead
 	}
-	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger, ZeroAhead: max(zeroAhead, 0)},
+	reserve := opts.DiskReserve
+	if reserve == 0 && opts.FS == nil {
+		reserve = DefaultDiskReserve
+	}
+	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger, ZeroAhead: max(zeroAhead, 0), Reserve: max(reserve, 0)},
 		func(p journal.Pos, payload []byte) error {
 			muts, meta, err := decodeGroup(payload)
 			if err != nil {
@@ -170,6 +184,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 	s.stop = cancel
 	s.compactDone = make(chan struct{})
 	go s.compactor(cctx)
+	// A journal left full by a backlog that has since drained is
+	// compacted at start, not only after the next Apply.
+	s.maybeCompact()
 	return s, rep, nil
 }
 
@@ -188,7 +205,7 @@ func (s *Journaled) Apply(ctx context.Context, muts ...Mutation) error {
 	// ends is under mu, so every Apply takes it; meta only when it
 	// changes metadata.
 	hasMeta, _ := mutationKinds(muts)
-	err = s.append(ctx, payload, func(p journal.Pos) {
+	err = s.append(ctx, payload, !s.grows(muts), func(p journal.Pos) {
 		s.lock(hasMeta, true)
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
 		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))
@@ -205,17 +222,57 @@ func (s *Journaled) Apply(ctx context.Context, muts ...Mutation) error {
 	return nil
 }
 
-func (s *Journaled) append(ctx context.Context, payload []byte, onDurable func(journal.Pos)) error {
+func (s *Journaled) append(ctx context.Context, payload []byte, reserved bool, onDurable func(journal.Pos)) error {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
-	return s.appendLocked(ctx, payload, onDurable)
+	return s.appendLocked(ctx, payload, reserved, onDurable)
 }
 
-func (s *Journaled) appendLocked(ctx context.Context, payload []byte, onDurable func(journal.Pos)) error {
-	_, err := s.j.Append(ctx, payload, onDurable)
+// grows reports whether muts add to what the store holds rather than
+// settle or delete: a new message (other than a dead-letter move, which
+// removes one too) or a new resource. Only those are refused on a disk at
+// its reserve.
+func (s *Journaled) grows(muts []Mutation) bool {
+	accepts, removes := false, false
+	var uids []string
+	for _, m := range muts {
+		switch m := m.(type) {
+		case AcceptMessage:
+			accepts = true
+		case RemoveMessages:
+			removes = true
+		case PutResource:
+			uids = append(uids, m.Resource.UID)
+		}
+	}
+	if accepts && !removes {
+		return true
+	}
+	if len(uids) == 0 {
+		return false
+	}
+	s.meta.RLock()
+	defer s.meta.RUnlock()
+	for _, uid := range uids {
+		if s.st.resources[uid] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Journaled) appendLocked(ctx context.Context, payload []byte, reserved bool, onDurable func(journal.Pos)) error {
+	var err error
+	if reserved {
+		_, err = s.j.AppendReserved(ctx, payload, onDurable)
+	} else {
+		_, err = s.j.Append(ctx, payload, onDurable)
+	}
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, journal.ErrNoSpace):
+		return fmt.Errorf("%w: %w (%w)", ErrUnavailable, ErrNoSpace, err)
 	case errors.Is(err, journal.ErrClosed):
 		return ErrClosed
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):

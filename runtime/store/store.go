@@ -43,6 +43,11 @@ var (
 	ErrUnavailable = errors.New("store: backend unavailable")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrNoSpace: the backend is nearly out of space and refuses what
+	// would grow the state (new messages, new resources) until space is
+	// freed; settlements and deletes still succeed. Errors that wrap it
+	// wrap ErrUnavailable too.
+	ErrNoSpace = errors.New("store: free disk space is below the reserve; new messages and resources are refused until messages are settled or resources deleted")
 )
 
 // Resource states, as the Host API reports them.

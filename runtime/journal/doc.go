@@ -18,7 +18,8 @@
 //
 //	[u32 16][u32 crc32c(body)][u32 crc32c(body)] body: ["TKQJ"][u32 FormatVersion][u64 salt]
 //
-// and then holds frames back to back:
+// (FormatVersion 3; Open also reads segments of format 2, which had no
+// manifest) and then holds frames back to back:
 //
 //	[u32 length][u32 crc32c(salt, offset, length)][u32 crc32c(payload)][payload]
 //
@@ -82,17 +83,19 @@
 //
 // # Recovery
 //
-// Open replays every frame of every segment in order. Because a group is
-// synced before the next one is written, and a segment is sealed only after
-// its last group was synced, a crash can only damage the tail of the last
-// segment, and nothing in that tail was ever acknowledged. So a bad frame
+// Open replays every frame of every segment the manifest lists, in order.
+// Because a group is synced before the next one is written, and a segment
+// is sealed only after its last group was synced, a crash can only damage
+// the tail of the last segment, after the acknowledged mark (below), and
+// nothing there that a crash could tear was ever acknowledged. So a bad frame
 // (incomplete header, length out of range or past the end of the file,
 // checksum mismatch) at the end of the last segment is cut off and
 // reported in RecoveryReport. Zeros after the last frame of the last
 // segment are not damage and are kept: they are the space zeroed ahead
 // (below), or what a file system that grew the file before the data
-// reached the disk leaves of a group never acknowledged. A bad frame anywhere else — in a sealed
-// segment, or followed by a valid frame — is media damage or a bug; it may
+// reached the disk leaves of a group never acknowledged. A bad frame
+// anywhere else — in a sealed segment, before the acknowledged mark, or
+// followed by a valid frame — is media damage or a bug; it may
 // have been acknowledged, so Open fails with a *CorruptError naming the
 // file and offset and the host does not start. "Valid frame" means valid
 // with the segment's salt at its offset, so a message body in a torn tail
@@ -101,6 +104,44 @@
 // header is bad is damage too, unless it is the last one and holds nothing
 // but that header: a crash tore its creation, and Open writes a new header
 // (reported like a torn tail when there were bytes to drop).
+//
+// # Manifest and acknowledged mark
+//
+// Format 3 keeps a manifest, journal.json, next to the segments: the list
+// of segments in order and the acknowledged mark, a (segment, offset)
+// before which every frame was made durable and acknowledged. It is
+// rewritten whole (temporary file, sync, rename, directory sync) when a
+// segment is created (before the segment gets any frame), before a segment
+// is removed, when the writer has been idle for CheckpointIdle (20 ms) with
+// the mark behind the durable end, at most once per CheckpointEvery (1 s)
+// between groups while it is busy, and on Close. It costs nothing per
+// group commit.
+//
+// Open trusts the manifest, not the directory listing: a listed segment
+// that is missing (deleted in the middle, the last one, all of them) fails
+// Open naming the file, whatever host.json says; an unlisted segment is
+// refused too, except the leftovers of the two crashes the ordering above
+// allows (a file older than the first listed: a removal that the manifest
+// recorded but that did not happen; the segment after the last listed
+// holding at most a header: a creation cut short), which are removed. A
+// segment directory without a manifest is refused, unless it holds only
+// format 2 segments, which are migrated (listed as found, consecutive IDs
+// required). The mark turns damage into corruption: a bad frame before it,
+// or a file that ends before it, fails Open with a *CorruptError naming the
+// file and offset, even in the last segment; only what lies after the
+// mark can be a torn tail to cut. So a bit flip in the last frame of an
+// acknowledged Append is reported, not silently dropped, once the mark
+// has passed it — after at most 20 ms of quiet or 1 s of load.
+//
+// # Disk reserve
+//
+// Options.Reserve keeps disk space free (at most an eighth of the file
+// system, for an FS that is a SpaceFS): Append refuses with ErrNoSpace
+// when a frame would take the free space below it, AppendReserved may use
+// it. The store appends what frees space (settlements, deletes,
+// compaction's rewrites) reserved, so a disk filled by new messages can
+// always be emptied again, and Rotate seals a mostly dead head segment so
+// that compaction can reclaim it.
 //
 // # Compaction support
 //

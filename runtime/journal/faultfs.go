@@ -75,17 +75,18 @@ func (f *FaultFS) SetCapacity(n int64) { f.mu.Lock(); f.capacity = n; f.mu.Unloc
 
 // FreeSpace implements SpaceFS: what is left of the capacity, or the
 // wrapped FS's free space when there is no capacity.
-func (f *FaultFS) FreeSpace(dir string) (int64, error) {
+func (f *FaultFS) FreeSpace(dir string) (free, total int64, err error) {
 	f.mu.Lock()
 	capacity, used := f.capacity, f.usedLocked()
 	f.mu.Unlock()
 	if capacity >= 0 {
-		return max(capacity-used, 0), nil
+		// A test's disk: its capacity is what the reserve is kept in.
+		return max(capacity-used, 0), -1, nil
 	}
 	if s, ok := f.inner.(SpaceFS); ok {
 		return s.FreeSpace(dir)
 	}
-	return 0, errors.ErrUnsupported
+	return 0, 0, errors.ErrUnsupported
 }
 
 // Used is the number of bytes the files FaultFS has seen hold.

@@ -39,11 +39,12 @@ type FS interface {
 	SyncDir(dir string) error
 }
 
-// SpaceFS is an FS that can tell how much space is left for dir. The
-// journal keeps Options.Reserve of it for AppendReserved; on an FS without
+// SpaceFS is an FS that can tell how much space is left for dir, and how
+// large its file system is. The journal keeps Options.Reserve of it (at
+// most an eighth of the file system) for AppendReserved; on an FS without
 // it there is no reserve.
 type SpaceFS interface {
-	FreeSpace(dir string) (int64, error)
+	FreeSpace(dir string) (free, total int64, err error)
 }
 
 // OSFS is the real file system.
@@ -76,12 +77,12 @@ func (OSFS) ReadDir(dir string) ([]string, error) {
 
 // FreeSpace implements SpaceFS: the bytes an unprivileged user may still
 // write on dir's file system.
-func (OSFS) FreeSpace(dir string) (int64, error) {
+func (OSFS) FreeSpace(dir string) (free, total int64, err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, &fs.PathError{Op: "statfs", Path: dir, Err: err}
+		return 0, 0, &fs.PathError{Op: "statfs", Path: dir, Err: err}
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil
 }
 
 // Remove implements FS.

@@ -82,7 +82,9 @@ type Options struct {
 	// the free space below it fails with ErrNoSpace, while AppendReserved
 	// may use it. The store appends what frees space (settlements,
 	// deletes, compaction) reserved, so that a disk filled by new data
-	// can still be emptied. 0 is none; it needs an FS that is a SpaceFS.
+	// can still be emptied. It is at most an eighth of the file system
+	// (a small disk is not all reserve). 0 is none; it needs an FS that
+	// is a SpaceFS.
 	Reserve int64
 }
 
@@ -176,8 +178,10 @@ type Journal struct {
 	idleDue         bool
 	idleTimer       *time.Timer
 	// reserve is Options.Reserve; free the disk space left when the
-	// writer last looked (-1: unknown). Under mu.
-	reserve, free int64
+	// journal last looked (-1: unknown), at freeAt; total the file
+	// system's size (-1: unknown). Under mu.
+	reserve, free, total int64
+	freeAt               time.Time
 	// noCloseMark makes Close skip recording the mark: tests use it to
 	// stop a journal the way a crash would leave its manifest.
 	noCloseMark bool
@@ -243,7 +247,7 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	}
 	j.cond = sync.NewCond(&j.mu)
 	j.fill.ahead, j.fill.limit = opts.ZeroAhead, j.segSize
-	j.reserve, j.free = opts.Reserve, -1
+	j.reserve, j.free, j.total = opts.Reserve, -1, -1
 	j.ckIdle, j.ckEvery = opts.CheckpointIdle, opts.CheckpointEvery
 	if j.ckIdle == 0 {
 		j.ckIdle = DefaultCheckpointIdle
@@ -599,10 +603,10 @@ func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos
 		err := j.broken
 		j.mu.Unlock()
 		return Pos{}, err
-	case !reserved && j.reserve > 0 && j.free >= 0 && j.free-int64(j.queued+len(payload)+HeaderSize) < j.reserve:
-		free := j.free
+	case !reserved && j.lowSpace(len(payload)):
+		free, reserve := j.free, j.reserveLocked()
 		j.mu.Unlock()
-		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements and deletes", ErrNoSpace, free, j.reserve)
+		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements and deletes", ErrNoSpace, free, reserve)
 	}
 	j.queue = append(j.queue, r)
 	j.queued += len(payload) + HeaderSize
@@ -844,14 +848,48 @@ func (j *Journal) refreshFree() {
 	if !ok {
 		return
 	}
-	free, err := sfs.FreeSpace(j.dir)
+	free, total, err := sfs.FreeSpace(j.dir)
 	if err != nil {
-		free = -1
+		free, total = -1, -1
 	}
 	j.mu.Lock()
-	j.free = free
+	j.free, j.total, j.freeAt = free, total, time.Now()
 	j.mu.Unlock()
 }
+
+// reserveLocked is the reserve in force: Options.Reserve, but at most an
+// eighth of the file system, so that a small disk is not all reserve.
+// Called with mu held.
+func (j *Journal) reserveLocked() int64 {
+	if j.total > 0 {
+		return min(j.reserve, j.total/8)
+	}
+	return j.reserve
+}
+
+// lowSpace reports whether an Append of n bytes would take the free space
+// below the reserve. Space freed by others (an operator deleting files)
+// is noticed: a refusal looks again when the last look is older than
+// freeRecheck. Called with mu held; it may release it briefly.
+func (j *Journal) lowSpace(n int) bool {
+	low := func() bool {
+		return j.reserve > 0 && j.free >= 0 && j.free-int64(j.queued+n+HeaderSize) < j.reserveLocked()
+	}
+	if !low() {
+		return false
+	}
+	if time.Since(j.freeAt) < freeRecheck {
+		return true
+	}
+	j.mu.Unlock()
+	j.refreshFree()
+	j.mu.Lock()
+	return low()
+}
+
+// freeRecheck bounds how long a refusal trusts the last look at the
+// free space.
+const freeRecheck = 50 * time.Millisecond
 
 // FreeSpace is the disk space left when the journal last looked, and
 // whether it knows (it looks only when it has a reserve).
@@ -861,8 +899,12 @@ func (j *Journal) FreeSpace() (int64, bool) {
 	return j.free, j.free >= 0
 }
 
-// Reserve is Options.Reserve.
-func (j *Journal) Reserve() int64 { return j.reserve }
+// Reserve is the reserve in force (see Options.Reserve).
+func (j *Journal) Reserve() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.reserveLocked()
+}
 
 // seal cuts the head back to its data before the next segment starts, so
 // that a sealed segment never ends in zeros (recovery accepts a zero tail

@@ -68,7 +68,8 @@ type Options struct {
 	// ErrNoSpace once the free space is at or below it, while settlements,
 	// deletes and compaction go on using it. 0 means the default:
 	// DefaultDiskReserve on the real disk (FS nil), none on any other FS;
-	// negative turns it off.
+	// negative turns it off. The journal keeps at most an eighth of the
+	// file system as reserve.
 	DiskReserve int64
 	// ZeroAhead is journal.Options.ZeroAhead. 0 means the default:
 	// journal.DefaultZeroAhead on the real disk (FS nil), off on any
@@ -229,9 +230,10 @@ func (s *Journaled) append(ctx context.Context, payload []byte, reserved bool, o
 }
 
 // grows reports whether muts add to what the store holds rather than
-// settle or delete: a new message (other than a dead-letter move, which
-// removes one too) or a new resource. Only those are refused on a disk at
-// its reserve.
+// settle, delete or finish what was accepted: a new message (other than a
+// dead-letter move, which removes one too), a new resource, or the start
+// of an update (the record in state updating). Only those are refused on
+// a disk at its reserve.
 func (s *Journaled) grows(muts []Mutation) bool {
 	accepts, removes := false, false
 	var uids []string
@@ -242,6 +244,9 @@ func (s *Journaled) grows(muts []Mutation) bool {
 		case RemoveMessages:
 			removes = true
 		case PutResource:
+			if m.Resource.State == StateUpdating {
+				return true
+			}
 			uids = append(uids, m.Resource.UID)
 		}
 	}

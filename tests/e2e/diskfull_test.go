@@ -63,7 +63,8 @@ func fill(t *testing.T, dir string) int64 {
 
 // TestDiskFull runs the host with its data directory on an 8 MiB tmpfs and
 // fills it: sends through a producer Binding reject backend_unavailable,
-// Host API mutations answer 503 backend_unavailable, GETs still work; once
+// Host API creates and updates answer 503 backend_unavailable, a delete
+// (which frees space) succeeds on the journal's reserve, GETs still work; once
 // the space is free the host serves again by itself; after a restart every
 // send that resolved is still there and is delivered.
 func TestDiskFull(t *testing.T) {
@@ -137,14 +138,13 @@ func TestDiskFull(t *testing.T) {
 		inRow++
 	}
 	t.Logf("%d small sends still fitted after the disk was full", small)
-	// Mutations answer 503 backend_unavailable problems.
+	// Creates and updates answer 503 backend_unavailable problems.
 	muts := []struct {
 		name, method, path string
 		body               any
 	}{
 		{"create", "POST", sp + "/resources", map[string]any{"name": "during-full", "formUrl": harness.FormQueue, "spec": harness.QueueSpec(0)}},
 		{"update", "PUT", sp + "/resources/" + topo.DLQ, map[string]any{"spec": harness.QueueSpec(3)}},
-		{"delete", "DELETE", sp + "/resources/" + scratch, nil},
 	}
 	for _, m := range muts {
 		r, err := c.Do(ctx, m.method, m.path, m.body, nil)
@@ -163,6 +163,17 @@ func TestDiskFull(t *testing.T) {
 			continue
 		}
 		checkProblem(t, r, "backend_unavailable")
+	}
+	// A delete frees space, so it uses the journal's reserve and succeeds
+	// on the full disk.
+	if r, err := c.Do(ctx, "DELETE", sp+"/resources/"+scratch, nil, nil); err != nil || r.Status != 202 {
+		t.Errorf("delete on a full disk: want 202, got %v %s", err, r)
+	} else {
+		var op harness.Operation
+		r.JSON(&op)
+		if fin, err := c.WaitOp(ctx, topo.Space, op.ID, 10*time.Second); err != nil || fin.State != "succeeded" {
+			t.Errorf("delete on a full disk: its Operation %+v, %v", fin, err)
+		}
 	}
 	// GETs still work.
 	if _, err := c.List(ctx, topo.Space); err != nil {

@@ -311,6 +311,9 @@ func (c *Controller) checkReferences(ctx context.Context, sp *Space, f Form, spe
 
 // countResources is the number of resources space holds.
 func (c *Controller) countResources(ctx context.Context, space string) (int, error) {
+	if rc, ok := c.st.(store.ResourceCounter); ok {
+		return rc.CountResources(ctx, space)
+	}
 	list, err := c.st.Resources(ctx, space, "")
 	return len(list), err
 }

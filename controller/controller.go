@@ -100,7 +100,8 @@ type Controller struct {
 	driving  map[string]bool          // Operation IDs being driven now
 	retry    map[string]bool          // Operation IDs the reconciler re-drives
 
-	obs observer // see observe.go
+	obs  observer // see observe.go
+	refs refIndex // see refindex.go
 
 	baseCtx context.Context
 	cancel  context.CancelFunc

@@ -155,6 +155,7 @@ func (c *Controller) ObserveAll(ctx context.Context) {
 	obs := make(map[string]json.RawMessage, len(all))
 	spaces := map[string]string{}
 	for _, r := range all {
+		c.index(r)
 		space := bySpace[r.Space]
 		get := func(uid string) (store.Resource, bool) { x, ok := space[uid]; return x, ok }
 		if d, ok := c.observe(ctx, r, get); ok && !o.unchanged(r.UID, r.Observed, d) {

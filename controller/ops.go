@@ -169,6 +169,7 @@ func (c *Controller) accept(ctx context.Context, pl plan) (store.Operation, erro
 		}
 		c.log.Warn("the first write of an operation reported an error but was applied; accepting it", "operation", op.ID, "err", err)
 	}
+	c.indexApplied(muts)
 	if !pl.noop {
 		c.setInflight(pl.uid, inflightOp{id: op.ID, kind: op.Kind})
 	}
@@ -355,6 +356,7 @@ func (c *Controller) complete(ctx context.Context, op store.Operation, in intent
 		c.scheduleRetry(op.ID)
 		return
 	}
+	c.indexApplied(muts)
 	c.clearInflight(op.ResourceUID, op.ID)
 	unlock()
 	c.unscheduleRetry(op.ID)
@@ -405,6 +407,7 @@ func (c *Controller) settleFailure(ctx context.Context, op store.Operation, fail
 		c.scheduleRetry(op.ID)
 		return
 	}
+	c.indexApplied(muts)
 	if absent {
 		c.clearInflight(uid, op.ID)
 		c.unscheduleRetry(op.ID)
@@ -428,6 +431,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	ops, err := c.st.UnfinishedOperations(ctx)
 	if err != nil {
 		return fmt.Errorf("controller: reading unfinished operations: %w", err)
+	}
+	if err := c.indexAll(ctx); err != nil {
+		return fmt.Errorf("controller: indexing references: %w", err)
 	}
 	pending := map[string]string{}
 	for _, op := range ops {

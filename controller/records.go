@@ -104,6 +104,8 @@ func (c *Controller) load(ctx context.Context, space, uid string) (store.Resourc
 	return r, nil
 }
 
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
 // formOf is the Form of a stored record.
 func (c *Controller) formOf(r store.Resource) (Form, error) {
 	f, ok := c.forms.Form(r.FormURL)

@@ -65,31 +65,6 @@ func (sp *Space) ReferencedBy(ctx context.Context, uid string) ([]Referrer, erro
 	return out, nil
 }
 
-// referencedBy lists the resources of space whose specs reference uid.
-func (c *Controller) referencedBy(ctx context.Context, space, uid string) ([]Referrer, error) {
-	list, err := c.st.Resources(ctx, space, "")
-	if err != nil {
-		return nil, err
-	}
-	var out []Referrer
-	for _, r := range list {
-		refs, err := c.refsOf(r)
-		if err != nil {
-			continue
-		}
-		var hit []Reference
-		for _, rf := range refs {
-			if rf.UID == uid {
-				hit = append(hit, rf)
-			}
-		}
-		if len(hit) > 0 {
-			out = append(out, Referrer{Resource: r, Refs: hit})
-		}
-	}
-	return out, nil
-}
-
 // refsOf is the references of a stored record.
 func (c *Controller) refsOf(r store.Resource) ([]Reference, error) {
 	f, ok := c.forms.Form(r.FormURL)

@@ -94,6 +94,16 @@ func (c *core) Resources(ctx context.Context, space, formURL string) ([]Resource
 	return c.st.resourceList(space, formURL), nil
 }
 
+// CountResources is the number of resources space holds, without listing
+// them (admission's per-space limit).
+func (c *core) CountResources(ctx context.Context, space string) (int, error) {
+	if err := c.rlockMeta(ctx); err != nil {
+		return 0, err
+	}
+	defer c.meta.RUnlock()
+	return c.st.perSpace[space], nil
+}
+
 func (c *core) Operation(ctx context.Context, id string) (Operation, error) {
 	if err := c.rlockMeta(ctx); err != nil {
 		return Operation{}, err

@@ -19,9 +19,11 @@ import (
 type state struct {
 	resources map[string]*resEntry
 	byName    map[nameKey]string
-	ops       map[string]*opEntry
-	idem      map[idemKey]*idemEntry
-	queues    map[string]*queue
+	// perSpace counts the resources of each space (CountResources).
+	perSpace map[string]int
+	ops      map[string]*opEntry
+	idem     map[idemKey]*idemEntry
+	queues   map[string]*queue
 	// segment → bytes of the records anchored in it: metaLive for
 	// resources, Operations and idempotency records, live for messages
 	// (two maps, because two locks guard the two halves; see core).
@@ -290,6 +292,7 @@ func newState(memoryBodies bool) *state {
 	s := &state{
 		resources: map[string]*resEntry{},
 		byName:    map[nameKey]string{},
+		perSpace:  map[string]int{},
 		ops:       map[string]*opEntry{},
 		idem:      map[idemKey]*idemEntry{},
 		queues:    map[string]*queue{},
@@ -382,7 +385,12 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			if e == nil {
 				e = &resEntry{}
 				s.resources[r.UID] = e
+				s.perSpace[r.Space]++
 			} else {
+				if e.r.Space != r.Space {
+					s.uncount(e.r.Space)
+					s.perSpace[r.Space]++
+				}
 				if old := (nameKey{e.r.Space, e.r.Name}); s.byName[old] == r.UID {
 					delete(s.byName, old)
 				}
@@ -397,6 +405,7 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 					delete(s.byName, k)
 				}
 				s.unanchor(e.anchor)
+				s.uncount(e.r.Space)
 				delete(s.resources, m.UID)
 			}
 		case PutOperation:
@@ -681,6 +690,12 @@ func (s *state) messages(queue string) []Message {
 		return cmp.Or(cmp.Compare(a.AcceptedAt, b.AcceptedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out
+}
+
+func (s *state) uncount(space string) {
+	if s.perSpace[space]--; s.perSpace[space] <= 0 {
+		delete(s.perSpace, space)
+	}
 }
 
 func (s *state) resourceList(space, formURL string) []Resource {

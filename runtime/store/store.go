@@ -161,6 +161,13 @@ type Message struct {
 	Size  int    `json:"size"` // body length in bytes
 }
 
+// ResourceCounter is optionally implemented by a Store that counts a
+// space's resources without listing them, so that admission's per-space
+// limit costs the same however many resources the space holds.
+type ResourceCounter interface {
+	CountResources(ctx context.Context, space string) (int, error)
+}
+
 // Store is the durable state of the host. Implementations are safe for
 // concurrent use. Read methods return copies the caller may change, with
 // times in UTC and without a monotonic clock reading, so that a value reads

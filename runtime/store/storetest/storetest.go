@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	}
 	h := &harness{open: open, cfg: c}
 	t.Run("Resources", h.wrap(testResources))
+	t.Run("CountResources", h.wrap(testCountResources))
 	t.Run("Operations", h.wrap(testOperations))
 	t.Run("Idempotency", h.wrap(testIdempotency))
 	t.Run("ExpireRecords", h.wrap(testExpireRecords))
@@ -191,6 +192,40 @@ func testResources(e *env) {
 	if r, err := e.s.ResourceByName(e.ctx, "s1", "beta"); err != nil || r.UID != "u4" {
 		e.Fatalf("reused name: %v %v", r.UID, err)
 	}
+}
+
+// testCountResources: a store that counts a space's resources
+// (store.ResourceCounter) agrees with Resources, across puts, a put that
+// replaces, deletes and a reopen.
+func testCountResources(e *env) {
+	rc, ok := e.s.(store.ResourceCounter)
+	if !ok {
+		e.Skip("the store does not implement store.ResourceCounter")
+	}
+	count := func(space string, want int) {
+		e.Helper()
+		n, err := rc.CountResources(e.ctx, space)
+		if err != nil || n != want {
+			e.Fatalf("CountResources(%s) = %d, %v; want %d", space, n, err, want)
+		}
+		if list, _ := e.s.Resources(e.ctx, space, ""); len(list) != want {
+			e.Fatalf("Resources(%s) has %d, CountResources %d", space, len(list), want)
+		}
+	}
+	a := resource("u1", "s1", "a", "f", 1)
+	e.apply(store.PutResource{Resource: a}, store.PutResource{Resource: resource("u2", "s1", "b", "f", 2)},
+		store.PutResource{Resource: resource("u3", "s2", "a", "f", 3)})
+	a.Generation++
+	e.apply(store.PutResource{Resource: a}) // replaces, does not add
+	e.apply(store.DeleteResource{UID: "u2"}, store.DeleteResource{UID: "u-none"})
+	e.reopen(func() {
+		rc = e.s.(store.ResourceCounter)
+		count("s1", 1)
+		count("s2", 1)
+		count("s3", 0)
+	})
+	e.apply(store.DeleteResource{UID: "u1"})
+	count("s1", 0)
 }
 
 func uids(rs []store.Resource) []string {

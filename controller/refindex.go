@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// refIndex maps each resource to the resources whose stored specs
+// reference it, so that admission's dependency checks (one consumer per
+// queue, the dead-letter graph, what keeps a resource from being deleted)
+// read the referrers and nothing else of the space.
+//
+// The controller is the only writer of resource records, so it keeps the
+// index in step with every record it writes (under the space's lock) and
+// rebuilds it at start. It may hold a stale referrer (after a write whose
+// outcome was lost): ReferencedBy reads each referrer's record and keeps
+// only the references its stored spec still makes. Every full observation
+// pass re-indexes what changed, so that nothing stays missing.
+type refIndex struct {
+	mu sync.Mutex
+	// out holds each resource's references, per generation.
+	out map[string]outRefs
+	// in maps a referenced UID to the UIDs of the resources naming it.
+	in map[string]map[string]struct{}
+}
+
+type outRefs struct {
+	gen  int64
+	uids []string
+}
+
+func (x *refIndex) init() {
+	if x.out == nil {
+		x.out = map[string]outRefs{}
+		x.in = map[string]map[string]struct{}{}
+	}
+}
+
+// put records r's references (refs, decoded from its spec).
+func (x *refIndex) put(uid string, gen int64, refs []Reference) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.init()
+	x.dropLocked(uid)
+	uids := make([]string, 0, len(refs))
+	for _, rf := range refs {
+		uids = append(uids, rf.UID)
+		m := x.in[rf.UID]
+		if m == nil {
+			m = map[string]struct{}{}
+			x.in[rf.UID] = m
+		}
+		m[uid] = struct{}{}
+	}
+	x.out[uid] = outRefs{gen: gen, uids: uids}
+}
+
+// has reports whether uid is indexed at generation gen.
+func (x *refIndex) has(uid string, gen int64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o, ok := x.out[uid]
+	return ok && o.gen == gen
+}
+
+func (x *refIndex) drop(uid string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.init()
+	x.dropLocked(uid)
+}
+
+func (x *refIndex) dropLocked(uid string) {
+	o, ok := x.out[uid]
+	if !ok {
+		return
+	}
+	for _, r := range o.uids {
+		if m := x.in[r]; m != nil {
+			delete(m, uid)
+			if len(m) == 0 {
+				delete(x.in, r)
+			}
+		}
+	}
+	delete(x.out, uid)
+}
+
+// referrers lists the UIDs of the resources naming uid.
+func (x *refIndex) referrers(uid string) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.in[uid]))
+	for r := range x.in[uid] {
+		out = append(out, r)
+	}
+	return out
+}
+
+// index records r's references unless they are indexed for its generation
+// already.
+func (c *Controller) index(r store.Resource) {
+	if c.refs.has(r.UID, r.Generation) {
+		return
+	}
+	refs, err := c.refsOf(r)
+	if err != nil {
+		c.log.Warn("indexing a resource's references failed", "resource", r.UID, "err", err)
+	}
+	c.refs.put(r.UID, r.Generation, refs)
+}
+
+// indexApplied keeps the index in step with mutations just applied.
+func (c *Controller) indexApplied(muts []store.Mutation) {
+	for _, m := range muts {
+		switch m := m.(type) {
+		case store.PutResource:
+			c.index(m.Resource)
+		case store.DeleteResource:
+			c.refs.drop(m.UID)
+		}
+	}
+}
+
+// indexAll indexes every stored resource (at start).
+func (c *Controller) indexAll(ctx context.Context) error {
+	all, err := c.listResources(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		c.index(r)
+	}
+	return nil
+}
+
+// referencedBy lists the resources of space whose stored specs reference
+// uid, with those references.
+func (c *Controller) referencedBy(ctx context.Context, space, uid string) ([]Referrer, error) {
+	var out []Referrer
+	for _, ruid := range c.refs.referrers(uid) {
+		r, err := c.st.Resource(ctx, ruid)
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		if r.Space != space {
+			continue
+		}
+		refs, err := c.refsOf(r)
+		if err != nil {
+			continue
+		}
+		var hit []Reference
+		for _, rf := range refs {
+			if rf.UID == uid {
+				hit = append(hit, rf)
+			}
+		}
+		if len(hit) > 0 {
+			out = append(out, Referrer{Resource: r, Refs: hit})
+		}
+	}
+	return out, nil
+}

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
 )
@@ -205,4 +212,222 @@ func redactedURL(s string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+// pgE2E runs the host's end-to-end point (e2eProducers producers sending
+// batches of 100 bodies of size bytes, a consumer of maxBatchSize 100 and
+// maxConcurrency conc whose Go handler reads the bodies and returns, so
+// the engine acknowledges durably) on st, and returns durable
+// acknowledgements per second over a point after a warm-up.
+func (b *bench) pgE2E(ctx context.Context, st store.Store, size, conc int, c *atomic.Int64) (float64, error) {
+	obs := &obsStore{Store: st}
+	h := goHandler()
+	eng := delivery.New(obs, resolverFunc(func(context.Context, string) (abi.Handler, error) { return h, nil }), delivery.Options{Logger: quietLogger})
+	if err := eng.AddQueue(ctx, delivery.QueueConfig{UID: "q1", Name: "bench", MessageRetentionSeconds: 1209600}); err != nil {
+		return 0, err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		eng.Stop(sctx)
+	}()
+	if err := eng.Attach(ctx, delivery.ConsumerConfig{UID: "c1", QueueUID: "q1", WorkerUID: "w1",
+		MaxBatchSize: 100, MaxBatchTimeoutSeconds: 0, MaxConcurrency: conc, MaxRetries: 3, RetryDelaySeconds: 0}); err != nil {
+		return 0, err
+	}
+	msgs := make([]abi.OutgoingMessage, 100)
+	body := make([]byte, size)
+	for i := range msgs {
+		msgs[i].Body = body
+	}
+	pctx, stop := context.WithCancel(ctx)
+	var sent atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range e2eProducers {
+		wg.Go(func() {
+			for pctx.Err() == nil {
+				if sent.Load()-obs.acked.Load() > e2eBacklog {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if _, err := eng.Send(pctx, "q1", msgs); err != nil {
+					if pctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+					}
+					return
+				}
+				sent.Add(int64(len(msgs)))
+			}
+		})
+	}
+	time.Sleep(b.pointDur / 5)
+	a0, t0 := obs.acked.Load(), time.Now()
+	time.Sleep(b.pointDur)
+	a1, el := obs.acked.Load(), time.Since(t0)
+	c.Add(a1 - a0)
+	stop()
+	wg.Wait()
+	if e, ok := firstErr.Load().(error); ok {
+		return 0, e
+	}
+	return float64(a1-a0) / el.Seconds(), nil
+}
+
+// e2ePgLayer: the end-to-end point on the journal, on pgstore, and River's
+// insert-and-work with no-op workers on the same server.
+func (b *bench) e2ePgLayer(ctx context.Context) {
+	const conc = 16
+	s := b.rep.section("End-to-end on PostgreSQL, and River on the same server",
+		fmt.Sprintf("The host's end-to-end point (as in the end-to-end section: %d producers sending batches of 100, consumer maxBatchSize 100, maxConcurrency %d, "+
+			"a Go handler that reads the bodies and returns, counting durable acknowledgements over %s after a warm-up) on a fresh journal and on pgstore on a fresh database; "+
+			"beside it River %s (tools/riverbench, its own module) on a fresh database of the same server: 16 producers of InsertManyFast(100) while a client with no-op workers "+
+			"works the jobs, counting completed jobs (River's own benchmark settings: MaxWorkers 2000, fetch cooldown 2 ms, poll 20 ms). Both are durable work done per second on the same database.",
+			e2eProducers, conc, b.pointDur, riverVersion),
+		"system", "body", "store", "msgs (jobs) done/s", "ratio to River")
+	type row struct {
+		sys, store string
+		size       int
+		rate       float64
+		err        error
+	}
+	var rows []row
+	river := map[int]float64{}
+	for _, size := range []int{100, 4096} {
+		c := b.prog.phase(fmt.Sprintf("e2e journal %s", bytesize(size)), "acks")
+		dir, err := os.MkdirTemp(b.dir, "e2e-pg-")
+		if err == nil {
+			var st *store.Journaled
+			if st, _, err = store.Open(ctx, dir, store.Options{Logger: quietLogger}); err == nil {
+				var r float64
+				r, err = b.pgE2E(ctx, st, size, conc, c)
+				st.Close()
+				rows = append(rows, row{"queuehost engine", "file journal", size, r, err})
+			}
+			os.RemoveAll(dir)
+		}
+		b.prog.end()
+		if err != nil {
+			rows = append(rows, row{"queuehost engine", "file journal", size, 0, err})
+		}
+
+		dbURL, drop, err := pgDatabase(ctx)
+		if err != nil {
+			s.note("creating a database: %v", err)
+			return
+		}
+		c = b.prog.phase(fmt.Sprintf("e2e pgstore %s", bytesize(size)), "acks")
+		st, err := pgstore.Open(ctx, pgstore.Config{URL: dbURL, Logger: quietLogger})
+		var r float64
+		if err == nil {
+			r, err = b.pgE2E(ctx, st, size, conc, c)
+			st.Close()
+		}
+		b.prog.end()
+		drop()
+		rows = append(rows, row{"queuehost engine", "pgstore", size, r, err})
+	}
+	c := b.prog.phase("River insert-and-work", "runs")
+	rv, err := b.runRiver(ctx, []int{100, 4096})
+	b.prog.end()
+	c.Add(1)
+	if err != nil {
+		s.note("River: %v", err)
+	}
+	for _, p := range rv.Work {
+		if p.Err != "" {
+			s.note("River, %s: error: %s", bytesize(p.Body), p.Err)
+			continue
+		}
+		river[p.Body] = p.PerSec
+		rows = append(rows, row{"River " + rv.River + " (no-op workers)", "PostgreSQL", p.Body, p.PerSec, nil})
+	}
+	for _, r := range rows {
+		if r.err != nil {
+			s.note("%s on %s, %s: error: %v", r.sys, r.store, bytesize(r.size), r.err)
+			continue
+		}
+		s.row(r.sys, bytesize(r.size), r.store, num(r.rate), ratio(r.rate, river[r.size]))
+	}
+	if len(rv.Insert) > 0 {
+		s.note("River's insert rate alone on the same points as the store section: %s.", riverInserts(rv.Insert))
+	}
+}
+
+const riverVersion = "v0.51.2"
+
+// riverResult is what tools/riverbench prints.
+type riverResult struct {
+	River  string `json:"river"`
+	Insert []struct {
+		Mode   string  `json:"mode"`
+		Body   int     `json:"body"`
+		PerSec float64 `json:"perSec"`
+		Err    string  `json:"err"`
+	} `json:"insert"`
+	Work []struct {
+		Mode   string  `json:"mode"`
+		Body   int     `json:"body"`
+		PerSec float64 `json:"perSec"`
+		Err    string  `json:"err"`
+	} `json:"insertAndWork"`
+}
+
+func riverInserts(ps []struct {
+	Mode   string  `json:"mode"`
+	Body   int     `json:"body"`
+	PerSec float64 `json:"perSec"`
+	Err    string  `json:"err"`
+}) string {
+	var parts []string
+	for _, p := range ps {
+		if p.Err != "" {
+			parts = append(parts, fmt.Sprintf("%s %s: error %s", p.Mode, bytesize(p.Body), p.Err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s: %s jobs/s", p.Mode, bytesize(p.Body), num(p.PerSec)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// runRiver runs tools/riverbench (its own module) on a fresh database.
+func (b *bench) runRiver(ctx context.Context, bodies []int) (riverResult, error) {
+	var res riverResult
+	root, err := moduleRoot()
+	if err != nil {
+		return res, err
+	}
+	dbURL, drop, err := pgDatabase(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer drop()
+	var sizes []string
+	for _, n := range bodies {
+		sizes = append(sizes, fmt.Sprint(n))
+	}
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "-db", dbURL, "-dur", b.pointDur.String(), "-bodies", strings.Join(sizes, ","))
+	cmd.Dir = filepath.Join(root, "tools", "riverbench")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return res, fmt.Errorf("tools/riverbench: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return res, fmt.Errorf("tools/riverbench output: %w", err)
+	}
+	return res, nil
+}
+
+// moduleRoot is the directory of the host's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }

@@ -272,6 +272,21 @@ func (s *Store) Resources(ctx context.Context, space, formURL string) ([]store.R
 	return out, nil
 }
 
+var _ store.ResourceCounter = (*Store)(nil)
+
+// CountResources counts space's resources (on the index that starts with
+// space).
+func (s *Store) CountResources(ctx context.Context, space string) (int, error) {
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM store_resources WHERE space = $1`, space).Scan(&n); err != nil {
+		return 0, s.readErr(err)
+	}
+	return int(n), nil
+}
+
 const operationCols = `id, space, kind, resource_uid, state, effect, error, idempotency_key, principal,
 	form_url, intent, create_sec, create_nsec, update_sec, update_nsec`
 

@@ -186,14 +186,14 @@ func (s *Server) headerLimit(next http.Handler) http.Handler {
 	})
 }
 
-// routeGuard runs on every matched route: authentication, the space rule,
-// the role for the route and, for POST and PUT, the envelope.
-func (s *Server) routeGuard(next http.Handler) http.Handler {
+// routeGuard runs on every matched route, as its entry rt says:
+// authentication unless public, the space rule, the role and, for a body,
+// the envelope.
+func (s *Server) routeGuard(rt route, next http.Handler) http.Handler {
+	if rt.public {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Pattern == "GET /v2/openapi.json" {
-			next.ServeHTTP(w, r)
-			return
-		}
 		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="takohost"`)
@@ -212,42 +212,18 @@ func (s *Server) routeGuard(next http.Handler) http.Handler {
 			s.writeProblem(w, r, problem.NotFound("not found"))
 			return
 		}
-		action := auth.Read
-		switch r.Method {
-		case http.MethodGet, http.MethodHead:
-		default:
-			action = auth.Write
-		}
-		if isFetch(r) {
-			action = auth.Write
-		}
-		if !p.CanAny(space, action) {
-			s.writeProblem(w, r, problem.Forbidden("the principal may not %s in this space", action))
+		if !p.CanAny(space, rt.action) {
+			s.writeProblem(w, r, problem.Forbidden("the principal may not %s in this space", rt.action))
 			return
 		}
-		if schema := envelopeSchema(r); schema != "" {
-			if err := s.readEnvelope(w, r, schema); err != nil {
+		if rt.body != "" {
+			if err := s.readEnvelope(w, r, rt.body); err != nil {
 				s.writeProblem(w, r, err)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func isFetch(r *http.Request) bool {
-	return r.Pattern == "/v2/spaces/{space}/resources/{uid}/fetch" ||
-		r.Pattern == "/v2/spaces/{space}/resources/{uid}/fetch/{path...}"
-}
-
-func envelopeSchema(r *http.Request) string {
-	switch r.Pattern {
-	case "POST /v2/spaces/{space}/resources":
-		return schemas.SchemaCreateResourceRequest
-	case "PUT /v2/spaces/{space}/resources/{uid}":
-		return schemas.SchemaUpdateResourceRequest
-	}
-	return ""
 }
 
 // readEnvelope checks the content type, size, nesting depth and closed

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
@@ -84,7 +85,12 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: embedded OpenAPI document: %w", err)
 	}
 
-	s.mux = http.NewServeMux()
+	routes, err := routesFromOpenAPI(s.openapi)
+	if err != nil {
+		return nil, err
+	}
+	mux := &guardedMux{ServeMux: http.NewServeMux(), s: s, routes: routes}
+	s.mux = mux.ServeMux
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, invalidRequest("the request body cannot be decoded: %v", err))
@@ -92,15 +98,16 @@ func New(opts Options) (*Server, error) {
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
 	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
-		BaseRouter:  s.mux,
-		Middlewares: []api.MiddlewareFunc{s.routeGuard},
+		BaseRouter: mux,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, invalidRequest("%v", err))
 		},
 	})
-	fetch := s.routeGuard(http.HandlerFunc(s.serveFetch))
-	s.mux.Handle("/v2/spaces/{space}/resources/{uid}/fetch", fetch)
-	s.mux.Handle("/v2/spaces/{space}/resources/{uid}/fetch/{path...}", fetch)
+	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch", s.serveFetch)
+	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch/{path...}", s.serveFetch)
+	if len(mux.missing) > 0 {
+		return nil, fmt.Errorf("server: routes without a route guard entry in the OpenAPI document: %s", strings.Join(mux.missing, ", "))
+	}
 
 	s.handler = s.requestID(s.accessLog(s.recoverer(s.headerLimit(http.HandlerFunc(s.route)))))
 	return s, nil

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/schemas"
+)
+
+// route is what the route guard needs to know of one route: whether it is
+// public, the role it needs and the schema of its request body. Every
+// entry comes from the OpenAPI document (spec/openapi.yaml): an
+// operation's security and its x-takohost-action and x-takohost-body
+// members, and the document's x-takohost-routes for the routes OpenAPI
+// cannot express.
+type route struct {
+	public bool
+	action auth.Action
+	body   string // a schema of schemas/, "" for none
+}
+
+// routesFromOpenAPI reads the route table, keyed by ServeMux pattern
+// ("GET /v2/spaces/{space}/resources", or a bare path for any method).
+func routesFromOpenAPI(doc map[string]any) (map[string]route, error) {
+	out := map[string]route{}
+	var errs []string
+	paths, _ := doc["paths"].(map[string]any)
+	for path, v := range paths {
+		item, _ := v.(map[string]any)
+		for method, v := range item {
+			op, ok := v.(map[string]any)
+			if !ok || method == "parameters" {
+				continue
+			}
+			key := strings.ToUpper(method) + " " + path
+			rt, err := routeOf(op)
+			if err != nil {
+				errs = append(errs, key+": "+err.Error())
+				continue
+			}
+			out[key] = rt
+		}
+	}
+	extra, _ := doc["x-takohost-routes"].([]any)
+	for _, v := range extra {
+		m, _ := v.(map[string]any)
+		pattern, _ := m["pattern"].(string)
+		rt, err := routeOf(m)
+		if pattern == "" || err != nil {
+			errs = append(errs, fmt.Sprintf("x-takohost-routes entry %v: a pattern and an action are required", m))
+			continue
+		}
+		out[pattern] = rt
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return nil, fmt.Errorf("server: the OpenAPI document's route guard entries: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+func routeOf(op map[string]any) (route, error) {
+	var rt route
+	if sec, ok := op["security"].([]any); ok && len(sec) == 0 {
+		rt.public = true
+	}
+	switch a, _ := op["x-takohost-action"].(string); a {
+	case "read":
+		rt.action = auth.Read
+	case "write":
+		rt.action = auth.Write
+	case "":
+		if !rt.public {
+			return route{}, fmt.Errorf("no x-takohost-action and not public (security: [])")
+		}
+	default:
+		return route{}, fmt.Errorf("x-takohost-action %q is neither read nor write", a)
+	}
+	rt.body, _ = op["x-takohost-body"].(string)
+	if rt.body != "" {
+		if _, err := schemas.ValidateDocument(rt.body, []byte(`{}`), ""); err != nil {
+			return route{}, fmt.Errorf("x-takohost-body %q: %w", rt.body, err)
+		}
+	}
+	return rt, nil
+}
+
+// guardedMux mounts every handler behind the guard of its route, and
+// remembers the patterns that have no entry so that New refuses to start.
+type guardedMux struct {
+	*http.ServeMux
+	s       *Server
+	routes  map[string]route
+	missing []string
+}
+
+func (m *guardedMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+func (m *guardedMux) Handle(pattern string, h http.Handler) {
+	rt, ok := m.routes[pattern]
+	if !ok {
+		m.missing = append(m.missing, pattern)
+		return
+	}
+	m.ServeMux.Handle(pattern, m.s.routeGuard(rt, h))
+}

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/schemas"
+)
+
+// The route table comes from the OpenAPI document: the public route, the
+// roles and the body schemas are what spec/openapi.yaml says.
+func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
+	h := newHarness(t, nil)
+	routes, err := routesFromOpenAPI(h.srv.openapi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]route{
+		"GET /v2/openapi.json":                               {public: true},
+		"GET /v2/spaces/{space}/resources":                   {action: auth.Read},
+		"POST /v2/spaces/{space}/resources":                  {action: auth.Write, body: schemas.SchemaCreateResourceRequest},
+		"PUT /v2/spaces/{space}/resources/{uid}":             {action: auth.Write, body: schemas.SchemaUpdateResourceRequest},
+		"DELETE /v2/spaces/{space}/resources/{uid}":          {action: auth.Write},
+		"GET /v2/spaces/{space}/resources/{uid}/logs":        {action: auth.Read},
+		"/v2/spaces/{space}/resources/{uid}/fetch/{path...}": {action: auth.Write},
+		"GET /v2/spaces/{space}/operations/{id}":             {action: auth.Read},
+		"/v2/spaces/{space}/resources/{uid}/fetch":           {action: auth.Write},
+		"GET /v2/spaces/{space}/resources/{uid}":             {action: auth.Read},
+	}
+	if len(routes) != len(want) {
+		t.Fatalf("%d routes, want %d: %v", len(routes), len(want), routes)
+	}
+	for k, w := range want {
+		if routes[k] != w {
+			t.Errorf("%s: %+v, want %+v", k, routes[k], w)
+		}
+	}
+}
+
+// An operation with neither an action nor security: [] is refused, and so
+// is a route the server mounts without an entry.
+func TestARouteWithoutAnEntryIsRefused(t *testing.T) {
+	doc := map[string]any{"paths": map[string]any{"/x": map[string]any{"get": map[string]any{"operationId": "x"}}}}
+	if _, err := routesFromOpenAPI(doc); err == nil || !strings.Contains(err.Error(), "GET /x") {
+		t.Fatalf("got %v", err)
+	}
+	doc = map[string]any{"paths": map[string]any{"/x": map[string]any{"get": map[string]any{"x-takohost-action": "own"}}}}
+	if _, err := routesFromOpenAPI(doc); err == nil {
+		t.Fatal("an unknown action was accepted")
+	}
+	doc = map[string]any{"paths": map[string]any{"/x": map[string]any{"post": map[string]any{"x-takohost-action": "write", "x-takohost-body": "nope.json"}}}}
+	if _, err := routesFromOpenAPI(doc); err == nil {
+		t.Fatal("an unknown body schema was accepted")
+	}
+	m := &guardedMux{routes: map[string]route{}}
+	m.HandleFunc("GET /y", nil)
+	if len(m.missing) != 1 || m.missing[0] != "GET /y" {
+		t.Fatalf("missing %v", m.missing)
+	}
+}

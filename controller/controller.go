@@ -50,6 +50,9 @@ type Workers interface {
 	Compile(ctx context.Context, v *abi.Version) ([]string, error)
 	// Evict drops whatever the runtime caches for a deleted version.
 	Evict(versionUID string)
+	// ForgetWorker drops what the runtime keeps for a deleted ModuleWorker
+	// (its log).
+	ForgetWorker(workerUID string)
 }
 
 // Options configures a Controller. Store, Engine and Workers are required.

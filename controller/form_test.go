@@ -193,7 +193,8 @@ type noWorkers struct{}
 func (noWorkers) Compile(context.Context, *abi.Version) ([]string, error) {
 	return nil, errors.New("no runtime in this test")
 }
-func (noWorkers) Evict(string) {}
+func (noWorkers) Evict(string)        {}
+func (noWorkers) ForgetWorker(string) {}
 
 var admin = &auth.Principal{Name: "admin", Grants: []auth.Grant{{Space: "*", Role: auth.RoleEditor}}}
 

@@ -104,7 +104,13 @@ func (WorkerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, upda
 	return nil
 }
 
-func (WorkerForm) Apply(context.Context, *Env, Change) ([]store.Mutation, error) { return nil, nil }
+// Apply: a deleted worker's log is dropped from the runtime.
+func (WorkerForm) Apply(_ context.Context, env *Env, ch Change) ([]store.Mutation, error) {
+	if ch.Kind == KindDelete {
+		env.Workers.ForgetWorker(ch.UID)
+	}
+	return nil, nil
+}
 
 func (WorkerForm) Undo(context.Context, *Env, Change) Failure { return FailUnknown }
 

@@ -29,6 +29,9 @@ type Runtime interface {
 	Logs(workerUID string, after int64, limit int) []api.LogEntry
 	// Evict drops whatever the runtime caches for a deleted version.
 	Evict(versionUID string)
+	// ForgetWorker drops what the runtime keeps for a deleted ModuleWorker
+	// (its log), so that churn does not grow memory.
+	ForgetWorker(workerUID string)
 }
 
 // RuntimeOptions is what the host gives a runtime it builds.

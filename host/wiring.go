@@ -85,3 +85,5 @@ func (w workers) Logs(_ context.Context, workerUID string, after int64, limit in
 }
 
 func (w workers) Evict(versionUID string) { w.h.rt.Evict(versionUID) }
+
+func (w workers) ForgetWorker(workerUID string) { w.h.rt.ForgetWorker(workerUID) }

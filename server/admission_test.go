@@ -353,6 +353,9 @@ func TestDeletionRules(t *testing.T) {
 	if !slices.Contains(h.wk.evicted, v) {
 		t.Fatal("deleted version not evicted from the runtime")
 	}
+	if !slices.Contains(h.wk.forgotten, w) {
+		t.Fatal("deleted worker's log not dropped from the runtime")
+	}
 }
 
 func TestWorkerRules(t *testing.T) {

@@ -178,8 +178,9 @@ func (e *fakeEngine) callsOf(prefix string) int {
 // "exports" the handlers whose method it defines, and the text
 // SYNTAX_ERROR at line L, column C is a compile error there.
 type fakeWorkers struct {
-	mu      sync.Mutex
-	evicted []string
+	mu        sync.Mutex
+	evicted   []string
+	forgotten []string // ModuleWorkers whose runtime state was dropped
 }
 
 var handlerRe = regexp.MustCompile(`\b(fetch|queue)\s*\(`)
@@ -219,6 +220,12 @@ func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request
 
 func (f *fakeWorkers) Logs(context.Context, string, int64, int) ([]api.LogEntry, error) {
 	return nil, nil
+}
+
+func (f *fakeWorkers) ForgetWorker(uid string) {
+	f.mu.Lock()
+	f.forgotten = append(f.forgotten, uid)
+	f.mu.Unlock()
 }
 
 func (f *fakeWorkers) Evict(uid string) {

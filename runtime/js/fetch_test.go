@@ -179,6 +179,11 @@ func TestConsoleReachesLogs(t *testing.T) {
 	if after := rt.Logs(v.WorkerUID, 1, 10); len(after) != 1 || after[0].Seq != 2 {
 		t.Fatalf("after 1: %+v", after)
 	}
+	// A deleted worker's log goes with it.
+	rt.ForgetWorker(v.WorkerUID)
+	if left := rt.Logs(v.WorkerUID, 0, 10); len(left) != 0 {
+		t.Fatalf("log of a forgotten worker: %+v", left)
+	}
 }
 
 func outboundServer(t *testing.T) *httptest.Server {

@@ -160,6 +160,10 @@ func (rt *Runtime) Evict(versionUID string) {
 	}
 }
 
+// ForgetWorker drops what the runtime keeps for a deleted ModuleWorker:
+// its log ring. (Its versions are evicted one by one as they are deleted.)
+func (rt *Runtime) ForgetWorker(workerUID string) { rt.logs.Forget(workerUID) }
+
 // version is the cache entry of one WorkerVersion: its program and pool.
 type version struct {
 	rt    *Runtime

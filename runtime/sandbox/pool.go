@@ -216,6 +216,15 @@ func (p *Pool) Evict(versionUID string) {
 	}
 }
 
+// ForgetWorker drops the log ring and the log rate bucket of a deleted
+// ModuleWorker. Its sandbox, idle from now on, is reaped like any other.
+func (p *Pool) ForgetWorker(workerUID string) {
+	p.logs.Forget(workerUID)
+	p.limiter.mu.Lock()
+	delete(p.limiter.b, workerUID)
+	p.limiter.mu.Unlock()
+}
+
 // Stats counts the live sandboxes (for tests and metrics).
 func (p *Pool) Stats() (live int) {
 	p.mu.Lock()

@@ -26,10 +26,35 @@ func (e *NotJSONError) Error() string {
 // Is makes errors.Is(err, ErrNotJSON) true.
 func (e *NotJSONError) Is(target error) bool { return target == ErrNotJSON }
 
+// MaxValues bounds the JSON values (objects, arrays, members, elements,
+// scalars) of one validated document: validating is linear in them, and a
+// body of hundreds of thousands of unknown members would cost seconds of
+// CPU and a problem of as many errors. No valid resource comes near it.
+const MaxValues = 20000
+
+// errTooManyValues stops decoding a document past MaxValues.
+var errTooManyValues = errors.New("too many values")
+
+// tooManyValues is the one violation of a document past MaxValues, which
+// is then not validated further.
+func tooManyValues(base string) violation {
+	return violation{Violation: Violation{Pointer: base, Detail: fmt.Sprintf("holds more than %d JSON values; not validated further", MaxValues)}}
+}
+
 // decodeStrict decodes one JSON value with every number kept as a
 // json.Number. A duplicate object member is not a syntax error but a
-// violation (at the second occurrence, whose value is dropped).
-func decodeStrict(raw []byte, base string) (any, []violation, error) {
+// violation (at the second occurrence, whose value is dropped). A document
+// of more than MaxValues values is one violation and ok is false: the
+// caller must not validate v.
+func decodeStrict(raw []byte, base string) (v any, vs []violation, ok bool, err error) {
+	v, vs, err = decodeStrictValues(raw, base)
+	if errors.Is(err, errTooManyValues) {
+		return nil, []violation{tooManyValues(base)}, false, nil
+	}
+	return v, vs, err == nil, err
+}
+
+func decodeStrictValues(raw []byte, base string) (any, []violation, error) {
 	d := &decoder{dec: json.NewDecoder(bytes.NewReader(raw))}
 	d.dec.UseNumber()
 	tok, err := d.dec.Token()
@@ -39,6 +64,9 @@ func decodeStrict(raw []byte, base string) (any, []violation, error) {
 	v, err := d.value(tok, base)
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
+	}
+	if errors.Is(err, errTooManyValues) {
+		return nil, nil, err
 	}
 	if err != nil {
 		return nil, nil, d.notJSON(err)
@@ -53,8 +81,9 @@ func decodeStrict(raw []byte, base string) (any, []violation, error) {
 }
 
 type decoder struct {
-	dec  *json.Decoder
-	dups []violation
+	dec    *json.Decoder
+	dups   []violation
+	values int
 }
 
 func (d *decoder) notJSON(err error) error {
@@ -73,6 +102,9 @@ func (d *decoder) notJSON(err error) error {
 }
 
 func (d *decoder) value(tok json.Token, ptr string) (any, error) {
+	if d.values++; d.values > MaxValues {
+		return nil, errTooManyValues
+	}
 	switch t := tok.(type) {
 	case json.Delim:
 		switch t {

@@ -68,24 +68,29 @@ func ValidateResource(formURL string, spec, privateInputs []byte) ([]Violation, 
 	if spec == nil {
 		out = append(out, violation{Violation: Violation{Pointer: "/spec", Detail: `required field "spec" is missing`}})
 	} else {
-		v, dups, err := decodeStrict(spec, "/spec")
+		v, dups, ok, err := decodeStrict(spec, "/spec")
 		if err != nil {
 			return nil, err
 		}
 		specVal = v
 		out = append(out, dups...)
-		out = append(out, validate(specSet, specSchema, v, "/spec")...)
+		if ok {
+			out = append(out, validate(specSet, specSchema, v, "/spec")...)
+		}
 	}
 
 	var piVal any
 	if privateInputs != nil {
-		v, dups, err := decodeStrict(privateInputs, "/privateInputs")
+		v, dups, ok, err := decodeStrict(privateInputs, "/privateInputs")
 		if err != nil {
 			return nil, err
 		}
 		piVal = v
 		out = append(out, dups...)
-		if f.privateInputs == "" {
+		switch {
+		case !ok:
+			// Past MaxValues: the one violation says so.
+		case f.privateInputs == "":
 			if m, isObj := v.(map[string]any); isObj && len(m) > 0 {
 				out = append(out, violation{Violation: Violation{
 					Pointer: "/privateInputs",
@@ -98,7 +103,7 @@ func ValidateResource(formURL string, spec, privateInputs []byte) ([]Violation, 
 				}
 				out = append(out, validate(set, s, v, "/privateInputs")...)
 			}
-		} else {
+		default:
 			set, s, err := lookup(f.privateInputs)
 			if err != nil {
 				return nil, err

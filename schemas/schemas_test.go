@@ -681,3 +681,36 @@ func show(vs []Violation) string {
 	}
 	return b.String()
 }
+
+// A body of very many unknown members is one violation, found without
+// validating each of them; a document with many violations reports at most
+// MaxViolations, the last counting the rest.
+func TestValidationBudget(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"messageRetentionSeconds":60`)
+	for i := range 600000 {
+		fmt.Fprintf(&b, `,"u%d":1`, i)
+	}
+	b.WriteString(`}`)
+	vs, err := ValidateResource(FormAtLeastOnceQueue, []byte(b.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 1 || vs[0].Pointer != "/spec" || !strings.Contains(vs[0].Detail, "more than") {
+		t.Fatalf("%d violations, first %+v", len(vs), vs[:min(len(vs), 1)])
+	}
+
+	b.Reset()
+	b.WriteString(`{"messageRetentionSeconds":60`)
+	for i := range 500 {
+		fmt.Fprintf(&b, `,"u%d":1`, i)
+	}
+	b.WriteString(`}`)
+	vs, err = ValidateResource(FormAtLeastOnceQueue, []byte(b.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != MaxViolations || !strings.Contains(vs[MaxViolations-1].Detail, "and 401 more violations") {
+		t.Fatalf("%d violations, last %+v", len(vs), vs[len(vs)-1])
+	}
+}

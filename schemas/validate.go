@@ -49,9 +49,12 @@ func ValidateDocument(schemaFile string, raw []byte, base string) ([]Violation, 
 	if err != nil {
 		return nil, err
 	}
-	v, dups, err := decodeStrict(raw, base)
+	v, dups, ok, err := decodeStrict(raw, base)
 	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		return finish(dups), nil
 	}
 	return finish(append(dups, validate(set, s, v, base)...)), nil
 }
@@ -282,8 +285,17 @@ func finish(vs []violation) []Violation {
 		out = append(out, v.Violation)
 	}
 	slices.SortFunc(out, compareViolations)
-	return slices.Compact(out)
+	out = slices.Compact(out)
+	if len(out) > MaxViolations {
+		more := len(out) - (MaxViolations - 1)
+		out = append(out[:MaxViolations-1], Violation{Pointer: "", Detail: fmt.Sprintf("and %d more violations, not listed", more)})
+	}
+	return out
 }
+
+// MaxViolations bounds the violations one validation reports: the first
+// MaxViolations-1 in pointer order, then one that counts the rest.
+const MaxViolations = 100
 
 func compareViolations(a, b Violation) int {
 	if c := comparePointers(a.Pointer, b.Pointer); c != 0 {

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,48 +13,38 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/schemas"
+	"github.com/takoform/queuehost/tests/apiclient"
 )
 
+// client is tests/apiclient with the test's failure on a transport
+// error, answering (status, decoded object, body).
 type client struct {
-	t     *testing.T
-	base  string
-	token string
+	t *testing.T
+	c *apiclient.Client
+}
+
+func newClient(t *testing.T, base, token string) *client {
+	return &client{t: t, c: apiclient.New(base, token)}
 }
 
 func (c *client) do(method, path string, body any) (int, map[string]any, []byte) {
 	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, c.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
+	r, err := c.c.Do(c.t.Context(), method, path, body, nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
 	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return res.StatusCode, m, raw
+	_ = json.Unmarshal(r.Body, &m)
+	return r.Status, m, r.Body
 }
 
 func (c *client) create(name, form string, spec any) string {
 	c.t.Helper()
-	st, op, raw := c.do("POST", "/v2/spaces/demo/resources", map[string]any{"name": name, "formUrl": form, "spec": spec})
-	if st != 202 {
-		c.t.Fatalf("create %s: %d %s", name, st, raw)
+	uid, err := c.c.Create(c.t.Context(), "demo", name, form, spec, nil)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	_, done, raw := c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
-	if done["state"] != "succeeded" {
-		c.t.Fatalf("create %s: %s", name, raw)
-	}
-	return op["resourceUid"].(string)
+	return uid
 }
 
 func quietLogger() *slog.Logger {
@@ -96,7 +85,7 @@ const workerModule = `export default {
 func TestEndToEnd(t *testing.T) {
 	h := startHost(t, MemoryDataDir)
 	defer h.Shutdown(context.Background())
-	c := &client{t: t, base: h.URL(), token: h.AdminToken()}
+	c := newClient(t, h.URL(), h.AdminToken())
 	q := c.create("tasks", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
 	w := c.create("w", schemas.FormModuleWorker, map[string]any{"handlers": []string{"fetch"}})
 	v := c.create("w-v1", schemas.FormWorkerVersion, map[string]any{
@@ -153,7 +142,7 @@ func TestDataDirAndRestart(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(raw)) != tok || tok == "" || h.AdminTokenPath() != filepath.Join(dir, "admin-token") {
 		t.Fatalf("admin token file: %q %v", raw, err)
 	}
-	c := &client{t: t, base: h.URL(), token: tok}
+	c := newClient(t, h.URL(), tok)
 	q := c.create("q", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
 	if err := h.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -163,7 +152,7 @@ func TestDataDirAndRestart(t *testing.T) {
 	if h.AdminToken() != tok {
 		t.Fatal("the admin token changed across restarts")
 	}
-	c.base = h.URL()
+	c.c.Base = h.URL()
 	st, r, raw2 := c.do("GET", "/v2/spaces/demo/resources/"+q, nil)
 	if st != 200 || r["state"] != "active" {
 		t.Fatalf("after restart: %d %s", st, raw2)

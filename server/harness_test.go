@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
+	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 const (
@@ -156,43 +155,21 @@ func (r *resp) pointers() []string {
 	return out
 }
 
+// do sends one request through tests/apiclient (Do, so that a test can
+// send any body and header) and decodes the answer.
 func (h *harness) do(method, path, token string, body any, headers ...string) *resp {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, h.base+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	hdr := http.Header{}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		hdr.Set(headers[i], headers[i+1])
 	}
-	res, err := h.client.Do(req)
+	c := &apiclient.Client{Base: h.base, Token: token, HTTP: h.client}
+	r, err := c.Do(h.t.Context(), method, path, body, hdr)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	out := &resp{status: res.StatusCode, header: res.Header, body: raw}
-	_ = json.Unmarshal(raw, &out.json)
+	out := &resp{status: r.Status, header: r.Header, body: r.Body}
+	_ = json.Unmarshal(r.Body, &out.json)
 	return out
 }
 

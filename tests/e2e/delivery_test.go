@@ -17,7 +17,7 @@ func TestPartialBatchNotHeld(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	topo := e.topology(harness.TopologyOptions{MaxBatchSize: 5})
 	start := time.Now()
-	sr, _, err := e.admin.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body("lonely", "ack")})
+	sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("lonely", "ack")})
 	if err != nil || !sr.OK {
 		t.Fatalf("send: %v %+v", err, sr)
 	}

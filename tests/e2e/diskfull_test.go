@@ -80,7 +80,7 @@ func TestDiskFull(t *testing.T) {
 		if pad > 0 {
 			b = mustJSON(map[string]any{"k": k, "do": "ack", "pad": strings.Repeat("p", pad)})
 		}
-		sr, _, err := c.Send(ctx, topo.Space, topo.Worker, "WORK", []string{b})
+		sr, _, err := harness.Send(ctx, c, topo.Space, topo.Worker, "WORK", []string{b})
 		if err == nil && sr.OK {
 			resolved[k] = sr.IDs[0]
 		}

@@ -30,7 +30,7 @@ func TestPostgresStore(t *testing.T) {
 		bodies = append(bodies, body(fmt.Sprintf("ack%d", i), "ack"))
 	}
 	bodies = append(bodies, body("retried", []string{"retry", "ack"}))
-	if sr, _, err := e.admin.Send(ctx, topo.Space, topo.Worker, "WORK", bodies); err != nil || !sr.OK {
+	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", bodies); err != nil || !sr.OK {
 		t.Fatalf("send: %v %+v", err, sr)
 	}
 	if err := harness.Poll(30*time.Second, func() error {
@@ -73,7 +73,7 @@ func TestPostgresStore(t *testing.T) {
 
 	// A message held by a handler that never settles it, then SIGKILL:
 	// the restarted host loads it from the database and delivers it again.
-	if sr, _, err := e.admin.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
+	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
 		t.Fatalf("send: %v %+v", err, sr)
 	}
 	if err := harness.Poll(30*time.Second, func() error {

@@ -170,7 +170,7 @@ func TestWorkerSandbox(t *testing.T) {
 	// An infinite loop (a fetch and a queue handler) ends by the time limit
 	// while another worker's deliveries continue.
 	other := e.topology(harness.TopologyOptions{Space: "s-other", MaxBatchSize: 1})
-	if sr, _, err := c.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body("spinner", []string{"spin", "ack"})}); err != nil || !sr.OK {
+	if sr, _, err := harness.Send(ctx, c, topo.Space, topo.Worker, "WORK", []string{body("spinner", []string{"spin", "ack"})}); err != nil || !sr.OK {
 		t.Fatalf("send spinner: %v %+v", err, sr)
 	}
 	var spin *harness.Response
@@ -194,7 +194,7 @@ func TestWorkerSandbox(t *testing.T) {
 	spinAt := time.Now()
 	for i := 0; i < 3; i++ {
 		k := fmt.Sprintf("bystander-%d", i)
-		if sr, _, err := c.Send(ctx, other.Space, other.Worker, "WORK", []string{body(k, "ack")}); err != nil || !sr.OK {
+		if sr, _, err := harness.Send(ctx, c, other.Space, other.Worker, "WORK", []string{body(k, "ack")}); err != nil || !sr.OK {
 			t.Errorf("send %s while another worker spins: %v %+v", k, err, sr)
 		}
 	}

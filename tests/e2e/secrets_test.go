@@ -72,7 +72,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		checkProblem(t, r, "worker_error")
 	}
 	// Deliveries run with the secret in env.
-	if sr, _, err := c.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body("sec-1", "ack"), body("sec-2", "throw")}); err != nil || !sr.OK {
+	if sr, _, err := harness.Send(ctx, c, topo.Space, topo.Worker, "WORK", []string{body("sec-1", "ack"), body("sec-2", "throw")}); err != nil || !sr.OK {
 		t.Fatalf("send: %v %+v", err, sr)
 	}
 	if err := harness.Poll(20*time.Second, func() error {

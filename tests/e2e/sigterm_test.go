@@ -24,7 +24,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	sent := map[string]string{} // key -> id
 	var mu sync.Mutex
 	send := func(k string, do any) error {
-		sr, _, err := c.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body(k, do)})
+		sr, _, err := harness.Send(ctx, c, topo.Space, topo.Worker, "WORK", []string{body(k, do)})
 		if err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 			default:
 			}
 			k := fmt.Sprintf("load-%d", i)
-			sr, r, err := c.Send(ctx, topo.Space, topo.Worker, "WORK", []string{body(k, "ack")})
+			sr, r, err := harness.Send(ctx, c, topo.Space, topo.Worker, "WORK", []string{body(k, "ack")})
 			mu.Lock()
 			switch {
 			case err == nil && sr.OK:

@@ -3,14 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/takoform/queuehost/host"
+	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 const (
@@ -21,90 +20,34 @@ const (
 	benchSpace   = "bench"
 )
 
-// apiClient is a minimal Host API client for the benchmark's setup and
-// load; HTTP on 127.0.0.1 only, with keep-alive.
-type apiClient struct {
-	base, token string
-	hc          *http.Client
-}
+// apiClient is the benchmark's Host API client: tests/apiclient with
+// keep-alive connections for conns clients.
+type apiClient struct{ *apiclient.Client }
 
 func newAPIClient(base, token string, conns int) *apiClient {
 	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}
-	return &apiClient{base: base, token: token, hc: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
+	return &apiClient{&apiclient.Client{Base: base, Token: token, HTTP: &http.Client{Transport: tr}, Timeout: 2 * time.Minute}}
 }
 
-func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+// do sends one request; an answer of 300 or more is an error.
+func (c *apiClient) do(ctx context.Context, method, path string, body any) (int, error) {
+	r, err := c.Do(ctx, method, path, body, nil)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if r.Status >= 300 {
+		return r.Status, fmt.Errorf("%s %s: %d %s", method, path, r.Status, bytes.TrimSpace(r.Body))
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		return resp.StatusCode, json.Unmarshal(data, out)
-	}
-	return resp.StatusCode, nil
-}
-
-type operation struct {
-	ID          string          `json:"id"`
-	ResourceUID string          `json:"resourceUid"`
-	State       string          `json:"state"`
-	Error       json.RawMessage `json:"error"`
-}
-
-// wait polls an Operation until it is done.
-func (c *apiClient) wait(ctx context.Context, op operation) (operation, error) {
-	for op.State != "succeeded" && op.State != "failed" {
-		if _, err := c.do(ctx, "GET", fmt.Sprintf("/v2/spaces/%s/operations/%s?wait=30", benchSpace, op.ID), nil, &op); err != nil {
-			return op, err
-		}
-	}
-	if op.State == "failed" {
-		return op, fmt.Errorf("operation %s failed: %s", op.ID, op.Error)
-	}
-	return op, nil
+	return r.Status, nil
 }
 
 // create creates a resource and waits for its Operation; it returns the UID.
 func (c *apiClient) create(ctx context.Context, name, form string, spec any) (string, error) {
-	var op operation
-	if _, err := c.do(ctx, "POST", "/v2/spaces/"+benchSpace+"/resources", map[string]any{"name": name, "formUrl": form, "spec": spec}, &op); err != nil {
-		return "", err
-	}
-	op, err := c.wait(ctx, op)
-	return op.ResourceUID, err
+	return c.Create(ctx, benchSpace, name, form, spec, nil)
 }
 
 func (c *apiClient) update(ctx context.Context, uid string, spec any) error {
-	var op operation
-	if _, err := c.do(ctx, "PUT", "/v2/spaces/"+benchSpace+"/resources/"+uid, map[string]any{"spec": spec}, &op); err != nil {
-		return err
-	}
-	_, err := c.wait(ctx, op)
-	return err
+	return c.Put(ctx, benchSpace, uid, spec)
 }
 
 type ref struct {
@@ -170,7 +113,7 @@ func (bh *benchHost) close() {
 
 // fetch calls the worker's fetch route once.
 func (bh *benchHost) fetch(ctx context.Context, path string) error {
-	_, err := bh.c.do(ctx, "POST", fmt.Sprintf("/v2/spaces/%s/resources/%s/fetch/%s", benchSpace, bh.worker, path), nil, nil)
+	_, err := bh.c.do(ctx, "POST", fmt.Sprintf("/v2/spaces/%s/resources/%s/fetch/%s", benchSpace, bh.worker, path), nil)
 	return err
 }
 

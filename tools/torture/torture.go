@@ -287,7 +287,7 @@ func (d *driver) sender(ctx context.Context, rng *rand.Rand) {
 			b, _ := json.Marshal(map[string]any{"k": keys[i], "do": do})
 			bodies[i], steps[i] = string(b), name
 		}
-		sr, r, err := d.c.Send(context.Background(), d.topo.Space, d.topo.Worker, "WORK", bodies)
+		sr, r, err := harness.Send(context.Background(), d.c, d.topo.Space, d.topo.Worker, "WORK", bodies)
 		d.mu.Lock()
 		switch {
 		case err != nil && r == nil && isRefused(err):

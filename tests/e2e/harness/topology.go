@@ -117,7 +117,7 @@ type SendResult struct {
 // Send sends bodies through the worker's fetch route and binding. The
 // error is non-nil when the fetch itself did not answer 200 (then the
 // outcome is unknown); res.OK false means the Binding rejected.
-func (c *Client) Send(ctx context.Context, space, worker, binding string, bodies []string) (*SendResult, *Response, error) {
+func Send(ctx context.Context, c *Client, space, worker, binding string, bodies []string) (*SendResult, *Response, error) {
 	r, err := c.Do(ctx, "POST", "/v2/spaces/"+space+"/resources/"+worker+"/fetch/send",
 		map[string]any{"binding": binding, "bodies": bodies}, nil)
 	if err != nil {
@@ -131,21 +131,4 @@ func (c *Client) Send(ctx context.Context, space, worker, binding string, bodies
 		return nil, r, err
 	}
 	return &sr, r, nil
-}
-
-// Observed reads a queue's observed.messageCount (-1 when absent).
-func (c *Client) MessageCount(ctx context.Context, space, uid string) (int, error) {
-	res, _, err := c.Get(ctx, space, uid)
-	if err != nil {
-		return -1, err
-	}
-	v, ok := res.Observed["messageCount"]
-	if !ok {
-		return -1, nil
-	}
-	f, ok := v.(float64)
-	if !ok {
-		return -1, fmt.Errorf("messageCount is %T", v)
-	}
-	return int(f), nil
 }

@@ -23,6 +23,13 @@ type Config struct {
 	// journal in DataDir, which then holds only host.json and the admin
 	// token. Several hosts may share one database (spec/cluster.md).
 	StoreURL string
+	// ClusterTTL is the active lease's ttl on a shared PostgreSQL store
+	// (DefaultClusterTTL when zero): how long a standby host on the same
+	// database waits after the active host died before it takes over.
+	ClusterTTL time.Duration
+	// HostID names this host in the database's leases and membership;
+	// hostname-pid-random when empty.
+	HostID string
 	// Listen is the TCP address for the Host API, "127.0.0.1:8787" by
 	// default. "127.0.0.1:0" picks a free port (see Host.Addr).
 	Listen string

@@ -43,6 +43,7 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	st         store.Store
+	active     *activeStore // the store on PostgreSQL, when cfg.StoreURL is set
 	principals *auth.Config
 	adminToken string
 	eng        *delivery.Engine
@@ -90,7 +91,18 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.StoreURL != "" {
 		var pg *pgstore.Store
 		if pg, err = openPostgres(ctx, cfg); err == nil {
-			h.st = pg
+			if cfg.ClusterTTL <= 0 {
+				cfg.ClusterTTL = DefaultClusterTTL
+			}
+			if cfg.HostID == "" {
+				cfg.HostID = newHostID()
+			}
+			if h.active, err = becomeActive(ctx, pg, cfg.HostID, cfg.Listen, cfg.ClusterTTL, cfg.Logger); err != nil {
+				pg.Close()
+			}
+		}
+		if err == nil {
+			h.st = h.active
 			if cfg.DataDir == MemoryDataDir {
 				h.principals, h.adminToken, err = auth.NewAdmin()
 			} else {
@@ -364,4 +376,14 @@ func redactURL(s string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+// Lost is closed when a host on a shared PostgreSQL store lost its active
+// lease to another host: it can no longer write anything, and should shut
+// down and exit. Never closed for the journal or memory stores.
+func (h *Host) Lost() <-chan struct{} {
+	if h.active == nil {
+		return nil
+	}
+	return h.active.lost
 }

@@ -1,7 +1,10 @@
 // Command takohost runs the reference host for the Takoform queue Forms on
 // one machine: the journal and host.json live in -data, the Host API on
 // -listen. With -store postgres://... the store is that PostgreSQL
-// database instead of the journal (spec/cluster.md). On first start it creates an admin principal and writes its token
+// database instead of the journal (spec/cluster.md): one host at a time is
+// active on a database; another started on it waits as a standby and takes
+// over within -cluster-ttl of the active host's death. A host that lost
+// its lease exits 1. On first start it creates an admin principal and writes its token
 // to <data>/admin-token; it prints that path, never the token.
 //
 // SIGINT or SIGTERM shut it down gracefully: it stops accepting requests,
@@ -31,6 +34,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("takohost", flag.ContinueOnError)
 	data := fs.String("data", "./data", `data directory (journal, host.json, admin-token); ":memory:" keeps nothing`)
 	storeURL := fs.String("store", "", "PostgreSQL connection string (postgres://user@host:5432/db?pool_max_conns=N) to keep the store in, shared by every host on it; empty: the journal in -data")
+	clusterTTL := fs.Duration("cluster-ttl", host.DefaultClusterTTL, "with -store: the active host's lease; a standby host on the same database takes over this long after the active one died")
 	listen := fs.String("listen", "127.0.0.1:8787", "TCP address of the Host API")
 	allow := fs.String("allow-fetch", "", "comma-separated host[:port] patterns workers' outbound fetch may reach")
 	handlerTimeout := fs.Duration("handler-timeout", 30*time.Second, "time limit of one handler invocation")
@@ -40,7 +44,7 @@ func run(args []string) int {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := host.Config{
-		DataDir: *data, StoreURL: *storeURL, Listen: *listen, HandlerTimeout: *handlerTimeout,
+		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, Listen: *listen, HandlerTimeout: *handlerTimeout,
 		ShutdownGrace: *grace, Logger: logger,
 	}
 	for _, h := range strings.Split(*allow, ",") {
@@ -71,7 +75,15 @@ func run(args []string) int {
 	}
 	fmt.Printf("try: curl -s -H \"Authorization: Bearer %s\" %s/v2/spaces/demo/resources\n", tokenRef, h.URL())
 
-	<-ctx.Done()
+	code := 0
+	select {
+	case <-ctx.Done():
+	case <-h.Lost():
+		// Another host took over the database: nothing this one writes
+		// can land any more.
+		fmt.Fprintln(os.Stderr, "takohost: lost the active lease on the database to another host; exiting")
+		code = 1
+	}
 	stop()
 	logger.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), *grace+5*time.Second)
@@ -79,5 +91,5 @@ func run(args []string) int {
 	if err := h.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown", "err", err)
 	}
-	return 0
+	return code
 }

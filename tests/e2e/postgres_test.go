@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // message, which it delivers again with its attempts counted.
 func TestPostgresStore(t *testing.T) {
 	db := pgtest.Database(t)
-	e := startEnv(t, hostOpts{args: []string{"-store", db}})
+	// A short lease: the restart after the SIGKILL below waits for the
+	// dead process's lease to expire.
+	e := startEnv(t, hostOpts{args: []string{"-store", db, "-cluster-ttl", "2s"}})
 	ctx := ctxT(t, 120*time.Second)
 	topo := e.topology(harness.TopologyOptions{MaxBatchSize: 5})
 
@@ -128,5 +131,128 @@ func TestPostgresStoreUnreachable(t *testing.T) {
 	}
 	if !contains(out, "unreachable") || contains(out, "hunter2") {
 		t.Fatalf("host output does not say the database is unreachable, or shows the password:\n%s", harness.Tail(out, 2000))
+	}
+}
+
+// TestPostgresStandbyTakesOver: a second host on the same database waits
+// as a standby without serving; when the active host is SIGKILLed it takes
+// over within the lease's ttl, with the resources and the unsettled
+// message (delivered again, attempts counted). Then the new active host is
+// frozen (SIGSTOP) past its lease, the first host, restarted as a standby,
+// takes over, and the frozen one, resumed, finds itself fenced and exits 1.
+func TestPostgresStandbyTakesOver(t *testing.T) {
+	const ttl = 2 * time.Second
+	db := pgtest.Database(t)
+	e := startEnv(t, hostOpts{args: []string{"-store", db, "-cluster-ttl", ttl.String()}})
+	ctx := ctxT(t, 180*time.Second)
+	topo := e.topology(harness.TopologyOptions{MaxBatchSize: 5})
+	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
+		t.Fatalf("send: %v %+v", err, sr)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		if len(e.rec.Deliveries("held")) == 0 {
+			return fmt.Errorf("held not delivered")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	a := e.host
+	b, err := harness.NewHost(a.Bin, a.DataDir, a.Args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Kill()
+		if t.Failed() {
+			t.Logf("standby host output (tail):\n%s", harness.Tail(b.Out.String(), 6000))
+		}
+	})
+	started := make(chan error, 1)
+	go func() { started <- b.Start(ctx) }()
+	if err := harness.Poll(30*time.Second, func() error {
+		if !strings.Contains(b.Out.String(), "standby") {
+			return fmt.Errorf("the second host does not say it is a standby")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-started:
+		t.Fatalf("the standby served while the active host was alive (Start: %v)", err)
+	default:
+	}
+
+	if err := a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := <-started; err != nil {
+		t.Fatalf("standby did not take over: %v", err)
+	}
+	t.Logf("failover: the standby served %s after the active host's SIGKILL (lease ttl %s)", time.Since(killed).Round(time.Millisecond), ttl)
+	cb := e.admin.With(e.tok["admin"])
+	cb.Base = b.Base()
+	list, err := cb.List(ctx, topo.Space)
+	if err != nil || len(list) < 5 {
+		t.Fatalf("the new active host lists %d resources (%v), want the topology's", len(list), err)
+	}
+	if err := harness.Poll(60*time.Second, func() error {
+		ds := e.rec.Deliveries("held")
+		if len(ds) < 2 || ds[len(ds)-1].Msg.Attempts != 2 {
+			return fmt.Errorf("the unsettled message was delivered %d times; want a redelivery with attempts 2 by the new active host", len(ds))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Freeze the active host past its lease; the first host, restarted,
+	// waits as a standby and takes over; the frozen one is fenced.
+	restarted := make(chan error, 1)
+	go func() { restarted <- a.Start(ctx) }()
+	if err := harness.Poll(30*time.Second, func() error {
+		if strings.Count(a.Out.String(), "standby") < 1 {
+			return fmt.Errorf("the restarted host does not wait as a standby")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(b.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-restarted; err != nil {
+		syscall.Kill(b.Pid(), syscall.SIGCONT)
+		t.Fatalf("the standby did not take over from a frozen host: %v", err)
+	}
+	if err := syscall.Kill(b.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		if b.Running() {
+			return fmt.Errorf("the resumed host, whose lease moved on, is still running")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.Out.String(), "lost the active lease") || b.WaitErr() == nil {
+		t.Fatalf("the fenced host exited with %v without saying it lost its lease", b.WaitErr())
+	}
+	ca := e.admin.With(e.tok["admin"])
+	ca.Base = a.Base()
+	if sr, _, err := harness.Send(ctx, ca, topo.Space, topo.Worker, "WORK", []string{body("after", "ack")}); err != nil || !sr.OK {
+		t.Fatalf("send to the host that took over: %v %+v", err, sr)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		if len(e.rec.Deliveries("after")) == 0 {
+			return fmt.Errorf("a message sent after the second takeover was not delivered")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,14 +29,15 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## test: formatting, vet, the conformance kit against an in-process host, then every Go test
+## test: formatting, vet, a certified run of the conformance kit against an in-process host
+## (every scenario, @slow and the queue checker included; results bundle in conform-results/), then every Go test
 test: fmt vet
-	$(GO) run ./tools/conform -junit conform-junit.xml
+	$(GO) run ./tools/conform -certify -format progress -bundle conform-results
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 
-## conform: the conformance kit (HOST=url TOKEN=t to run it against another host)
+## conform: the conformance kit (HOST=url[,url...] TOKEN=t CAPABILITIES=doc to run it against another host)
 conform:
-	$(GO) run ./tools/conform $(if $(HOST),-host $(HOST)) $(if $(TOKEN),-token $(TOKEN))
+	$(GO) run ./tools/conform $(if $(HOST),-host $(HOST)) $(if $(TOKEN),-token $(TOKEN)) $(if $(CAPABILITIES),-capabilities-doc $(CAPABILITIES))
 
 ## bench: benchmarks; writes BENCHMARKS.md
 bench:

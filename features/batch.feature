@@ -41,6 +41,22 @@ Feature: The batch a queue handler receives
     When "w" sends {"tag":"lone","do":"ack"} through "TASKS"
     Then message "lone" is first delivered within 6 seconds of being sent
 
+  @QC-INPUT-8 @QC-INPUT-7
+  Scenario: sends spread over less than maxBatchTimeoutSeconds arrive as one batch
+    Given a consumer "c" of "q" by "w" with maxBatchSize=3; maxBatchTimeoutSeconds=8
+    When "w" sends {"tag":"f1","do":"ack"} through "TASKS"
+    And 1 second passes
+    And "w" sends {"tag":"f2","do":"ack"} through "TASKS"
+    And 1 second passes
+    And "w" sends {"tag":"f3","do":"ack"} through "TASKS"
+    Then messages "f1", "f2" and "f3" came in one batch
+
+  @QC-INPUT-8
+  Scenario: a lone message waits for maxBatchTimeoutSeconds before it is delivered
+    Given a consumer "c" of "q" by "w" with maxBatchSize=10; maxBatchTimeoutSeconds=3
+    When "w" sends {"tag":"lone","do":"ack"} through "TASKS"
+    Then message "lone" is first delivered no sooner than 3 seconds after its accept time, on the host's clock
+
   @QC-INPUT-8
   Scenario: maxBatchTimeoutSeconds 0 does not wait
     Given a consumer "c" of "q" by "w" with maxBatchSize=10; maxBatchTimeoutSeconds=0

@@ -43,6 +43,15 @@ Feature: One consumer per queue, immutable references, updatable settings
     When "w" sends {"tag":"after","do":"retry"} through "TASKS"
     Then message "after" is delivered with attempts 1, 2, 3
 
+  @QC-CRUD-7 @QC-DELIV-34 @QC-INPUT-10
+  Scenario: a refused settings update is not applied to delivery, not even before its checks refuse it
+    Given a consumer "c3" of "q3" by "w" with deadLetterQueue=@q
+    When I update "c" with maxRetries=3; deadLetterQueue=@q3
+    Then the request is refused with 422 "dead_letter_cycle"
+    And "c" is at generation 1
+    When "w" sends {"tag":"r","do":"retry"} through "TASKS"
+    Then message "r" is delivered exactly 1 time
+
   @QC-OBS-5 @Q-OBS-6 @Q-MSG-4 @Q-BIND-12
   Scenario: a successful create means the settings were accepted, not that handlers succeed
     When I create a consumer "c3" of "q3" by "w"

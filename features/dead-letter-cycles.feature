@@ -39,6 +39,14 @@ Feature: The dead-letter graph has no cycle
     Then the request is refused with 422 "dead_letter_cycle"
     And "c3" is at generation 1
 
+  @QC-DELIV-34 @QC-OWN-4 @QC-CRUD-7
+  Scenario: a cycle of length 2 is refused on update, and the consumer keeps its settings
+    Given a consumer "c1" of "q1" by "w" with deadLetterQueue=@q2
+    And a consumer "c2" of "q2" by "w"
+    When I update "c2" with deadLetterQueue=@q1
+    Then the request is refused with 422 "dead_letter_cycle"
+    And "c2" is at generation 1
+
   @QC-DELIV-34 @QC-OWN-4
   Scenario: a self-reference is refused on update
     Given a consumer "c1" of "q1" by "w"

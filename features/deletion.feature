@@ -57,6 +57,16 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
     Given a consumer "c2" of "q" by "w" with maxRetries=3
     Then message "m1" is delivered with attempts 1, 2
 
+  @QueueConsumer-0.3.0 @QC-CRUD-11 @QC-CRUD-23 @QC-CRUD-24 @QC-CRUD-12
+  Scenario: deleting a consumer while its handler runs does not acknowledge what the handler left unsettled
+    Given a consumer "c" of "q" by "w" with maxRetries=3
+    And "w" sends {"tag":"m1","do":["sleep:3000","ack"]} through "TASKS"
+    And message "m1" is delivered
+    When I delete "c"
+    Then the request is accepted
+    Given a consumer "c2" of "q" by "w" with maxRetries=3
+    Then message "m1" is delivered with attempts 1, 2
+
   @AtLeastOnceQueue-0.2.0 @Q-OPS-20 @Q-MSG-4 @Q-MSG-5 @QC-CRUD-12
   Scenario: messages sent while no consumer is attached are delivered once one is
     When "w" sends {"tag":"m1","do":"ack"} through "TASKS"

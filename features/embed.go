@@ -5,7 +5,12 @@ package features
 
 import "embed"
 
-// FS holds every *.feature file and workers/*.js.
+// Version is the conformance kit's version, written into every results
+// bundle. Raise it when a scenario's assertions change.
+const Version = "0.4.0"
+
+// FS holds every *.feature file, workers/*.js, the Forms' sentence lists
+// (sentences/*.txt) and the capabilities document's schema.
 //
-//go:embed *.feature workers/*.js
+//go:embed *.feature workers/*.js sentences/*.txt capabilities.schema.json
 var FS embed.FS

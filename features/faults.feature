@@ -1,4 +1,4 @@
-@fault
+@store-faults
 Feature: Backend failures and unknown outcomes
   These scenarios make the host's store fail on command through the
   fault-control contract (features/README.md §host-control, --fault-cmd):
@@ -11,7 +11,7 @@ Feature: Backend failures and unknown outcomes
   Scenario: a send while the store fails rejects backend_unavailable and accepts nothing
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
-    And the host's store fails every write of AcceptMessage for "q"
+    And the host's store fails every write of sends for "q"
     When "w" calls "TASKS" with:
       """
       {"op": "send", "body": {"string": "{\"tag\":\"lost1\",\"do\":\"ack\"}"}}
@@ -36,7 +36,7 @@ Feature: Backend failures and unknown outcomes
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
     And a consumer "c" of "q" by "w" with maxRetries=3; retryDelaySeconds=2
-    And the host's store fails every write of RemoveMessages for "q"
+    And the host's store fails every write of settlements for "q"
     When "w" sends {"tag":"m1","do":["ack-then-throw","ack"]} through "TASKS"
     Then the settlement results of delivery 1 for "m1" were:
       | call        | outcome             |
@@ -50,7 +50,7 @@ Feature: Backend failures and unknown outcomes
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
     And a consumer "c" of "q" by "w" with maxRetries=3; retryDelaySeconds=1
-    And the host's store fails the next write of RemoveMessages for "q"
+    And the host's store fails the next write of settlements for "q"
     When "w" sends {"tag":"m1","do":"none"} through "TASKS"
     Then message "m1" is delivered with attempts 1, 2
 
@@ -59,7 +59,7 @@ Feature: Backend failures and unknown outcomes
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
     And a consumer "c" of "q" by "w" with maxRetries=3; retryDelaySeconds=1
-    And the host's store loses the outcome of the next write of RemoveMessages for "q"
+    And the host's store loses the outcome of the next write of settlements for "q"
     When "w" sends {"tag":"m1","do":["ack-then-throw","ack"]} through "TASKS"
     Then the settlement results of delivery 1 for "m1" were:
       | call        | outcome             |
@@ -69,7 +69,7 @@ Feature: Backend failures and unknown outcomes
   @AtLeastOnceQueue-0.2.0 @operations @operation-in-progress @Q-OPS-21 @Q-OPS-23 @Q-OPS-24 @Q-OPS-27 @Q-OPS-4
   Scenario: a queue deletion the store cannot complete stays reconciling/unknown, allows no second queue of its name, and converges
     Given a queue "q"
-    And the host's store fails every write of DropQueue for "q"
+    And the host's store fails every write of message-deletion for "q"
     When I request the deletion of "q"
     Then the remembered operation becomes reconciling with effect unknown
     And the remembered operation stays reconciling with effect unknown for 2 seconds
@@ -90,7 +90,7 @@ Feature: Backend failures and unknown outcomes
   @AtLeastOnceQueue-0.2.0 @operations @Q-OPS-21 @Q-OPS-24 @Q-OPS-25
   Scenario: a queue deletion whose message removal has an unknown outcome is reconciled, never reported none
     Given a queue "q"
-    And the host's store loses the outcome of the next write of DropQueue for "q"
+    And the host's store loses the outcome of the next write of message-deletion for "q"
     When I request the deletion of "q"
     Then the remembered operation ends succeeded with effect applied, never read failed or none
     And "q" no longer exists
@@ -98,7 +98,7 @@ Feature: Backend failures and unknown outcomes
   @AtLeastOnceQueue-0.2.0 @QueueConsumer-0.3.0 @restart @operations @Q-OPS-25 @QC-CRUD-19 @QC-CRUD-20 @QC-CRUD-21
   Scenario: a restart while an outcome is unknown does not turn it into none
     Given a queue "q"
-    And the host's store fails every write of DropQueue for "q"
+    And the host's store fails every write of message-deletion for "q"
     When I request the deletion of "q"
     Then the remembered operation becomes reconciling with effect unknown
     When the host restarts
@@ -111,7 +111,7 @@ Feature: Backend failures and unknown outcomes
   Scenario: a consumer create whose outcome cannot be recorded at once converges to one attachment
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
-    And the host's store fails write 2 of PutOperation in this space
+    And the host's store fails write 2 of operations in this space
     When I create a consumer "c" of "q" by "w"
     Then the request is accepted
     When I create a consumer "c2" of "q" by "w"
@@ -123,7 +123,7 @@ Feature: Backend failures and unknown outcomes
   Scenario: a consumer create whose outcome was recorded but reported lost is reconciled: one attachment, and it takes updates
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
-    And the host's store loses the outcome of write 2 of PutOperation in this space
+    And the host's store loses the outcome of write 2 of operations in this space
     When I create a consumer "c" of "q" by "w"
     Then the request is accepted
     When I create a consumer "c2" of "q" by "w"
@@ -136,7 +136,7 @@ Feature: Backend failures and unknown outcomes
   @AtLeastOnceQueue-0.2.0 @operations @Q-OPS-12 @Q-OPS-23 @Q-OPS-26
   Scenario: an update and a delete refused backend_unavailable change nothing; an explicit PUT and DELETE to the same UID converge
     Given a queue "q"
-    And the host's store fails every write of PutOperation for "q"
+    And the host's store fails every write of operations for "q"
     When I update "q" with messageRetentionSeconds=120
     Then the request is refused with 503 "backend_unavailable"
     And "q" is at generation 1
@@ -157,7 +157,7 @@ Feature: Backend failures and unknown outcomes
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
     And a consumer "c" of "q" by "w"
-    And the host's store fails every write of PutOperation for "c"
+    And the host's store fails every write of operations for "c"
     When I update "c" with maxRetries=2
     Then the request is refused with 503 "backend_unavailable"
     And "c" is at generation 1
@@ -172,7 +172,7 @@ Feature: Backend failures and unknown outcomes
   @AtLeastOnceQueue-0.2.0 @operations @Q-OPS-12 @Q-OPS-26
   Scenario: an update whose first write has an unknown outcome is not left half-done: a later PUT to the same UID wins
     Given a queue "q"
-    And the host's store loses the outcome of the next write of PutOperation for "q"
+    And the host's store loses the outcome of the next write of operations for "q"
     When I update "q" with messageRetentionSeconds=120
     Then the request is accepted, or refused with 503 "backend_unavailable"
     When I update "q" with messageRetentionSeconds=180

@@ -46,6 +46,24 @@ Feature: Settlement methods and the handler's outcome
       | acknowledgeAll | ok              |
     And message "m1" is delivered exactly 1 time
 
+  @QC-DELIV-17 @QC-DELIV-18 @QC-DELIV-22 @QC-DELIV-23
+  Scenario: acknowledgeAll after a retry in the same batch does not reverse the retry
+    When "w" sends {"tag":"m1","do":["retry-then-ackall","ack"]} through "TASKS"
+    Then the settlement results of delivery 1 for "m1" were:
+      | call           | outcome |
+      | retry          | ok      |
+      | acknowledgeAll | ok      |
+    And message "m1" is delivered with attempts 1, 2
+
+  @QC-DELIV-16 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23
+  Scenario: retryAll after an acknowledgement in the same batch does not reverse the acknowledgement
+    When "w" sends {"tag":"m1","do":"ack-then-retryall"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome |
+      | acknowledge | ok      |
+      | retryAll    | ok      |
+    And message "m1" is delivered exactly 1 time
+
   @QC-DELIV-19 @QC-DELIV-22
   Scenario: retryAll returns every unsettled message for redelivery
     When "w" sends {"tag":"m1","do":["retryall","ack"]} through "TASKS"

@@ -7,7 +7,7 @@ package host
 // explicit, an unknown outcome is reported unknown/reconciling and never
 // none, no second resource while an outcome is unknown, an unknown
 // settlement is not treated as done — can only be checked when the backend
-// fails on command. The conformance kit's @fault scenarios and the host's
+// fails on command. The conformance kit's @store-faults scenarios and the host's
 // own tests use this hook; nothing else does.
 //
 // It is off unless a Go caller sets Config.Faults (the conformance runner's
@@ -26,10 +26,14 @@ package host
 //     the Store promise "on error nothing was applied": the host cannot
 //     know, and must treat the outcome as unknown.
 //
-// An Apply matches a rule when one of its mutations is of one of the rule's
-// Kinds (any kind when empty) and, on that same mutation, names the rule's
-// Scope (any when empty) as its space, resource UID or queue UID. The first
-// Skip matching Applies pass untouched.
+// Rules speak the kit's host-neutral fault vocabulary (features/README.md
+// §fault control), not this host's Go types: a rule names targets — what a
+// write does in the Forms' terms ("sends", "settlements", "operations", ...)
+// — and targetsOf maps each store mutation onto one. An Apply matches a rule
+// when one of its mutations is of one of the rule's Targets (any when
+// empty) and, on that same mutation, names the rule's Scope (any when
+// empty) as its space, resource UID or queue UID. The first Skip matching
+// Applies pass untouched.
 
 import (
 	"context"
@@ -52,18 +56,25 @@ const (
 	UnknownOutcome                      // applied, error returned anyway
 )
 
-// FaultKinds are the mutation kinds a rule may name (the store.Mutation
-// type names).
-var FaultKinds = []string{
-	"PutResource", "DeleteResource", "PutOperation", "DeleteOperation", "PutIdempotency", "DeleteIdempotency",
-	"AcceptMessage", "DeliverMessages", "RetryMessage", "RemoveMessages", "DropQueue",
+// FaultTargets are the targets of the kit's fault vocabulary, in the
+// Forms' terms (features/README.md §fault control):
+//
+//	sends             accepting messages (send, sendBatch, dead-lettering into a queue)
+//	deliveries        recording that messages were handed to a handler (their attempts)
+//	settlements       acknowledgements, retries and other removals of messages (expiry, discard)
+//	message-deletion  deleting all of a queue's messages when the queue is deleted
+//	resources         writing or deleting a resource's record
+//	operations        writing or dropping an Operation's record
+//	idempotency       writing or dropping an Idempotency-Key record
+var FaultTargets = []string{
+	"sends", "deliveries", "settlements", "message-deletion", "resources", "operations", "idempotency",
 }
 
 // FaultRule is one armed fault.
 type FaultRule struct {
 	Mode  FaultMode
 	Count int      // matching Applies to affect, at least 1
-	Kinds []string // of FaultKinds; empty: any kind
+	Targets []string // of FaultTargets; empty: any
 	Scope string   // a space, resource UID or queue UID; "": any
 	Skip  int      // matching Applies let through before the first affected one
 }
@@ -84,12 +95,12 @@ func (f *Faults) Add(r FaultRule) error {
 	if r.Count < 1 || r.Skip < 0 {
 		return errors.New("faults: count must be at least 1 and skip at least 0")
 	}
-	for _, k := range r.Kinds {
-		if !slices.Contains(FaultKinds, k) {
-			return fmt.Errorf("faults: unknown mutation kind %q (one of %s)", k, strings.Join(FaultKinds, ", "))
+	for _, t := range r.Targets {
+		if !slices.Contains(FaultTargets, t) {
+			return fmt.Errorf("faults: unknown target %q (one of %s)", t, strings.Join(FaultTargets, ", "))
 		}
 	}
-	r.Kinds = slices.Clone(r.Kinds)
+	r.Targets = slices.Clone(r.Targets)
 	f.mu.Lock()
 	f.rules = append(f.rules, &r)
 	f.mu.Unlock()
@@ -106,11 +117,11 @@ func (f *Faults) Clear(scope string) {
 // Command runs one verb of the kit's fault-control contract
 // (features/README.md §host-control):
 //
-//	fail-writes N [KINDS] [scope=S] [skip=M]
-//	unknown-outcome N [KINDS] [scope=S] [skip=M]
+//	fail-writes N [TARGETS] [scope=S] [skip=M]
+//	unknown-outcome N [TARGETS] [scope=S] [skip=M]
 //	clear [scope=S]
 //
-// KINDS is a comma-separated list of FaultKinds, or "any".
+// TARGETS is a comma-separated list of FaultTargets, or "any".
 func (f *Faults) Command(args []string) error {
 	if len(args) == 0 {
 		return errors.New("faults: no verb")
@@ -153,7 +164,7 @@ func (f *Faults) Command(args []string) error {
 			}
 		case a == "any":
 		default:
-			r.Kinds = append(r.Kinds, strings.Split(a, ",")...)
+			r.Targets = append(r.Targets, strings.Split(a, ",")...)
 		}
 	}
 	return f.Add(r)
@@ -181,39 +192,40 @@ func (f *Faults) take(muts []store.Mutation) FaultMode {
 
 func (r *FaultRule) matches(muts []store.Mutation) bool {
 	for _, m := range muts {
-		kind, names := describe(m)
-		if (len(r.Kinds) == 0 || slices.Contains(r.Kinds, kind)) && (r.Scope == "" || slices.Contains(names, r.Scope)) {
+		target, names := targetsOf(m)
+		if (len(r.Targets) == 0 || slices.Contains(r.Targets, target)) && (r.Scope == "" || slices.Contains(names, r.Scope)) {
 			return true
 		}
 	}
 	return false
 }
 
-// describe is a mutation's kind and the spaces and UIDs it names.
-func describe(m store.Mutation) (string, []string) {
+// targetsOf maps one of this host's store mutations onto the target of
+// the fault vocabulary it falls under, with the spaces and UIDs it names.
+// This table is the reference host's whole adapter: another host maps its
+// own writes onto the same targets.
+func targetsOf(m store.Mutation) (string, []string) {
 	switch m := m.(type) {
 	case store.PutResource:
-		return "PutResource", []string{m.Resource.Space, m.Resource.UID}
+		return "resources", []string{m.Resource.Space, m.Resource.UID}
 	case store.DeleteResource:
-		return "DeleteResource", []string{m.UID}
+		return "resources", []string{m.UID}
 	case store.PutOperation:
-		return "PutOperation", []string{m.Operation.Space, m.Operation.ResourceUID}
+		return "operations", []string{m.Operation.Space, m.Operation.ResourceUID}
 	case store.DeleteOperation:
-		return "DeleteOperation", nil
-	case store.PutIdempotency:
-		return "PutIdempotency", nil
-	case store.DeleteIdempotency:
-		return "DeleteIdempotency", nil
+		return "operations", nil
+	case store.PutIdempotency, store.DeleteIdempotency:
+		return "idempotency", nil
 	case store.AcceptMessage:
-		return "AcceptMessage", []string{m.Message.Queue}
+		return "sends", []string{m.Message.Queue}
 	case store.DeliverMessages:
-		return "DeliverMessages", []string{m.Queue}
+		return "deliveries", []string{m.Queue}
 	case store.RetryMessage:
-		return "RetryMessage", []string{m.Queue}
+		return "settlements", []string{m.Queue}
 	case store.RemoveMessages:
-		return "RemoveMessages", []string{m.Queue}
+		return "settlements", []string{m.Queue}
 	case store.DropQueue:
-		return "DropQueue", []string{m.Queue}
+		return "message-deletion", []string{m.Queue}
 	}
 	return fmt.Sprintf("%T", m), nil
 }

@@ -17,7 +17,7 @@ func TestFaults(t *testing.T) {
 	}
 	exists := func(uid string) bool { _, err := st.Resource(ctx, uid); return err == nil }
 
-	if err := f.Command([]string{"fail-writes", "2", "PutResource", "scope=s1", "skip=1"}); err != nil {
+	if err := f.Command([]string{"fail-writes", "2", "resources", "scope=s1", "skip=1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := put("a", "s2"); err != nil || !exists("a") { // other scope
@@ -35,7 +35,7 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("after count: %v", err)
 	}
 
-	if err := f.Command([]string{"unknown-outcome", "1", "DropQueue,RemoveMessages", "scope=e"}); err != nil {
+	if err := f.Command([]string{"unknown-outcome", "1", "message-deletion,settlements", "scope=e"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := put("e", "s1"); err != nil { // kind does not match
@@ -57,7 +57,7 @@ func TestFaults(t *testing.T) {
 	if err := put("f", "s3"); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range [][]string{{}, {"explode"}, {"fail-writes"}, {"fail-writes", "0"}, {"fail-writes", "1", "Nope"}, {"clear", "x"}} {
+	for _, bad := range [][]string{{}, {"explode"}, {"fail-writes"}, {"fail-writes", "0"}, {"fail-writes", "1", "Nope"}, {"fail-writes", "1", "PutResource"}, {"clear", "x"}} {
 		if f.Command(bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -32,6 +32,9 @@ func TestEveryStepIsDefined(t *testing.T) {
 		Recorder:    rec,
 		RecorderURL: "http://" + rec.Addr(),
 		Workers:     wfs,
+		// As before capabilities: @store-faults scenarios are applicable
+		// (and skipped for want of fault control).
+		Capabilities: map[string]bool{steps.CapStoreFaults: true},
 	})
 	var out bytes.Buffer
 	godog.TestSuite{

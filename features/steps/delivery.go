@@ -51,7 +51,19 @@ func (w *world) waitDeliveries(tag, q string, n int, timeout time.Duration) ([]D
 		}
 		return nil
 	})
+	if err == nil {
+		w.confirm(tag, n)
+	}
 	return ds, err
+}
+
+// confirm records that a step established n deliveries of tag, the most a
+// later "is not delivered again" allows.
+func (w *world) confirm(tag string, n int) {
+	if w.confirmed == nil {
+		w.confirmed = map[string]int{}
+	}
+	w.confirmed[tag] = max(w.confirmed[tag], n)
 }
 
 // exactly waits for n deliveries, then shows that no further one comes
@@ -121,12 +133,25 @@ func registerDeliverySteps(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^message "([^"]*)" is not delivered(?: again)?(?: from "([^"]*)")? within (\d+) seconds?$`, func(ctx context.Context, tag, q string, s int) error {
+	// Absence checks count every delivery the recorder holds, including
+	// those from before the step started: "not delivered within N seconds"
+	// means no delivery at all, before or during the window, and "not
+	// delivered again" means no delivery beyond those earlier steps of the
+	// scenario confirmed. A delivery that already happened before the step
+	// cannot slip through.
+	sc.Step(`^message "([^"]*)" is not delivered( again)?(?: from "([^"]*)")? within (\d+) seconds?$`, func(ctx context.Context, tag, again, q string, s int) error {
 		w := get(ctx)
-		n := len(w.deliveries(tag, q))
+		allowed, what := 0, "no delivery at all"
+		if again != "" {
+			allowed = w.confirmed[tag]
+			if allowed == 0 {
+				return fmt.Errorf("no earlier step confirmed a delivery of %q; say \"is not delivered within\" instead", tag)
+			}
+			what = fmt.Sprintf("only the %d deliveries earlier steps confirmed", allowed)
+		}
 		return Consistently(time.Duration(s)*time.Second, func() error {
-			if got := len(w.deliveries(tag, q)); got != n {
-				return fmt.Errorf("message %q was delivered again (%d deliveries, had %d)", tag, got, n)
+			if got := len(w.deliveries(tag, q)); got > allowed {
+				return fmt.Errorf("message %q was delivered %d times by the end of a %ds window, want %s (deliveries before the step count too)", tag, got, s, what)
 			}
 			return nil
 		})
@@ -317,6 +342,7 @@ func registerDeliverySteps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
+		w.confirm(tag, k)
 		d := ds[k-1]
 		inBatch := map[string]bool{}
 		for _, m := range d.Start.Messages {
@@ -424,6 +450,49 @@ func registerDeliverySteps(sc *godog.ScenarioContext) {
 			return fmt.Errorf("message %q was first delivered %s after the send, want within %ds", tag, lag.Round(time.Millisecond), s)
 		}
 		return nil
+	})
+	// The batch timer is measured on the host's clock: the worker's
+	// Date.now() when its handler started against the message's
+	// timestampMillis (its accept time), so a slow recorder cannot make a
+	// host that delivers at once look as if it waited.
+	sc.Step(`^message "([^"]*)" is first delivered no sooner than (\d+) seconds? after its accept time, on the host's clock$`, func(ctx context.Context, tag string, s int) error {
+		w := get(ctx)
+		ds, err := w.waitDeliveries(tag, "", 1, time.Duration(s)*time.Second+deliverTimeout)
+		if err != nil {
+			return err
+		}
+		ts, ok := ds[0].Msg.TimestampMillis.(float64)
+		if !ok {
+			return fmt.Errorf("timestampMillis %v of %q is not a number", ds[0].Msg.TimestampMillis, tag)
+		}
+		if lag := time.Duration((ds[0].Start.WorkerMillis - ts) * float64(time.Millisecond)); lag < time.Duration(s)*time.Second-slack {
+			return fmt.Errorf("message %q was first delivered %s after its accept time (host clock), want no sooner than %ds", tag, lag.Round(time.Millisecond), s)
+		}
+		return nil
+	})
+	sc.Step(`^messages ((?:"[^"]*"(?:, | and )?)+) came in one batch$`, func(ctx context.Context, list string) error {
+		w := get(ctx)
+		var batches []string
+		for _, t := range strings.Split(strings.NewReplacer(" and ", ", ").Replace(list), ", ") {
+			t = strings.Trim(t, `"`)
+			ds, err := w.waitDeliveries(t, "", 1, deliverTimeout)
+			if err != nil {
+				return err
+			}
+			batches = append(batches, t+" in "+ds[0].Start.BatchIDString())
+			if ds[0].Start.BatchIDString() != strings.SplitN(batches[0], " in ", 2)[1] {
+				return fmt.Errorf("the messages came in different batches (first deliveries: %s)", strings.Join(batches, ", "))
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\d+) seconds? pass(?:es)?$`, func(ctx context.Context, s int) error {
+		select {
+		case <-time.After(time.Duration(s) * time.Second):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
 	sc.Step(`^message "([^"]*)" is first delivered no sooner than (\d+) seconds? after it was sent$`, func(ctx context.Context, tag string, s int) error {
 		w := get(ctx)

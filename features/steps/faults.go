@@ -94,10 +94,10 @@ func registerFaultSteps(sc *godog.ScenarioContext) {
 		}
 		return w.fault(ctx, verb, strconv.Itoa(count), kinds, "scope="+scope, "skip="+strconv.Itoa(skip))
 	}
-	sc.Step(`^the host's store fails (every write|the next write|write (\d+)) of ([A-Za-z,]+) (?:for "([^"]*)"|in this space)$`, func(ctx context.Context, which, nth, kinds, a string) error {
+	sc.Step(`^the host's store fails (every write|the next write|write (\d+)) of ([a-z,-]+) (?:for "([^"]*)"|in this space)$`, func(ctx context.Context, which, nth, kinds, a string) error {
 		return arm(ctx, "fail-writes", which, nth, kinds, a)
 	})
-	sc.Step(`^the host's store loses the outcome of (the next write|write (\d+)) of ([A-Za-z,]+) (?:for "([^"]*)"|in this space)$`, func(ctx context.Context, which, nth, kinds, a string) error {
+	sc.Step(`^the host's store loses the outcome of (the next write|write (\d+)) of ([a-z,-]+) (?:for "([^"]*)"|in this space)$`, func(ctx context.Context, which, nth, kinds, a string) error {
 		return arm(ctx, "unknown-outcome", which, nth, kinds, a)
 	})
 	sc.Step(`^the request is accepted, or refused with 503 "backend_unavailable"$`, func(ctx context.Context) error {

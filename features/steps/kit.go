@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -55,13 +56,17 @@ type Config struct {
 	OtherSpace  string            // the only space PrincipalOther has grants in
 	Recorder    *Recorder
 	RecorderURL string // the recorder's base URL as the host's workers reach it
+	// Capabilities are the capabilities the host declares (see
+	// capabilities.go); a scenario tagged with one it lacks is not
+	// applicable.
+	Capabilities map[string]bool
 	// Restart restarts the host and returns once it serves again; nil when
 	// the runner has no host control (then @restart scenarios are skipped).
 	Restart func(ctx context.Context) error
-	// Fault runs one verb of the fault-control contract (features/README.md
-	// §host-control: "fail-writes N [KINDS] [scope=S] [skip=M]",
+	// Fault runs one verb of the fault vocabulary (features/README.md
+	// §fault control: "fail-writes N [TARGETS] [scope=S] [skip=M]",
 	// "unknown-outcome ...", "clear [scope=S]"); nil when the runner has no
-	// fault control (then @fault scenarios are skipped).
+	// fault control (then @store-faults scenarios are skipped).
 	Fault func(ctx context.Context, args []string) error
 	// HandlerTimeout is the host's handler time limit, 0 when unknown (then
 	// @handler-limit scenarios are skipped).
@@ -80,9 +85,46 @@ type Kit struct {
 	gate  sync.RWMutex // @restart scenarios run alone
 	httpc *http.Client
 
-	mu      sync.Mutex
-	skipped map[string]string // scenario -> reason
-	done    int
+	mu            sync.Mutex
+	skipped       map[string]string // scenario -> reason
+	notApplicable map[string]string // scenario -> reason
+	results       []ScenarioResult
+	checks        []CheckerReport
+	done          int
+}
+
+// ScenarioResult is one scenario's outcome, for the results bundle.
+type ScenarioResult struct {
+	Feature string   `json:"feature"`
+	Name    string   `json:"name"`
+	Tags    []string `json:"tags"`
+	// Status is passed, failed, skipped (applicable but not run: a missing
+	// token, hook or time limit) or not-applicable (needs a capability the
+	// host does not declare).
+	Status  string  `json:"status"`
+	Reason  string  `json:"reason,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Results lists every finished scenario's outcome, in finishing order.
+func (k *Kit) Results() []ScenarioResult {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.results)
+}
+
+// NotApplicable lists the scenarios that need a capability the host does
+// not declare, with the reason, sorted.
+func (k *Kit) NotApplicable() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for n, r := range k.notApplicable {
+		out = append(out, n+": "+r)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // New makes a Kit for one run.
@@ -93,10 +135,11 @@ func New(cfg Config) *Kit {
 		cfg.Log = func(string, ...any) {}
 	}
 	return &Kit{
-		cfg:     cfg,
-		run:     hex.EncodeToString(b),
-		httpc:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-		skipped: map[string]string{},
+		cfg:           cfg,
+		run:           hex.EncodeToString(b),
+		httpc:         &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		skipped:       map[string]string{},
+		notApplicable: map[string]string{},
 	}
 }
 
@@ -159,8 +202,15 @@ type world struct {
 	call     *callResult
 	bg       chan *Response
 	faults   map[string]bool // scopes this scenario armed faults in
+	// confirmed is, per tag, how many deliveries earlier steps established
+	// (the most "is not delivered again" allows).
+	confirmed map[string]int
+	checker   *checker   // the checker scenario's messages
+	sentMu    sync.Mutex // guards sent while the checker sends concurrently
 
-	skippedEarly bool // skipped in Before, after taking and releasing the gate
+	locked        bool      // holds the gate (a read lock, or the write lock for @restart)
+	started       time.Time // when the scenario's steps began
+	notApplicable string    // why the scenario does not apply to the host, if it does not
 }
 
 func (k *Kit) newSpace() string {
@@ -178,31 +228,33 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 		w.space = k.newSpace()
 		w.scope = w.space
 		ctx = context.WithValue(ctx, ctxKey{}, w)
-		if w.tags["@restart"] {
-			if k.cfg.Restart == nil {
-				return ctx, k.skip(ctx, "needs host control: pass --restart-cmd")
+		// Not applicable: a capability the host does not declare. Skipped:
+		// the host declares it (or it is core) but the run lacks a token,
+		// a hook or the time limit. Both are decided before the gate.
+		for _, c := range requiredCapabilities(w.tags) {
+			if !k.cfg.Capabilities[c] {
+				w.notApplicable = "the host does not declare the capability " + c
+				k.mu.Lock()
+				k.notApplicable[w.scenario] = w.notApplicable
+				k.mu.Unlock()
+				return ctx, fmt.Errorf("%w: not applicable: %s", godog.ErrSkip, w.notApplicable)
 			}
+			if why := k.hookMissing(c); why != "" {
+				return ctx, k.skip(ctx, why)
+			}
+		}
+		for _, p := range []string{PrincipalViewer, PrincipalNarrow, PrincipalSender, PrincipalOther} {
+			if w.tags["@needs-"+p] && k.cfg.Tokens[p] == "" {
+				return ctx, k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", p, p))
+			}
+		}
+		if w.tags["@restart"] {
 			k.gate.Lock()
 		} else {
 			k.gate.RLock()
 		}
-		for _, p := range []string{PrincipalViewer, PrincipalNarrow, PrincipalSender, PrincipalOther} {
-			if w.tags["@needs-"+p] && k.cfg.Tokens[p] == "" {
-				w.unlock()
-				w.skippedEarly = true
-				return ctx, k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", p, p))
-			}
-		}
-		if w.tags["@fault"] && k.cfg.Fault == nil {
-			w.unlock()
-			w.skippedEarly = true
-			return ctx, k.skip(ctx, "needs fault control: pass --fault-cmd")
-		}
-		if w.tags["@handler-limit"] && k.cfg.HandlerTimeout <= 0 {
-			w.unlock()
-			w.skippedEarly = true
-			return ctx, k.skip(ctx, "needs the host's handler time limit: pass --handler-timeout")
-		}
+		w.locked = true
+		w.started = time.Now()
 		return ctx, nil
 	})
 	sc.After(func(ctx context.Context, s *godog.Scenario, err error) (context.Context, error) {
@@ -213,21 +265,32 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 		if err := w.clearFaults(context.WithoutCancel(ctx)); err != nil {
 			k.cfg.Log("%s: clearing its faults failed: %v", s.Name, err)
 		}
-		if !(w.tags["@restart"] && k.cfg.Restart == nil) && !w.skippedEarly {
+		if w.locked {
 			w.unlock()
 		}
-		status := "passed"
-		if err != nil {
-			status = "FAILED"
-			if errors.Is(err, godog.ErrSkip) {
-				status = "skipped"
-			}
+		res := ScenarioResult{Feature: s.Uri, Name: s.Name, Status: "passed"}
+		for _, t := range s.Tags {
+			res.Tags = append(res.Tags, t.Name)
+		}
+		if !w.started.IsZero() {
+			res.Seconds = time.Since(w.started).Seconds()
+		}
+		switch {
+		case w.notApplicable != "":
+			res.Status, res.Reason = "not-applicable", w.notApplicable
+		case err != nil && errors.Is(err, godog.ErrSkip):
+			k.mu.Lock()
+			res.Status, res.Reason = "skipped", k.skipped[w.scenario]
+			k.mu.Unlock()
+		case err != nil:
+			res.Status, res.Error = "failed", err.Error()
 		}
 		k.mu.Lock()
 		k.done++
 		n := k.done
+		k.results = append(k.results, res)
 		k.mu.Unlock()
-		k.cfg.Log("[%d] %s: %s", n, status, s.Name)
+		k.cfg.Log("[%d] %s: %s", n, res.Status, s.Name)
 		k.cfg.Recorder.Forget(w.scope)
 		return ctx, nil
 	})
@@ -235,6 +298,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerDeliverySteps(sc)
 	registerProducerSteps(sc)
 	registerFaultSteps(sc)
+	registerCheckerSteps(sc)
 }
 
 func (w *world) unlock() {

@@ -92,12 +92,14 @@ func (w *world) invokeSend(ctx context.Context, worker, binding string, call map
 		if len(cr.IDs) != len(tags) {
 			return &cr, fmt.Errorf("%v resolved with %d IDs for %d messages", call["op"], len(cr.IDs), len(tags))
 		}
+		w.sentMu.Lock() // the checker sends from several goroutines
 		for i, t := range tags {
 			id, _ := cr.IDs[i].(string)
 			if t != "" {
 				w.sent[t] = &sent{id: id, before: before, after: after}
 			}
 		}
+		w.sentMu.Unlock()
 	}
 	return &cr, nil
 }

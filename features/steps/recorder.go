@@ -57,6 +57,9 @@ type Result struct {
 	OK    bool   `json:"ok"`
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// At is the worker's Date.now() when the call resolved or rejected
+	// (the host's clock).
+	At float64 `json:"at"`
 }
 
 // Recorder receives the test workers' outbound fetches on loopback (or any

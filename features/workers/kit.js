@@ -19,6 +19,8 @@
 //   ack-then-throw   batch.acknowledge(id), then make the handler reject
 //   ack-then-retry   acknowledge, then retry (already_settled) and acknowledge again
 //   retry-then-ack   retry, then acknowledge (already_settled)
+//   retry-then-ackall retry, then acknowledgeAll (which must not reverse the retry)
+//   ack-then-retryall acknowledge, then retryAll (which must not reverse the acknowledgement)
 //   foreign-id       acknowledge and retry an ID that is not in the batch
 //   ackall           acknowledgeAll(), then acknowledge(id) and acknowledgeAll() again
 //   ackall-then-throw acknowledgeAll(), then make the handler reject
@@ -77,9 +79,9 @@ function directiveOf(m, text) {
 async function settle(results, op, id, fn) {
   try {
     const v = await fn();
-    results.push({ op: op, id: id, ok: true, value: v === undefined ? "undefined" : typeof v });
+    results.push({ op: op, id: id, ok: true, value: v === undefined ? "undefined" : typeof v, at: Date.now() });
   } catch (e) {
-    results.push({ op: op, id: id, ok: false, name: e && e.name ? String(e.name) : String(e) });
+    results.push({ op: op, id: id, ok: false, name: e && e.name ? String(e.name) : String(e), at: Date.now() });
   }
 }
 
@@ -128,6 +130,14 @@ async function runQueue(batch, env, plan) {
         await settle(results, "retry", id, () => batch.retry(id));
         await settle(results, "acknowledge", id, () => batch.acknowledge(id));
         await settle(results, "retry", id, () => batch.retry(id, 0));
+        break;
+      case "retry-then-ackall":
+        await settle(results, "retry", id, () => batch.retry(id));
+        await settle(results, "acknowledgeAll", "", () => batch.acknowledgeAll());
+        break;
+      case "ack-then-retryall":
+        await settle(results, "acknowledge", id, () => batch.acknowledge(id));
+        await settle(results, "retryAll", "", () => batch.retryAll());
         break;
       case "foreign-id":
         await settle(results, "acknowledge", "kit-not-in-this-batch", () => batch.acknowledge("kit-not-in-this-batch"));

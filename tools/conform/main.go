@@ -16,13 +16,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -35,7 +39,7 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	var (
-		hostURL        = flag.String("host", os.Getenv("CONFORM_HOST"), "base URL of the host under test (default: start the reference host in-process)")
+		hostURL        = flag.String("host", os.Getenv("CONFORM_HOST"), "base URL of the host under test, or several separated by \",\" (requests are spread across them); default: start the reference host in-process")
 		token          = flag.String("token", os.Getenv("CONFORM_TOKEN"), "bearer token of a principal with editor in every space (with --host)")
 		viewerToken    = flag.String("viewer-token", os.Getenv("CONFORM_VIEWER_TOKEN"), "token of a principal with viewer in every space")
 		narrowToken    = flag.String("narrow-token", os.Getenv("CONFORM_NARROW_TOKEN"), "token of a principal with editor on QueueConsumer, ModuleWorker and WorkerVersion only, in every space")
@@ -55,6 +59,10 @@ func run() int {
 		featuresDir    = flag.String("features", "", "read features and workers from this directory instead of the embedded copy")
 		storeURL       = flag.String("store", os.Getenv("CONFORM_STORE"), "in-process host only: keep its store in this PostgreSQL database (postgres://...) instead of a journal")
 		storeFresh     = flag.Bool("store-fresh", false, "with --store: create a fresh database on that server for the run, and drop it afterwards")
+		capsDoc        = flag.String("capabilities-doc", os.Getenv("CONFORM_CAPABILITIES_DOC"), "the host's capabilities document (features/capabilities.schema.json): a file or an http(s) URL")
+		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, ext-NAME (added to --capabilities-doc)")
+		certify        = flag.Bool("certify", false, "a certified run: every scenario (@slow included, no --tags) of the declared capabilities must run and pass; any skip fails the run")
+		bundleDir      = flag.String("bundle", "", "write the results bundle (results.json, junit.xml, coverage.md, host.json) into this directory")
 	)
 	flag.Parse()
 
@@ -71,6 +79,19 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
+	if *certify && *tags != "" {
+		fmt.Fprintln(os.Stderr, "conform: --certify runs every scenario; it takes no --tags")
+		return 2
+	}
+	if *certify {
+		*slow = true
+	}
+	declared, hostInfo, docTimeout, err := declaredCapabilities(ctx, *capsDoc, *capsList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conform:", err)
+		return 2
+	}
+
 	cfg := steps.Config{
 		OtherSpace:  *otherSpace,
 		Recorder:    rec,
@@ -78,6 +99,7 @@ func run() int {
 		Tokens:      map[string]string{},
 	}
 	var teardown func(failed bool)
+	var hosts []string
 	if *hostURL == "" {
 		if *storeFresh {
 			if *storeURL == "" {
@@ -102,6 +124,14 @@ func run() int {
 		cfg.Restart = ih.restart
 		cfg.Fault = ih.fault
 		cfg.HandlerTimeout = inProcessHandlerTimeout
+		if declared == nil {
+			// The reference host has every capability the kit knows.
+			declared = map[string]bool{steps.CapRestart: true, steps.CapStoreFaults: true, steps.CapHandlerLimit: true}
+		}
+		if hostInfo == nil {
+			hostInfo = &steps.HostInfo{Name: "takoform queuehost (reference host, in-process)"}
+		}
+		hosts = []string{ih.url()}
 		teardown = ih.close
 		where := "data " + ih.dir
 		if *storeURL != "" {
@@ -113,8 +143,16 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "conform: --store is for the in-process host; start the host under test with its own -store")
 			return 2
 		}
-		base := strings.TrimRight(*hostURL, "/")
-		cfg.Base = func() string { return base }
+		for _, h := range strings.Split(*hostURL, ",") {
+			if h = strings.TrimRight(strings.TrimSpace(h), "/"); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+		if len(hosts) == 0 {
+			fmt.Fprintln(os.Stderr, "conform: --host names no URL")
+			return 2
+		}
+		cfg.Base = roundRobin(hosts)
 		if *token == "" {
 			fmt.Fprintln(os.Stderr, "conform: --host needs --token (or CONFORM_TOKEN)")
 			return 2
@@ -128,16 +166,35 @@ func run() int {
 			}
 		}
 		cfg.HandlerTimeout = *handlerTimeout
+		if cfg.HandlerTimeout == 0 && docTimeout > 0 {
+			cfg.HandlerTimeout = docTimeout
+		}
 		if *restartCmd != "" {
 			cmd := *restartCmd
-			cfg.Restart = func(ctx context.Context) error { return externalRestart(ctx, cmd, base) }
+			cfg.Restart = func(ctx context.Context) error { return externalRestart(ctx, cmd, hosts) }
 		}
 		if *faultCmd != "" {
 			cmd := *faultCmd
 			cfg.Fault = func(ctx context.Context, args []string) error { return externalFault(ctx, cmd, args) }
 		}
-		fmt.Fprintf(os.Stderr, "conform: host %s, recorder %s (the host must allow %s for outbound fetch)\n", base, *recURL, rec.Addr())
+		if declared == nil {
+			// No declaration: what the runner was given the means to test.
+			declared = map[string]bool{}
+			if *restartCmd != "" {
+				declared[steps.CapRestart] = true
+			}
+			if *faultCmd != "" {
+				declared[steps.CapStoreFaults] = true
+			}
+			if cfg.HandlerTimeout > 0 {
+				declared[steps.CapHandlerLimit] = true
+			}
+			fmt.Fprintln(os.Stderr, "conform: no --capabilities-doc or --capabilities: the host is taken to declare only what the given flags can exercise")
+		}
+		fmt.Fprintf(os.Stderr, "conform: host %s, recorder %s (the host must allow %s for outbound fetch)\n", strings.Join(hosts, ", "), *recURL, rec.Addr())
 	}
+	cfg.Capabilities = declared
+	fmt.Fprintf(os.Stderr, "conform: declared capabilities: %s\n", capList(declared))
 
 	var fsys fs.FS = features.FS
 	if *featuresDir != "" {
@@ -177,6 +234,15 @@ func run() int {
 	if *junit != "" {
 		f += ",junit:" + *junit
 	}
+	bundleJUnit := ""
+	if *bundleDir != "" {
+		if err := os.MkdirAll(*bundleDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "conform: --bundle:", err)
+			return 2
+		}
+		bundleJUnit = filepath.Join(*bundleDir, "junit.xml")
+		f += ",junit:" + bundleJUnit
+	}
 	start := time.Now()
 	status := godog.TestSuite{
 		Name:                "conform",
@@ -194,14 +260,47 @@ func run() int {
 			NoColors: !isTerminal(os.Stdout) || os.Getenv("NO_COLOR") != "",
 		},
 	}.Run()
-	if *junit != "" {
-		markSkipped(*junit)
+	for _, j := range []string{*junit, bundleJUnit} {
+		if j != "" {
+			markSkipped(j)
+		}
 	}
-	if sk := kit.Skipped(); len(sk) > 0 {
-		fmt.Fprintf(os.Stderr, "conform: %d scenarios skipped (not passed):\n", len(sk))
+	if na := kit.NotApplicable(); len(na) > 0 {
+		fmt.Fprintf(os.Stderr, "conform: %d scenarios not applicable (the host does not declare what they need):\n", len(na))
+		for _, s := range na {
+			fmt.Fprintln(os.Stderr, "  - "+s)
+		}
+	}
+	sk := kit.Skipped()
+	if len(sk) > 0 {
+		fmt.Fprintf(os.Stderr, "conform: %d scenarios skipped (applicable, not run, not passed):\n", len(sk))
 		for _, s := range sk {
 			fmt.Fprintln(os.Stderr, "  - "+s)
 		}
+	}
+	for _, r := range kit.CheckerReports() {
+		fmt.Fprintf(os.Stderr, "conform: checker: %s: %s\n", r.Scenario, r)
+	}
+	if *certify && status == 0 && len(sk) > 0 {
+		fmt.Fprintf(os.Stderr, "conform: certification FAILED: %d applicable scenarios did not run\n", len(sk))
+		status = 1
+	}
+	if *bundleDir != "" {
+		b := bundle{
+			dir: *bundleDir, fsys: fsys, kit: kit, certify: *certify, status: status, tags: expr,
+			hosts: hosts, host: hostInfo, declared: declared, started: start, handlerTimeout: cfg.HandlerTimeout,
+		}
+		if err := b.write(); err != nil {
+			fmt.Fprintln(os.Stderr, "conform: --bundle:", err)
+			if status == 0 {
+				status = 2
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "conform: wrote the results bundle to %s\n", *bundleDir)
+		}
+	}
+	if *certify && status == 0 {
+		fmt.Fprintln(os.Stderr, "conform: certified: every applicable scenario ran and passed")
 	}
 	fmt.Fprintf(os.Stderr, "conform: finished in %s, status %d (tags %q)\n", time.Since(start).Round(time.Second), status, expr)
 	if teardown != nil {
@@ -240,25 +339,112 @@ func externalFault(ctx context.Context, cmd string, args []string) error {
 	return nil
 }
 
-// externalRestart runs the host-control command and waits until the host
-// serves the Host API again.
-func externalRestart(ctx context.Context, cmd, base string) error {
+// externalRestart runs the host-control command and waits until every
+// host serves the Host API again.
+func externalRestart(ctx context.Context, cmd string, hosts []string) error {
 	c := exec.CommandContext(ctx, "sh", "-c", cmd)
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("--restart-cmd %q: %w", cmd, err)
 	}
-	return steps.Poll(60*time.Second, func() error {
-		r, err := http.Get(base + "/v2/openapi.json")
+	for _, base := range hosts {
+		err := steps.Poll(60*time.Second, func() error {
+			r, err := http.Get(base + "/v2/openapi.json")
+			if err != nil {
+				return err
+			}
+			r.Body.Close()
+			if r.StatusCode != 200 {
+				return fmt.Errorf("GET %s/v2/openapi.json answered %d", base, r.StatusCode)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		r.Body.Close()
-		if r.StatusCode != 200 {
-			return fmt.Errorf("GET /v2/openapi.json answered %d", r.StatusCode)
+	}
+	return nil
+}
+
+// roundRobin spreads requests across the hosts: each call of the returned
+// function is the next base URL.
+func roundRobin(hosts []string) func() string {
+	var n atomic.Uint64
+	return func() string { return hosts[(n.Add(1)-1)%uint64(len(hosts))] }
+}
+
+// declaredCapabilities reads the capabilities document (a file or an
+// http(s) URL) and the --capabilities list; nil when neither is given.
+func declaredCapabilities(ctx context.Context, doc, list string) (map[string]bool, *steps.HostInfo, time.Duration, error) {
+	if doc == "" && list == "" {
+		return nil, nil, 0, nil
+	}
+	out := map[string]bool{}
+	var info *steps.HostInfo
+	var timeout time.Duration
+	if doc != "" {
+		var b []byte
+		var err error
+		if strings.HasPrefix(doc, "http://") || strings.HasPrefix(doc, "https://") {
+			b, err = fetchDoc(ctx, doc)
+		} else {
+			b, err = os.ReadFile(doc)
 		}
-		return nil
-	})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("--capabilities-doc: %w", err)
+		}
+		d, err := steps.ParseCapabilitiesDoc(b)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("--capabilities-doc %s: %w", doc, err)
+		}
+		for _, c := range d.Capabilities {
+			out[c] = true
+		}
+		info = d.Host
+		timeout = time.Duration(d.HandlerTimeoutSeconds * float64(time.Second))
+	}
+	for _, c := range strings.Split(list, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		if err := steps.ValidCapability(c); err != nil {
+			return nil, nil, 0, fmt.Errorf("--capabilities: %w", err)
+		}
+		out[c] = true
+	}
+	return out, info, timeout, nil
+}
+
+func fetchDoc(ctx context.Context, u string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Body.Close()
+	if r.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s answered %d", u, r.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(r.Body, 1<<20))
+}
+
+func capList(m map[string]bool) string {
+	var out []string
+	for c, ok := range m {
+		if ok {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 func isTerminal(f *os.File) bool {

@@ -114,20 +114,36 @@ func run() int {
 	}
 	started := time.Now()
 
-	// Baseline: the unmutated host on the union of the tags.
-	var union []string
-	for _, m := range sel {
-		for _, t := range strings.Split(m.Tags, ",") {
-			if t = strings.TrimSpace(t); !slices.Contains(union, t) {
-				union = append(union, t)
+	// Baselines: the unmutated host on the union of the tags, once for the
+	// default run and once for the --slow run when a mutation needs it.
+	var bases []result
+	for _, slow := range []bool{false, true} {
+		var union []string
+		for _, m := range sel {
+			if m.Slow != slow {
+				continue
+			}
+			for _, t := range strings.Split(m.Tags, ",") {
+				if t = strings.TrimSpace(t); !slices.Contains(union, t) {
+					union = append(union, t)
+				}
 			}
 		}
-	}
-	base := kitRun(root, tmp, "baseline", "", strings.Join(union, ","))
-	fmt.Fprintf(os.Stderr, "mutate: baseline (%s): %s in %s\n", strings.Join(union, ","), base.summary(), base.took.Round(time.Second))
-	if base.err != nil || len(base.failed) > 0 || base.tests == 0 {
-		fmt.Fprintf(os.Stderr, "mutate: the unmutated kit does not pass; log %s:\n%s\n", base.log, tail(base.output, 40))
-		return 2
+		if len(union) == 0 {
+			continue
+		}
+		name := "baseline"
+		if slow {
+			name = "baseline-slow"
+		}
+		base := kitRun(root, filepath.Join(tmp, name), name, "", strings.Join(union, ","), slow)
+		base.slow = slow
+		fmt.Fprintf(os.Stderr, "mutate: %s (%s): %s in %s\n", name, strings.Join(union, ","), base.summary(), base.took.Round(time.Second))
+		if base.err != nil || len(base.failed) > 0 || base.tests == 0 {
+			fmt.Fprintf(os.Stderr, "mutate: the unmutated kit does not pass; log %s:\n%s\n", base.log, tail(base.output, 40))
+			return 2
+		}
+		bases = append(bases, base)
 	}
 
 	var results []result
@@ -138,7 +154,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "mutate: %s: %v\n", m.ID, err)
 			return 2
 		}
-		r := kitRun(root, dir, m.ID, overlay, m.Tags)
+		r := kitRun(root, dir, m.ID, overlay, m.Tags, m.Slow)
 		r.m = m
 		r.verdict = verdict(m, r)
 		results = append(results, r)
@@ -160,7 +176,7 @@ func run() int {
 	}
 	tw.Flush()
 	if *md != "" {
-		if err := writeMarkdown(*md, started, rev, base, results); err != nil {
+		if err := writeMarkdown(*md, started, rev, bases, results); err != nil {
 			fmt.Fprintln(os.Stderr, "mutate:", err)
 			return 2
 		}
@@ -242,6 +258,7 @@ type result struct {
 	log     string
 	output  string
 	cmd     string
+	slow    bool // a --slow run
 }
 
 func (r result) summary() string {
@@ -252,7 +269,7 @@ func (r result) summary() string {
 }
 
 // kitRun runs the kit (with overlay, if any) and reads its JUnit report.
-func kitRun(root, dir, id, overlay, tags string) result {
+func kitRun(root, dir, id, overlay, tags string, slow bool) result {
 	os.MkdirAll(dir, 0o755)
 	junit := filepath.Join(dir, "junit.xml")
 	args := []string{"run"}
@@ -260,6 +277,9 @@ func kitRun(root, dir, id, overlay, tags string) result {
 		args = append(args, "-overlay", overlay)
 	}
 	args = append(args, "./tools/conform", "-tags", tags, "-format", "progress", "-junit", junit)
+	if slow {
+		args = append(args, "-slow")
+	}
 	r := result{log: filepath.Join(dir, "conform.log"), cmd: "go " + shellJoin(args)}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
@@ -341,7 +361,7 @@ func shellJoin(args []string) string {
 	return strings.Join(q, " ")
 }
 
-func writeMarkdown(path string, started time.Time, rev string, base result, results []result) error {
+func writeMarkdown(path string, started time.Time, rev string, bases []result, results []result) error {
 	var b strings.Builder
 	killed := 0
 	for _, r := range results {
@@ -356,10 +376,35 @@ func writeMarkdown(path string, started time.Time, rev string, base result, resu
 	fmt.Fprintf(&b, "Each mutation is one deliberate single-rule breakage of the reference host, applied only through a Go overlay\n")
 	fmt.Fprintf(&b, "(the working tree is not modified); the table of mutations is `tools/mutate/table.go`. Each row ran\n\n")
 	fmt.Fprintf(&b, "```sh\ngo run -overlay OVERLAY.json ./tools/conform -tags TAGS -format progress -junit FILE\n```\n\n")
-	fmt.Fprintf(&b, "Baseline (unmutated host, the union of the tags): %s.\n\n", base.summary())
-	fmt.Fprintf(&b, "**%d of %d mutations killed.**\n\n", killed, len(results))
-	fmt.Fprintf(&b, "| ID | rule | mutation | tags | expected scenario | result | failing scenarios |\n")
-	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, base := range bases {
+		run := "default run"
+		if base.slow {
+			run = "`--slow` run"
+		}
+		fmt.Fprintf(&b, "Baseline, %s (unmutated host, the union of the tags): %s.\n\n", run, base.summary())
+	}
+	for _, slow := range []bool{false, true} {
+		n, k := 0, 0
+		for _, r := range results {
+			if r.m.Slow == slow {
+				n++
+				if r.verdict == "KILLED" {
+					k++
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		run := "Default run (`~@slow`)"
+		if slow {
+			run = "`--slow` run (`@slow` scenarios included)"
+		}
+		fmt.Fprintf(&b, "%s: **%d of %d mutations killed.**\n\n", run, k, n)
+	}
+	fmt.Fprintf(&b, "**%d of %d mutations killed in all.**\n\n", killed, len(results))
+	fmt.Fprintf(&b, "| ID | rule | mutation | tags | run | expected scenario | result | failing scenarios |\n")
+	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range results {
 		var where []string
 		for _, e := range r.m.Edits {
@@ -373,8 +418,12 @@ func writeMarkdown(path string, started time.Time, rev string, base result, resu
 		} else {
 			failed = fmt.Sprintf("none of %d", r.tests)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s (%s) | `%s` | %s | **%s** | %s |\n",
-			r.m.ID, r.m.Rule, mdEscape(r.m.What), strings.Join(where, ", "), r.m.Tags,
+		run := "default"
+		if r.m.Slow {
+			run = "`--slow`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s (%s) | `%s` | %s | %s | **%s** | %s |\n",
+			r.m.ID, r.m.Rule, mdEscape(r.m.What), strings.Join(where, ", "), r.m.Tags, run,
 			mdEscape("*"+strings.Join(r.m.Expect, "*, *")+"*"), r.verdict, mdEscape(failed))
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)

@@ -13,6 +13,7 @@ type mutation struct {
 	What   string // the breakage, in words
 	Edits  []edit
 	Tags   string   // the kit's tag expression for the run: tags joined by "," (OR) only
+	Slow   bool     // the run includes @slow scenarios (conform -slow)
 	Expect []string // scenario names (without an outline's " #n"); at least one must fail
 }
 
@@ -366,5 +367,106 @@ var mutations = []mutation{
 		}},
 		Tags:   "@idempotency",
 		Expect: []string{"the same key with another body is idempotency_key_reuse"},
+	},
+	{
+		ID:   "batch-no-wait",
+		Rule: "QueueConsumer 0.3.0 @batch (QC-INPUT-8)",
+		What: "deliver a batch at once instead of waiting up to maxBatchTimeoutSeconds for it to fill",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000",
+			Replace: "timeoutMs := int64(0) * int64(c.cfg.MaxBatchTimeoutSeconds)",
+		}},
+		Tags: "@batch",
+		Expect: []string{
+			"sends spread over less than maxBatchTimeoutSeconds arrive as one batch",
+			"a lone message waits for maxBatchTimeoutSeconds before it is delivered",
+		},
+	},
+	{
+		ID:   "ackall-reverses-retry",
+		Rule: "QueueConsumer 0.3.0 @settlement (QC-DELIV-22, QC-DELIV-23)",
+		What: "acknowledgeAll also acknowledges a message retried earlier in the same batch",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "if bm.st == unsettled {",
+			Replace: "if bm.st == unsettled || (s.Kind == abi.AcknowledgeAll && bm.st == settled) {",
+		}},
+		Tags:   "@settlement",
+		Expect: []string{"acknowledgeAll after a retry in the same batch does not reverse the retry"},
+	},
+	{
+		ID:   "detach-acks-unsettled",
+		Rule: "QueueConsumer 0.3.0 @deletion (QC-CRUD-11, QC-CRUD-23)",
+		What: "a batch still running when its consumer is deleted acknowledges what its handler left unsettled",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "\tif out == outSuccess && b.noAck {\n\t\tout = outClose\n\t}\n",
+			Replace: "\tif b.noAck {\n\t\tout = outSuccess\n\t}\n",
+		}},
+		Tags:   "@deletion",
+		Expect: []string{"deleting a consumer while its handler runs does not acknowledge what the handler left unsettled"},
+	},
+	{
+		ID:   "update-before-checks",
+		Rule: "QueueConsumer 0.3.0 @consumer-rules (QC-CRUD-7)",
+		What: "apply a consumer update to delivery before the update's own checks (consumer rules, dead-letter cycle) refuse it",
+		Edits: []edit{{
+			File:    "server/handlers.go",
+			Search:  "\tswitch cur.FormURL {\n\tcase schemas.FormQueueConsumer:\n\t\terr = a.consumerRules(spec)\n",
+			Replace: "\tif cur.FormURL == schemas.FormQueueConsumer && s.isAttached(uid) {\n\t\tearly := cur\n\t\tearly.Spec = spec\n\t\tif cfg, err := consumerConfigOf(early); err == nil {\n\t\t\ts.eng.UpdateConsumer(ctx, cfg)\n\t\t}\n\t}\n\tswitch cur.FormURL {\n\tcase schemas.FormQueueConsumer:\n\t\terr = a.consumerRules(spec)\n",
+		}},
+		Tags:   "@consumer-rules",
+		Expect: []string{"a refused settings update is not applied to delivery, not even before its checks refuse it"},
+	},
+	{
+		ID:   "dlq-cycle-2-update",
+		Rule: "QueueConsumer 0.3.0 @dead-letter-cycles (QC-DELIV-34, QC-OWN-4)",
+		What: "accept a dead-letter cycle of length 2 when an update closes it",
+		Edits: []edit{{
+			File:    "server/admission.go",
+			Search:  "if path := cyclePath(edges, q); path != nil {",
+			Replace: "if path := cyclePath(edges, q); path != nil && !(a.byUID[a.self].UID != \"\" && len(path) == 3) {",
+		}},
+		Tags:   "@dead-letter-cycles",
+		Expect: []string{"a cycle of length 2 is refused on update, and the consumer keeps its settings"},
+	},
+	{
+		ID:   "retention-from-delivery",
+		Rule: "AtLeastOnceQueue 0.2.0 @retention (Q-OPS-10, Q-OPS-22)",
+		What: "count retention from the message's latest visible time (its last retry) instead of its accept time",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }",
+			Replace: "func (q *queue) expireAt(m *msg) int64 { return max(m.acceptedAt, m.visibleAt) + q.retentionMs() }",
+		}},
+		Tags:   "@retention",
+		Slow:   true,
+		Expect: []string{"retention counts from the accept time across retries: a message retried past it is gone, one accepted later is not"},
+	},
+	{
+		ID:   "retention-lazy",
+		Rule: "AtLeastOnceQueue 0.2.0 @retention (Q-OPS-22)",
+		What: "expire due messages only when something else happens on the queue (no timer for the retention deadline)",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "\tif m := q.expiry.peek(); m != nil {\n\t\tconsider(q.expireAt(m))\n\t}\n",
+			Replace: "",
+		}},
+		Tags:   "@retention",
+		Slow:   true,
+		Expect: []string{"a message expires at its retention deadline without any other activity on the queue"},
+	},
+	{
+		ID:   "ack-before-durable",
+		Rule: "QueueConsumer 0.3.0 @checker (QC-CRUD-14, QC-CRUD-15, QC-DELIV-16)",
+		What: "an acknowledgement resolves although its write failed (the host acknowledges before the write is durable)",
+		Edits: []edit{{
+			File:    "runtime/delivery/batch.go",
+			Search:  "\tif err != nil {\n\t\treturn fmt.Errorf(\"%w: %w\", abi.ErrBackendUnavailable, err)\n\t}\n\treturn nil\n}\n\nvar _ abi.Settler",
+			Replace: "\treturn nil\n}\n\nvar _ abi.Settler",
+		}},
+		Tags:   "@checker",
+		Expect: []string{"2 queues of 300 messages each while settlements fail for a while"},
 	},
 }

@@ -72,11 +72,11 @@ var FaultTargets = []string{
 
 // FaultRule is one armed fault.
 type FaultRule struct {
-	Mode  FaultMode
-	Count int      // matching Applies to affect, at least 1
+	Mode    FaultMode
+	Count   int      // matching Applies to affect, at least 1
 	Targets []string // of FaultTargets; empty: any
-	Scope string   // a space, resource UID or queue UID; "": any
-	Skip  int      // matching Applies let through before the first affected one
+	Scope   string   // a space, resource UID or queue UID; "": any
+	Skip    int      // matching Applies let through before the first affected one
 }
 
 // Faults is the set of armed rules. The zero value has none; it is safe for

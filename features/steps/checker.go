@@ -250,7 +250,13 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 			if len(s.starts) == 0 {
 				example("lost", t+" was never delivered")
 			} else {
-				example("lost", fmt.Sprintf("%s was delivered %d times and never acknowledged", t, len(s.starts)))
+				ends := 0
+				for _, b := range s.batches {
+					if ended[b] {
+						ends++
+					}
+				}
+				example("lost", fmt.Sprintf("%s was delivered %d times (%d of those batches reported their end) and never acknowledged", t, len(s.starts), ends))
 			}
 			continue
 		}
@@ -429,6 +435,9 @@ func registerCheckerSteps(sc *godog.ScenarioContext) {
 					return nil
 				})
 				drained[q] = err == nil
+				if err != nil {
+					w.k.cfg.Log("checker: %s: queue %s is not drained: %v", w.scenario, q, err)
+				}
 			}
 			rep, _ = w.classify(c, drained)
 		}

@@ -46,6 +46,17 @@ type Config struct {
 	ObserveInterval time.Duration
 	// Logger receives structured logs; JSON to stderr when nil.
 	Logger *slog.Logger
+	// UnsafeInProcessWorkers runs worker code on goja inside the host
+	// process instead of in sandbox processes (runtime/sandbox): one
+	// hostile module, message or request can then end the whole host. For
+	// trusted code, debugging and the isolation-cost benchmark only.
+	UnsafeInProcessWorkers bool
+	// SandboxMemoryLimit is the resident memory of one sandbox (512 MiB
+	// when zero), SandboxIdleTimeout how long an idle sandbox is kept (30 s
+	// when zero), MaxSandboxes how many may live at once (256 when zero).
+	SandboxMemoryLimit int64
+	SandboxIdleTimeout time.Duration
+	MaxSandboxes       int
 	// Faults, when not nil, injects store failures on command (see
 	// faults.go). For tests and the conformance runner only; nil in
 	// production.
@@ -55,6 +66,7 @@ type Config struct {
 	// and kill the host). nil in production.
 	AfterIntent func(ctx context.Context, op store.Operation)
 	// Runtime builds the JavaScript runtime from the options the host
-	// gives it; the in-process goja runtime (NewGojaRuntime) when nil.
+	// gives it; when nil, the sandboxed runtime (NewSandboxRuntime), or the
+	// in-process goja runtime (NewGojaRuntime) with UnsafeInProcessWorkers.
 	Runtime func(opts RuntimeOptions) (Runtime, error)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/server"
@@ -67,6 +68,9 @@ type Host struct {
 // the JavaScript runtime and the server (whose Start rebuilds the engine and
 // resumes unfinished Operations). It does not listen: see Start and Serve.
 func New(ctx context.Context, cfg Config) (*Host, error) {
+	if os.Getenv(sandbox.EnvVar) == "1" {
+		return nil, errors.New("host: this process is a worker sandbox: the program must call sandbox.Main before anything else")
+	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("host: Config.DataDir is required (\":memory:\" for a host without disk)")
 	}
@@ -152,10 +156,22 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		InvocationTimeout: cfg.HandlerTimeout,
 		Logger:            cfg.Logger,
 	}
-	if cfg.Runtime != nil {
+	switch {
+	case cfg.Runtime != nil:
 		h.rt, err = cfg.Runtime(rtOpts)
-	} else {
+	case cfg.UnsafeInProcessWorkers:
+		cfg.Logger.Warn("worker code runs inside the host process (UnsafeInProcessWorkers): one hostile worker can take the host down; for trusted code and benchmarks only")
 		h.rt = NewGojaRuntime(rtOpts)
+	default:
+		h.rt, err = NewSandboxRuntime(sandbox.Options{
+			Sender:            rtOpts.Sender,
+			AllowedFetchHosts: rtOpts.AllowedFetchHosts,
+			InvocationTimeout: rtOpts.InvocationTimeout,
+			MemoryLimit:       cfg.SandboxMemoryLimit,
+			IdleTimeout:       cfg.SandboxIdleTimeout,
+			MaxSandboxes:      cfg.MaxSandboxes,
+			Logger:            cfg.Logger,
+		})
 	}
 	if err != nil {
 		h.closeStore()

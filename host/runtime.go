@@ -7,11 +7,13 @@ import (
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/sandbox"
 )
 
 // Runtime is what the host needs of a JavaScript worker runtime. The
-// in-process goja runtime (runtime/js, the default) is one; a sandboxed
-// runtime can take its place through Config.Runtime.
+// sandboxed runtime (runtime/sandbox, NewSandboxRuntime) is the default;
+// the in-process goja runtime (NewGojaRuntime) runs with
+// Config.UnsafeInProcessWorkers; Config.Runtime can supply another.
 type Runtime interface {
 	Part
 	// Compile loads v's modules without keeping them (admission compiles
@@ -60,7 +62,46 @@ func (gojaRuntime) Compile(_ context.Context, v *abi.Version) ([]string, error) 
 }
 
 func (g gojaRuntime) Logs(workerUID string, after int64, limit int) []api.LogEntry {
-	entries := g.Runtime.Logs(workerUID, after, limit)
+	return toAPILogs(g.Runtime.Logs(workerUID, after, limit))
+}
+
+// sandboxRuntime is runtime/sandbox as a host.Runtime: worker code runs in
+// child processes of the host (the default).
+type sandboxRuntime struct{ *sandbox.Pool }
+
+// NewSandboxRuntime runs worker code in sandbox processes. The program
+// must call sandbox.Main first (the sandboxes are its own executable).
+func NewSandboxRuntime(opts sandbox.Options) (Runtime, error) {
+	p, err := sandbox.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxRuntime{p}, nil
+}
+
+func (sandboxRuntime) Start(context.Context) error { return nil }
+
+func (s sandboxRuntime) Stop(context.Context) error {
+	s.Pool.Close()
+	return nil
+}
+
+// Compile probes v in its space's admission sandbox.
+func (s sandboxRuntime) Compile(ctx context.Context, v *abi.Version) ([]string, error) {
+	return s.Pool.Probe(ctx, v)
+}
+
+// QueueHandler loads v in its worker's sandbox the first time (bounded by
+// the sandbox's own load limit).
+func (s sandboxRuntime) QueueHandler(v *abi.Version) (abi.Handler, error) {
+	return s.Pool.QueueHandler(context.Background(), v)
+}
+
+func (s sandboxRuntime) Logs(workerUID string, after int64, limit int) []api.LogEntry {
+	return toAPILogs(s.Pool.Logs(workerUID, after, limit))
+}
+
+func toAPILogs(entries []js.LogEntry) []api.LogEntry {
 	out := make([]api.LogEntry, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, api.LogEntry{Seq: e.Seq, TimeMillis: e.TimeMillis, Level: api.LogEntryLevel(e.Level), Message: e.Message, VersionUid: e.VersionUID})

@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -27,6 +28,7 @@ import (
 )
 
 func main() {
+	sandbox.Main() // a worker sandbox is this binary started with sandbox.EnvVar
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -39,13 +41,14 @@ func run(args []string) int {
 	allow := fs.String("allow-fetch", "", "comma-separated host[:port] patterns workers' outbound fetch may reach")
 	handlerTimeout := fs.Duration("handler-timeout", 30*time.Second, "time limit of one handler invocation")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long shutdown lets running handlers finish")
+	unsafeWorkers := fs.Bool("unsafe-in-process-workers", false, "run worker code inside the host process instead of sandbox processes (UNSAFE: one hostile worker can end the host; trusted code and benchmarks only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := host.Config{
 		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, Listen: *listen, HandlerTimeout: *handlerTimeout,
-		ShutdownGrace: *grace, Logger: logger,
+		ShutdownGrace: *grace, Logger: logger, UnsafeInProcessWorkers: *unsafeWorkers,
 	}
 	for _, h := range strings.Split(*allow, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -248,7 +248,7 @@ type sender struct{ s *child }
 // Send asks the host, which sends as the version the invocation runs
 // (principal and space are the host's to decide, not this process's).
 func (x sender) Send(ctx context.Context, _, _, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
-	r, err := x.s.ask(ctx, &frame{Op: opSend, QueueUID: queueUID, Messages: msgs})
+	r, err := x.s.ask(ctx, &frame{Op: opSend, QueueUID: queueUID, Messages: toWireOutgoing(msgs)})
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ type settler struct {
 // Settle names the invocation that received the batch, whatever
 // invocation calls it: the host answers unknown_batch once that one ended.
 func (x settler) Settle(ctx context.Context, batchID string, st abi.Settlement) error {
-	f := &frame{Op: opSettle, BatchID: batchID, Settlement: &st, Inv: x.inv}
+	f := &frame{Op: opSettle, BatchID: batchID, Settlement: toWireSettlement(st), Inv: x.inv}
 	r, err := x.s.c.call(ctx, f)
 	if err != nil {
 		return err

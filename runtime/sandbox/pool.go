@@ -761,13 +761,13 @@ func (pr *proc) serve(cl *call, f *frame) ([]string, *httpMsg, *wireErr) {
 		if !ok || pr.pool.opts.Sender == nil {
 			return nil, nil, toWire(fmt.Errorf("%w: the version has no Binding to the queue %s", abi.ErrBackendUnavailable, f.QueueUID))
 		}
-		ids, err := pr.pool.opts.Sender.Send(cl.ctx, cl.v.Principal, cl.v.Space, f.QueueUID, f.Messages)
+		ids, err := pr.pool.opts.Sender.Send(cl.ctx, cl.v.Principal, cl.v.Space, f.QueueUID, fromWireOutgoing(f.Messages))
 		return ids, nil, toWire(err)
 	case opSettle:
 		if cl.batch == nil || cl.batch.ID != f.BatchID || f.Settlement == nil {
 			return nil, nil, toWire(abi.ErrUnknownBatch)
 		}
-		b, s := cl.batch, *f.Settlement
+		b, s := cl.batch, f.Settlement.settlement()
 		var err error
 		switch s.Kind {
 		case abi.Acknowledge:

@@ -48,8 +48,8 @@ type frame struct {
 	HTTP       *httpMsg // opFetch, opOutbound request and reply
 	Path       string   // opFetch
 	QueueUID   string
-	Messages   []abi.OutgoingMessage
-	Settlement *abi.Settlement
+	Messages   []wireOutgoing
+	Settlement *wireSettlement
 	BatchID    string
 	IDs        []string
 	Handlers   []string
@@ -66,6 +66,60 @@ type initMsg struct {
 	MemoryLimit       int64
 	AddressSpace      int64
 	MaxStack          int
+}
+
+// wireOutgoing and wireSettlement carry an optional delay explicitly: gob
+// drops zero values, so a *int pointing at 0 would arrive as nil (the
+// queue's default) instead of "no delay".
+type wireOutgoing struct {
+	Body     []byte
+	HasDelay bool
+	Delay    int
+}
+
+type wireSettlement struct {
+	Kind      abi.SettleKind
+	MessageID string
+	HasDelay  bool
+	Delay     int
+}
+
+func delayOf(has bool, d int) *int {
+	if !has {
+		return nil
+	}
+	return &d
+}
+
+func toWireOutgoing(msgs []abi.OutgoingMessage) []wireOutgoing {
+	out := make([]wireOutgoing, len(msgs))
+	for i, m := range msgs {
+		out[i].Body = m.Body
+		if m.Delay != nil {
+			out[i].HasDelay, out[i].Delay = true, *m.Delay
+		}
+	}
+	return out
+}
+
+func fromWireOutgoing(msgs []wireOutgoing) []abi.OutgoingMessage {
+	out := make([]abi.OutgoingMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = abi.OutgoingMessage{Body: m.Body, Delay: delayOf(m.HasDelay, m.Delay)}
+	}
+	return out
+}
+
+func toWireSettlement(s abi.Settlement) *wireSettlement {
+	w := &wireSettlement{Kind: s.Kind, MessageID: s.MessageID}
+	if s.Delay != nil {
+		w.HasDelay, w.Delay = true, *s.Delay
+	}
+	return w
+}
+
+func (w *wireSettlement) settlement() abi.Settlement {
+	return abi.Settlement{Kind: w.Kind, MessageID: w.MessageID, Delay: delayOf(w.HasDelay, w.Delay)}
 }
 
 type batchMsg struct {

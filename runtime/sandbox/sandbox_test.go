@@ -31,8 +31,9 @@ func worker(uid, src string) *abi.Version {
 }
 
 type recSender struct {
-	mu   sync.Mutex
-	sent []string
+	mu     sync.Mutex
+	sent   []string
+	delays []string
 }
 
 func (s *recSender) Send(_ context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
@@ -41,6 +42,11 @@ func (s *recSender) Send(_ context.Context, principal, space, queueUID string, m
 	var ids []string
 	for _, m := range msgs {
 		s.sent = append(s.sent, principal+" "+space+" "+queueUID+" "+string(m.Body))
+		d := "nil"
+		if m.Delay != nil {
+			d = fmt.Sprint(*m.Delay)
+		}
+		s.delays = append(s.delays, d)
 		ids = append(ids, fmt.Sprintf("id-%d", len(s.sent)))
 	}
 	return ids, nil
@@ -276,6 +282,28 @@ func TestOutboundFetchCapsAndAddresses(t *testing.T) {
 	}
 	if got := get("http://localhost:"+port+"/", 1); !strings.Contains(got, "loopback and private addresses") {
 		t.Fatalf("name to loopback: %s", got)
+	}
+}
+
+// A delay of 0 crosses the socket as 0, not as "no delay" (gob drops zero
+// values).
+func TestZeroDelaysSurvive(t *testing.T) {
+	snd := &recSender{}
+	p := newPool(t, Options{Sender: snd})
+	v := worker("zero", `export default { async queue(batch, env) {
+		await env.OUT.sendBatch([{body: "a", delaySeconds: 0}, {body: "b"}]);
+		await batch.retry(batch.messages[0].id, 0);
+		await batch.retry(batch.messages[1].id);
+	} };`)
+	st := &recSettler{}
+	if err := runBatch(t, p, v, st, "x", "y"); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.got) != 2 || st.got[0].Delay == nil || *st.got[0].Delay != 0 || st.got[1].Delay != nil {
+		t.Fatalf("settled %+v", st.got)
+	}
+	if got := strings.Join(snd.delays, ","); got != "0,nil" {
+		t.Fatalf("send delays %s", got)
 	}
 }
 

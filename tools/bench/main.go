@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"os"
 	"os/signal"
 	"slices"
@@ -48,6 +49,7 @@ type bench struct {
 var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "engine", "overhead", "latency", "host", "idle", "backlog"}
 
 func main() {
+	sandbox.Main() // the benchmarked hosts' worker sandboxes are this binary
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (- for stdout)")
 	quick := flag.Bool("quick", false, "short points (~1 s) and no heavy phases, for development")
 	only := flag.String("only", "", "comma-separated phases to run: "+strings.Join(phaseNames, ","))

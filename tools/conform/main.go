@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"io"
 	"io/fs"
 	"net/http"
@@ -35,7 +36,10 @@ import (
 	"github.com/takoform/queuehost/features/steps"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	sandbox.Main() // the in-process host's worker sandboxes are this binary
+	os.Exit(run())
+}
 
 func run() int {
 	var (

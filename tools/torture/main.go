@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 )
 
 func main() {
+	sandbox.Main()
 	var cfg Config
 	flag.IntVar(&cfg.Kills, "kills", 10, "SIGKILLs to deliver during the load")
 	flag.DurationVar(&cfg.Duration, "duration", 0, "load duration (default: 2s per kill, at least 20s)")

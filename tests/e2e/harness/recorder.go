@@ -153,7 +153,7 @@ func (r *Recorder) Deliveries(k string) []Seen {
 		}
 		for _, m := range e.Messages {
 			if m.K == k {
-				out = append(out, Seen{Seq: e.Seq, Queue: e.Queue, BatchID: e.BatchID, Msg: m})
+				out = append(out, Seen{Seq: e.Seq, Queue: e.Queue, BatchID: e.BatchID, Msg: m, Recv: e.Recv})
 			}
 		}
 	}
@@ -166,4 +166,5 @@ type Seen struct {
 	Queue   string
 	BatchID string
 	Msg     EventMsg
+	Recv    time.Time // when the recorder received the report
 }

@@ -45,7 +45,7 @@ func TestHostileWorkersOnTheRealBinary(t *testing.T) {
 			mu.Lock()
 			sentAt[k] = time.Now()
 			mu.Unlock()
-			if sr, _, err := c.Send(ctx, by.Space, by.Worker, "WORK", []string{body(k, "ack")}); err != nil || !sr.OK {
+			if sr, _, err := harness.Send(ctx, c, by.Space, by.Worker, "WORK", []string{body(k, "ack")}); err != nil || !sr.OK {
 				t.Errorf("bystander send %s: %v %+v", k, err, sr)
 				return
 			}

@@ -39,6 +39,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("host") {
 		b.withLimits("host producer", func() { b.hostLayer(ctx) })
 	}
+	if run("admission") {
+		b.withLimits("admission", func() { b.admissionLayer(ctx) })
+	}
 	if run("idle") {
 		b.idleLayer(ctx, b.queues)
 	}

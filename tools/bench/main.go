@@ -46,7 +46,7 @@ type bench struct {
 }
 
 // phases in the order they run; -only selects by name.
-var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "engine", "overhead", "latency", "host", "idle", "backlog"}
+var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "engine", "overhead", "latency", "host", "admission", "idle", "backlog"}
 
 func main() {
 	sandbox.Main() // the benchmarked hosts' worker sandboxes are this binary

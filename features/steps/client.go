@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/takoform/queuehost/gen/api"
 )
 
 // Response is one Host API answer, with its problem decoded when it is one.
@@ -60,40 +62,120 @@ func (r *Response) String() string {
 }
 
 // Client is the kit's only way to talk to the Host API: bearer token,
-// JSON bodies, problem decoding.
+// JSON bodies, problem decoding. Well-formed Host API calls are built by the
+// Host API client generated from the same OpenAPI bundle the host serves
+// (gen/api, oapi-codegen): CreateResource, GetResource, UpdateResource,
+// DeleteResource, ListResources, GetOperation, WorkerLogs. Do is for what
+// a generated client cannot express on purpose: malformed paths and bodies,
+// unknown routes, the test workers' fetch routes. The kit imports only the
+// contract's generated code, never the reference host's rules.
 type Client struct {
 	Base  func() string // the host's base URL (it may move on restart)
 	Token string        // "" sends no Authorization header
 	HTTP  *http.Client
 }
 
-// Do sends one request. body is nil, []byte (sent as is) or a value
-// encoded as JSON.
-func (c *Client) Do(ctx context.Context, method, path string, body any, header http.Header) (*Response, error) {
-	var rd io.Reader
-	if body != nil {
-		switch b := body.(type) {
-		case []byte:
-			rd = bytes.NewReader(b)
-		case string:
-			rd = strings.NewReader(b)
-		default:
-			enc, err := json.Marshal(b)
-			if err != nil {
-				return nil, err
-			}
-			rd = bytes.NewReader(enc)
+func bodyReader(body any) (io.Reader, error) {
+	switch b := body.(type) {
+	case nil:
+		return nil, nil
+	case []byte:
+		return bytes.NewReader(b), nil
+	case string:
+		return strings.NewReader(b), nil
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
 		}
+		return bytes.NewReader(enc), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base(), "/")+path, rd)
+}
+
+// server is the base URL as the generated request builders want it.
+func (c *Client) server() string { return strings.TrimRight(c.Base(), "/") + "/" }
+
+// Do sends one request to path. body is nil, []byte (sent as is) or a
+// value encoded as JSON.
+func (c *Client) Do(ctx context.Context, method, path string, body any, header http.Header) (*Response, error) {
+	rd, err := bodyReader(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(method, strings.TrimRight(c.Base(), "/")+path, rd)
 	if err != nil {
 		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.send(ctx, req, path, header)
+}
+
+// built sends a request a generated builder made.
+func (c *Client) built(ctx context.Context, req *http.Request, err error, header http.Header) (*Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	return c.send(ctx, req, req.URL.RequestURI(), header)
+}
+
+// CreateResource is POST /v2/spaces/{space}/resources with body as JSON.
+func (c *Client) CreateResource(ctx context.Context, space string, body any, header http.Header) (*Response, error) {
+	rd, err := bodyReader(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := api.NewCreateResourceRequestWithBody(c.server(), space, &api.CreateResourceParams{}, "application/json", rd)
+	return c.built(ctx, req, err, header)
+}
+
+// GetResource is GET /v2/spaces/{space}/resources/{uid}.
+func (c *Client) GetResource(ctx context.Context, space, uid string, header http.Header) (*Response, error) {
+	req, err := api.NewGetResourceRequest(c.server(), space, uid)
+	return c.built(ctx, req, err, header)
+}
+
+// UpdateResource is PUT /v2/spaces/{space}/resources/{uid} with body as JSON.
+func (c *Client) UpdateResource(ctx context.Context, space, uid string, body any, header http.Header) (*Response, error) {
+	rd, err := bodyReader(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := api.NewUpdateResourceRequestWithBody(c.server(), space, uid, &api.UpdateResourceParams{}, "application/json", rd)
+	return c.built(ctx, req, err, header)
+}
+
+// DeleteResource is DELETE /v2/spaces/{space}/resources/{uid}.
+func (c *Client) DeleteResource(ctx context.Context, space, uid string, header http.Header) (*Response, error) {
+	req, err := api.NewDeleteResourceRequest(c.server(), space, uid, &api.DeleteResourceParams{})
+	return c.built(ctx, req, err, header)
+}
+
+// ListResources is GET /v2/spaces/{space}/resources.
+func (c *Client) ListResources(ctx context.Context, space string, header http.Header) (*Response, error) {
+	req, err := api.NewListResourcesRequest(c.server(), space, &api.ListResourcesParams{})
+	return c.built(ctx, req, err, header)
+}
+
+// GetOperation is GET /v2/spaces/{space}/operations/{id}?wait=N.
+func (c *Client) GetOperation(ctx context.Context, space, id string, wait int) (*Response, error) {
+	req, err := api.NewGetOperationRequest(c.server(), space, id, &api.GetOperationParams{Wait: &wait})
+	return c.built(ctx, req, err, nil)
+}
+
+// WorkerLogs is GET /v2/spaces/{space}/resources/{uid}/logs?limit=N.
+func (c *Client) WorkerLogs(ctx context.Context, space, uid string, limit int) (*Response, error) {
+	req, err := api.NewGetWorkerLogsRequest(c.server(), space, uid, &api.GetWorkerLogsParams{Limit: &limit})
+	return c.built(ctx, req, err, nil)
+}
+
+// send adds the token and the one-shot headers, sends, and reads the answer.
+func (c *Client) send(ctx context.Context, req *http.Request, path string, header http.Header) (*Response, error) {
+	method := req.Method
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	req = req.WithContext(ctx)
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}

@@ -9,6 +9,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -127,7 +128,7 @@ func registerFaultSteps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		r, err := w.do(ctx, "DELETE", resPath(rs.space, rs.uid), nil)
+		r, err := w.api(ctx, func(c *Client, h http.Header) (*Response, error) { return c.DeleteResource(ctx, rs.space, rs.uid, h) })
 		if err != nil {
 			return err
 		}

@@ -332,13 +332,19 @@ func (w *world) admin() *Client {
 
 // do sends a request as the current principal with the one-shot headers.
 func (w *world) do(ctx context.Context, method, path string, body any) (*Response, error) {
+	return w.api(ctx, func(c *Client, h http.Header) (*Response, error) { return c.Do(ctx, method, path, body, h) })
+}
+
+// api makes one Host API call as the current principal with the one-shot
+// headers, and remembers its answer as the last one.
+func (w *world) api(ctx context.Context, f func(c *Client, h http.Header) (*Response, error)) (*Response, error) {
 	c, err := w.client(ctx)
 	if err != nil {
 		return nil, err
 	}
 	h := w.header
 	w.header = nil
-	r, err := c.Do(ctx, method, path, body, h)
+	r, err := f(c, h)
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func AcceptedOperation(r *Response) (*Operation, error) {
 
 // GetOperation reads an Operation once, long-polling up to wait seconds.
 func GetOperation(ctx context.Context, c *Client, space, id string, wait int) (*Operation, *Response, error) {
-	r, err := c.Do(ctx, "GET", fmt.Sprintf("/v2/spaces/%s/operations/%s?wait=%d", space, url.PathEscape(id), wait), nil, nil)
+	r, err := c.GetOperation(ctx, space, id, wait)
 	if err != nil {
 		return nil, nil, err
 	}

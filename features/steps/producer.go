@@ -106,7 +106,7 @@ func (w *world) invokeSend(ctx context.Context, worker, binding string, call map
 
 // workerLog returns the tail of a worker's log stream, for error messages.
 func (w *world) workerLog(ctx context.Context, rs *resource) string {
-	r, err := w.admin().Do(ctx, "GET", resPath(rs.space, rs.uid)+"/logs?limit=1000", nil, nil)
+	r, err := w.admin().WorkerLogs(ctx, rs.space, rs.uid, 1000)
 	if err != nil || r.Status != 200 {
 		return ""
 	}

@@ -44,7 +44,7 @@ func (w *world) create(ctx context.Context, space, alias, form string, spec any,
 	if privateInputs != nil {
 		body["privateInputs"] = privateInputs
 	}
-	r, err := w.do(ctx, "POST", "/v2/spaces/"+space+"/resources", body)
+	r, err := w.api(ctx, func(c *Client, h http.Header) (*Response, error) { return c.CreateResource(ctx, space, body, h) })
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,9 @@ func (w *world) update(ctx context.Context, alias string, spec any) (*Response, 
 	if err != nil {
 		return nil, err
 	}
-	r, err := w.do(ctx, "PUT", resPath(rs.space, rs.uid), map[string]any{"spec": spec})
+	r, err := w.api(ctx, func(c *Client, h http.Header) (*Response, error) {
+		return c.UpdateResource(ctx, rs.space, rs.uid, map[string]any{"spec": spec}, h)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func (w *world) remove(ctx context.Context, alias string) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := w.do(ctx, "DELETE", resPath(rs.space, rs.uid), nil)
+	r, err := w.api(ctx, func(c *Client, h http.Header) (*Response, error) { return c.DeleteResource(ctx, rs.space, rs.uid, h) })
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func (w *world) get(ctx context.Context, alias string) (map[string]any, *Respons
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := w.admin().Do(ctx, "GET", resPath(rs.space, rs.uid), nil, nil)
+	r, err := w.admin().GetResource(ctx, rs.space, rs.uid, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -734,7 +736,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		_, err = w.do(ctx, "GET", resPath(rs.space, rs.uid), nil)
+		_, err = w.api(ctx, func(c *Client, h http.Header) (*Response, error) { return c.GetResource(ctx, rs.space, rs.uid, h) })
 		return err
 	})
 	sc.Step(`^I list the resources(?: of "([^"]*)")?$`, func(ctx context.Context, form string) error {
@@ -799,7 +801,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^the listing holds exactly (\d+) resources? named "([^"]*)"$`, func(ctx context.Context, n int, name string) error {
 		w := W(ctx)
-		r, err := w.admin().Do(ctx, "GET", "/v2/spaces/"+w.space+"/resources", nil, nil)
+		r, err := w.admin().ListResources(ctx, w.space, nil)
 		if err != nil {
 			return err
 		}

@@ -2,8 +2,8 @@ package host
 
 // Fault injection, for tests only.
 //
-// Why this exists: the Forms' rules for failures (QueueConsumer §CRUD、拒否、
-// 障害復旧, AtLeastOnceQueue §操作、失敗、復旧) — backend failures are
+// Why this exists: the Forms' rules for failures (QC-CRUD-19 to QC-CRUD-25,
+// Q-OPS-21 to Q-OPS-27) — backend failures are
 // explicit, an unknown outcome is reported unknown/reconciling and never
 // none, no second resource while an outcome is unknown, an unknown
 // settlement is not treated as done — can only be checked when the backend
@@ -247,4 +247,24 @@ func (s faultyStore) Apply(ctx context.Context, muts ...store.Mutation) error {
 		return fmt.Errorf("%w: injected fault (unknown-outcome): the write was applied but its acknowledgement was lost", store.ErrUnavailable)
 	}
 	return s.Store.Apply(ctx, muts...)
+}
+
+// ResourcesView passes the inner store's copy-free listing through (the
+// observer's full pass uses it), or lists with copies when it has none.
+func (s faultyStore) ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error) {
+	if v, ok := s.Store.(interface {
+		ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error)
+	}); ok {
+		return v.ResourcesView(ctx, space, formURL)
+	}
+	return s.Store.Resources(ctx, space, formURL)
+}
+
+// CountResources passes store.ResourceCounter through, or counts a listing.
+func (s faultyStore) CountResources(ctx context.Context, space string) (int, error) {
+	if c, ok := s.Store.(store.ResourceCounter); ok {
+		return c.CountResources(ctx, space)
+	}
+	list, err := s.Store.Resources(ctx, space, "")
+	return len(list), err
 }

@@ -63,3 +63,27 @@ func TestFaults(t *testing.T) {
 		}
 	}
 }
+
+// The fault wrapper hides none of the store's optional reads.
+func TestFaultyStorePassesOptionalReadsThrough(t *testing.T) {
+	ctx := context.Background()
+	st := faultyStore{Store: store.NewMemory(), f: &Faults{}}
+	if err := st.Apply(ctx, store.PutResource{Resource: store.Resource{UID: "a", Space: "s", Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var s store.Store = st
+	if c, ok := s.(store.ResourceCounter); !ok {
+		t.Fatal("no CountResources")
+	} else if n, err := c.CountResources(ctx, "s"); err != nil || n != 1 {
+		t.Fatalf("CountResources = %d, %v", n, err)
+	}
+	v, ok := s.(interface {
+		ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error)
+	})
+	if !ok {
+		t.Fatal("no ResourcesView")
+	}
+	if l, err := v.ResourcesView(ctx, "s", ""); err != nil || len(l) != 1 {
+		t.Fatalf("ResourcesView = %v, %v", l, err)
+	}
+}

@@ -64,7 +64,7 @@ type batch struct {
 	// the handler is not invoked and the messages go back.
 	abort bool
 	// noAck: the consumer is detaching; a normal return of the handler
-	// does not acknowledge what is unsettled (QC §削除).
+	// does not acknowledge what is unsettled (QC-CRUD-23).
 	noAck      bool
 	outcome    outcome
 	pending    int  // settlements in flight

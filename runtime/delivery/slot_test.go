@@ -32,8 +32,8 @@ func (s *heldAckStore) Apply(ctx context.Context, muts ...store.Mutation) error 
 	return s.memStore.Apply(ctx, muts...)
 }
 
-// maxConcurrency counts the batches whose handler runs (QC: 同時に実行する
-// バッチ数): a batch whose handler returned frees its slot while its
+// maxConcurrency counts the batches whose handler runs (QC-INPUT-9, the
+// number of batches run at once): a batch whose handler returned frees its slot while its
 // acknowledgement is still being written, so that the next batch's delivery
 // can share that write's sync. Its messages stay unavailable until the
 // write ends, and a failed write still leads to their redelivery.

@@ -8,8 +8,8 @@ import (
 	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
-// TestPartialBatchNotHeld: with maxBatchTimeoutSeconds 0 ("0 は待たない設定",
-// QC §入力) a batch that is not full is delivered at once; nothing else has
+// TestPartialBatchNotHeld: with maxBatchTimeoutSeconds 0 ("0 does not
+// wait", QC-INPUT-8) a batch that is not full is delivered at once; nothing else has
 // to happen on the queue (another send, a settlement, a restart) for it to
 // go out.
 func TestPartialBatchNotHeld(t *testing.T) {

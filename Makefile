@@ -4,6 +4,8 @@ GO      ?= go
 DATA    ?= ./data
 ADDR    ?= 127.0.0.1:8787
 PKGS    := ./...
+# The PostgreSQL server the torture run on PostgreSQL creates its database on.
+PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
 .PHONY: all generate build run test conform bench torture fuzz vet fmt check-generated
 
@@ -47,6 +49,7 @@ bench:
 torture:
 	TORTURE=1 $(GO) test -count=1 -timeout 60m -run 'Torture|Crash' ./runtime/...
 	$(GO) run ./tools/torture -kills 60
+	$(GO) run ./tools/torture -kills 30 -store '$(PGSERVER)'
 
 ## fuzz: each fuzz target for a bounded time
 fuzz:

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -23,6 +21,7 @@ import (
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 )
 
 // The pg phase: the store on PostgreSQL (runtime/store/pgstore) beside the
@@ -42,31 +41,11 @@ func pgServerURL() string {
 // pgDatabase creates a fresh database and returns its URL and a function
 // that drops it.
 func pgDatabase(ctx context.Context) (string, func(), error) {
-	admin, err := pgx.Connect(ctx, pgServerURL())
+	u, drop, err := pgtest.Create(ctx, pgServerURL(), "takobench_")
 	if err != nil {
 		return "", nil, err
 	}
-	defer admin.Close(ctx)
-	var b [6]byte
-	rand.Read(b[:])
-	name := "takobench_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, err
-	}
-	u, err := url.Parse(pgServerURL())
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), pgServerURL())
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
+	return u, func() { _ = drop() }, nil
 }
 
 func (b *bench) pgLayer(ctx context.Context) {

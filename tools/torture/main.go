@@ -7,7 +7,7 @@
 // and at the end checks that nothing was lost, nothing acknowledged came
 // back, every Operation ended and no name is held twice.
 //
-//	go run ./tools/torture -kills 60 [-duration 3m] [-seed 1] [-bin bin/takohost]
+//	go run ./tools/torture -kills 60 [-duration 3m] [-seed 1] [-bin bin/takohost] [-store postgres://...]
 //
 // It prints its figures and exits 1 on any violation, 2 on a setup error.
 package main
@@ -35,6 +35,8 @@ func main() {
 	flag.DurationVar(&cfg.Drain, "drain", 120*time.Second, "how long the final drain may take")
 	flag.BoolVar(&cfg.Verbose, "v", false, "print every kill and restart")
 	flag.BoolVar(&cfg.KeepData, "keep", false, "keep the data directory and the host log")
+	flag.StringVar(&cfg.StoreServer, "store", "", "run the host on a fresh database of this PostgreSQL server (postgres://...) instead of its journal")
+	flag.DurationVar(&cfg.StoreTTL, "cluster-ttl", 0, "with -store: the host's active lease (default 2s)")
 	flag.Parse()
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() % 1_000_000

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
@@ -29,6 +30,12 @@ type Config struct {
 	Verbose  bool
 	KeepData bool
 	Out      io.Writer
+	// StoreServer, when set, runs the host on a fresh PostgreSQL database
+	// of that server (-store, dropped afterwards) instead of its journal,
+	// with a short active lease (StoreTTL, 2 s when zero): each restart
+	// after a SIGKILL waits for the dead process's lease to expire.
+	StoreServer string
+	StoreTTL    time.Duration
 }
 
 // Result holds the run's figures; Violations is empty on success.
@@ -160,8 +167,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
-	h, err := harness.NewHost(bin, filepath.Join(tmp, "data"),
-		"-allow-fetch", rec.Addr(), "-handler-timeout", "5s", "-shutdown-grace", "2s")
+	args := []string{"-allow-fetch", rec.Addr(), "-handler-timeout", "5s", "-shutdown-grace", "2s"}
+	if cfg.StoreServer != "" {
+		if cfg.StoreTTL == 0 {
+			cfg.StoreTTL = 2 * time.Second
+		}
+		db, drop, err := pgtest.Create(ctx, cfg.StoreServer, "takotorture_")
+		if err != nil {
+			return nil, fmt.Errorf("fresh database: %w", err)
+		}
+		defer drop()
+		args = append(args, "-store", db, "-cluster-ttl", cfg.StoreTTL.String())
+		d.logf("torture: store on PostgreSQL (fresh database, active lease %s)", cfg.StoreTTL)
+	}
+	h, err := harness.NewHost(bin, filepath.Join(tmp, "data"), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -88,35 +88,56 @@ func redacted() string {
 func Database(t testing.TB) string {
 	t.Helper()
 	Require(t)
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	name := "takotest_" + hex.EncodeToString(b[:])
-	c, err := admin(ctx)
+	u, drop, err := Create(context.Background(), ServerURL(), "takotest_")
 	if err != nil {
-		t.Fatalf("pgtest: connecting: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: CREATE DATABASE %s: %v", name, err)
+		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		c, err := admin(ctx)
+		if err := drop(); err != nil {
+			t.Logf("pgtest: %v", err)
+		}
+	})
+	return u
+}
+
+// Create creates an empty database named prefix + random hex on the server
+// of serverURL (whose user may CREATE DATABASE) and returns its connection
+// string and a function that drops it (terminating its connections). For
+// tools that want a fresh database per run (the conformance runner, the
+// torture driver, the benchmarks).
+func Create(ctx context.Context, serverURL, prefix string) (dbURL string, drop func() error, err error) {
+	var b [6]byte
+	rand.Read(b[:])
+	name := prefix + hex.EncodeToString(b[:])
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("server connection string: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(cctx, serverURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connecting to %s: %w", u.Redacted(), err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(cctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("CREATE DATABASE %s: %w", name, err)
+	}
+	drop = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, serverURL)
 		if err != nil {
-			t.Logf("pgtest: dropping %s: %v", name, err)
-			return
+			return fmt.Errorf("dropping %s: %w", name, err)
 		}
 		defer c.Close(ctx)
 		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("pgtest: dropping %s: %v", name, err)
+			return fmt.Errorf("dropping %s: %w", name, err)
 		}
-	})
-	u, err := url.Parse(ServerURL())
-	if err != nil {
-		t.Fatalf("pgtest: %s: %v", EnvURL, err)
+		return nil
 	}
 	u.Path = "/" + name
-	return u.String()
+	return u.String(), drop, nil
 }
 
 // Exec runs sql on the database at dbURL (for faults and inspection).

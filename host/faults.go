@@ -268,3 +268,20 @@ func (s faultyStore) CountResources(ctx context.Context, space string) (int, err
 	list, err := s.Store.Resources(ctx, space, "")
 	return len(list), err
 }
+
+// capabilities is the document GET /v2/capabilities serves: what the
+// conformance kit may exercise on this host (features/README.md
+// §Capabilities). Every reference host can be restarted on its data and has
+// a handler time limit; only one with the test-only fault hook implements
+// the fault vocabulary.
+func capabilities(cfg Config) map[string]any {
+	caps := []string{"restart", "handler-limit"}
+	if cfg.Faults != nil {
+		caps = append(caps, "store-faults")
+	}
+	return map[string]any{
+		"host":                  map[string]any{"name": "takoform queuehost"},
+		"capabilities":          caps,
+		"handlerTimeoutSeconds": cfg.HandlerTimeout.Seconds(),
+	}
+}

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/takoform/queuehost/runtime/store"
@@ -85,5 +86,15 @@ func TestFaultyStorePassesOptionalReadsThrough(t *testing.T) {
 	}
 	if l, err := v.ResourcesView(ctx, "s", ""); err != nil || len(l) != 1 {
 		t.Fatalf("ResourcesView = %v, %v", l, err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	caps := func(cfg Config) []string { return capabilities(cfg)["capabilities"].([]string) }
+	if got := caps(Config{}); slices.Contains(got, "store-faults") || !slices.Contains(got, "restart") {
+		t.Errorf("without the fault hook: %v", got)
+	}
+	if got := caps(Config{Faults: &Faults{}}); !slices.Contains(got, "store-faults") {
+		t.Errorf("with the fault hook: %v", got)
 	}
 }

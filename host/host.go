@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err == nil {
 		h.parts.add("controller", h.ctl)
 		h.parts.add("record expiry", &expiry{h: h})
-		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg)})
 	}
 	if err != nil {
 		_ = h.rt.Stop(ctx)

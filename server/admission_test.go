@@ -24,6 +24,12 @@ func TestAuthentication(t *testing.T) {
 	if r.str("openapi") == "" || r.get("paths") == nil {
 		t.Fatalf("openapi: %.200s", r.body)
 	}
+	// Neither does the capabilities document; without one the server declares none.
+	r = h.do("GET", "/v2/capabilities", "", nil)
+	h.expect(r, 200, "")
+	if caps, ok := r.get("capabilities").([]any); !ok || len(caps) != 0 {
+		t.Fatalf("capabilities: %.200s", r.body)
+	}
 }
 
 func TestCrossSpaceIsNotFound(t *testing.T) {

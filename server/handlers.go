@@ -15,6 +15,15 @@ func (s *Server) GetOpenAPI(ctx context.Context, _ api.GetOpenAPIRequestObject) 
 	return api.GetOpenAPI200JSONResponse(s.openapi), nil
 }
 
+// GetCapabilities serves the host's capabilities document for the
+// conformance kit (features/capabilities.schema.json).
+func (s *Server) GetCapabilities(ctx context.Context, _ api.GetCapabilitiesRequestObject) (api.GetCapabilitiesResponseObject, error) {
+	if s.caps == nil {
+		return api.GetCapabilities200JSONResponse{"capabilities": []string{}}, nil
+	}
+	return api.GetCapabilities200JSONResponse(s.caps), nil
+}
+
 func resourcesPath(space string) string { return "/v2/spaces/" + space + "/resources" }
 
 func operationPath(space, id string) string { return "/v2/spaces/" + space + "/operations/" + id }

@@ -46,6 +46,10 @@ type Options struct {
 	// Logger gets the access log and the server's own events; slog.Default
 	// when nil.
 	Logger *slog.Logger
+	// Capabilities is the document GET /v2/capabilities serves (the
+	// conformance kit's features/capabilities.schema.json); nil declares
+	// none.
+	Capabilities map[string]any
 }
 
 // Server is the Host API v2 handler.
@@ -58,6 +62,7 @@ type Server struct {
 	handler http.Handler
 	mux     *http.ServeMux
 	openapi map[string]any
+	caps    map[string]any
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -71,7 +76,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

@@ -535,6 +535,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetCapabilities The host's capabilities document for the conformance kit.
+	//
+	// What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
+	//
+	// Corresponds with GET /v2/capabilities (the `GetCapabilities` operationId).
+	GetCapabilities(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	//
 	// Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
@@ -592,6 +599,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogs(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetCapabilities The host's capabilities document for the conformance kit.
+//
+// What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
+//
+// Corresponds with GET /v2/capabilities (the `GetCapabilities` operationId).
+func (c *Client) GetCapabilities(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCapabilitiesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetOpenAPI The OpenAPI document this server was generated from.
@@ -750,6 +774,33 @@ func (c *Client) GetWorkerLogs(ctx context.Context, space Space, uid Uid, params
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetCapabilitiesRequest constructs an http.Request for the GetCapabilities method
+func NewGetCapabilitiesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/capabilities")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
@@ -1282,6 +1333,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetCapabilitiesWithResponse The host's capabilities document for the conformance kit.
+	//
+	// What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/capabilities (the `GetCapabilities` operationId).
+	GetCapabilitiesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCapabilitiesResponse, error)
+
 	// GetOpenAPIWithResponse The OpenAPI document this server was generated from.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1351,6 +1411,47 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogsWithResponse(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*GetWorkerLogsResponse, error)
+}
+
+type GetCapabilitiesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCapabilitiesResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCapabilitiesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCapabilitiesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCapabilitiesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCapabilitiesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type GetOpenAPIResponse struct {
@@ -1768,6 +1869,21 @@ func (r GetWorkerLogsResponse) ContentType() string {
 	return ""
 }
 
+// GetCapabilitiesWithResponse The host's capabilities document for the conformance kit.
+//
+// What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/capabilities (the `GetCapabilities` operationId).
+func (c *ClientWithResponses) GetCapabilitiesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCapabilitiesResponse, error) {
+	rsp, err := c.GetCapabilities(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCapabilitiesResponse(rsp)
+}
+
 // GetOpenAPIWithResponse The OpenAPI document this server was generated from.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1896,6 +2012,32 @@ func (c *ClientWithResponses) GetWorkerLogsWithResponse(ctx context.Context, spa
 		return nil, err
 	}
 	return ParseGetWorkerLogsResponse(rsp)
+}
+
+// ParseGetCapabilitiesResponse parses an HTTP response from a GetCapabilitiesWithResponse call
+func ParseGetCapabilitiesResponse(rsp *http.Response) (*GetCapabilitiesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCapabilitiesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseGetOpenAPIResponse parses an HTTP response from a GetOpenAPIWithResponse call
@@ -2243,6 +2385,9 @@ func ParseGetWorkerLogsResponse(rsp *http.Response) (*GetWorkerLogsResponse, err
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetCapabilities The host's capabilities document for the conformance kit.
+	// (GET /v2/capabilities)
+	GetCapabilities(w http.ResponseWriter, r *http.Request)
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	// (GET /v2/openapi.json)
 	GetOpenAPI(w http.ResponseWriter, r *http.Request)
@@ -2277,6 +2422,20 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetCapabilities operation middleware
+func (siw *ServerInterfaceWrapper) GetCapabilities(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCapabilities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // GetOpenAPI operation middleware
 func (siw *ServerInterfaceWrapper) GetOpenAPI(w http.ResponseWriter, r *http.Request) {
@@ -2810,6 +2969,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/capabilities", wrapper.GetCapabilities)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/openapi.json", wrapper.GetOpenAPI)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations/{id}", wrapper.GetOperation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources", wrapper.ListResources)
@@ -2833,6 +2993,27 @@ type OperationAcceptedJSONResponse struct {
 }
 
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type GetCapabilitiesRequestObject struct {
+}
+
+type GetCapabilitiesResponseObject interface {
+	VisitGetCapabilitiesResponse(w http.ResponseWriter) error
+}
+
+type GetCapabilities200JSONResponse map[string]interface{}
+
+func (response GetCapabilities200JSONResponse) VisitGetCapabilitiesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type GetOpenAPIRequestObject struct {
 }
@@ -3175,6 +3356,9 @@ func (response GetWorkerLogsdefaultApplicationProblemPlusJSONResponse) VisitGetW
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// GetCapabilities The host's capabilities document for the conformance kit.
+	// (GET /v2/capabilities)
+	GetCapabilities(ctx context.Context, request GetCapabilitiesRequestObject) (GetCapabilitiesResponseObject, error)
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	// (GET /v2/openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
@@ -3238,6 +3422,30 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetCapabilities operation middleware
+func (sh *strictHandler) GetCapabilities(w http.ResponseWriter, r *http.Request) {
+	var request GetCapabilitiesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCapabilities(ctx, request.(GetCapabilitiesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCapabilities")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCapabilitiesResponseObject); ok {
+		if err := validResponse.VisitGetCapabilitiesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // GetOpenAPI operation middleware
@@ -3476,89 +3684,91 @@ func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zFzdbhzJdX6Vg84CGto9zSFF0dbwwuBKckJHWsmk5CAR6UVN95mZWnZXtaqqh5zlEvAmWSS7geGL5CZY",
-	"3wRIsg4Q2EACBEEAI8C+ylq79lsE9dO/U8PhiFTsKw27u6pOnfPV+S9dBDHPcs6QKRkML4KcCJKhQmH+",
-	"oglmOVfI4vmf4lw/SVDGguaKchYMg60o2r53D2ZU0lGKsH/04OAA4ikRJNZThDAiAoELIBIISCWKWBUC",
-	"k/6YYproB5RNoHccRFF0HGxEQRhQPe8USYIiCANGMgyGwUFNR18TEgYynmJGNEVqnutP7FzB5WUY0PET",
-	"ouKp2YB3tnHffnD1NDInMVaT5ERN6ynsuzAQ+KqgApNgqESBzfkycv4Y2URNg+Hu3TDIKCv/3Ar1ZAqF",
-	"nvbHL0n/w0H//knP/eiffKt8tPG9d4LQQ1hBkyVk6TdXEdWd61J/LHPOJBp58xwF0bLdj2PMFZp1Ys4U",
-	"MqV/kjxPaWy+2PxAaghcNGZ/R+A4GAZ/tFlDatO+lZtPy5ntqm0YPZ8iVB/AmQaLWx96XIDAPCVzTEI4",
-	"o2oKFRhU/9C9Ab1RAx8ra7MZz3dtehc5+5jbzem3a3DxMgxywUcpZlfwy33x7fX49szN6+HaPoPD7z+A",
-	"+zv3vgNu8sgC147VU++rx0ikespi/GGBBT4dSRQzywiSJFRPRdJnQgteUQ2CMUkldpfibhjwMXSnhEG0",
-	"HQ2g9+UXv/3X//z6v//9q598/Ppv/uf1Z5/rH3/7b9/8wy9e/+xXv/2rX3/z2X99/cnfbQzh4hJGOOYC",
-	"QU0RxlRIBXYBw6g9yDAboZDAWTqHMRdwNiXKfDzlUkHM2ZiKDBMt77xB+kWQoZRkgg94YfnfYVieC35O",
-	"M6IQYv2J3o4b0oAcYQkwrmCOCkh8yvhZislEwy+hMiYi0XwQgOe5hocmIqOMZkUWDAfVcaVM4QRFcBkG",
-	"rzSXHp1TaTWs+2DEeYqEGYEpqlL9bKm0qmn56AOMlZ61++1RjvGaUpU5xldL9PUn//L6s883Ijiw25Gg",
-	"9TnDGQothhkKzbCx4JnT5VJzZqzVP+VMLgoowZTOUMwfYkrmRxhzlshFQT3EMSlSBYn+SlOIJJ7WAnIi",
-	"24MBnE2RAc+oUphEsA8SWXJHAj9jdrBbAs4okxHsMyjyxIh/SpgWuoFYShQKM9RQnJFzK82du9uDwSrp",
-	"OmIOUZ95ytnSTT3mekUFimYIpNwEUAmnmKvQIrLkJlUlIM33TdKNTkEJitfYLeHq2IvJnn401cbVwVSv",
-	"I1AqXkK23OTW9uD+bmubu559Xjatysulmz5ZjmWDTw+OHwgkCg9R8kLEeIivCpRqTSC/yxMDk2dPj57D",
-	"5mx705hnuXlh/r3cFG52GYHBvD7huaAzovCA5YWysJ6RlGoOJ0AmhDJpVc73uchAm9cERkYbZS9ECr1M",
-	"OxCYAJ6TWKXzEJQgNNUMlymRU6AsTosEk43FM+Dm6DgJ24Od73bdhI6hKc3823MuwoCPx2h+t1fZ2l5N",
-	"XIujDU3nZB0G5/0J77uH2gpGh+TsiUVSYPwtq8HWGtYBpmFQWLHYTdqApR9uHlw+ynI1vwVz+YQnRYp/",
-	"xsUpChhEd6OBgZ998CMUUrs8g+heNBgavAkco0AWt42drM4zL5SkCRoNodWcwJiLRBo7qaYoLWJlCJID",
-	"VfrYk/SMzCVcXGoolnxob2/Z/p91RboGE9oHjI+B2LOktDGfEr0jhtDzG58QzB8POJNFVjIu9DBzY2h1",
-	"OBlJ1AZdaPeC1tZ8Yc/tLfk2zmZH1pYt33D7BN67d3fXcx7a7JgRYYyjxFhgyZAWCoZGzVhd9AMyI0dm",
-	"NNBE69gx1da39+OX+/2/IP0P33/nxP0a9O+//87JxSDcvXv5TgjxFONTq6s0mpxO4wJGGJNCGj+b7T87",
-	"AA1EKwVw6mn+nl5+w8BzRtICZWnUI3iXsoSySQgzIswHdhuOYjk1YR5D+7dWus7GNJm2u9MQRc1kjwge",
-	"88kjpsR8JeLaijXFGRq1ikzbsZdBgqNiEoRByicmshzzIAzOiGBBGKAQXBjN0JWbM24eTz8MJL4qVThR",
-	"1kDu7gQ+v0Cb7Sc0Tam85oCZRcELG9wtxiZNNafJaC0Rus3X1LcmbCjAird+vj+ma1vffTgzML4jtbaS",
-	"PEWtpPJCGaAULCbFZKqPPEtSFGAYL0PgaaLdIeP/R/CMSGkQmxKpQOIrkzIYa8dMcRBIEuBs0ZZShVn7",
-	"x1XBVLX3y2rzRAgyX+Cvna3NNcMZD9OsTlqTZ08ZwqMjyMxYjy6IzEnSimzKz4CrKQr3sQSa5Vwordx7",
-	"x0G0qT88DrRqOQ7sb4/P0YhJG5prZ+v+zt3BzvUcDY8L0PQ0am3U1ExR/+Rb/iSGx2qXRDb47pi7lO2W",
-	"aTeIfTzmuadNKrPJKh316U83RcH0ceuTEY2yBL78ojlwIyrRLSHBOCUCZR202tOhteyMJij3wB1MkJhi",
-	"rBzs6QzbEAjhbErjKWSFVNqL1zLXgde8XCIpF10Ud0lN62SUWnGMNvdl4lK/BiTnB3bUthG5+2Orc2rC",
-	"oGD0VYHutRIF1nps1Vk8LP2cBTRUxC/goCFtDyLqFNP6ZzE2bmFYxlhc6FAKFUYglQm6WAI4HmOsICdU",
-	"OJ9DWmxoR61PcgeMigzteaX8TA4hR2M9N7XHsweiYKz866OcCEVJ+lHBThk/Y3vGn2OxCSU2q4eyiGPE",
-	"BJNNG/0lH9mpxoSmmLRm8px9s7fn1J7oyhLpjfY1pn1hgN1rEzV6DT21XcXI3hAXhIGjyQsla2avm+QK",
-	"A6/1Cz2J6IVPTilLmgTbbWtCjUwDLXYtUi+ZZYT4Ysn6BgXN2Z1IgzBw4tSxRiklHYEYyZhkbCVP78qW",
-	"unWk07VVehWz+fY2SqIrYYZNJLQWbhy0+hB5TtizOsm5xvnqJikhQUVoKm02Vyu/P9GRjnZKZ9uA5wqZ",
-	"UY9lGjDmCYYgbKh2YPNz1onw2bkEF1MvR4qMUgTJyCm+HxOJZk7oeU7vIzOxtaDtOPrkZWnfvuWNnO2u",
-	"vOix1F7bTXFsNqQsuirakZWKsNjvoVZ8WorjogxgbLrn3v37jeTPzmDg92ZV6l/PPljlsJq35TQVGaGV",
-	"VwN+JcKWg+9RqVDW1PBUB3wWN0Mg8IOjp+/BM663KIAyxV3wbZgHI57MDc4I6LBSmylfLnOpwHM78Wq+",
-	"lB9W8Fnkhd2whyEmQn63rHStwY7nU4SRHgcEjBNQ+eYCY6QzlNDzhN/w5Re/++Snv/nff/rq418caKrH",
-	"JMav//6nv/n1zzeGsBVFGTk35BzRD7UJTVDUyVoZAmFw8FD7XKZquNuoExpWa/7bDECpxe5I4wVHoAmW",
-	"qFSKmQ7yM1RTnshmcl7rByXmYfPZfpqaic0b84dAGPFCr2VyIz2PZ+fxna1JaKbq7u2uTIaV2772oTdb",
-	"b2TDah9sy2Vnl3hhZYVhZV7wGmbETtSgvgHHBtyWgbHEyy2kzXz4u36JyUxf149IXTOyiaIY93RgWj0s",
-	"TY1JY7hqgi+GMtTsK0XiKSa+Ys7Kak8Y2HDgWvUgP1NXcf8G0dASrldlIKst9KFyQY1mGM2ywhpYl4OE",
-	"lI5NUKt/E8Mtc25fHDz0aVGSPEZtaX9YoviaYYM5I5XCadm0rVZBY8tbt3FjtQPEC9Uo21Sz7K4u/pDz",
-	"B5zFhdAkzVuDt+9dh4RDVKJiRMtpQlfLoVjlQapqaVlF2wOiINPO0xZ8G+rpoB7brvWsLme9WlsIRr12",
-	"63nr1dAsmN48YizVlpunA4ylsl6QX0skvp2dLDmby0LSllJf32cpa4QmP9Sy1Heks+DrGurI+jZU21zY",
-	"1wbk3WI8RgFTnuqAxqCMCzqhjKQwmiuUe0CZ9ZcEsgRtmbenv9MKVAcsLEY4peqOdNUIFBuu9qCMqyFx",
-	"d8fqAy7RTrqoCLS3neXKcxa2gDMP+kP4tnljisOiPC/zVkHee+40BzzdAQ1maIaXJ2v7O4PBwBJdB6hr",
-	"egPawZCKZHmdEe4sXtd6Q3jx/AG8YPQcMOfxFDIzxiJwD6RVtSQWXMp62+VRv+Kc+Qx+lzDHnLCWRhfy",
-	"T6r8sh/tzwRPihiFqxi8AepfeaaRgEyJ+bJyEXz5RSt39tXHv8zdBGXpYmMIyGYvtUN5AhNU0hT8XS2D",
-	"JUY/VAasKsIlS5ojFuHrK83urE6YLinkBFfkKN5cT7o8azVRV7Zd2XlkXE++bpGgLmwqDoTZnHZJSukt",
-	"SJK5wqcRTE5iDGFMz9H57FI7EcuU3tef/uTrn3+qfcKf/eU3n3yhf3z62e/+8Z+/+viX3/zqr19//h97",
-	"sBQ+1ZB6EjN2I4IHKZeYDKGRXClVm/EwrfO4iIhOTmktldERXHOqhtBqYXglVcNlLUE1szGVfIjUGl0g",
-	"SWTU6Z2g0nUECVSFYJjslfWfZvG5OlvWjpki9S3lKhWZeKPwRqPFwrsJska2eKE8d7UBKc/6YvdEI/BZ",
-	"s/uh2XixOK/h5xv1VJAleaI36rbwJEKNxKyyILGisyq1aJ+ZnKtLlK7KhC7Jvd44Q2q7Yp3yKzt36xaR",
-	"ivOOKQ0xVpyvk6kN4DjoXSuvWp3GK07qtWqvN6l/VkSsXf9skejZwlFpQt/c2UWX3eHj2iD3ykRE02+t",
-	"2sZNx4dRTBJePP9+/7vWS9sIu74tF50nP6J4FsJWFDW9uz3r5B4ZZkFMGOOqLP80GzL05k17jfEUbPbI",
-	"9l1IQ2RtMQgDVyVxRgIEfmBKfib1TZlpz3jfDFpQhX4v1e39o9b+Puruzeaj3zwk68DBkNJAw4K0lyDi",
-	"qaFavkF6kueugiYmRYkKAl2f7o514nqavrAc872Nm3iJtyS8GzK/yeiSiR4evzCq5pZ6J19c3Tq5eVHQ",
-	"5HIIBMZFmtqe/Lg+sTnG0NM+Gx933APTojuhM2Se3OofQs9gt0XQz1UP+1tgutVWOW93YNk5JkzAi2wG",
-	"o7ltEzEd68YFI3mOROiAnbA5lHc7Qkj5JGxcseCivjHQFYlbZpUtaXRwNRF7BU9WcfAGeUsPv67ZxtEa",
-	"uRHBI9NhYa8nUVnnNiPICGW2DcF1vXFmwhbXlrNXNvPUTXy2O8JzS6Ga6Q26bN1y17b5bqFWRcEFpisK",
-	"Ct0QfNEYPbWpcsiQMAkvTyLYd1mT3Z09xwjLBAPRhEpFWaxsi7tpiKxbCU0wcP1KSTdUXdhfd0t6uXUw",
-	"ffOsZCMbWcm7lt/JkjPjTyWa1sO4EFTNjX/iXAQkwlJoqDFlBPuommCqVG4vD5n2xwURPu+U34n0dSGX",
-	"sdtzcsq149wM4oBmuXXdtCcWHbOFqroLlnPBTeWdKUFiteeameSU5KbRLcExZZgA16tSBiWDNUaOWSMj",
-	"Y9AzRYHaA0R7rg8f7T988sjU78CW8M0JXNZ6cMx6y65mbdRtCVc0IISGJY2asgzLnoRjdsy0Pyt4oczG",
-	"yo5tNdW75LF1aHz9uM7nxPNcoNSeblakivYlTvSQY5YTNYXqhuYQ9t/782vY7E3T8LV5oUdHUXSpXRd+",
-	"qnXUMWv2Vd2RYL6sqsG+/gjXKWc/NFvciI5Zo8m6gkgTVb0mXmQxkqhCaOnnjaDRORZsR4No0DeD9PLR",
-	"lgmCc2Qkp8EwuBsNoru2Q2NqDoJmgnsdlffrJqhaVxoPkmAY/DEqx/Cgc/VxezBY67Jj94B6LzWOCs3J",
-	"pBJyKf2odaKD4cuTMJBFlhExr69DtkZY9JiwVJgbki4OdefBTujBQrV9uXlBk8sVjKkC2+Y14JcL7TTu",
-	"UpXicEZorR1q/0JxGFNG5RR6gyjaHdQ3e18VaHqP3YVVPT7oXJu9XvHt8uSGAryd26oR7APjrK9QZKZk",
-	"or2CmAhThjtEJeb9/bGy6cHG3dTGGy+s6m3a9c19uGVUV2woFZlFV4WnQyRaadVE71kdp5mvXUM26ec8",
-	"TUH7Rqkr3CTGu7FyNUIub8ed9xU55VYpxI4jAkli2l7aqPHRWn9ikRpcht6bzGteZD7xo7/ShEtx/5hK",
-	"dVh9tbAFH2Ybl4uW0/MWwdnKxSzBZ7XxTp99cHM06WVtrl7z2NT86rVy67inJqTUENIq/63A5iQMci49",
-	"Em3f8ArWnb7TaWolaSz/uy4hcytC9N9Du2z7kK6juoOk7dWSW7zHf3O5W4qBVPKOYJ/JM+0gbQ+2a6+p",
-	"YQWmRLnOauMaLoHBmaAms9p4Z3NfLq/aLxfsO0FYE3+54shb58clY9AmrdtIeWie3xpSwtUj3H9M4VEP",
-	"vyehWhY4l9+Veno2lUAZxETGJMGNVZK+WrKm2uJ3ORq8f+vqcpWq7FjoR89tVenq//bhVixzo8rGEpPN",
-	"Npeg6va0xv+OEMF7RjpSEaGqRp/527LMKz4saGI1ceGRbzuP9v9+vG5fZ/sTg3/IOvvQZmlb5/uOhLMp",
-	"T23gfLOT7dPZtvx1I529mfKJvCpSsUHoYz6Rq0KVQ1OSNs0j2iE3G5T4CibGsmj3ljATWi0LUEzrXcvV",
-	"W14r9uby/T5kSrNlgc/WYFXz4lv1Lsubjh5t+ZhPSk7evlvpVGEnIZHyCUglkGTQu/7l0o3fqzrshPZ1",
-	"mu7liZZcgy6TP7Ek1J1B103orLC5bzJlnSO6evKTy/8LAAD//w==",
+	"zFxvbxzHef8qD7YGdLT3lkeKYqLji4CW5JapZCmklKAVGWNu97m7sXZnVjOzR55pAnFbo7WLIC/aN4Xz",
+	"pkBbp0CRAC1QFAWCAv4qjuzkWxTzZ//eHI8nUkle6bi7M/PM8/zm+T86D2Ke5ZwhUzIYngc5ESRDhcL8",
+	"RRPMcq6QxfM/x7l+kqCMBc0V5SwYBltRtH3nDsyopKMUYf/o3sEBxFMiSKynCGFEBAIXQCQQkEoUsSoE",
+	"Jv0xxTTRDyibQO84iKLoONiIgjCget4pkgRFEAaMZBgMg4Oajr4mJAxkPMWMaIrUPNef2LmCi4swoONH",
+	"RMVTswHvbOO+/eDyaWROYqwmyYma1lPYd2Eg8GVBBSbBUIkCm/Nl5OwhsomaBsPd22GQUVb+uRXqyRQK",
+	"Pe2Pn5P+R4P+3ZOe+9E/ebt8tPG9t4LQQ1hBkyVk6TeXEdWd60J/LHPOJBp58xwF0bLdj2PMFZp1Ys4U",
+	"MqV/kjxPaWy+2PxQagicN2Z/S+A4GAZ/sllDatO+lZuPy5ntqm0YPZ0iVB/AqQaLWx96XIDAPCVzTEI4",
+	"pWoKFRhU/9C9Ab1RAx8ra7MZz3dtehc5+5Dbzem3a3DxIgxywUcpZpfwy33xznp8e+Lm9XBtn8Hhe/fg",
+	"7s6d74CbPLLAtWP11PvqIRKpHrMYf1BggY9HEsXMMoIkCdVTkfSJ0IJXVINgTFKJ3aW4GwZ8DN0pYRBt",
+	"RwPoffXlb//tv775n//4+iefvPrb/331+Rf6x9/9+7f/+ItXP/vVb//6199+/t/ffPr3G0M4v4ARjrlA",
+	"UFOEMRVSgV3AMGoPMsxGKCRwls5hzAWcTokyH0+5VBBzNqYiw0TLO2+Qfh5kKCWZ4D1eWP53GJbngp/R",
+	"jCiEWH+it+OGNCBHWAKMK5ijAhK/YPw0xWSi4ZdQGRORaD4IwLNcw0MTkVFGsyILhoPquFKmcIIiuAiD",
+	"l5pLD86otBrWfTDiPEXCjMAUVal+tlRa1bR89CHGSs/a/fYox3hNqcoc48sl+urTf331+RcbERzY7UjQ",
+	"+pzhDIUWwwyFZthY8Mzpcqk5M9bqn3ImFwWUYEpnKOb3MSXzI4w5S+SioO7jmBSpgkR/pSlEEk9rATmR",
+	"7cEATqfIgGdUKUwi2AeJLLklgZ8yO9gtAaeUyQj2GRR5YsQ/JUwL3UAsJQqFGWoozsiZlebO7e3BYJV0",
+	"HTGHqM885Wzpph5yvaICRTMEUm4CqIQXmKvQIrLkJlUlIM33TdKNTkEJitfYLeHq2IvJnn401cbVwVSv",
+	"I1AqXkK23OTW9uDubmubu559XjStyvOlmz5ZjmWDTw+O7wkkCg9R8kLEeIgvC5RqTSC/yxMDkyePj57C",
+	"5mx705hnuXlu/r3YFG52GYHBvD7huaAzovCA5YWysJ6RlGoOJ0AmhDJpVc57XGSgzWsCI6ONsmcihV6m",
+	"HQhMAM9IrNJ5CEoQmmqGy5TIKVAWp0WCycbiGXBzdJyE7cHOd7tuQsfQlGb+zTkXYcDHYzS/26tsba8m",
+	"rsXRhqZzsg6Ds/6E991DbQWjQ3L6yCIpMP6W1WBrDesA0zAorFjsJm3A0g83Dy4fZLma34C5fMSTIsUf",
+	"cfECBQyi29HAwM8++CEKqV2eQXQnGgwN3gSOUSCL28ZOVueZF0rSBI2G0GpOYMxFIo2dVFOUFrEyBMmB",
+	"Kn3sSXpK5hLOLzQUSz60t7ds/0+6Il2DCe0DxsdA7FlS2phPid4RQ+j5jU8I5o97nMkiKxkXepi5MbQ6",
+	"nIwkaoMutHtBa2u+sOf2lnwbZ7Mja8uWb7h9Au/cub3rOQ9tdsyIMMZRYiywZEgLBUOjZqwu+j6ZkSMz",
+	"GmiideyYauvb+/Hz/f5fkv5HH7x14n4N+nc/eOvkfBDu3r54K4R4ivELq6s0mpxO4wJGGJNCGj+b7T85",
+	"AA1EKwVw6mn+vl5+w8BzRtICZWnUI3iXsoSySQgzIswHdhuOYjk1YR5D+7dWus7GNJm2u9MQRc1kjwge",
+	"8skDpsR8JeLaijXFGRq1ikzbsedBgqNiEoRByicmshzzIAxOiWBBGKAQXBjN0JWbM24eTz8MJL4sVThR",
+	"1kDu7gQ+v0Cb7Uc0Tam84oCZRcEzG9wtxiZNNafJaC0Rus3X1LcmbCjAird+vj+ka1vffTg1ML4ltbaS",
+	"PEWtpPJCGaAULCbFZKqPPEtSFGAYL0PgaaLdIeP/R/CESGkQmxKpQOJLkzIYa8dMcRBIEuBs0ZZShVn7",
+	"x2XBVLX3i2rzRAgyX+Cvna3NNcMZD9OsTlqTZ48ZwoMjyMxYjy6IzEnSimzKT4GrKQr3sQSa5Vwordx7",
+	"x0G0qT88DrRqOQ7sb4/P0YhJG5prZ+vuzu3BztUcDY8L0PQ0am3U1ExR/+RtfxLDY7VLIht8d8xdynbL",
+	"tGvEPh7z3NMmldlklY769KebomD6uPXJiEZZAl992Ry4EZXolpBgnBKBsg5a7enQWnZGE5R74A4mSEwx",
+	"Vg72dIZtCIRwOqXxFLJCKu3Fa5nrwGteLpGUiy6Ku6SmdTJKrThGm/sycalfA5KzAztq24jc/bHVOTVh",
+	"UDD6skD3WokCaz226iweln7OAhoq4hdw0JC2BxF1imn9sxgbtzAsYywudCiFCiOQygRdLAEcjzFWkBMq",
+	"nM8hLTa0o9YnuQNGRYb2vFJ+KoeQo7Gem9rj2QNRMFb+9XFOhKIk/bhgLxg/ZXvGn2OxCSU2q4eyiGPE",
+	"BJNNG/0lH9upxoSmmLRm8px9s7en1J7oyhLpjfY1pn1hgN1rEzV6DT21XcXI3hAXhIGjyQsla2avmuQK",
+	"A6/1Cz2J6IVPXlCWNAm229aEGpkGWuxapF4yywjx2ZL1DQqaszuRBmHgxKljjVJKOgIxkjHJ2Eqe3pUt",
+	"detIp2ur9Cpm8+1tlERXwgybSGgt3Dho9SHynLAndZJzjfPVTVJCgorQVNpsrlZ+f6YjHe2UzrYBzxQy",
+	"ox7LNGDMEwxB2FDtwObnrBPhs3MJLqZejhQZpQiSkRf4QUwkmjmh5zm9D8zE1oK24+iT56V9e9sbOdtd",
+	"edFjqb2ym+LYbEhZdFW0IysVYbHfQ634tBTHRRnA2HTPnbt3G8mfncHA782q1L+efbDKYTVvy2kqMkIr",
+	"rwb8SoQtB9+DUqGsqeGpDvgsboZA4PtHj9+HJ1xvUQBlirvg2zAPRjyZG5wR0GGlNlO+XOZSged24tV8",
+	"KT+s4LPIC7thD0NMhPxuWelagx1PpwgjPQ4IGCeg8s0FxkhnKKHnCb/hqy9/9+lPf/N///z1J7840FSP",
+	"SYzf/MNPf/Prn28MYSuKMnJmyDmiH2kTmqCok7UyBMLg4L72uUzVcLdRJzSs1vy3GYBSi92SxguOQBMs",
+	"UakUMx3kZ6imPJHN5LzWD0rMw+az/TQ1E5s35g+BMOKFXsvkRnoez87jO1uT0EzV3dldmQwrt33lQ2+2",
+	"3siG1T7YlsvOLvHCygrDyrzgFcyInahBfQOODbgtA2OJlxtIm/nwd/USk5m+rh+RumZkE0Ux7unAtHpY",
+	"mhqTxnDVBF8MZajZV4rEU0x8xZyV1Z4wsOHAlepBfqau4v41oqElXK/KQFZb6EPlghrNMJplhTWwLgcJ",
+	"KR2boFb/JoZb5tw+O7jv06IkeYja0v6gRPEVwwZzRiqF07JpW62Cxpa3buPGageIF6pRtqlm2V1d/CFn",
+	"9ziLC6FJmrcGb9+5CgmHqETFiJbThK6WQ7HKg1TV0rKKtgdEQaadpy14B+rpoB7brvWsLme9XFsIRr12",
+	"63nr1dAsmF4/YizVlpunA4ylsl6QX0skvp2dLDmby0LSllJf32cpa4QmP9Sy1Leks+DrGurI+jZU21zY",
+	"1wbk3WI8RgFTnuqAxqCMCzqhjKQwmiuUe0CZ9ZcEsgRtmbenv9MKVAcsLEZ4QdUt6aoRKDZc7UEZV0Pi",
+	"7o7VB1yinXRREWhvO8uV5yxsAWce9IfwjnljisOiPC/zVkHee+40BzzdAQ1maIaXJ2v7O4PBwBJdB6hr",
+	"egPawZCKZHmdEe4sXtd6Q3j29B48Y/QMMOfxFDIzxiJwD6RVtSQWXMp62+VRv+Sc+Qx+lzDHnLCWRhfy",
+	"j6r8sh/tTwRPihiFqxi8BupfeqaRgEyJ+bJyEXz1ZSt39vUnv8zdBGXpYmMIyGbPtUN5AhNU0hT8XS2D",
+	"JUY/VAasKsIlS5ojFuHrK83urE6YLinkBJfkKF5fT7o8azVRV7Zd2XlkXE++bpGgLmwqDoTZnHZJSukt",
+	"SJK5wqcRTE5iDGFMz9D57FI7EcuU3jef/eSbn3+mfcKf/dW3n36pf3z2+e/+6V++/uSX3/7qb1598Z97",
+	"sBQ+1ZB6EjN2I4J7KZeYDKGRXClVm/EwrfO4iIhOTmktldERXHOqhtBqYXglVcNlLUE1szGVfIjUGl0g",
+	"SWTU6Z2g0nUECVSFYJjslfWfZvG5OlvWjpki9Q3lKhWZeKPwRqPFwrsJska2eKE8d7kBKc/6YvdEI/BZ",
+	"s/uh2XixOK/h52v1VJAleaLX6rbwJEKNxKyyILGisyq1aJ+ZnKtLlK7KhC7JvV47Q2q7Yp3yKzt36xaR",
+	"ivOOKQ0xVpyvk6kN4DjoXSmvWp3GS07qlWqv16l/VkSsXf9skejZwlFpQl/f2UWX3eHj2iD3ykRE02+t",
+	"2sZNx4dRTBKePX2v/13rpW2EXd+Wi86TH1I8DWEripre3Z51co8MsyAmjHFVln+aDRl686a9xngKNntk",
+	"+y6kIbK2GISBq5I4IwECPzQlP5P6psy0Z3xgBi2oQr+X6vb+cWt/H3f3ZvPRrx+SdeBgSGmgYUHaSxDx",
+	"2FAtXyM9yXNXQROTokQFga5Pd8s6cT1NX1iO+d7GdbzEGxLeNZnfZHTJRA+PnxlVc0O9k88ub53cPC9o",
+	"cjEEAuMiTW1Pflyf2Bxj6GmfjY877oFp0Z3QGTJPbvWPoWew2yLo56qH/S0w3WirnLc7sOwcEybgRTaD",
+	"0dy2iZiOdeOCkTxHInTATtgcyrsdIaR8EjauWHBR3xjoisQts8qWNDq4moi9hCerOHiNvKWHX1ds42iN",
+	"3IjggemwsNeTqKxzmxFkhDLbhuC63jgzYYtry9krm3nqJj7bHeG5pVDN9Bpdtm65K9t8t1CrouAC0xUF",
+	"hW4IvmiMHttUOWRImITnJxHsu6zJ7s6eY4RlgoFoQqWiLFa2xd00RNathCYYuHqlpBuqLuyvuyW93DqY",
+	"vn5WspGNrORdy+9kyZnxpxJN62FcCKrmxj9xLgISYSk01Jgygn1UTTBVKreXh0z744IIn3bK70T6upDL",
+	"2O0pecG149wM4oBmuXXdtCcWHbOFqroLlnPBTeWdKUFiteeameSU5KbRLcExZZgA16tSBiWDNUaOWSMj",
+	"Y9AzRYHaA0R7rg8f7N9/9MDU78CW8M0JXNZ6cMx6y65mbdRtCZc0IISGJY2asgzLnoRjdsy0Pyt4oczG",
+	"yo5tNdW75LF1aHz9uM7nxLNcoNSeblakivYlTvSQY5YTNYXqhuYQ9t//iyvY7E3T8LV5rkdHUXShXRf+",
+	"QuuoY9bsq7olwXxZVYN9/RGuU85+aLa4ER2zRpN1BZEmqnpNvMhiJFGF0NLPG0GjcyzYjgbRoG8G6eWj",
+	"LRME58hIToNhcDsaRLdth8bUHATNhJjkZERTWmrZCXqugP3INuWZvkqTSnbNeiOcc1eDNkTegpgLDDUO",
+	"TVrKgJSPYYxEFQJla7XIQjXS8IGenjiE5vuw5Gi7/rBhC9vNJLooGDOOJklMvsX4TjaTbjwoYLw1sybJ",
+	"XQTQ6rO6vnmQBMPgT1Hda/Kkc9dzezBY63ZnVyN5b3G2iCuxHrX0VzB8fhIGssgyIuZumObZLekfXSmf",
+	"TrXBzqol74ARlTQ7yS9wwx213wsjRoWWeFId76vzojvCwtUkJIS5G+syEE4T1mzoaIFq+3LznCYXKxhT",
+	"pTSaF8CfLzRSuet0isMpobVoas9ScRhTRuUUeoMo2h3Ud7pfFmi6zt1VZT0+6FyYvlrZ9eLkmgK8mXvK",
+	"EewD46yvUGSmWKb9wZgIU4A9RCXm/f2xsonhxq3kxhsvrOpt2vXNTchlVFdsKE2YRVeFp0Mk2lzVRO9Z",
+	"66aZr4MCNunnPE1Be8WpUzSJ8WutXI2Qy3uRZ31FXnBrDmLHEa2pTMNTGzU+WutPLFKDi9B7h33NK+wn",
+	"fvRXNnAp7h9SqQ6rrxa24MNs41rZcnreIDhbWbgl+Kw23rlhEVwfTXpZaw41j021t14rtyFbapIJGkLa",
+	"jr4R2JyEQc6lR6Ltu33ButN3eoytJI3P965Lxd2IEP03EC/a0YPrpe8gaXu15Bb/B4fry91SDKSSdwT7",
+	"TJ5q13h7sF37yw0roN0smxU3QcESGJwKanLqjXc26+ky6v1ywb4ThDXxFyuOvHV7XRoObbmijZT75vmN",
+	"ISVcPcL9lyQe9fAHEqplgQv2XJGvZ5NIlEFMZEwS3Fgl6csla+psfpejwfs3ri5XqcqOhX7w1NYTL/8P",
+	"P27EMjfqqywxnry5/lY3Jjb+X4wI3jfSkYoIVbV4zd+UZV7xYUETq4kLj3zbGdTf+/G6eZ3tTwn/Mevs",
+	"Q5ufb53vWxJOpzy1KZPrnWyfzraFz2vp7M2UT+RlkYpNPzzkE7kqVDk0zQimbUg75GaDEl/CxFgW7d4S",
+	"ZkKrZQGKabpsuXrLuwS8VRy/D5nSbFngszVY1bb6Rr3L8o6rR1s+5JOSkzfvVjpV2ElFpXwCUgkkGfSu",
+	"fq144w+qDjuhfZ2gfX6iJdegy2TOLAl1T9hVU3krbO7rTFlnBy+f/OTi/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

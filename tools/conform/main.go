@@ -129,7 +129,12 @@ func run() int {
 		cfg.Fault = ih.fault
 		cfg.HandlerTimeout = inProcessHandlerTimeout
 		if declared == nil {
-			// The reference host has every capability the kit knows.
+			// What the reference host serves at GET /v2/capabilities: with
+			// the fault hook the runner gave it, every capability the kit
+			// knows.
+			declared, hostInfo, _ = servedCapabilities(ctx, ih.url())
+		}
+		if declared == nil {
 			declared = map[string]bool{steps.CapRestart: true, steps.CapStoreFaults: true, steps.CapHandlerLimit: true}
 		}
 		if hostInfo == nil {
@@ -180,6 +185,15 @@ func run() int {
 		if *faultCmd != "" {
 			cmd := *faultCmd
 			cfg.Fault = func(ctx context.Context, args []string) error { return externalFault(ctx, cmd, args) }
+		}
+		if declared == nil {
+			var served time.Duration
+			if declared, hostInfo, served = servedCapabilities(ctx, hosts[0]); declared != nil {
+				fmt.Fprintf(os.Stderr, "conform: capabilities from %s/v2/capabilities\n", hosts[0])
+				if cfg.HandlerTimeout == 0 {
+					cfg.HandlerTimeout = served
+				}
+			}
 		}
 		if declared == nil {
 			// No declaration: what the runner was given the means to test.
@@ -417,6 +431,25 @@ func declaredCapabilities(ctx context.Context, doc, list string) (map[string]boo
 		out[c] = true
 	}
 	return out, info, timeout, nil
+}
+
+// servedCapabilities reads the capabilities document a host serves at
+// GET /v2/capabilities (the reference host does); nil when it serves none.
+func servedCapabilities(ctx context.Context, base string) (map[string]bool, *steps.HostInfo, time.Duration) {
+	b, err := fetchDoc(ctx, base+"/v2/capabilities")
+	if err != nil {
+		return nil, nil, 0
+	}
+	d, err := steps.ParseCapabilitiesDoc(b)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conform: %s/v2/capabilities is not a capabilities document (%v); ignored\n", base, err)
+		return nil, nil, 0
+	}
+	out := map[string]bool{}
+	for _, c := range d.Capabilities {
+		out[c] = true
+	}
+	return out, d.Host, time.Duration(d.HandlerTimeoutSeconds * float64(time.Second))
 }
 
 func fetchDoc(ctx context.Context, u string) ([]byte, error) {

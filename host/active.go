@@ -62,6 +62,15 @@ func newHostID() string {
 func becomeActive(ctx context.Context, pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog.Logger) (*activeStore, error) {
 	poll := max(ttl/10, 100*time.Millisecond)
 	waiting := false
+	// A release (a clean shutdown of the active host) wakes the standby at
+	// once; expiry is found by polling.
+	released := make(chan struct{}, 1)
+	var stopListen func()
+	defer func() {
+		if stopListen != nil {
+			stopListen()
+		}
+	}()
 	for {
 		l, err := pg.Acquire(ctx, activeLease, id, ttl)
 		if err == nil {
@@ -91,10 +100,24 @@ func becomeActive(ctx context.Context, pg *pgstore.Store, id, addr string, ttl t
 			}
 			log.Info("standby: another host is active on this database; waiting for its lease to be released or to expire", "host", id, "active", holder, "leaseTTL", ttl.String())
 			waiting = true
+			stop, err := pg.Listen(ctx, pgstore.ReleasedChannel, func(name string) {
+				if name == activeLease || name == "" {
+					select {
+					case released <- struct{}{}:
+					default:
+					}
+				}
+			})
+			if err == nil {
+				stopListen = stop
+			} else {
+				log.Warn("standby: cannot listen for the active lease's release; polling only", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("standby: %w", ctx.Err())
+		case <-released:
 		case <-time.After(poll):
 		}
 	}

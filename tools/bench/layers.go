@@ -24,7 +24,7 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 		b.withLimits("store", func() { b.storeLayer(ctx) })
 	}
 	if run("pg") {
-		b.withLimits("pgstore", func() { b.pgLayer(ctx); b.e2ePgLayer(ctx) })
+		b.withLimits("pgstore", func() { b.pgLayer(ctx); b.e2ePgLayer(ctx); b.failoverLayer(ctx) })
 	}
 	if run("engine") {
 		b.withLimits("Engine.Send", func() { b.engineSendLayer(ctx) })

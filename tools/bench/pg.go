@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
+	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
 // The pg phase: the store on PostgreSQL (runtime/store/pgstore) beside the
@@ -409,4 +411,95 @@ func moduleRoot() (string, error) {
 		return "", err
 	}
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// failoverLayer: how long after the active host ends a standby on the same
+// database serves (host/active.go): the real binary, SIGKILL (the lease
+// must expire) and SIGTERM (a clean shutdown releases it).
+func (b *bench) failoverLayer(ctx context.Context) {
+	s := b.rep.section("Failover on PostgreSQL: a standby host takes over",
+		"Two cmd/takohost processes on one fresh database (-store), the second a standby. The active one is ended, and the time from the signal until the standby answers "+
+			"GET /v2/openapi.json is measured; the standby then stays active and a new standby is started for the next run. After SIGKILL the standby must wait for the dead "+
+			"host's lease to expire (at most the lease ttl, polling every tenth of it); after SIGTERM the host releases its lease as it shuts down (its shutdown grace included).",
+		"the active host ends by", "lease ttl (-cluster-ttl)", "runs", "standby served after: median", "min", "max")
+	bin, err := harness.BuildHost()
+	if err != nil {
+		s.note("skipped: building cmd/takohost: %v", err)
+		return
+	}
+	defer harness.RemoveBuild() // no later phase runs the binary
+	runs := 3
+	if b.quick {
+		runs = 2
+	}
+	for _, tc := range []struct {
+		how string
+		ttl time.Duration
+		n   int
+	}{{"SIGKILL", 2 * time.Second, runs}, {"SIGKILL", 10 * time.Second, 1}, {"SIGTERM", 10 * time.Second, runs}} {
+		c := b.prog.phase(fmt.Sprintf("failover after %s, lease %s", tc.how, tc.ttl), "runs")
+		ds, err := b.failover(ctx, bin, tc.how, tc.ttl, tc.n, c)
+		b.prog.end()
+		if err != nil {
+			s.note("%s, lease %s: error: %v", tc.how, tc.ttl, err)
+			continue
+		}
+		slices.Sort(ds)
+		s.row(tc.how, tc.ttl.String(), fmt.Sprint(len(ds)), ds[len(ds)/2].Round(time.Millisecond).String(),
+			ds[0].Round(time.Millisecond).String(), ds[len(ds)-1].Round(time.Millisecond).String())
+	}
+}
+
+func (b *bench) failover(ctx context.Context, bin, how string, ttl time.Duration, n int, c *atomic.Int64) ([]time.Duration, error) {
+	db, drop, err := pgDatabase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	dir, err := os.MkdirTemp(b.dir, "failover-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"-store", db, "-cluster-ttl", ttl.String(), "-shutdown-grace", "1s"}
+	active, err := harness.NewHost(bin, dir, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { active.Kill() }()
+	if err := active.Start(ctx); err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for range n {
+		standby, err := harness.NewHost(bin, dir, args...)
+		if err != nil {
+			return out, err
+		}
+		standby.ReadyTimeout = ttl + 60*time.Second
+		served := make(chan error, 1)
+		go func() { served <- standby.Start(ctx) }()
+		for !strings.Contains(standby.Out.String(), "standby") {
+			select {
+			case err := <-served:
+				return out, fmt.Errorf("the standby served while the active host was alive (%v)", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		t0 := time.Now()
+		if how == "SIGKILL" {
+			active.Kill()
+		} else if _, _, err := active.Term(30 * time.Second); err != nil {
+			standby.Kill()
+			return out, err
+		}
+		if err := <-served; err != nil {
+			return out, err
+		}
+		out = append(out, time.Since(t0))
+		c.Add(1)
+		active.Kill()
+		active = standby
+	}
+	return out, nil
 }

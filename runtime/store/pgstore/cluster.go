@@ -76,13 +76,21 @@ func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (st
 	return n, nil
 }
 
+// ReleasedChannel is the Notifier channel on which Release announces the
+// name of a lease it released, so that a host waiting for it can take it
+// at once instead of at its next poll.
+const ReleasedChannel = "store_lease_released"
+
 // Release gives l up; the row keeps its epoch for the next holder to bump.
+// The release is announced on ReleasedChannel when it commits.
 func (s *Store) Release(ctx context.Context, l store.Lease) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE store_leases SET holder = '', expires = now()
-		WHERE name = $1 AND holder = $2 AND epoch = $3`, l.Name, l.Holder, l.Epoch); err != nil {
+	if _, err := s.pool.Exec(ctx, `WITH r AS (
+			UPDATE store_leases SET holder = '', expires = now()
+			WHERE name = $1 AND holder = $2 AND epoch = $3 RETURNING name)
+		SELECT pg_notify($4, name) FROM r`, l.Name, l.Holder, l.Epoch, ReleasedChannel); err != nil {
 		return s.readErr(err)
 	}
 	return nil

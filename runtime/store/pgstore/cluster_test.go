@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 )
 
@@ -57,9 +58,24 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("Renew of a lost lease = %v, want ErrFenced", err)
 	}
 
-	// Released, it is free for anyone, and the epoch still goes up.
+	// Released, it is free for anyone, and the epoch still goes up; the
+	// release is announced to whoever waits for it.
+	released := make(chan string, 4)
+	stop, err := a.Listen(ctx, pgstore.ReleasedChannel, func(name string) { released <- name })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
 	if err := b.Release(ctx, lb); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case name := <-released:
+		if name != "queue/q" {
+			t.Fatalf("release announced %q, want queue/q", name)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the release was not announced")
 	}
 	lc, err := a.Acquire(ctx, "queue/q", "host-a", ttl)
 	if err != nil || lc.Epoch != 3 {

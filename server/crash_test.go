@@ -18,6 +18,8 @@ import (
 
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/runtime/store/pgstore"
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 )
 
 func openJournal(t *testing.T, dir string) *store.Journaled {
@@ -34,7 +36,25 @@ func openJournal(t *testing.T, dir string) *store.Journaled {
 // replays the same Operation.
 func TestJournaledRestart(t *testing.T) {
 	dir := t.TempDir()
-	st := openJournal(t, dir)
+	testRestart(t, func() store.Store { return openJournal(t, dir) })
+}
+
+// TestPostgresRestart is TestJournaledRestart on a PostgreSQL database: the
+// second server stands for another host on the same database, which
+// resumes the first one's Operation and replays its idempotency key.
+func TestPostgresRestart(t *testing.T) {
+	db := pgtest.Database(t)
+	testRestart(t, func() store.Store {
+		st, err := pgstore.Open(context.Background(), pgstore.Config{URL: db, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+}
+
+func testRestart(t *testing.T, open func() store.Store) {
+	st := open()
 	var pause atomic.Bool
 	h := newHarness(t, st, func(o *controller.Options) {
 		o.SyncWait = 20 * time.Millisecond
@@ -58,7 +78,7 @@ func TestJournaledRestart(t *testing.T) {
 	h.stop()
 	st.Close()
 
-	st2 := openJournal(t, dir)
+	st2 := open()
 	defer st2.Close()
 	h2 := newHarness(t, st2)
 	if op := h2.waitDone("s1", mid.str("id")); op.str("state") != "succeeded" {

@@ -64,6 +64,24 @@ Feature: Settlement methods and the handler's outcome
       | retryAll    | ok      |
     And message "m1" is delivered exactly 1 time
 
+  @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23
+  Scenario: acknowledgeAll after a retryAll in the same batch finds nothing to reverse
+    When "w" sends {"tag":"m1","do":["retryall-then-ackall","ack"]} through "TASKS"
+    Then the settlement results of delivery 1 for "m1" were:
+      | call           | outcome |
+      | retryAll       | ok      |
+      | acknowledgeAll | ok      |
+    And message "m1" is delivered with attempts 1, 2
+
+  @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23
+  Scenario: retryAll after an acknowledgeAll in the same batch finds nothing to reverse
+    When "w" sends {"tag":"m1","do":"ackall-then-retryall"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call           | outcome |
+      | acknowledgeAll | ok      |
+      | retryAll       | ok      |
+    And message "m1" is delivered exactly 1 time
+
   @QC-DELIV-19 @QC-DELIV-22
   Scenario: retryAll returns every unsettled message for redelivery
     When "w" sends {"tag":"m1","do":["retryall","ack"]} through "TASKS"

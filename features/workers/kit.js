@@ -21,6 +21,8 @@
 //   retry-then-ack   retry, then acknowledge (already_settled)
 //   retry-then-ackall retry, then acknowledgeAll (which must not reverse the retry)
 //   ack-then-retryall acknowledge, then retryAll (which must not reverse the acknowledgement)
+//   retryall-then-ackall retryAll, then acknowledgeAll (nothing left to acknowledge)
+//   ackall-then-retryall acknowledgeAll, then retryAll (nothing left to retry)
 //   foreign-id       acknowledge and retry an ID that is not in the batch
 //   ackall           acknowledgeAll(), then acknowledge(id) and acknowledgeAll() again
 //   ackall-then-throw acknowledgeAll(), then make the handler reject
@@ -137,6 +139,14 @@ async function runQueue(batch, env, plan) {
         break;
       case "ack-then-retryall":
         await settle(results, "acknowledge", id, () => batch.acknowledge(id));
+        await settle(results, "retryAll", "", () => batch.retryAll());
+        break;
+      case "retryall-then-ackall":
+        await settle(results, "retryAll", "", () => batch.retryAll());
+        await settle(results, "acknowledgeAll", "", () => batch.acknowledgeAll());
+        break;
+      case "ackall-then-retryall":
+        await settle(results, "acknowledgeAll", "", () => batch.acknowledgeAll());
         await settle(results, "retryAll", "", () => batch.retryAll());
         break;
       case "foreign-id":

@@ -393,7 +393,10 @@ var mutations = []mutation{
 			Replace: "if bm.st == unsettled || (s.Kind == abi.AcknowledgeAll && bm.st == settled) {",
 		}},
 		Tags:   "@settlement",
-		Expect: []string{"acknowledgeAll after a retry in the same batch does not reverse the retry"},
+		Expect: []string{
+			"acknowledgeAll after a retry in the same batch does not reverse the retry",
+			"acknowledgeAll after a retryAll in the same batch finds nothing to reverse",
+		},
 	},
 	{
 		ID:   "detach-acks-unsettled",

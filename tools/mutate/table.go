@@ -392,7 +392,7 @@ var mutations = []mutation{
 			Search:  "if bm.st == unsettled {",
 			Replace: "if bm.st == unsettled || (s.Kind == abi.AcknowledgeAll && bm.st == settled) {",
 		}},
-		Tags:   "@settlement",
+		Tags: "@settlement",
 		Expect: []string{
 			"acknowledgeAll after a retry in the same batch does not reverse the retry",
 			"acknowledgeAll after a retryAll in the same batch finds nothing to reverse",

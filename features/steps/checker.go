@@ -49,10 +49,10 @@ type CheckerReport struct {
 	Recovered     int    `json:"recovered"`
 	OverDelivered int    `json:"overDelivered"`
 	Redelivered   int    `json:"redelivered"` // before any acknowledgement resolved: allowed
-	// Unreported: delivered only in batches whose handler never reported
-	// its end (ended early, e.g. by the time limit under load), so its
-	// acknowledgement was never seen, and the queue's observed
-	// messageCount confirmed that nothing is left.
+	// Unreported: never explicitly acknowledged, its last handler
+	// returned normally (acknowledging what it left unsettled) or never
+	// reported, and the queue's observed messageCount confirmed that
+	// nothing is left.
 	Unreported int                 `json:"unreported"`
 	Seconds    float64             `json:"seconds"`
 	Examples   map[string][]string `json:"examples,omitempty"`
@@ -62,7 +62,7 @@ type CheckerReport struct {
 func (r CheckerReport) Bad() int { return r.Lost + r.Duplicated + r.Unexpected + r.OverDelivered }
 
 func (r CheckerReport) String() string {
-	return fmt.Sprintf("%d queues, %d messages (%d sent, %d rejected, %d unknown), %d deliveries in %.0fs: ok %d (%d acknowledged without a report, the queue drained), lost %d, duplicated %d, unexpected %d, recovered %d, over-delivered %d, redelivered before an acknowledgement %d",
+	return fmt.Sprintf("%d queues, %d messages (%d sent, %d rejected, %d unknown), %d deliveries in %.0fs: ok %d (%d acknowledged by a handler's return or without a report, the queue drained), lost %d, duplicated %d, unexpected %d, recovered %d, over-delivered %d, redelivered before an acknowledgement %d",
 		r.Queues, r.Messages, r.SentOK, r.SendRejected, r.SendUnknown, r.Deliveries, r.Seconds, r.OK, r.Unreported, r.Lost, r.Duplicated, r.Unexpected, r.Recovered, r.OverDelivered, r.Redelivered)
 }
 
@@ -166,7 +166,7 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 		batches []string
 		acks    []float64
 	}
-	ended := map[string]bool{} // batches whose handler reported its end
+	ended := map[string]*Event{} // batches whose handler reported its end
 	obs := map[string]*seen{}
 	at := func(t string) *seen {
 		if obs[t] == nil {
@@ -200,7 +200,7 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 				at(m.Tag).batches = append(at(m.Tag).batches, e.BatchIDString())
 			}
 		case "end":
-			ended[e.BatchIDString()] = true
+			ended[e.BatchIDString()] = e
 			for _, r := range e.Results {
 				if r.Op == "acknowledge" && r.OK {
 					if t, ok := byID[r.ID]; ok {
@@ -235,24 +235,30 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 			}
 			continue
 		}
-		unreported := len(s.starts) > 0
-		for _, b := range s.batches {
-			unreported = unreported && !ended[b]
+		// Without an explicit acknowledgement the message may still have
+		// been acknowledged: by its last handler's normal return (which
+		// acknowledges what it left unsettled, QC-DELIV-25), or by a
+		// handler that was ended before it could report. The queue's
+		// drained messageCount confirms it.
+		implicit := false
+		if n := len(s.batches); n > 0 {
+			end := ended[s.batches[n-1]]
+			implicit = end == nil || !end.Threw
 		}
-		if len(s.acks) == 0 && unreported && drained[m.queue] {
+		if len(s.acks) == 0 && implicit && drained[m.queue] {
 			rep.OK++
 			rep.Unreported++
 			continue
 		}
 		if len(s.acks) == 0 {
-			done = false
+			done = done && implicit
 			rep.Lost++
 			if len(s.starts) == 0 {
 				example("lost", t+" was never delivered")
 			} else {
 				ends := 0
 				for _, b := range s.batches {
-					if ended[b] {
+					if ended[b] != nil {
 						ends++
 					}
 				}
@@ -418,10 +424,12 @@ func registerCheckerSteps(sc *godog.ScenarioContext) {
 		time.Sleep(quietWindow)
 		rep, _ = w.classify(c, nil)
 		if rep.Lost > 0 {
-			// A handler ended before it reported (its time limit under
-			// load) leaves acknowledgements the kit never saw. The queue
-			// itself then says whether anything is left: a messageCount
-			// the host observes as 0 means those were acknowledged.
+			// A handler's return acknowledges what its explicit
+			// acknowledgements left (they failed while the store
+			// failed), and a handler ended before it reported leaves
+			// acknowledgements the kit never saw. The queue itself then
+			// says whether anything is left: a messageCount the host
+			// observes as 0 means those were acknowledged.
 			drained := map[string]bool{}
 			for _, q := range c.queues {
 				err := Poll(30*time.Second, func() error {

@@ -585,12 +585,15 @@ func (pr *proc) stop() {
 }
 
 func (pr *proc) evict(versionUID string) {
+	// Under the write lock, in frame order with the invocations' frames.
+	pr.c.wmu.Lock()
+	defer pr.c.wmu.Unlock()
 	pr.mu.Lock()
 	had := pr.sent[versionUID]
 	delete(pr.sent, versionUID)
 	pr.mu.Unlock()
 	if had {
-		_ = pr.c.write(&frame{Op: opEvict, VersionUID: versionUID})
+		_ = pr.c.enc.Encode(&frame{Op: opEvict, VersionUID: versionUID})
 	}
 }
 
@@ -663,16 +666,21 @@ func processRSS(pid int) int64 {
 // the reply, killing the sandbox when it does not answer in time.
 func (pr *proc) invoke(ctx context.Context, v *abi.Version, f *frame, deadline time.Time) (*frame, error) {
 	f.VersionUID, f.Deadline = v.UID, deadline
-	pr.mu.Lock()
-	if !pr.sent[v.UID] {
-		f.Version = v
-		if f.Op != opProbe {
-			pr.sent[v.UID] = true
+	// The version goes with the first frame written that names it (the
+	// decision is made under the write lock, so frames naming it later
+	// are written after it).
+	prepare := func(f *frame) {
+		pr.mu.Lock()
+		if !pr.sent[v.UID] {
+			f.Version = v
+			if f.Op != opProbe {
+				pr.sent[v.UID] = true
+			}
 		}
+		pr.mu.Unlock()
 	}
-	pr.mu.Unlock()
 	cl := &call{ctx: ctx, v: v, batch: f.batch, fetches: make(chan struct{}, pr.pool.opts.FetchPerCall)}
-	id, ch, err := pr.c.start(f, func(id uint64) {
+	id, ch, err := pr.c.startPrepared(f, prepare, func(id uint64) {
 		pr.mu.Lock()
 		pr.calls[id] = cl
 		pr.mu.Unlock()

@@ -267,6 +267,12 @@ func (c *conn) write(f *frame) error {
 // returned channel (closed without a value when the connection ends).
 // before, when not nil, sees the request's ID before it is written.
 func (c *conn) start(f *frame, before ...func(id uint64)) (uint64, chan *frame, error) {
+	return c.startPrepared(f, nil, before...)
+}
+
+// startPrepared is start with prepare called on f under the write lock,
+// right before it is encoded: what prepare decides is in frame order.
+func (c *conn) startPrepared(f *frame, prepare func(*frame), before ...func(id uint64)) (uint64, chan *frame, error) {
 	ch := make(chan *frame, 1)
 	c.mu.Lock()
 	if c.closed != nil {
@@ -280,7 +286,13 @@ func (c *conn) start(f *frame, before ...func(id uint64)) (uint64, chan *frame, 
 	for _, b := range before {
 		b(f.ID)
 	}
-	if err := c.write(f); err != nil {
+	c.wmu.Lock()
+	if prepare != nil {
+		prepare(f)
+	}
+	err := c.enc.Encode(f)
+	c.wmu.Unlock()
+	if err != nil {
 		c.forget(f.ID)
 		return 0, nil, fmt.Errorf("sandbox: writing to the socket: %w", err)
 	}

@@ -151,6 +151,34 @@ func TestQueueAndFetchRoundTrip(t *testing.T) {
 	if resp.StatusCode != 201 || string(b) != "hello POST /x/y body" || resp.Header.Get("x-w") != "1" {
 		t.Fatalf("%d %q %v", resp.StatusCode, b, resp.Header)
 	}
+	// Concurrent first invocations of a new version of the same worker:
+	// the version travels with whichever frame is written first.
+	v2 := worker("echo", echoWorker)
+	v2.UID = "v-echo-2"
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := p.Fetch(t.Context(), v2, httptest.NewRequest("GET", "http://worker.invalid/c", nil), "c")
+			if err == nil && resp.StatusCode != 201 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent first fetches: %v", err)
+		}
+	}
+	p.Evict(v2.UID)
+	if resp, err := p.Fetch(t.Context(), v2, httptest.NewRequest("GET", "http://worker.invalid/c", nil), "c"); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("after Evict: %v", err)
+	}
 	if ks := p.Keys(); len(ks) != 1 || ks[0] != "w:w-echo" {
 		t.Fatalf("sandboxes %v", ks)
 	}

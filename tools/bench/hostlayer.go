@@ -65,11 +65,18 @@ type benchHost struct {
 }
 
 func (b *bench) startHost(ctx context.Context, conns int) (*benchHost, error) {
+	return b.startHostWith(ctx, conns, host.Config{})
+}
+
+// startHostWith is startHost with cfg's settings (DataDir, Listen and
+// Logger are the benchmark's).
+func (b *bench) startHostWith(ctx context.Context, conns int, cfg host.Config) (*benchHost, error) {
 	dir, err := os.MkdirTemp(b.dir, "host-")
 	if err != nil {
 		return nil, err
 	}
-	h, err := host.New(ctx, host.Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: quietLogger})
+	cfg.DataDir, cfg.Listen, cfg.Logger = dir, "127.0.0.1:0", quietLogger
+	h, err := host.New(ctx, cfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

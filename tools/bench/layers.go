@@ -42,6 +42,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("admission") {
 		b.withLimits("admission", func() { b.admissionLayer(ctx) })
 	}
+	if run("isolation") {
+		b.withLimits("isolation", func() { b.isolationLayer(ctx) })
+	}
 	if run("idle") {
 		b.idleLayer(ctx, b.queues)
 	}

@@ -16,12 +16,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/takoform/queuehost/runtime/sandbox"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/takoform/queuehost/runtime/sandbox"
 )
 
 // bench holds the run's settings and what earlier phases measured that
@@ -46,7 +47,7 @@ type bench struct {
 }
 
 // phases in the order they run; -only selects by name.
-var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "engine", "overhead", "latency", "host", "admission", "idle", "backlog"}
+var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "engine", "overhead", "latency", "host", "admission", "isolation", "idle", "backlog"}
 
 func main() {
 	sandbox.Main() // the benchmarked hosts' worker sandboxes are this binary

@@ -16,7 +16,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/takoform/queuehost/runtime/sandbox"
 	"io"
 	"io/fs"
 	"net/http"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/takoform/queuehost/features"
 	"github.com/takoform/queuehost/features/steps"
+	"github.com/takoform/queuehost/runtime/sandbox"
 )
 
 func main() {

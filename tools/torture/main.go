@@ -16,12 +16,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/takoform/queuehost/runtime/sandbox"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
@@ -37,6 +37,7 @@ func main() {
 	flag.BoolVar(&cfg.KeepData, "keep", false, "keep the data directory and the host log")
 	flag.StringVar(&cfg.StoreServer, "store", "", "run the host on a fresh database of this PostgreSQL server (postgres://...) instead of its journal")
 	flag.DurationVar(&cfg.StoreTTL, "cluster-ttl", 0, "with -store: the host's active lease (default 2s)")
+	hostile := flag.Duration("hostile", 0, "instead of the kill torture: the hostile-worker soak for this long (hostile workers beside a bystander; reports host RSS, CPU and the bystander's p99)")
 	flag.Parse()
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() % 1_000_000
@@ -44,7 +45,23 @@ func main() {
 	cfg.Out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *hostile > 0 {
+		os.Exit(runHostile(ctx, HostileConfig{Duration: *hostile, Bin: cfg.Bin, Out: os.Stdout}))
+	}
 	os.Exit(run(ctx, cfg))
+}
+
+func runHostile(ctx context.Context, cfg HostileConfig) int {
+	defer harness.RemoveBuild()
+	res, err := RunHostile(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture:", err)
+		return 2
+	}
+	if len(res.Violations) > 0 {
+		return 1
+	}
+	return 0
 }
 
 func run(ctx context.Context, cfg Config) int {

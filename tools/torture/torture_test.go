@@ -39,3 +39,30 @@ func TestTortureShort(t *testing.T) {
 		t.Errorf("the load did nothing: sent %d, delivered %d", res.Sent, res.Delivered)
 	}
 }
+
+// TestHostileShort is the hostile-worker soak inside go test: every hostile
+// worker of issue 13 invoked in a loop beside a bystander, for 10 s; the
+// host process must survive and the bystander lose nothing.
+func TestHostileShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin, err := harness.BuildHost()
+	if err != nil {
+		t.Skipf("the host binary cannot be built: %v", err)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := RunHostile(ctx, HostileConfig{Duration: 10 * time.Second, Bin: bin, Out: &out})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 {
+		t.Fatalf("%d violations (first: %s)", len(res.Violations), res.Violations[0])
+	}
+	if res.Invocations["flat 500"] == 0 || res.Invocations["doubling 500"] == 0 || res.BystanderSent < 20 {
+		t.Fatalf("the soak did not run: %v, bystander %d", res.Invocations, res.BystanderSent)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/takoform/queuehost/host"
+)
+
+// isolationPoints are the host points measured with worker code in
+// sandbox processes and in the host process.
+var isolationPoints = []prodMode{
+	{"sendBatch(100) ×4 concurrent", 100, 4},
+	{"sendBatch(100) ×16 concurrent", 100, 16},
+	{"send ×8 concurrent", 1, 8},
+	{"send ×64 concurrent", 1, 64},
+}
+
+// isolationLayer: the cost of running worker code in sandbox processes
+// (runtime/sandbox, the default) rather than in the host process
+// (Config.UnsafeInProcessWorkers), as throughput ratios of the same run.
+func (b *bench) isolationLayer(ctx context.Context) {
+	s := b.rep.section("Cost of worker isolation (runtime/sandbox vs in-process goja)",
+		fmt.Sprintf("Two hosts started one after the other in this process (host.New on a fresh data directory, 127.0.0.1), the same worker as the host producer section: "+
+			"one with worker code in sandbox processes (the default: the fetch handler runs in the worker's sandbox and asks the host for each send over the socket), "+
+			"one with UnsafeInProcessWorkers (goja in the host process). Producer points: closed-loop HTTP clients on the worker fetch route, 100 B bodies, %s per point. "+
+			"End-to-end: the same sendBatch(100) ×16 producers with a QueueConsumer attached (maxBatchSize 100, maxConcurrency 4) whose queue handler runs in the sandbox too, "+
+			"measured from the first send until the queue's messageCount is back to 0 (every message delivered and acknowledged). "+
+			"Target: isolation costs at most 25%% of throughput (ratio ≥ 75%%). CPU is not compared: a sandbox's CPU is another process's.", b.pointDur),
+		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process")
+	rates := map[bool]map[string]float64{false: {}, true: {}}
+	for _, unsafe := range []bool{true, false} {
+		mode := "sandboxed"
+		if unsafe {
+			mode = "in-process"
+		}
+		bh, err := b.startHostWith(ctx, 64, host.Config{UnsafeInProcessWorkers: unsafe, ObserveInterval: 100 * time.Millisecond})
+		if err != nil {
+			s.NotMeasured = "starting the " + mode + " host: " + err.Error()
+			return
+		}
+		for _, m := range isolationPoints {
+			path := "one?size=100"
+			if m.PerCall == 100 {
+				path = "batch?size=100"
+			}
+			call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, path) }
+			_ = call(ctx, nil)
+			c := b.prog.phase(fmt.Sprintf("isolation %s %s", mode, m.Name), "msgs")
+			pt := runProducer(ctx, call, m, 100, b.pointDur, c)
+			b.prog.end()
+			if pt.Err != nil {
+				s.note("%s, %s: error: %v", mode, m.Name, pt.Err)
+			}
+			rates[unsafe][m.Name] = pt.rate()
+		}
+		e2e, err := b.isolationE2E(ctx, bh, mode)
+		if err != nil {
+			s.note("%s, end-to-end: %v", mode, err)
+		}
+		rates[unsafe]["e2e"] = e2e
+		bh.close()
+	}
+	for _, m := range isolationPoints {
+		in, sb := rates[true][m.Name], rates[false][m.Name]
+		s.row("fetch → "+m.Name, num(in), num(sb), ratio(sb, in))
+		b.results["isolation/"+m.Name] = sb / in
+	}
+	in, sb := rates[true]["e2e"], rates[false]["e2e"]
+	s.row("end-to-end: sendBatch(100) ×16 → consumer → acknowledgement", num(in), num(sb), ratio(sb, in))
+	b.results["isolation/e2e"] = sb / in
+}
+
+// isolationE2E attaches a consumer, produces for a point and returns the
+// messages per second from the first send until the queue is empty.
+func (b *bench) isolationE2E(ctx context.Context, bh *benchHost, mode string) (float64, error) {
+	if _, err := bh.c.create(ctx, "c", formConsumer, map[string]any{"queue": ref{bh.queue}, "worker": ref{bh.worker},
+		"maxBatchSize": 100, "maxBatchTimeoutSeconds": 0, "maxConcurrency": 4, "maxRetries": 3, "retryDelaySeconds": 0}); err != nil {
+		return 0, err
+	}
+	// Drain what the producer points left.
+	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
+		return 0, err
+	}
+	m := prodMode{"sendBatch(100) ×16 concurrent", 100, 16}
+	call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, "batch?size=100") }
+	c := b.prog.phase(fmt.Sprintf("isolation %s end-to-end", mode), "msgs")
+	t0 := time.Now()
+	pt := runProducer(ctx, call, m, 100, b.pointDur, c)
+	err := waitEmpty(ctx, bh, 10*time.Minute)
+	b.prog.end()
+	if err != nil {
+		return 0, err
+	}
+	if pt.Err != nil {
+		return 0, pt.Err
+	}
+	return float64(pt.Msgs) / time.Since(t0).Seconds(), nil
+}
+
+func waitEmpty(ctx context.Context, bh *benchHost, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		n, err := bh.c.MessageCount(ctx, benchSpace, bh.queue)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("the queue did not drain within %s", limit)
+}

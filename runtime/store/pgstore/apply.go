@@ -185,6 +185,36 @@ func isConnErr(err error) bool {
 	return !errors.As(err, &id) && err != nil
 }
 
+// pipelined reports whether the group can be one pipelined batch in an
+// implicit transaction (one round trip, committed at its Sync): no fenced
+// Apply (whose check must be read before the writes) and too few accepts
+// for a COPY (which needs an explicit transaction).
+func pipelined(group []*applyReq) bool {
+	accepts := 0
+	for _, r := range group {
+		if r.fence != nil {
+			return false
+		}
+		for _, m := range r.muts {
+			if _, ok := m.(store.AcceptMessage); ok {
+				accepts++
+			}
+		}
+	}
+	return accepts < copyMin
+}
+
+// commitErr classifies an error of the statement that commits: refused
+// (a PgError) or never sent, the transaction did not apply; otherwise its
+// outcome is in doubt.
+func commitErr(err error, pid uint32, fenced []bool) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+		return err
+	}
+	return &inDoubtError{pid: pid, fenced: fenced, err: err}
+}
+
 func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) (fenced []bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -192,6 +222,27 @@ func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) (fen
 	}
 	defer conn.Release()
 	pid := conn.Conn().PgConn().PID()
+	if pipelined(group) {
+		// Every statement and the commit ID in one batch: the server runs
+		// them as one implicit transaction, committed at the batch's Sync.
+		w := writer{}
+		for _, r := range group {
+			for _, m := range r.muts {
+				if err := w.add(ctx, m); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := w.flushAccepts(ctx); err != nil {
+			return nil, err
+		}
+		w.b.Queue(`INSERT INTO store_commits (id) VALUES ($1)`, id)
+		fenced = make([]bool, len(group))
+		if err := conn.SendBatch(ctx, &w.b).Close(); err != nil {
+			return nil, commitErr(err, pid, fenced)
+		}
+		return fenced, nil
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -223,11 +274,7 @@ func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) (fen
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
-			return nil, err // refused, or never sent: not applied
-		}
-		return nil, &inDoubtError{pid: pid, fenced: fenced, err: err}
+		return nil, commitErr(err, pid, fenced)
 	}
 	return fenced, nil
 }

@@ -17,21 +17,26 @@ import (
 )
 
 // cutProxy sits between the store and PostgreSQL and, once armed, cuts
-// the connection that sends COMMIT: either before the server sees it
-// (the transaction rolls back) or after (it commits), and in both cases
-// before the client hears the answer. To the client both look the same: a
-// commit in doubt.
+// the connection that sends the message that commits (match: COMMIT for an
+// explicit transaction, the Sync that ends a pipelined batch): either
+// before the server sees it (the transaction rolls back) or after (it
+// commits), and in both cases before the client hears the answer. To the
+// client both look the same: a commit in doubt.
 type cutProxy struct {
-	ln       net.Listener
-	target   string
-	mode     atomic.Int32 // 0 off, 1 cut before COMMIT reaches the server, 2 after
-	cuts     atomic.Int32
-	mu       sync.Mutex
-	conns    []net.Conn
-	wg       sync.WaitGroup
-	commitQ  []byte
-	serverIn time.Duration
+	ln     net.Listener
+	target string
+	mode   atomic.Int32 // 0 off, 1 cut before COMMIT reaches the server, 2 after
+	cuts   atomic.Int32
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+	match  []byte
 }
+
+var (
+	matchCommit = []byte("commit\x00")
+	matchSync   = []byte{'S', 0, 0, 0, 4}
+)
 
 const (
 	cutBefore = 1
@@ -47,7 +52,7 @@ func newCutProxy(t *testing.T, dbURL string) (*cutProxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: u.Host, commitQ: []byte("commit\x00")}
+	p := &cutProxy{ln: ln, target: u.Host, match: matchCommit}
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		ln.Close()
@@ -97,7 +102,7 @@ func (p *cutProxy) accept() {
 				n, err := c.Read(buf)
 				if n > 0 {
 					chunk := buf[:n]
-					if m := p.mode.Load(); m != 0 && bytes.Contains(chunk, p.commitQ) && p.mode.CompareAndSwap(m, 0) {
+					if m := p.mode.Load(); m != 0 && bytes.Contains(chunk, p.match) && p.mode.CompareAndSwap(m, 0) {
 						cut.Store(true)
 						c.Close()
 						if m == cutAfter {
@@ -123,16 +128,27 @@ func (p *cutProxy) accept() {
 }
 
 // An in-doubt commit is resolved, never guessed: a DeliverMessages whose
-// COMMIT was cut counts exactly one attempt whether the server committed
-// it (Apply learns it applied) or not (Apply retries it).
+// commit was cut counts exactly one attempt whether the server committed
+// it (Apply learns it applied) or not (Apply retries it), on both commit
+// paths: a pipelined batch (committed at its Sync) and an explicit
+// transaction (a fenced Apply, committed by COMMIT).
 func TestInDoubtCommitIsResolved(t *testing.T) {
 	dbURL := pgtest.Database(t)
 	for _, tc := range []struct {
-		name string
-		mode int32
-	}{{"cut before the server commits", cutBefore}, {"cut after the server commits", cutAfter}} {
+		name   string
+		mode   int32
+		fenced bool
+	}{
+		{"pipelined, cut before the server commits", cutBefore, false},
+		{"pipelined, cut after the server commits", cutAfter, false},
+		{"transaction, cut before the server commits", cutBefore, true},
+		{"transaction, cut after the server commits", cutAfter, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, via := newCutProxy(t, dbURL)
+			if !tc.fenced {
+				p.match = matchSync
+			}
 			s, err := pgstore.Open(context.Background(), pgstore.Config{URL: via, MaxConns: 2, Committers: 1, RetryTimeout: 20 * time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -140,15 +156,33 @@ func TestInDoubtCommitIsResolved(t *testing.T) {
 			defer s.Close()
 			ctx := context.Background()
 			q := "q-" + tc.name
-			if err := s.Apply(ctx, store.AcceptMessage{Message: store.Message{Queue: q, ID: "m", Size: 1}, Body: []byte("x")}); err != nil {
+			lease, err := s.Acquire(ctx, "queue/"+q, "me", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			apply := func(muts ...store.Mutation) error {
+				if tc.fenced {
+					return s.ApplyFenced(ctx, lease, muts...)
+				}
+				return s.Apply(ctx, muts...)
+			}
+			accept := func(id string) store.AcceptMessage {
+				return store.AcceptMessage{Message: store.Message{Queue: q, ID: id, Size: 1}, Body: []byte("x")}
+			}
+			// The same statements once before, so that the cut one is a
+			// single message of cached statements ending in its Sync.
+			if err := apply(accept("warm"), accept("m")); err != nil {
+				t.Fatal(err)
+			}
+			if err := apply(store.DeliverMessages{Queue: q, Batch: "b0", IDs: []string{"warm"}}); err != nil {
 				t.Fatal(err)
 			}
 			p.mode.Store(tc.mode)
-			if err := s.Apply(ctx, store.DeliverMessages{Queue: q, Batch: "b1", IDs: []string{"m"}}); err != nil {
-				t.Fatalf("Apply across a cut COMMIT: %v", err)
+			if err := apply(store.DeliverMessages{Queue: q, Batch: "b1", IDs: []string{"m"}}); err != nil {
+				t.Fatalf("Apply across a cut commit: %v", err)
 			}
 			if p.cuts.Load() != 1 {
-				t.Fatalf("the proxy cut %d connections, want 1 (the test did not exercise a lost COMMIT)", p.cuts.Load())
+				t.Fatalf("the proxy cut %d connections, want 1 (the test did not exercise a lost commit)", p.cuts.Load())
 			}
 			m, err := s.Message(ctx, q, "m")
 			if err != nil {

@@ -15,9 +15,11 @@
 //     transaction per send would cap a host at the disk's flush rate. A few
 //     committer goroutines each take every Apply waiting at that moment
 //     and write them in one transaction (in order), so under load one
-//     flush carries many sends, and idle latency stays one round trip. A
-//     run of AcceptMessage mutations is one COPY (or one multi-row upsert
-//     for a few, or when an ID already exists).
+//     flush carries many sends. A group with neither a fenced Apply nor a
+//     long run of accepts is one pipelined batch, an implicit transaction
+//     committed at its Sync: one round trip. A run of AcceptMessage
+//     mutations is one COPY in an explicit transaction (or one multi-row
+//     upsert for a few, or when an ID already exists).
 //   - In-doubt commits are resolved, never guessed. Each transaction
 //     writes a random commit ID into store_commits. When the connection
 //     dies after COMMIT was sent, the committer waits until the old

@@ -1,8 +1,13 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/takoform/queuehost/auth"
@@ -36,6 +41,87 @@ func (c *Controller) Resources(ctx context.Context, p *auth.Principal, space, fo
 		}
 	}
 	return out, nil
+}
+
+// Page sizes of ResourcePage.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 500
+)
+
+// ResourcePage lists one page of the resources of space (of formURL when
+// not empty) that p may read, oldest first (CreateTime, then UID): up to
+// limit of them after the position pageToken names ("" for the first
+// page), and the token of the next page ("" when this is the last). The
+// records share their byte slices with the store when it can list without
+// copying (the caller must not change them), so that a list costs one page
+// of records, not a copy of every spec of the space.
+func (c *Controller) ResourcePage(ctx context.Context, p *auth.Principal, space, formURL, pageToken string, limit int) ([]store.Resource, string, error) {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	var after pagePos
+	if pageToken != "" {
+		var ok bool
+		if after, ok = parsePageToken(pageToken); !ok {
+			return nil, "", problem.InvalidRequest("pageToken is not a token this host issued (pass a nextPageToken unchanged)")
+		}
+	}
+	list, err := c.listResources(ctx, space, formURL)
+	if err != nil {
+		return nil, "", problem.Unavailable(err)
+	}
+	out := list[:0]
+	for _, r := range list {
+		if (pageToken == "" || after.before(r)) && p.Can(space, r.FormURL, auth.Read) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Resource) int {
+		return cmp.Or(a.CreateTime.Compare(b.CreateTime), strings.Compare(a.UID, b.UID))
+	})
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, pagePos{last.CreateTime.UnixNano(), last.UID}.token(), nil
+}
+
+// pagePos is where a page ended: the last item's CreateTime and UID.
+type pagePos struct {
+	nanos int64
+	uid   string
+}
+
+func (p pagePos) before(r store.Resource) bool {
+	n := r.CreateTime.UnixNano()
+	return n > p.nanos || n == p.nanos && r.UID > p.uid
+}
+
+func (p pagePos) token() string {
+	return base64.RawURLEncoding.EncodeToString([]byte("p1." + strconv.FormatInt(p.nanos, 10) + "." + p.uid))
+}
+
+func parsePageToken(tok string) (pagePos, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return pagePos{}, false
+	}
+	rest, ok := strings.CutPrefix(string(b), "p1.")
+	if !ok {
+		return pagePos{}, false
+	}
+	nanos, uid, ok := strings.Cut(rest, ".")
+	if !ok || uid == "" {
+		return pagePos{}, false
+	}
+	n, err := strconv.ParseInt(nanos, 10, 64)
+	if err != nil {
+		return pagePos{}, false
+	}
+	return pagePos{n, uid}, true
 }
 
 // Operation reads an Operation of space that p may read, waiting up to

@@ -9,6 +9,7 @@ import (
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/schemas"
 )
 
 func (s *Server) GetOpenAPI(ctx context.Context, _ api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
@@ -113,15 +114,71 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 	if req.Params.FormUrl != nil {
 		form = *req.Params.FormUrl
 	}
-	list, err := s.ctl.Resources(ctx, principal(ctx), req.Space, form)
+	limit := controller.DefaultPageSize
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+		if limit < 1 || limit > controller.MaxPageSize {
+			return nil, invalidRequest("limit must be an integer from 1 to %d", controller.MaxPageSize)
+		}
+	}
+	token := ""
+	if req.Params.PageToken != nil {
+		token = *req.Params.PageToken
+	}
+	full := false
+	if req.Params.View != nil {
+		switch *req.Params.View {
+		case api.Basic:
+		case api.Full:
+			full = true
+		default:
+			return nil, invalidRequest("view must be basic or full")
+		}
+	}
+	list, next, err := s.ctl.ResourcePage(ctx, principal(ctx), req.Space, form, token, limit)
 	if err != nil {
 		return nil, err
 	}
 	out := api.ListResources200JSONResponse{Items: make([]api.Resource, 0, len(list))}
 	for _, r := range list {
-		out.Items = append(out.Items, toAPIResource(r))
+		item := toAPIResource(r)
+		if !full && r.FormURL == schemas.FormWorkerVersion {
+			item.Spec = withoutModuleContent(r.Spec)
+		}
+		out.Items = append(out.Items, item)
+	}
+	if next != "" {
+		out.NextPageToken = &next
 	}
 	return out, nil
+}
+
+// withoutModuleContent is a WorkerVersion spec with the content of its
+// modules left out (each keeps its name): what a list item shows unless
+// view=full, so that listing a space of large versions does not send (and
+// copy) every module. A spec that does not decode is returned as it is.
+func withoutModuleContent(spec json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(spec, &m) != nil {
+		return spec
+	}
+	var mods []map[string]json.RawMessage
+	if json.Unmarshal(m["modules"], &mods) != nil {
+		return spec
+	}
+	for _, mod := range mods {
+		delete(mod, "content")
+	}
+	b, err := json.Marshal(mods)
+	if err != nil {
+		return spec
+	}
+	m["modules"] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return spec
+	}
+	return out
 }
 
 func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestObject) (api.GetOperationResponseObject, error) {

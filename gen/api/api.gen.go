@@ -168,6 +168,24 @@ func (e ResourceState) Valid() bool {
 	}
 }
 
+// Defines values for ListResourcesParamsView.
+const (
+	Basic ListResourcesParamsView = "basic"
+	Full  ListResourcesParamsView = "full"
+)
+
+// Valid indicates whether the value is a known member of the ListResourcesParamsView enum.
+func (e ListResourcesParamsView) Valid() bool {
+	switch e {
+	case Basic:
+		return true
+	case Full:
+		return true
+	default:
+		return false
+	}
+}
+
 // AtLeastOnceQueueObserved observed of AtLeastOnceQueue 0.2.0 (§観測、出力、利用可能状態): {} before the first observation; members only for what the host confirmed.
 type AtLeastOnceQueueObserved struct {
 	// MessageCount Approximate count of messages accepted and not yet acknowledged, discarded or expired.
@@ -361,6 +379,9 @@ type ResourceState string
 // ResourceList defines model for ResourceList.
 type ResourceList struct {
 	Items []Resource `json:"items"`
+
+	// NextPageToken Present when more items follow: pass it as pageToken for the next page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
 }
 
 // SendBatchMessage One element of sendBatch(messages). body is a string (sent as its UTF-8 bytes), an ArrayBuffer or an ArrayBufferView, 1..127000 bytes; JSON Schema cannot state a JavaScript type, so the runtime checks body. Closed: an unknown member rejects with invalid_body.
@@ -426,7 +447,20 @@ type GetOperationParams struct {
 // ListResourcesParams defines parameters for ListResources.
 type ListResourcesParams struct {
 	FormUrl *string `form:"formUrl,omitempty" json:"formUrl,omitempty"`
+
+	// Limit The most items one page holds (default 100).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// PageToken The nextPageToken of the previous page; absent for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+
+	// View basic (the default) leaves the content of a WorkerVersion's modules out of the
+	// items (each module keeps its name); full includes it, as GET of the resource does.
+	View *ListResourcesParamsView `form:"view,omitempty" json:"view,omitempty"`
 }
+
+// ListResourcesParamsView defines parameters for ListResources.
+type ListResourcesParamsView string
 
 // CreateResourceParams defines parameters for CreateResource.
 type CreateResourceParams struct {
@@ -552,7 +586,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v2/spaces/{space}/operations/{id} (the `GetOperation` operationId).
 	GetOperation(ctx context.Context, space Space, id string, params *GetOperationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListResources List the space's resources, optionally of one Form.
+	// ListResources List the space's resources, optionally of one Form, a page at a time.
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, space Space, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -648,7 +682,7 @@ func (c *Client) GetOperation(ctx context.Context, space Space, id string, param
 	return c.Client.Do(req)
 }
 
-// ListResources List the space's resources, optionally of one Form.
+// ListResources List the space's resources, optionally of one Form, a page at a time.
 //
 // Corresponds with GET /v2/spaces/{space}/resources (the `ListResources` operationId).
 func (c *Client) ListResources(ctx context.Context, space Space, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -936,6 +970,42 @@ func NewListResourcesRequest(server string, space Space, params *ListResourcesPa
 		if params.FormUrl != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "formUrl", *params.FormUrl, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.View != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "view", *params.View, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1356,7 +1426,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v2/spaces/{space}/operations/{id} (the `GetOperation` operationId).
 	GetOperationWithResponse(ctx context.Context, space Space, id string, params *GetOperationParams, reqEditors ...RequestEditorFn) (*GetOperationResponse, error)
 
-	// ListResourcesWithResponse List the space's resources, optionally of one Form.
+	// ListResourcesWithResponse List the space's resources, optionally of one Form, a page at a time.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1910,7 +1980,7 @@ func (c *ClientWithResponses) GetOperationWithResponse(ctx context.Context, spac
 	return ParseGetOperationResponse(rsp)
 }
 
-// ListResourcesWithResponse List the space's resources, optionally of one Form.
+// ListResourcesWithResponse List the space's resources, optionally of one Form, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2394,7 +2464,7 @@ type ServerInterface interface {
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	// (GET /v2/spaces/{space}/operations/{id})
 	GetOperation(w http.ResponseWriter, r *http.Request, space Space, id string, params GetOperationParams)
-	// ListResources List the space's resources, optionally of one Form.
+	// ListResources List the space's resources, optionally of one Form, a page at a time.
 	// (GET /v2/spaces/{space}/resources)
 	ListResources(w http.ResponseWriter, r *http.Request, space Space, params ListResourcesParams)
 	// CreateResource Create a resource. Answers 202 with the Operation that creates it.
@@ -2529,6 +2599,45 @@ func (siw *ServerInterfaceWrapper) ListResources(w http.ResponseWriter, r *http.
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "formUrl"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "formUrl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "pageToken", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "pageToken"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "pageToken", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "view" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "view", r.URL.Query(), &params.View, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "view"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "view", Err: err})
 		}
 		return
 	}
@@ -3365,7 +3474,7 @@ type StrictServerInterface interface {
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	// (GET /v2/spaces/{space}/operations/{id})
 	GetOperation(ctx context.Context, request GetOperationRequestObject) (GetOperationResponseObject, error)
-	// ListResources List the space's resources, optionally of one Form.
+	// ListResources List the space's resources, optionally of one Form, a page at a time.
 	// (GET /v2/spaces/{space}/resources)
 	ListResources(ctx context.Context, request ListResourcesRequestObject) (ListResourcesResponseObject, error)
 	// CreateResource Create a resource. Answers 202 with the Operation that creates it.
@@ -3684,91 +3793,95 @@ func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zFxvbxzHef8qD7YGdLT3lkeKYqLji4CW5JapZCmklKAVGWNu97m7sXZnVjOzR55pAnFbo7WLIC/aN4Xz",
-	"pkBbp0CRAC1QFAWCAv4qjuzkWxTzZ//eHI8nUkle6bi7M/PM8/zm+T86D2Ke5ZwhUzIYngc5ESRDhcL8",
-	"RRPMcq6QxfM/x7l+kqCMBc0V5SwYBltRtH3nDsyopKMUYf/o3sEBxFMiSKynCGFEBAIXQCQQkEoUsSoE",
-	"Jv0xxTTRDyibQO84iKLoONiIgjCget4pkgRFEAaMZBgMg4Oajr4mJAxkPMWMaIrUPNef2LmCi4swoONH",
-	"RMVTswHvbOO+/eDyaWROYqwmyYma1lPYd2Eg8GVBBSbBUIkCm/Nl5OwhsomaBsPd22GQUVb+uRXqyRQK",
-	"Pe2Pn5P+R4P+3ZOe+9E/ebt8tPG9t4LQQ1hBkyVk6TeXEdWd60J/LHPOJBp58xwF0bLdj2PMFZp1Ys4U",
-	"MqV/kjxPaWy+2PxQagicN2Z/S+A4GAZ/sllDatO+lZuPy5ntqm0YPZ0iVB/AqQaLWx96XIDAPCVzTEI4",
-	"pWoKFRhU/9C9Ab1RAx8ra7MZz3dtehc5+5Dbzem3a3DxIgxywUcpZpfwy33xznp8e+Lm9XBtn8Hhe/fg",
-	"7s6d74CbPLLAtWP11PvqIRKpHrMYf1BggY9HEsXMMoIkCdVTkfSJ0IJXVINgTFKJ3aW4GwZ8DN0pYRBt",
-	"RwPoffXlb//tv775n//4+iefvPrb/331+Rf6x9/9+7f/+ItXP/vVb//6199+/t/ffPr3G0M4v4ARjrlA",
-	"UFOEMRVSgV3AMGoPMsxGKCRwls5hzAWcTokyH0+5VBBzNqYiw0TLO2+Qfh5kKCWZ4D1eWP53GJbngp/R",
-	"jCiEWH+it+OGNCBHWAKMK5ijAhK/YPw0xWSi4ZdQGRORaD4IwLNcw0MTkVFGsyILhoPquFKmcIIiuAiD",
-	"l5pLD86otBrWfTDiPEXCjMAUVal+tlRa1bR89CHGSs/a/fYox3hNqcoc48sl+urTf331+RcbERzY7UjQ",
-	"+pzhDIUWwwyFZthY8Mzpcqk5M9bqn3ImFwWUYEpnKOb3MSXzI4w5S+SioO7jmBSpgkR/pSlEEk9rATmR",
-	"7cEATqfIgGdUKUwi2AeJLLklgZ8yO9gtAaeUyQj2GRR5YsQ/JUwL3UAsJQqFGWoozsiZlebO7e3BYJV0",
-	"HTGHqM885Wzpph5yvaICRTMEUm4CqIQXmKvQIrLkJlUlIM33TdKNTkEJitfYLeHq2IvJnn401cbVwVSv",
-	"I1AqXkK23OTW9uDubmubu559XjStyvOlmz5ZjmWDTw+O7wkkCg9R8kLEeIgvC5RqTSC/yxMDkyePj57C",
-	"5mx705hnuXlu/r3YFG52GYHBvD7huaAzovCA5YWysJ6RlGoOJ0AmhDJpVc57XGSgzWsCI6ONsmcihV6m",
-	"HQhMAM9IrNJ5CEoQmmqGy5TIKVAWp0WCycbiGXBzdJyE7cHOd7tuQsfQlGb+zTkXYcDHYzS/26tsba8m",
-	"rsXRhqZzsg6Ds/6E991DbQWjQ3L6yCIpMP6W1WBrDesA0zAorFjsJm3A0g83Dy4fZLma34C5fMSTIsUf",
-	"cfECBQyi29HAwM8++CEKqV2eQXQnGgwN3gSOUSCL28ZOVueZF0rSBI2G0GpOYMxFIo2dVFOUFrEyBMmB",
-	"Kn3sSXpK5hLOLzQUSz60t7ds/0+6Il2DCe0DxsdA7FlS2phPid4RQ+j5jU8I5o97nMkiKxkXepi5MbQ6",
-	"nIwkaoMutHtBa2u+sOf2lnwbZ7Mja8uWb7h9Au/cub3rOQ9tdsyIMMZRYiywZEgLBUOjZqwu+j6ZkSMz",
-	"GmiideyYauvb+/Hz/f5fkv5HH7x14n4N+nc/eOvkfBDu3r54K4R4ivELq6s0mpxO4wJGGJNCGj+b7T85",
-	"AA1EKwVw6mn+vl5+w8BzRtICZWnUI3iXsoSySQgzIswHdhuOYjk1YR5D+7dWus7GNJm2u9MQRc1kjwge",
-	"8skDpsR8JeLaijXFGRq1ikzbsedBgqNiEoRByicmshzzIAxOiWBBGKAQXBjN0JWbM24eTz8MJL4sVThR",
-	"1kDu7gQ+v0Cb7Uc0Tam84oCZRcEzG9wtxiZNNafJaC0Rus3X1LcmbCjAird+vj+ka1vffTg1ML4ltbaS",
-	"PEWtpPJCGaAULCbFZKqPPEtSFGAYL0PgaaLdIeP/R/CESGkQmxKpQOJLkzIYa8dMcRBIEuBs0ZZShVn7",
-	"x2XBVLX3i2rzRAgyX+Cvna3NNcMZD9OsTlqTZ48ZwoMjyMxYjy6IzEnSimzKT4GrKQr3sQSa5Vwordx7",
-	"x0G0qT88DrRqOQ7sb4/P0YhJG5prZ+vuzu3BztUcDY8L0PQ0am3U1ExR/+RtfxLDY7VLIht8d8xdynbL",
-	"tGvEPh7z3NMmldlklY769KebomD6uPXJiEZZAl992Ry4EZXolpBgnBKBsg5a7enQWnZGE5R74A4mSEwx",
-	"Vg72dIZtCIRwOqXxFLJCKu3Fa5nrwGteLpGUiy6Ku6SmdTJKrThGm/sycalfA5KzAztq24jc/bHVOTVh",
-	"UDD6skD3WokCaz226iweln7OAhoq4hdw0JC2BxF1imn9sxgbtzAsYywudCiFCiOQygRdLAEcjzFWkBMq",
-	"nM8hLTa0o9YnuQNGRYb2vFJ+KoeQo7Gem9rj2QNRMFb+9XFOhKIk/bhgLxg/ZXvGn2OxCSU2q4eyiGPE",
-	"BJNNG/0lH9upxoSmmLRm8px9s7en1J7oyhLpjfY1pn1hgN1rEzV6DT21XcXI3hAXhIGjyQsla2avmuQK",
-	"A6/1Cz2J6IVPXlCWNAm229aEGpkGWuxapF4yywjx2ZL1DQqaszuRBmHgxKljjVJKOgIxkjHJ2Eqe3pUt",
-	"detIp2ur9Cpm8+1tlERXwgybSGgt3Dho9SHynLAndZJzjfPVTVJCgorQVNpsrlZ+f6YjHe2UzrYBzxQy",
-	"ox7LNGDMEwxB2FDtwObnrBPhs3MJLqZejhQZpQiSkRf4QUwkmjmh5zm9D8zE1oK24+iT56V9e9sbOdtd",
-	"edFjqb2ym+LYbEhZdFW0IysVYbHfQ634tBTHRRnA2HTPnbt3G8mfncHA782q1L+efbDKYTVvy2kqMkIr",
-	"rwb8SoQtB9+DUqGsqeGpDvgsboZA4PtHj9+HJ1xvUQBlirvg2zAPRjyZG5wR0GGlNlO+XOZSged24tV8",
-	"KT+s4LPIC7thD0NMhPxuWelagx1PpwgjPQ4IGCeg8s0FxkhnKKHnCb/hqy9/9+lPf/N///z1J7840FSP",
-	"SYzf/MNPf/Prn28MYSuKMnJmyDmiH2kTmqCok7UyBMLg4L72uUzVcLdRJzSs1vy3GYBSi92SxguOQBMs",
-	"UakUMx3kZ6imPJHN5LzWD0rMw+az/TQ1E5s35g+BMOKFXsvkRnoez87jO1uT0EzV3dldmQwrt33lQ2+2",
-	"3siG1T7YlsvOLvHCygrDyrzgFcyInahBfQOODbgtA2OJlxtIm/nwd/USk5m+rh+RumZkE0Ux7unAtHpY",
-	"mhqTxnDVBF8MZajZV4rEU0x8xZyV1Z4wsOHAlepBfqau4v41oqElXK/KQFZb6EPlghrNMJplhTWwLgcJ",
-	"KR2boFb/JoZb5tw+O7jv06IkeYja0v6gRPEVwwZzRiqF07JpW62Cxpa3buPGageIF6pRtqlm2V1d/CFn",
-	"9ziLC6FJmrcGb9+5CgmHqETFiJbThK6WQ7HKg1TV0rKKtgdEQaadpy14B+rpoB7brvWsLme9XFsIRr12",
-	"63nr1dAsmF4/YizVlpunA4ylsl6QX0skvp2dLDmby0LSllJf32cpa4QmP9Sy1Leks+DrGurI+jZU21zY",
-	"1wbk3WI8RgFTnuqAxqCMCzqhjKQwmiuUe0CZ9ZcEsgRtmbenv9MKVAcsLEZ4QdUt6aoRKDZc7UEZV0Pi",
-	"7o7VB1yinXRREWhvO8uV5yxsAWce9IfwjnljisOiPC/zVkHee+40BzzdAQ1maIaXJ2v7O4PBwBJdB6hr",
-	"egPawZCKZHmdEe4sXtd6Q3j29B48Y/QMMOfxFDIzxiJwD6RVtSQWXMp62+VRv+Sc+Qx+lzDHnLCWRhfy",
-	"j6r8sh/tTwRPihiFqxi8BupfeqaRgEyJ+bJyEXz1ZSt39vUnv8zdBGXpYmMIyGbPtUN5AhNU0hT8XS2D",
-	"JUY/VAasKsIlS5ojFuHrK83urE6YLinkBJfkKF5fT7o8azVRV7Zd2XlkXE++bpGgLmwqDoTZnHZJSukt",
-	"SJK5wqcRTE5iDGFMz9D57FI7EcuU3jef/eSbn3+mfcKf/dW3n36pf3z2+e/+6V++/uSX3/7qb1598Z97",
-	"sBQ+1ZB6EjN2I4J7KZeYDKGRXClVm/EwrfO4iIhOTmktldERXHOqhtBqYXglVcNlLUE1szGVfIjUGl0g",
-	"SWTU6Z2g0nUECVSFYJjslfWfZvG5OlvWjpki9Q3lKhWZeKPwRqPFwrsJska2eKE8d7kBKc/6YvdEI/BZ",
-	"s/uh2XixOK/h52v1VJAleaLX6rbwJEKNxKyyILGisyq1aJ+ZnKtLlK7KhC7JvV47Q2q7Yp3yKzt36xaR",
-	"ivOOKQ0xVpyvk6kN4DjoXSmvWp3GS07qlWqv16l/VkSsXf9skejZwlFpQl/f2UWX3eHj2iD3ykRE02+t",
-	"2sZNx4dRTBKePX2v/13rpW2EXd+Wi86TH1I8DWEripre3Z51co8MsyAmjHFVln+aDRl686a9xngKNntk",
-	"+y6kIbK2GISBq5I4IwECPzQlP5P6psy0Z3xgBi2oQr+X6vb+cWt/H3f3ZvPRrx+SdeBgSGmgYUHaSxDx",
-	"2FAtXyM9yXNXQROTokQFga5Pd8s6cT1NX1iO+d7GdbzEGxLeNZnfZHTJRA+PnxlVc0O9k88ub53cPC9o",
-	"cjEEAuMiTW1Pflyf2Bxj6GmfjY877oFp0Z3QGTJPbvWPoWew2yLo56qH/S0w3WirnLc7sOwcEybgRTaD",
-	"0dy2iZiOdeOCkTxHInTATtgcyrsdIaR8EjauWHBR3xjoisQts8qWNDq4moi9hCerOHiNvKWHX1ds42iN",
-	"3IjggemwsNeTqKxzmxFkhDLbhuC63jgzYYtry9krm3nqJj7bHeG5pVDN9Bpdtm65K9t8t1CrouAC0xUF",
-	"hW4IvmiMHttUOWRImITnJxHsu6zJ7s6eY4RlgoFoQqWiLFa2xd00RNathCYYuHqlpBuqLuyvuyW93DqY",
-	"vn5WspGNrORdy+9kyZnxpxJN62FcCKrmxj9xLgISYSk01Jgygn1UTTBVKreXh0z744IIn3bK70T6upDL",
-	"2O0pecG149wM4oBmuXXdtCcWHbOFqroLlnPBTeWdKUFiteeameSU5KbRLcExZZgA16tSBiWDNUaOWSMj",
-	"Y9AzRYHaA0R7rg8f7N9/9MDU78CW8M0JXNZ6cMx6y65mbdRtCZc0IISGJY2asgzLnoRjdsy0Pyt4oczG",
-	"yo5tNdW75LF1aHz9uM7nxLNcoNSeblakivYlTvSQY5YTNYXqhuYQ9t//iyvY7E3T8LV5rkdHUXShXRf+",
-	"QuuoY9bsq7olwXxZVYN9/RGuU85+aLa4ER2zRpN1BZEmqnpNvMhiJFGF0NLPG0GjcyzYjgbRoG8G6eWj",
-	"LRME58hIToNhcDsaRLdth8bUHATNhJjkZERTWmrZCXqugP3INuWZvkqTSnbNeiOcc1eDNkTegpgLDDUO",
-	"TVrKgJSPYYxEFQJla7XIQjXS8IGenjiE5vuw5Gi7/rBhC9vNJLooGDOOJklMvsX4TjaTbjwoYLw1sybJ",
-	"XQTQ6rO6vnmQBMPgT1Hda/Kkc9dzezBY63ZnVyN5b3G2iCuxHrX0VzB8fhIGssgyIuZumObZLekfXSmf",
-	"TrXBzqol74ARlTQ7yS9wwx213wsjRoWWeFId76vzojvCwtUkJIS5G+syEE4T1mzoaIFq+3LznCYXKxhT",
-	"pTSaF8CfLzRSuet0isMpobVoas9ScRhTRuUUeoMo2h3Ud7pfFmi6zt1VZT0+6FyYvlrZ9eLkmgK8mXvK",
-	"EewD46yvUGSmWKb9wZgIU4A9RCXm/f2xsonhxq3kxhsvrOpt2vXNTchlVFdsKE2YRVeFp0Mk2lzVRO9Z",
-	"66aZr4MCNunnPE1Be8WpUzSJ8WutXI2Qy3uRZ31FXnBrDmLHEa2pTMNTGzU+WutPLFKDi9B7h33NK+wn",
-	"fvRXNnAp7h9SqQ6rrxa24MNs41rZcnreIDhbWbgl+Kw23rlhEVwfTXpZaw41j021t14rtyFbapIJGkLa",
-	"jr4R2JyEQc6lR6Ltu33ButN3eoytJI3P965Lxd2IEP03EC/a0YPrpe8gaXu15Bb/B4fry91SDKSSdwT7",
-	"TJ5q13h7sF37yw0roN0smxU3QcESGJwKanLqjXc26+ky6v1ywb4ThDXxFyuOvHV7XRoObbmijZT75vmN",
-	"ISVcPcL9lyQe9fAHEqplgQv2XJGvZ5NIlEFMZEwS3Fgl6csla+psfpejwfs3ri5XqcqOhX7w1NYTL/8P",
-	"P27EMjfqqywxnry5/lY3Jjb+X4wI3jfSkYoIVbV4zd+UZV7xYUETq4kLj3zbGdTf+/G6eZ3tTwn/Mevs",
-	"Q5ufb53vWxJOpzy1KZPrnWyfzraFz2vp7M2UT+RlkYpNPzzkE7kqVDk0zQimbUg75GaDEl/CxFgW7d4S",
-	"ZkKrZQGKabpsuXrLuwS8VRy/D5nSbFngszVY1bb6Rr3L8o6rR1s+5JOSkzfvVjpV2ElFpXwCUgkkGfSu",
-	"fq144w+qDjuhfZ2gfX6iJdegy2TOLAl1T9hVU3krbO7rTFlnBy+f/OTi/wMAAP//",
+	"zHzvbxzHef+/8mC/BnRn7y2PFMVE5IuAluR8mUqWQkoJWpEx5nafuxtzd2Y1M3vkWSYQtzVauwjyon1T",
+	"OG8KtHUKFAnQAkVRICjgf8WRnfwXxfzYnzfH44lUklc67u7MPPM8n3l+j14GMc9yzpApGey+DHIiSIYK",
+	"hfmLJpjlXCGL53+Gc/0kQRkLmivKWbAbbEbR1p07MKOSjlKE/aN7BwcQT4kgsZ4ihBERCFwAkUBAKlHE",
+	"qhCYDMYU00Q/oGwCveMgiqLjoB8FYUD1vFMkCYogDBjJMNgNDmo6BpqQMJDxFDOiKVLzXH9i5wouLsKA",
+	"jh8RFU/NBryzjQf2g8unkTmJsZokJ2paT2HfhYHAFwUVmAS7ShTYnC8j5w+RTdQ02N25HQYZZeWfm6Ge",
+	"TKHQ0/7kORl8NBzcPem5H4OTt8tH/e+9FYQewgqaLCFLv7mMqO5cF/pjmXMm0cib5yiIlu1+HGOu0KwT",
+	"c6aQKf2T5HlKY/PFxodSQ+BlY/a3BI6D3eD/bdSQ2rBv5cbjcma7ahtGT6cI1QdwpsHi1oceFyAwT8kc",
+	"kxDOqJpCBQY1OHRvQG/UwMfK2mzG812b3kXOPuR2c/rtGly8CINc8FGK2SX8cl+8sx7fnrh5PVzbZ3D4",
+	"3j24u33nO+Amjyxw7Vg99b56iESqxyzGHxZY4OORRDGzjCBJQvVUJH0itOAV1SAYk1RidynuhgEfQ3dK",
+	"GEZb0RB6X335u3/9z2/++9+//uknr/7mf159/oX+8bf/9u0//PLVz3/9u7/6zbef/9c3n/5dfxdeXsAI",
+	"x1wgqCnCmAqpwC5gGLUHGWYjFBI4S+cw5gLOpkSZj6dcKog5G1ORYaLlnTdIfxlkKCWZ4D1eWP53GJbn",
+	"gp/TjCiEWH+it+OGNCBHWAKMK5ijAhKfMn6WYjLR8EuojIlINB8E4Hmu4aGJyCijWZEFu8PquFKmcIIi",
+	"uAiDF5pLD86ptBrWfTDiPEXCjMAUVal+tlRa1bR89CHGSs/a/fYox3hNqcoc48sl+urTf3n1+Rf9CA7s",
+	"diRofc5whkKLYYZCM2wseOZ0udScGWv1TzmTiwJKMKUzFPP7mJL5EcacJXJRUPdxTIpUQaK/0hQiiae1",
+	"gJzI9mAIZ1NkwDOqFCYR7INEltySwM+YHeyWgDPKZAT7DIo8MeKfEqaFbiCWEoXCDDUUZ+TcSnP79tZw",
+	"uEq6jphD1GeecrZ0Uw+5XlGBohkCKTcBVMIp5iq0iCy5SVUJSPN9k3SjU1CC4jV2S7g69mKypx9NtXF1",
+	"MNXrCJSKl5AtN7m5Nby709rmjmefF02r8nzppk+WY9ng04PjewKJwkOUvBAxHuKLAqVaE8jv8sTA5Mnj",
+	"o6ewMdvaMOZZbrw0/15sCDe7jMBgXp/wXNAZUXjA8kJZWM9ISjWHEyATQpm0Kuc9LjLQ5jWBkdFG2TOR",
+	"Qi/TDgQmgOckVuk8BCUITTXDZUrkFCiL0yLBpL94BtwcHSdha7j93a6b0DE0pZl/c85FGPDxGM3v9iqb",
+	"W6uJa3G0oemcrMPgfDDhA/dQW8HokJw9skgKjL9lNdhawzrANAwKKxa7SRuw9MPNg8sHWa7mN2AuH/Gk",
+	"SPHHXJyigGF0Oxoa+NkHP0IhtcszjO5Ew12DN4FjFMjitrGT1XnmhZI0QaMhtJoTGHORSGMn1RSlRawM",
+	"QXKgSh97kp6RuYSXFxqKJR/a21u2/yddka7BhPYB42Mg9iwpbcynRO+IIfT8xicE88c9zmSRlYwLPczs",
+	"71odTkYStUEX2r2gtTVf2HN7S76Ns9mRtWXLN9w+gXfu3N7xnIc2O2ZEGOMoMRZYMqSFgl2jZqwu+gGZ",
+	"kSMzGmiideyYauvb+8nz/cFfkMFHH7x14n4NB3c/eOvk5TDcuX3xVgjxFONTq6s0mpxO4wJGGJNCGj+b",
+	"7T85AA1EKwVw6mn+vl6+b+A5I2mBsjTqEbxLWULZJIQZEeYDuw1HsZyaMI+h/VsrXWdjmkzb2W6Iomay",
+	"RwQP+eQBU2K+EnFtxZriDI1aRabt2PMgwVExCcIg5RMTWY55EAZnRLAgDFAILoxm6MrNGTePpx8GEl+U",
+	"KpwoayB3tgOfX6DN9iOaplReccDMouCZDe4WY5OmmtNktJYI3eZr6lsTNhRgxVs/3x/Sta3vPpwZGN+S",
+	"WltJnqJWUnmhDFAKFpNiMtVHniUpCjCMlyHwNNHukPH/I3hCpDSITYlUIPGFSRmMtWOmOAgkCXC2aEup",
+	"wqz947Jgqtr7RbV5IgSZL/DXztbmmuGMh2lWJ63Js8cM4cERZGasRxdE5iRpRTblZ8DVFIX7WALNci6U",
+	"Vu694yDa0B8eB1q1HAf2t8fnaMSkDc21vXl3+/Zw+2qOhscFaHoatTZqaqZocPK2P4nhsdolkQ2+O+Yu",
+	"Zbtl2jViH4957mmTymyySkd9+tMNUTB93AZkRKMsga++bA7sRyW6JSQYp0SgrINWezq0lp3RBOUeuIMJ",
+	"ElOMlYM9nWEbAiGcTWk8hayQSnvxWuY68JqXSyTlooviLqlpnYxSK47R5r5MXOrXgOT8wI7aMiJ3f2x2",
+	"Tk0YFIy+KNC9VqLAWo+tOouHpZ+zgIaK+AUcNKTtQUSdYlr/LMbGLQzLGIsLHUqhwgikMkEXSwDHY4wV",
+	"5IQK53NIiw3tqA1I7oBRkaE9r5SfyV3I0VjPDe3x7IEoGCv/+jgnQlGSflywU8bP2J7x51hsQomN6qEs",
+	"4hgxwWTDRn/Jx3aqMaEpJq2ZPGff7O0ptSe6skR6owONaV8YYPfaRI1eQ09tVzGyN8QFYeBo8kLJmtmr",
+	"JrnCwGv9Qk8ieuGTU8qSJsF225pQI9NAi12L1EtmGSE+W7K+QUFzdifSIAycOHWsUUpJRyBGMiYZW8nT",
+	"u7Klbh3pdG2VXsVsvr2NkuhKmGETCa2FGwetPkSeE/akTnKucb66SUpIUBGaSpvN1crv/+tIRzulsy3A",
+	"c4XMqMcyDRjzBEMQNlQ7sPk560T47FyCi6mXI0VGKYJk5BQ/iIlEMyf0PKf3gZnYWtB2HH3yvLRvb3sj",
+	"Z7srL3ostVd2UxybDSmLrop2ZKUiLPZ7qBWfluK4KAMYm+65c/duI/mzPRz6vVmV+tezD1Y5rOZtOU1F",
+	"Rmjl1YBfibDl4HtQKpQ1NTzVAZ/FzS4Q+MHR4/fhCddbFECZ4i74NsyDEU/mBmcEdFipzZQvl7lU4Lmd",
+	"eDVfyg8r+Czywm7YwxATIb9bVrrWYMfTKcJIjwMCxgmofHOBMdIZSuh5wm/46svff/qz3/7vP339yS8P",
+	"NNVjEuM3f/+z3/7mF/1d2IyijJwbco7oR9qEJijqZK0MgTA4uK99LlM13GnUCQ2rNf9tBqDUYrek8YIj",
+	"0ARLVCrFTAf5GaopT2QzOa/1gxLzsPlsP03NxOaN+UMgjHih1zK5kZ7Hs/P4ztYkNFN1d3ZWJsPKbV/5",
+	"0JutN7JhtQ+26bKzS7ywssKwMi94BTNiJ2pQ34BjA27LwFji5QbSZj78Xb3EZKav60ekrhnZRFGMezow",
+	"rR6WpsakMVw1wRdDGWr2lSLxFBNfMWdltScMbDhwpXqQn6mruH+NaGgJ16sykNUW+lC5oEYzjGZZYQ2s",
+	"y0FCSscmqNW/ieGWObfPDu77tChJHqK2tD8sUXzFsMGckUrhtGzaZqugsemt27ix2gHihWqUbapZdlYX",
+	"f8j5Pc7iQmiS5q3BW3euQsIhKlExouU0oavlUKzyIFW1tKyi7QFRkGnnaRPegXo6qMe2az2ry1kv1haC",
+	"Ua/det56NTQLptePGEu15ebpAGOprBfk1xKJb2cnS87mspC0pdTX91nKGqHJD7Us9S3pLPi6hjqyvg3V",
+	"Nhf2tQF5txiPUcCUpzqgMSjjgk4oIymM5grlHlBm/SWBLEFb5u3p77QC1QELixFOqbolXTUCRd/VHpRx",
+	"NSTubFt9wCXaSRcVgfa2s1x5zsImcOZBfwjvmDemOCzK8zJvFeS9505zwNMd0GCGZnh5sra+MxwOLdF1",
+	"gLqmN6AdDKlIltcZ4c7ida03hGdP78EzRs8Bcx5PITNjLAL3QFpVS2LBpay3XR71S86Zz+B3CXPMCWtp",
+	"dCH/qMov+9H+RPCkiFG4isFroP6FZxoJyJSYLysXwVdftnJnX3/yq9xNUJYu+ruAbPZcO5QnMEElTcHf",
+	"1TJYYvRDZcCqIlyypDliEb6+0uz26oTpkkJOcEmO4vX1pMuzVhN1ZduVnUfG9eTrFgnqwqbiQJjNaZek",
+	"lN6CJJkrfBrB5CTGEMb0HJ3PLrUTsUzpffPZT7/5xWfaJ/z5X3776Zf6x2ef//4f//nrT3717a//+tUX",
+	"/7EHS+FTDaknMWP7EdxLucRkFxrJlVK1GQ/TOo+LiOjklNZSGR3BNadqCK0WhldSNVzWElQzG1PJh0it",
+	"0QWSREad3gkqXUeQQFUIhsleWf9pFp+rs2XtmClS31CuUpGJNwpvNFosvJsga2SLF8pzlxuQ8qwvdk80",
+	"Ap81ux+ajReL8xp+vlZPBVmSJ3qtbgtPItRIzCoLEis6q1KL9pnJubpE6apM6JLc67UzpLYr1im/snO3",
+	"bhGpOO+Y0hBjxfk6mdoAjoPelfKq1Wm85KReqfZ6nfpnRYQnqcjwXD0hE3zKT5EtOihPBJoGC9Nwl3Ed",
+	"9ukVYczTlJ/tQk6k0RBEQl7OUh15Pbd57FyUqyclunXYFqs8rDwqTfnrO93oskx8XDsGvTIh0vSfq/Z1",
+	"wxijICU8e/re4LvWW+yHXR+bi86TH1E8C2Ezippe5p51to+M0CAmjHFVlqGajSF686bNx3gsNotl+z+k",
+	"IbK2XISBq9Y4YwUCPzSlR5OCp8y0iXxgBi2oZL+37Pb+cWt/H3f3ZvPirx8aduBgSGmgYUHaSxDx2FAt",
+	"XyNNynNXyROTokQFga5vecs6kz1NX1iO+V7/Ot7qDQnvmsxvMrpkoofHz4zKu6EezmeXt3BuvCxocrEL",
+	"BMZFmtq7AXF9YnOMoad9Rz7uuClGc03oDJknx/un0LvYbVX0c9XD/haYbrRlz9ulWHawCRN4I5vBaG7b",
+	"VUznvHEFSZ4jEUAZEDaH8o5JCCmfhI2rHlzUNxe6InHLrLJpjU6yJmIv4ckqDl4jf+rh1xXbSVoj+xE8",
+	"MJ0e9poUlXWONYKMUGbbIVz3HWcmfHLtQXtlU1HdTGi7NDy3JaqZXqPb1y13Zd/DLdSqbLgAeUVho5sK",
+	"WDRGj23KHjIkTMLzkwj2XfZmZ3vPMcIywUA0oVJRFivbam8aM+uWRhOUXL1i0w2ZF/bX3ZJebh1MXz87",
+	"2siKVvKu5Xey5Mz4U5qmBTIuBFVz4584FwGJsBQaakw5wz6qJpgqldtLTKYNc0GETzttAET6uqFLh/Ip",
+	"OeXagW8Gk0Cz3Lpu2hOLjtlCdd8F7bngpgOAKUFiteeaquSU5KbhLsExZZgA16tSBiWDNUaOWSMzZNAz",
+	"RYHaA0R7rg8f7N9/9MDUEcG2EpgTuKwF4pj1ll0R69ftEZc0QoSGJY3atgzL3ohjdsy0Pyt4oczGys5x",
+	"NdW75LF1aHx9wc7nxPNcoNSeblakig4kTvSQY5YTNYXqpugu7L//51ew2Rum8WzjpR4dRdGFdl34qdZR",
+	"x6zZ33VLgvmyqkr7+jRcx5790GyxHx2zRrN3BZEmqnpNvMhiJFGF0NLP/aDRwRZsRcNoODCD9PLRpgnG",
+	"c2Qkp8FucDsaRrdtp8jUHATNhJjkZERTWmrZCXquov3YNgea/k6T0nZNgyOcc1cLN0TegpgLDDUOTXrM",
+	"gJSPYYxEFQJla7XIQjXS8IGenjiE5vuw5Gi7DtK3BfZmMl8UjBlHkyQmqjO+k83oGw8KGG/NrElyFxK0",
+	"+qyukR4kwW7wfVT3mjzp3DndGg7XumXa1Uje26Qt4kqsRy39Few+PwkDWWQZEXM3TPPslvSPrpRPp+ph",
+	"Z9WSd8CISpqd5Be44Y7aH4QRo0JLPKmO99V50R1h4WoSI8Lc0XWZEKcJazZ0tEC1fbnxkiYXKxhTpVaa",
+	"F9GfLzR0uWt9isMZobVoas9ScRhTRuUUesMo2hnWd8tfFGi6392VaT0+6Fzcvlr59+LkmgK8mfvSEewD",
+	"42ygUGSmaKf9wZgIUwg+RCXmg/2xsgnqxu3oxhsvrOpt2vXNjcxlVFdsKE2YRVeFp0Mk2lzVRO9Z66aZ",
+	"r4MCNhnkPE1Be8WpUzSJ8WutXI2Qy/uZ5wNFTrk1B7HjiNZUpvGqjRofrfUnFqnBRei9S7/mVfoTP/or",
+	"G7gU9w+pVIfVVwtb8GG2cb1t+WV2n4dlfGKbuNPczckETeFXQs9JGDaHy89KSrNlh+XOqo4LP0GtrGNZ",
+	"BMoFzigvbCZxr7zaVZ5xWwQus4k+MqsEZLDkP2TYHG5th6s5NiKSxrbS7bjThxTJDGVpB1SVEmr5zrdk",
+	"dVmDF8pt65hZxvdM2OyCtFPE3CYONe39PZvUcJdH9YtQe8Lff/C05E1VkEk4Suvx+Fgwo3jW2n2Zrjd7",
+	"CsJAr+PJwr9RndZK3nrU2uMSkp29di4L7XVQU6ekbTI6Cq6vsDSJ1uPSx9g0NtS05DYrkJp8lT5H2lUL",
+	"gVjiiQJiL22/CV11EgY5lx410r7YGqw7fafB3uLABBrvuvzvjUDAf/32oh2yuoskHRxurZbl4n9fcn0k",
+	"WIqBVAiIYJ/JMx2PbQ236iCt4Xpo396WhEwkugQGZ4KaglLjnU21u3LSoFxw4ARh/cqLFXbGxlou94u2",
+	"VtdGyn3z/MaQEq4e4f4/Ho9y+SMJ1bKgrVB7NnNJGcRExiTB/ipJXy5ZU2T2+7kN3r9xZbvMf6zg3HYL",
+	"Hzy1xfTL/7ebG3EHG80FLDE20Nz9rLtyG/8pTATvG+lIRYSq+hvnb8odXPFhQROriQuPfNtp+z/48bp5",
+	"ne2vQ/wp6+xDWxRqne9bEs6mPLV5uuudbJ/OtlX/a+nsjZRP5GXhsfUxH/KJXBUfH5pOHNMzp6NAs0GJ",
+	"L2BiLIv2owkz8fwyF9p0HLccyOUtMkO/s79mALE5XBlBvEnftLzg7dGWD/mk5GTn1npwY6qwk/9M+QSk",
+	"Ekgy6F39Tn3/j6oOO/mkuirw/ERLrkGXSddaEuqGyKvmj1fY3NeZsk5JXz75ycX/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

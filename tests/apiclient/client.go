@@ -419,25 +419,35 @@ func (c *Client) Get(ctx context.Context, space, uid string) (*Resource, *Respon
 	return &out, r, nil
 }
 
-// List lists a space's resources.
+// List lists a space's resources, every page (view=full).
 func (c *Client) List(ctx context.Context, space string) ([]Resource, error) {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := c.API().ListResources(ctx, space, nil)
-	r, err := c.read("GET", resourcesPath(space), res, err)
-	if err != nil {
-		return nil, err
+	full := api.Full
+	params := &api.ListResourcesParams{View: &full}
+	var out []Resource
+	for {
+		res, err := c.API().ListResources(ctx, space, params)
+		r, err := c.read("GET", resourcesPath(space), res, err)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status != 200 {
+			return nil, fmt.Errorf("list %s: %s", space, r)
+		}
+		var l struct {
+			Items         []Resource `json:"items"`
+			NextPageToken string     `json:"nextPageToken"`
+		}
+		if err := r.JSON(&l); err != nil {
+			return nil, err
+		}
+		out = append(out, l.Items...)
+		if l.NextPageToken == "" {
+			return out, nil
+		}
+		params.PageToken = &l.NextPageToken
 	}
-	if r.Status != 200 {
-		return nil, fmt.Errorf("list %s: %s", space, r)
-	}
-	var l struct {
-		Items []Resource `json:"items"`
-	}
-	if err := r.JSON(&l); err != nil {
-		return nil, err
-	}
-	return l.Items, nil
 }
 
 // Ref is a {resourceUid} reference.

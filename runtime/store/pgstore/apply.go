@@ -120,9 +120,14 @@ func (s *Store) commit(group []*applyReq) (fenced []bool, err error) {
 	ctx := context.Background()
 	deadline := time.Now().Add(s.cfg.RetryTimeout)
 	backoff := 10 * time.Millisecond
+	pipeline := true
 	for attempt := 1; ; attempt++ {
 		id := rand.Int64()
-		fenced, err := s.tryCommit(ctx, group, id)
+		fenced, err := s.tryCommit(ctx, group, id, pipeline)
+		if errors.Is(err, errFenceFailed) {
+			pipeline = false
+			continue
+		}
 		if err == nil {
 			s.applies.Add(int64(len(group)))
 			if s.commits.Add(1)%1024 == 0 {
@@ -186,15 +191,11 @@ func isConnErr(err error) bool {
 }
 
 // pipelined reports whether the group can be one pipelined batch in an
-// implicit transaction (one round trip, committed at its Sync): no fenced
-// Apply (whose check must be read before the writes) and too few accepts
-// for a COPY (which needs an explicit transaction).
+// implicit transaction (one round trip, committed at its Sync): too few
+// accepts for a COPY (which needs an explicit transaction).
 func pipelined(group []*applyReq) bool {
 	accepts := 0
 	for _, r := range group {
-		if r.fence != nil {
-			return false
-		}
 		for _, m := range r.muts {
 			if _, ok := m.(store.AcceptMessage); ok {
 				accepts++
@@ -215,17 +216,29 @@ func commitErr(err error, pid uint32, fenced []bool) error {
 	return &inDoubtError{pid: pid, fenced: fenced, err: err}
 }
 
-func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) (fenced []bool, err error) {
+// errFenceFailed: a pipelined batch's fence check failed; which of the
+// group's Applies are fenced is worked out in an explicit transaction.
+var errFenceFailed = errors.New("pgstore: a fence of the batch failed")
+
+func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64, allowPipeline bool) (fenced []bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Release()
 	pid := conn.Conn().PgConn().PID()
-	if pipelined(group) {
+	if allowPipeline && pipelined(group) {
 		// Every statement and the commit ID in one batch: the server runs
 		// them as one implicit transaction, committed at the batch's Sync.
+		// The fences come first: one that is not current aborts it all.
 		w := writer{}
+		seen := map[store.Lease]bool{}
+		for _, r := range group {
+			if f := r.fence; f != nil && !seen[*f] {
+				seen[*f] = true
+				w.b.Queue(`SELECT store_fence($1, $2, $3)`, f.Name, f.Holder, f.Epoch)
+			}
+		}
 		for _, r := range group {
 			for _, m := range r.muts {
 				if err := w.add(ctx, m); err != nil {
@@ -239,6 +252,10 @@ func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64) (fen
 		w.b.Queue(`INSERT INTO store_commits (id) VALUES ($1)`, id)
 		fenced = make([]bool, len(group))
 		if err := conn.SendBatch(ctx, &w.b).Close(); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "TF001" {
+				return nil, fmt.Errorf("%w: %w", errFenceFailed, err)
+			}
 			return nil, commitErr(err, pid, fenced)
 		}
 		return fenced, nil

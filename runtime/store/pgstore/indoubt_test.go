@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -130,23 +131,25 @@ func (p *cutProxy) accept() {
 // An in-doubt commit is resolved, never guessed: a DeliverMessages whose
 // commit was cut counts exactly one attempt whether the server committed
 // it (Apply learns it applied) or not (Apply retries it), on both commit
-// paths: a pipelined batch (committed at its Sync) and an explicit
-// transaction (a fenced Apply, committed by COMMIT).
+// paths: a pipelined batch (committed at its Sync; fenced or not) and an
+// explicit transaction (a COPY of many accepts, committed by COMMIT).
 func TestInDoubtCommitIsResolved(t *testing.T) {
 	dbURL := pgtest.Database(t)
 	for _, tc := range []struct {
-		name   string
-		mode   int32
-		fenced bool
+		name         string
+		mode         int32
+		fenced, bulk bool
 	}{
-		{"pipelined, cut before the server commits", cutBefore, false},
-		{"pipelined, cut after the server commits", cutAfter, false},
-		{"transaction, cut before the server commits", cutBefore, true},
-		{"transaction, cut after the server commits", cutAfter, true},
+		{"pipelined, cut before the server commits", cutBefore, false, false},
+		{"pipelined, cut after the server commits", cutAfter, false, false},
+		{"pipelined and fenced, cut before the server commits", cutBefore, true, false},
+		{"pipelined and fenced, cut after the server commits", cutAfter, true, false},
+		{"transaction, cut before the server commits", cutBefore, false, true},
+		{"transaction, cut after the server commits", cutAfter, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, via := newCutProxy(t, dbURL)
-			if !tc.fenced {
+			if !tc.bulk {
 				p.match = matchSync
 			}
 			s, err := pgstore.Open(context.Background(), pgstore.Config{URL: via, MaxConns: 2, Committers: 1, RetryTimeout: 20 * time.Second})
@@ -169,16 +172,27 @@ func TestInDoubtCommitIsResolved(t *testing.T) {
 			accept := func(id string) store.AcceptMessage {
 				return store.AcceptMessage{Message: store.Message{Queue: q, ID: id, Size: 1}, Body: []byte("x")}
 			}
-			// The same statements once before, so that the cut one is a
-			// single message of cached statements ending in its Sync.
+			// The cut Apply: a delivery, after 20 accepts when it must be
+			// an explicit transaction (a COPY).
+			cut := func(prefix, deliver, batch string) []store.Mutation {
+				var muts []store.Mutation
+				if tc.bulk {
+					for i := range 20 {
+						muts = append(muts, accept(fmt.Sprintf("%s%02d", prefix, i)))
+					}
+				}
+				return append(muts, store.DeliverMessages{Queue: q, Batch: batch, IDs: []string{deliver}})
+			}
 			if err := apply(accept("warm"), accept("m")); err != nil {
 				t.Fatal(err)
 			}
-			if err := apply(store.DeliverMessages{Queue: q, Batch: "b0", IDs: []string{"warm"}}); err != nil {
+			// The same statements once before, so that the cut Apply is
+			// made of cached statements.
+			if err := apply(cut("warm-", "warm", "b0")...); err != nil {
 				t.Fatal(err)
 			}
 			p.mode.Store(tc.mode)
-			if err := apply(store.DeliverMessages{Queue: q, Batch: "b1", IDs: []string{"m"}}); err != nil {
+			if err := apply(cut("new-", "m", "b1")...); err != nil {
 				t.Fatalf("Apply across a cut commit: %v", err)
 			}
 			if p.cuts.Load() != 1 {
@@ -190,6 +204,13 @@ func TestInDoubtCommitIsResolved(t *testing.T) {
 			}
 			if m.Attempts != 1 || m.Lease != "b1" {
 				t.Fatalf("after an in-doubt commit: attempts %d lease %q, want exactly one delivery (1, b1)", m.Attempts, m.Lease)
+			}
+			want := 2
+			if tc.bulk {
+				want += 40
+			}
+			if n, _ := s.MessageCount(ctx, q); n != want {
+				t.Fatalf("queue holds %d messages, want %d", n, want)
 			}
 		})
 	}

@@ -15,8 +15,8 @@
 //     transaction per send would cap a host at the disk's flush rate. A few
 //     committer goroutines each take every Apply waiting at that moment
 //     and write them in one transaction (in order), so under load one
-//     flush carries many sends. A group with neither a fenced Apply nor a
-//     long run of accepts is one pipelined batch, an implicit transaction
+//     flush carries many sends. A group without a long run of accepts is
+//     one pipelined batch, an implicit transaction
 //     committed at its Sync: one round trip. A run of AcceptMessage
 //     mutations is one COPY in an explicit transaction (or one multi-row
 //     upsert for a few, or when an ID already exists).
@@ -33,9 +33,12 @@
 //   - The cluster services (cluster.go: store.Leases, store.Membership,
 //     store.Notifier) live in the same database, on the database's clock.
 //     ApplyFenced goes through the same group commit: the transaction
-//     share-locks the lease rows it depends on and leaves out (ErrFenced)
-//     the Applies whose lease moved on, so a successor's Acquire waits for
-//     it and a late write can never land after the successor took over.
+//     share-locks the lease rows it depends on (store_fence, first in a
+//     pipelined batch) and leaves out (ErrFenced) the Applies whose lease
+//     moved on, so a successor's Acquire waits for it and a late write can
+//     never land after the successor took over. When a fence fails, the
+//     group is redone as an explicit transaction that reads the leases
+//     first and writes only the Applies whose lease is current.
 //
 // Ordering: Applies that are in flight at the same time may commit in
 // either order (as with the journal, a caller that needs an order waits

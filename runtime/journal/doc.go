@@ -114,8 +114,8 @@
 // segment is created (before the segment gets any frame), before a segment
 // is removed, when the writer has been idle for CheckpointIdle (20 ms) with
 // the mark behind the durable end, at most once per CheckpointEvery (1 s)
-// between groups while it is busy, and on Close. It costs nothing per
-// group commit.
+// while it is busy, and on Close. Checkpoints run in a goroutine of their
+// own: they cost nothing per group commit and never hold one up.
 //
 // Open trusts the manifest, not the directory listing: a listed segment
 // that is missing (deleted in the middle, the last one, all of them) fails

@@ -169,13 +169,15 @@ type Journal struct {
 	fill zeroFill
 
 	// mfMu serialises manifest writes (taken before mu). mark is the
-	// acknowledged mark last written, lastCheckpoint when; idleDue is set
-	// by the idle timer. Under mu.
+	// acknowledged mark last written, lastCheckpoint when (both under mu);
+	// ckStopped (under mfMu) is set by Close, after which no checkpoint
+	// writes; ckRunning is set while kickCheckpoint's goroutine runs.
 	mfMu            sync.Mutex
 	mark            Mark
 	lastCheckpoint  time.Time
 	ckIdle, ckEvery time.Duration
-	idleDue         bool
+	ckStopped       bool
+	ckRunning       atomic.Bool
 	idleTimer       *time.Timer
 	// reserve is Options.Reserve; free the disk space left when the
 	// journal last looked (-1: unknown), at freeAt; total the file
@@ -624,28 +626,18 @@ func (j *Journal) run() {
 	for {
 		j.mu.Lock()
 		j.wake = 1
-		for len(j.queue) == 0 && !j.closed && !j.idleDue {
+		for len(j.queue) == 0 && !j.closed {
 			j.armIdleCheckpoint()
 			j.cond.Wait()
-		}
-		if j.idleDue {
-			j.idleDue, j.idleTimer = false, nil
-			if len(j.queue) == 0 && !j.closed {
-				j.mu.Unlock()
-				j.checkpoint()
-				continue
-			}
 		}
 		if len(j.queue) == 0 {
 			j.mu.Unlock()
 			return
 		}
 		if j.ckEvery > 0 && j.staleLocked() && time.Since(j.lastCheckpoint) >= j.ckEvery {
-			// Busy for a while: record the mark between two groups, at
+			// Busy for a while: record the mark beside the groups, at
 			// most once per CheckpointEvery.
-			j.mu.Unlock()
-			j.checkpoint()
-			j.mu.Lock()
+			j.kickCheckpoint()
 		}
 		j.gather()
 		n, bytes := 0, 0
@@ -682,19 +674,30 @@ func (j *Journal) run() {
 	}
 }
 
-// armIdleCheckpoint starts the idle timer when the mark lags the durable
-// end: if the writer is still idle when it fires, it writes the mark.
-// Called with mu held.
+// armIdleCheckpoint starts the idle timer when the writer waits with the
+// mark behind the durable end: when it fires, the mark is written. Called
+// with mu held.
 func (j *Journal) armIdleCheckpoint() {
 	if j.ckIdle < 0 || j.idleTimer != nil || !j.staleLocked() {
 		return
 	}
 	j.idleTimer = time.AfterFunc(j.ckIdle, func() {
 		j.mu.Lock()
-		j.idleDue = true
-		j.cond.Broadcast()
+		j.idleTimer = nil
 		j.mu.Unlock()
+		j.checkpoint()
 	})
+}
+
+// kickCheckpoint writes the mark in a goroutine of its own, unless one
+// is already at it: a checkpoint never holds up a group commit.
+func (j *Journal) kickCheckpoint() {
+	if j.ckRunning.CompareAndSwap(false, true) {
+		go func() {
+			defer j.ckRunning.Store(false)
+			j.checkpoint()
+		}()
+	}
 }
 
 // gather holds the next group back until the writers of the group just
@@ -1088,6 +1091,7 @@ func (j *Journal) Close() error {
 	if j.stale() && !j.noCloseMark {
 		err = j.writeManifest()
 	}
+	j.ckStopped = true
 	j.mfMu.Unlock()
 	return errors.Join(err, j.closeFiles())
 }

@@ -132,7 +132,7 @@ func (j *Journal) writeManifest() error {
 func (j *Journal) checkpoint() {
 	j.mfMu.Lock()
 	defer j.mfMu.Unlock()
-	if !j.stale() {
+	if j.ckStopped || !j.stale() {
 		return
 	}
 	if err := j.writeManifest(); err != nil {

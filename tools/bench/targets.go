@@ -37,6 +37,14 @@ func (b *bench) checkTargets() {
 		b.rep.target(target{Name: e2eName, Want: "≥ 50%", Skipped: "not measured in this run (phase engine)"})
 	}
 
+	// Isolation: sandboxed throughput within 25% of in-process.
+	const isoName = "cost of worker isolation: sandboxed throughput ≥ 75% of in-process at every point"
+	if q, ok := b.results["isolation/worst"]; ok {
+		b.rep.target(target{Name: isoName, Pass: q >= 0.75, Measured: fmt.Sprintf("lowest ratio %s (%s)", pct(q), b.notes["isolation/worst"]), Want: "≥ 75%"})
+	} else {
+		b.rep.target(target{Name: isoName, Want: "≥ 75%", Skipped: "not measured in this run (phase isolation)"})
+	}
+
 	// 2. Producer with 100 B bodies: fsync batching, not per-message CPU.
 	// Two checks: whether the disk is what limits (it is not, when the CPU
 	// is the limit), and the part the issue asks to act on: no hot spot

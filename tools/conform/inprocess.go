@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,23 @@ type inProcess struct {
 	base   string
 	tokens map[string]string
 	logf   *os.File
+
+	// With standbys (a PostgreSQL store only), that many more hosts wait
+	// on the same database, configured to listen on the active host's
+	// address: a restart is then a failover (the active host shuts down,
+	// releasing its lease, and a standby takes over on the same address),
+	// after which a new standby is started.
+	standbys    int
+	failovers   int
+	pending     int // standbys started and not yet collected
+	promoted    chan standbyResult
+	standbyCtx  context.Context
+	stopStandby context.CancelFunc
+}
+
+type standbyResult struct {
+	h   *host.Host
+	err error
 }
 
 func newToken() string {
@@ -45,7 +63,7 @@ func newToken() string {
 // features/README.md) before the host's first start, then starts it: on
 // a journal in its data directory, or with storeURL on that PostgreSQL
 // database (which must be empty, or the kit's own from an earlier run).
-func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL string) (*inProcess, error) {
+func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL string, standbys int) (*inProcess, error) {
 	dir, err := os.MkdirTemp("", "conform-*")
 	if err != nil {
 		return nil, err
@@ -95,7 +113,55 @@ func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL stri
 	if err := ip.start(ctx); err != nil {
 		return nil, err
 	}
+	if standbys > 0 {
+		// The standbys will serve where the active host serves now.
+		ip.cfg.Listen = strings.TrimPrefix(ip.base, "http://")
+		ip.standbys = standbys
+		ip.promoted = make(chan standbyResult, standbys+1)
+		ip.standbyCtx, ip.stopStandby = context.WithCancel(context.Background())
+		for range standbys {
+			ip.spawnStandby()
+		}
+	}
 	return ip, nil
+}
+
+// spawnStandby starts a host that waits (in host.New) until it holds the
+// database's active lease. The caller holds ip.mu, or is the constructor.
+func (ip *inProcess) spawnStandby() {
+	cfg := ip.cfg
+	ip.pending++
+	go func() {
+		h, err := host.New(ip.standbyCtx, cfg)
+		ip.promoted <- standbyResult{h, err}
+	}()
+}
+
+// failover shuts the active host down and serves from the standby that
+// takes over, then starts a new standby.
+func (ip *inProcess) failover(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := ip.h.Shutdown(sctx); err != nil {
+		fmt.Fprintf(os.Stderr, "conform: failover: the active host's shutdown reported: %v\n", err)
+	}
+	var r standbyResult
+	select {
+	case r = <-ip.promoted:
+		ip.pending--
+	case <-sctx.Done():
+		return fmt.Errorf("failover: no standby took over within 30s")
+	}
+	if r.err != nil {
+		return fmt.Errorf("failover: the standby: %w", r.err)
+	}
+	if err := r.h.Start(); err != nil {
+		return fmt.Errorf("failover: the standby that took over: %w", err)
+	}
+	ip.h, ip.base = r.h, r.h.URL()
+	ip.failovers++
+	ip.spawnStandby()
+	return nil
 }
 
 func (ip *inProcess) start(ctx context.Context) error {
@@ -127,6 +193,9 @@ func (ip *inProcess) url() string {
 func (ip *inProcess) restart(ctx context.Context) error {
 	ip.mu.Lock()
 	defer ip.mu.Unlock()
+	if ip.standbys > 0 {
+		return ip.failover(ctx)
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// A shutdown that had to close batches still running when its grace
@@ -153,8 +222,20 @@ func (ip *inProcess) close(failed bool) {
 	defer ip.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if ip.stopStandby != nil {
+		ip.stopStandby()
+	}
 	if ip.h != nil {
 		ip.h.Shutdown(ctx)
+	}
+	// A standby may have taken over as the active host shut down.
+	for ; ip.pending > 0; ip.pending-- {
+		if r := <-ip.promoted; r.h != nil {
+			r.h.Shutdown(ctx)
+		}
+	}
+	if ip.standbys > 0 {
+		fmt.Fprintf(os.Stderr, "conform: %d restarts were failovers to a standby host\n", ip.failovers)
 	}
 	ip.logf.Close()
 	if failed {

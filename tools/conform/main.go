@@ -63,6 +63,7 @@ func run() int {
 		featuresDir    = flag.String("features", "", "read features and workers from this directory instead of the embedded copy")
 		storeURL       = flag.String("store", os.Getenv("CONFORM_STORE"), "in-process host only: keep its store in this PostgreSQL database (postgres://...) instead of a journal")
 		storeFresh     = flag.Bool("store-fresh", false, "with --store: create a fresh database on that server for the run, and drop it afterwards")
+		standbys       = flag.Int("standbys", 0, "with --store: run this many standby hosts on the same database beside the active one; a restart is then a failover to a standby")
 		capsDoc        = flag.String("capabilities-doc", os.Getenv("CONFORM_CAPABILITIES_DOC"), "the host's capabilities document (features/capabilities.schema.json): a file or an http(s) URL")
 		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, ext-NAME (added to --capabilities-doc)")
 		certify        = flag.Bool("certify", false, "a certified run: every scenario (@slow included, no --tags) of the declared capabilities must run and pass; any skip fails the run")
@@ -118,7 +119,11 @@ func run() int {
 			defer drop()
 			*storeURL = fresh
 		}
-		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace, *storeURL)
+		if *standbys > 0 && *storeURL == "" {
+			fmt.Fprintln(os.Stderr, "conform: --standbys needs --store (hosts share a PostgreSQL database)")
+			return 2
+		}
+		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace, *storeURL, *standbys)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conform: in-process host:", err)
 			return 2
@@ -145,6 +150,9 @@ func run() int {
 		where := "data " + ih.dir
 		if *storeURL != "" {
 			where += ", store on PostgreSQL"
+		}
+		if *standbys > 0 {
+			where += fmt.Sprintf(", %d standby hosts (a restart is a failover)", *standbys)
 		}
 		fmt.Fprintf(os.Stderr, "conform: in-process reference host at %s (%s), recorder %s\n", ih.url(), where, *recURL)
 	} else {

@@ -28,7 +28,6 @@ type nopSettler struct{}
 
 func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
 
-
 // BenchmarkInvocation compares one fetch invocation with one send, and one
 // queue batch of 100 messages, in a sandbox and in process.
 func BenchmarkInvocation(b *testing.B) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
@@ -60,6 +61,16 @@ func kitVersion() kitDoc {
 				k.Revision = s.Value
 			case "vcs.modified":
 				k.Modified = s.Value == "true"
+			}
+		}
+	}
+	if k.Revision == "" {
+		// `go run` stamps no VCS information: ask git, when the kit runs
+		// from a checkout.
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			k.Revision = strings.TrimSpace(string(out))
+			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+				k.Modified = len(strings.TrimSpace(string(st))) > 0
 			}
 		}
 	}

@@ -292,14 +292,11 @@ var mutations = []mutation{
 	{
 		ID:   "send-batch-not-atomic",
 		Rule: "AtLeastOnceQueue 0.2.0 @producer-binding (Q-BIND-8, Q-UNK-4)",
-		What: "sendBatch sends the messages before the first invalid one (synchronously, detached from the invocation), then rejects",
+		What: "sendBatch sends the messages before the first invalid one and resolves with their IDs (not atomic)",
 		Edits: []edit{{
-			File:   "runtime/js/bindings.go",
-			Search: "\t\t\tif err != nil {\n\t\t\t\treturn in.rejected(in.codeError(fmt.Errorf(\"sendBatch: message %d: %w\", i, err)))\n\t\t\t}",
-			// Synchronously and detached from the invocation: a send posted
-			// with in.send would be cancelled when the rejection ends the
-			// fetch invocation, and the mutant would change nothing.
-			Replace: "\t\t\tif err != nil {\n\t\t\t\tif s := in.rt.opts.Sender; s != nil && i > 0 {\n\t\t\t\t\t_, _ = s.Send(context.Background(), in.ver.v.Principal, in.ver.v.Space, b.QueueUID, msgs[:i])\n\t\t\t\t}\n\t\t\t\treturn in.rejected(in.codeError(fmt.Errorf(\"sendBatch: message %d: %w\", i, err)))\n\t\t\t}",
+			File:    "runtime/js/bindings.go",
+			Search:  "\t\t\tif err != nil {\n\t\t\t\treturn in.rejected(in.codeError(fmt.Errorf(\"sendBatch: message %d: %w\", i, err)))\n\t\t\t}",
+			Replace: "\t\t\tif err != nil {\n\t\t\t\treturn in.send(b, msgs[:i], true)\n\t\t\t}",
 		}},
 		Tags:   "@producer-binding",
 		Expect: []string{"sendBatch is atomic: one bad message sends nothing"},

@@ -597,7 +597,13 @@ func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos
 	}
 	r := &request{payload: payload, onDurable: onDurable, done: make(chan struct{})}
 	j.mu.Lock()
+	// lowSpace first: it may release mu, and closed and broken must be
+	// read after it.
 	switch {
+	case !reserved && j.lowSpace(len(payload)):
+		free, reserve := j.free, j.reserveLocked()
+		j.mu.Unlock()
+		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements and deletes", ErrNoSpace, free, reserve)
 	case j.closed:
 		j.mu.Unlock()
 		return Pos{}, ErrClosed
@@ -605,10 +611,6 @@ func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos
 		err := j.broken
 		j.mu.Unlock()
 		return Pos{}, err
-	case !reserved && j.lowSpace(len(payload)):
-		free, reserve := j.free, j.reserveLocked()
-		j.mu.Unlock()
-		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements and deletes", ErrNoSpace, free, reserve)
 	}
 	j.queue = append(j.queue, r)
 	j.queued += len(payload) + HeaderSize

@@ -85,8 +85,13 @@ func (c *Controller) ResourcePage(ctx context.Context, p *auth.Principal, space,
 		return out, "", nil
 	}
 	out = out[:limit]
-	last := out[limit-1]
-	return out, pagePos{last.CreateTime.UnixNano(), last.UID}.token(), nil
+	return out, PageTokenAfter(out[limit-1]), nil
+}
+
+// PageTokenAfter is the token of the page that starts after r: for a
+// caller that ends a page of ResourcePage early.
+func PageTokenAfter(r store.Resource) string {
+	return pagePos{r.CreateTime.UnixNano(), r.UID}.token()
 }
 
 // pagePos is where a page ended: the last item's CreateTime and UID.

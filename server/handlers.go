@@ -140,10 +140,18 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 		return nil, err
 	}
 	out := api.ListResources200JSONResponse{Items: make([]api.Resource, 0, len(list))}
-	for _, r := range list {
+	bytes := 0
+	for i, r := range list {
 		item := toAPIResource(r)
 		if !full && r.FormURL == schemas.FormWorkerVersion {
 			item.Spec = withoutModuleContent(r.Spec)
+		}
+		if bytes += len(item.Spec); i > 0 && bytes > MaxPageBytes {
+			// The page ends here, whatever limit said: a page of large
+			// versions with view=full must not build a response of
+			// hundreds of megabytes.
+			next = controller.PageTokenAfter(list[i-1])
+			break
 		}
 		out.Items = append(out.Items, item)
 	}
@@ -152,6 +160,11 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 	}
 	return out, nil
 }
+
+// MaxPageBytes bounds the specs of one page of a list: a page ends early
+// (with a nextPageToken) once its items' specs exceed it, and always holds
+// at least one item.
+const MaxPageBytes = 16 << 20
 
 // withoutModuleContent is a WorkerVersion spec with the content of its
 // modules left out (each keeps its name): what a list item shows unless

@@ -91,3 +91,37 @@ func TestListPages(t *testing.T) {
 		h.expect(h.do("GET", res("s1")+"?"+bad, tAdmin, nil), 400, "invalid_request")
 	}
 }
+
+// A page ends early once its specs pass MaxPageBytes, with a token for
+// the rest: listing large versions with view=full never builds one huge
+// response.
+func TestListPageBytes(t *testing.T) {
+	h := newHarness(t, nil)
+	w := h.mustCreate("s1", "w", fWorker, map[string]any{"handlers": []string{"fetch"}})
+	big := queueModule + "// " + strings.Repeat("x", 3<<20) + "\n"
+	for i := range 7 {
+		h.mustCreate("s1", fmt.Sprintf("w-v%d", i), fVersion, versionSpec(w, big))
+	}
+	var seen, pages int
+	token := ""
+	for {
+		q := url.Values{"view": {"full"}, "formUrl": {fVersion}}
+		if token != "" {
+			q.Set("pageToken", token)
+		}
+		r := h.do("GET", res("s1")+"?"+q.Encode(), tAdmin, nil)
+		h.expect(r, 200, "")
+		if len(r.body) > MaxPageBytes+4<<20 {
+			t.Fatalf("a page of %d bytes", len(r.body))
+		}
+		items, _ := r.json["items"].([]any)
+		seen += len(items)
+		pages++
+		if token = r.str("nextPageToken"); token == "" {
+			break
+		}
+	}
+	if seen != 7 || pages < 2 {
+		t.Fatalf("%d versions in %d pages", seen, pages)
+	}
+}

@@ -175,12 +175,12 @@ func withoutModuleContent(spec json.RawMessage) json.RawMessage {
 	if json.Unmarshal(spec, &m) != nil {
 		return spec
 	}
-	var mods []map[string]json.RawMessage
+	// Only the names are decoded: the content is scanned, not copied.
+	var mods []struct {
+		Name string `json:"name"`
+	}
 	if json.Unmarshal(m["modules"], &mods) != nil {
 		return spec
-	}
-	for _, mod := range mods {
-		delete(mod, "content")
 	}
 	b, err := json.Marshal(mods)
 	if err != nil {

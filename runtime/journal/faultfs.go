@@ -30,6 +30,7 @@ type FaultFS struct {
 	failWrites  int
 	shortWrites int
 	failTruncs  int
+	failRenames int
 	capacity    int64 // < 0: unlimited
 	sizes       map[string]int64
 	syncs       int64
@@ -67,6 +68,10 @@ func (f *FaultFS) ShortWrites(n int) { f.mu.Lock(); f.shortWrites = n; f.mu.Unlo
 
 // FailTruncates makes the next n Truncate calls fail with ErrInjected.
 func (f *FaultFS) FailTruncates(n int) { f.mu.Lock(); f.failTruncs = n; f.mu.Unlock() }
+
+// FailRenames makes the next n Rename calls fail with ErrInjected, renaming
+// nothing (the journal renames only to replace its manifest).
+func (f *FaultFS) FailRenames(n int) { f.mu.Lock(); f.failRenames = n; f.mu.Unlock() }
 
 // SetCapacity makes the disk full once the files FaultFS has seen hold n
 // bytes in all: a write past that writes what fits and fails with ENOSPC.
@@ -110,7 +115,7 @@ func (f *FaultFS) Syncs() int64 { f.mu.Lock(); defer f.mu.Unlock(); return f.syn
 // Reset disarms every fault.
 func (f *FaultFS) Reset() {
 	f.mu.Lock()
-	f.failSyncs, f.failWrites, f.shortWrites, f.failTruncs, f.capacity = 0, 0, 0, 0, -1
+	f.failSyncs, f.failWrites, f.shortWrites, f.failTruncs, f.failRenames, f.capacity = 0, 0, 0, 0, 0, -1
 	f.mu.Unlock()
 }
 
@@ -174,6 +179,13 @@ func (f *FaultFS) Remove(name string) error {
 // Rename implements FS.
 func (f *FaultFS) Rename(oldname, newname string) error {
 	oldname, newname = filepath.Clean(oldname), filepath.Clean(newname)
+	f.mu.Lock()
+	if f.failRenames > 0 {
+		f.failRenames--
+		f.mu.Unlock()
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: ErrInjected}
+	}
+	f.mu.Unlock()
 	if err := f.inner.Rename(oldname, newname); err != nil {
 		return err
 	}

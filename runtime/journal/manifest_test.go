@@ -321,3 +321,45 @@ func TestReserveAndRotate(t *testing.T) {
 		t.Fatalf("Append after the old head was removed: %v", err)
 	}
 }
+
+// A manifest that cannot be written fails what needed it and nothing
+// more: a rotation fails its group (no frame goes to an unlisted segment)
+// and the next one succeeds; a removal fails and the segment stays; the
+// journal reopens with every acknowledged frame.
+func TestManifestWriteFailures(t *testing.T) {
+	ffs := NewFaultFS(nil, 1)
+	j, _, _, err := openWith("/j", Options{FS: ffs, SegmentSize: 40, Logger: quiet, CheckpointIdle: -1, CheckpointEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var want []string
+	appendOK := func(s string) {
+		t.Helper()
+		if _, err := j.Append(ctx, []byte(s), nil); err != nil {
+			t.Fatalf("Append(%s): %v", s, err)
+		}
+		want = append(want, s)
+	}
+	appendOK("record-0-abcdefgh")
+	ffs.FailRenames(1)
+	if _, err := j.Append(ctx, []byte("record-x-abcdefgh"), nil); err == nil || !errors.Is(err, ErrInjected) {
+		t.Fatalf("Append needing a rotation with the manifest unwritable: %v", err)
+	}
+	if n := len(j.Segments()); n != 1 {
+		t.Fatalf("%d segments after a failed rotation", n)
+	}
+	appendOK("record-1-abcdefgh")
+	appendOK("record-2-abcdefgh")
+	first := j.Segments()[0].ID
+	ffs.FailRenames(1)
+	if err := j.RemoveSegment(first); err == nil {
+		t.Fatal("RemoveSegment with the manifest unwritable succeeded")
+	}
+	if _, err := j.ReadFrame(Pos{first, SegmentHeaderSize}); err != nil {
+		t.Fatalf("the segment a failed removal kept: %v", err)
+	}
+	j.Close()
+	_, _, got := open(t, ffs, "/j", 40)
+	equal(t, got, want...)
+}

@@ -97,13 +97,17 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 	}
 	prepErr := f.Prepare(ctx, c.env, &rec, req.PrivateInputs)
 
-	unlock := c.spaces.lock(space)
-	defer unlock()
-	if op, err := c.replay(ctx, req.Idempotency); err != nil || op != nil {
-		return deref(op), op != nil, err
+	unlock, prior, err := c.lockSpace(ctx, space, req.Idempotency)
+	if err != nil || prior != nil {
+		return deref(prior), prior != nil, err
 	}
+	defer unlock()
 	// 6. Name.
-	if other, err := c.st.ResourceByName(ctx, space, req.Name); err == nil {
+	other, err := c.st.ResourceByName(ctx, space, req.Name)
+	if uid, ok := c.pending.name(space, req.Name); ok {
+		other, err = store.Resource{UID: uid}, nil
+	}
+	if err == nil {
 		// While an Operation on the resource of this name is unresolved
 		// (a create, or a delete that is reconciling), no second resource
 		// of the name is created: operation_in_progress, not name_conflict
@@ -116,6 +120,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 		return store.Operation{}, false, problem.Unavailable(err)
 	}
 	n, err := c.countResources(ctx, space)
+	n += c.pending.createsIn(space)
 	if err != nil {
 		return store.Operation{}, false, problem.Unavailable(err)
 	}
@@ -137,7 +142,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 	desired := rec
 	desired.State, desired.PrivateInputs = store.StateActive, nil
 	pl := plan{kind: KindCreate, space: space, uid: rec.UID, formURL: f.URL(), principal: p.Name, record: rec, desired: &desired, idem: req.Idempotency}
-	op, err = c.accept(ctx, pl)
+	op, err = c.accept(ctx, pl, unlock)
 	return op, false, err
 }
 
@@ -170,11 +175,13 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 		return store.Operation{}, false, err
 	}
 
-	unlock := c.spaces.lock(space)
-	defer unlock()
-	cur, prior, err := c.recheck(ctx, req.Idempotency, space, uid, req.IfMatch)
+	unlock, prior, err := c.lockSpace(ctx, space, req.Idempotency)
 	if err != nil || prior != nil {
 		return deref(prior), prior != nil, err
+	}
+	defer unlock()
+	if cur, err = c.recheck(ctx, space, uid, req.IfMatch); err != nil {
+		return store.Operation{}, false, err
 	}
 	sp := c.space(space, uid, p)
 	if err := c.checkReferences(ctx, sp, f, spec); err != nil {
@@ -201,7 +208,7 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 		pl.record = cur
 		pl.record.State = store.StateUpdating
 	}
-	op, err := c.accept(ctx, pl)
+	op, err := c.accept(ctx, pl, unlock)
 	return op, false, err
 }
 
@@ -222,11 +229,13 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 		return store.Operation{}, false, err
 	}
 
-	unlock := c.spaces.lock(space)
-	defer unlock()
-	cur, prior, err := c.recheck(ctx, req.Idempotency, space, uid, req.IfMatch)
+	unlock, prior, err := c.lockSpace(ctx, space, req.Idempotency)
 	if err != nil || prior != nil {
 		return deref(prior), prior != nil, err
+	}
+	defer unlock()
+	if cur, err = c.recheck(ctx, space, uid, req.IfMatch); err != nil {
+		return store.Operation{}, false, err
 	}
 	// Nothing is deleted in cascade: a resource that others reference
 	// stays (spec/host-api.md §Operations, deletion rules).
@@ -248,7 +257,7 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 	rec := cur
 	rec.State = store.StateDeleting
 	pl := plan{kind: KindDelete, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, record: rec, idem: req.Idempotency}
-	op, err := c.accept(ctx, pl)
+	op, err := c.accept(ctx, pl, unlock)
 	return op, false, err
 }
 
@@ -319,20 +328,17 @@ func (c *Controller) countResources(ctx context.Context, space string) (int, err
 }
 
 // recheck repeats, under the space's lock, what an update or delete
-// checked before taking it (the key may have been used, the resource
-// changed or gone meanwhile). prior is the Operation to replay, if any.
-func (c *Controller) recheck(ctx context.Context, idem Idempotency, space, uid string, ifMatchHeader *string) (store.Resource, *store.Operation, error) {
-	if op, err := c.replay(ctx, idem); err != nil || op != nil {
-		return store.Resource{}, op, err
-	}
+// checked before taking it (the resource may have changed or gone
+// meanwhile).
+func (c *Controller) recheck(ctx context.Context, space, uid string, ifMatchHeader *string) (store.Resource, error) {
 	cur, err := c.load(ctx, space, uid)
 	if err != nil {
-		return store.Resource{}, nil, err
+		return store.Resource{}, err
 	}
 	if err := ifMatch(ifMatchHeader, cur.ETag); err != nil {
-		return store.Resource{}, nil, err
+		return store.Resource{}, err
 	}
-	return cur, nil, nil
+	return cur, nil
 }
 
 // replay looks the key up: the same fingerprint returns the recorded

@@ -94,7 +94,12 @@ type Controller struct {
 	opts  Options
 	now   func() time.Time
 
-	spaces spaceLocks
+	// spaces serialises the admissions of a space (checks and
+	// reservations); resources serialises the writes of one resource
+	// record (see pending.go).
+	spaces    keyLocks
+	resources keyLocks
+	pending   pendingSet
 
 	opMu sync.Mutex
 	// inflight maps a resource UID to its unresolved Operation.
@@ -182,27 +187,26 @@ func (c *Controller) goBackground(f func(ctx context.Context)) {
 	}()
 }
 
-// spaceLocks serialises admission and every read-modify-write of a
-// resource record per space (see the package documentation).
-type spaceLocks struct {
+// keyLocks is a lock per key (a space, a resource UID), kept while used.
+type keyLocks struct {
 	mu sync.Mutex
-	m  map[string]*spaceLock
+	m  map[string]*keyLock
 }
 
-type spaceLock struct {
+type keyLock struct {
 	mu   sync.Mutex
 	refs int
 }
 
-// lock takes space's lock; the returned func releases it.
-func (l *spaceLocks) lock(space string) func() {
+// lock takes the lock of key; the returned func releases it.
+func (l *keyLocks) lock(space string) func() {
 	l.mu.Lock()
 	if l.m == nil {
-		l.m = map[string]*spaceLock{}
+		l.m = map[string]*keyLock{}
 	}
 	sl := l.m[space]
 	if sl == nil {
-		sl = &spaceLock{}
+		sl = &keyLock{}
 		l.m[space] = sl
 	}
 	sl.refs++

@@ -42,11 +42,17 @@
 // first Apply is the only thing that makes a request "accepted". Checks that
 // look at other resources (names, the one-consumer-per-queue rule, the
 // dead-letter graph, dependencies) are only sound if nothing changes
-// between the check and that Apply, so admission and every read-modify-write
-// of a resource record hold the lock of the resource's space. References
-// never cross spaces, so unrelated spaces admit in parallel. Effects outside
-// the store (engine calls, which can block while handlers finish) run
-// without it.
+// between the check and that Apply, so the admissions of a space run one
+// at a time under the space's lock, and each reserves in memory what it
+// will write before releasing it (pending.go): the next admission is
+// checked against the reservation while the first Apply waits for the
+// journal, so admissions of one space share its syncs. References never
+// cross spaces, so unrelated spaces admit in parallel. Every
+// read-modify-write of a resource record holds that record's lock. Effects
+// outside the store (engine calls, which can block while handlers finish)
+// run without any lock. Admission reads only what it checks (the name, the
+// referenced resources, the referrers from an index of references, a
+// count): its cost does not grow with the unrelated resources of a space.
 //
 // # Why the resource record is written with the intent
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 
 	"github.com/takoform/queuehost/runtime/store"
@@ -254,16 +255,21 @@ func (c *Controller) observeSpace(ctx context.Context, spaceName string) {
 }
 
 // record writes the observations that differ from what the records hold
-// now, one Apply per space under its lock. Observations were computed
-// without it (the engine may be slow); a value the host cannot confirm was
-// left out and keeps the last observation.
+// now, one Apply per space, holding the locks of the records it rewrites.
+// Observations were computed without them (the engine may be slow); a
+// value the host cannot confirm was left out and keeps the last
+// observation.
 func (c *Controller) record(ctx context.Context, obs map[string]json.RawMessage, spaces map[string]string) {
 	bySpace := map[string][]string{}
 	for uid := range obs {
 		bySpace[spaces[uid]] = append(bySpace[spaces[uid]], uid)
 	}
 	for space, uids := range bySpace {
-		unlock := c.spaces.lock(space)
+		slices.Sort(uids) // one lock order for every pass
+		unlocks := make([]func(), 0, len(uids))
+		for _, uid := range uids {
+			unlocks = append(unlocks, c.resources.lock(uid))
+		}
 		var muts []store.Mutation
 		for _, uid := range uids {
 			o := obs[uid]
@@ -279,6 +285,8 @@ func (c *Controller) record(ctx context.Context, obs map[string]json.RawMessage,
 				c.log.Warn("recording observations failed", "space", space, "err", err)
 			}
 		}
-		unlock()
+		for _, u := range unlocks {
+			u()
+		}
 	}
 }

@@ -131,10 +131,11 @@ type plan struct {
 }
 
 // accept journals the Operation, its intent, the transitional record and
-// the idempotency key in one Apply. Called with the space's lock held.
-// After it returns without error the request is accepted; before, nothing
-// was changed.
-func (c *Controller) accept(ctx context.Context, pl plan) (store.Operation, error) {
+// the idempotency key in one Apply. Called with the space's lock held,
+// which it releases (unlockSpace) once what it writes is reserved (see
+// pending.go), before the Apply waits for the journal. After it returns
+// without error the request is accepted; before, nothing was changed.
+func (c *Controller) accept(ctx context.Context, pl plan, unlockSpace func()) (store.Operation, error) {
 	now := c.now().UTC()
 	op := store.Operation{
 		ID: newID("op-"), Space: pl.space, Kind: pl.kind, ResourceUID: pl.uid,
@@ -157,6 +158,17 @@ func (c *Controller) accept(ctx context.Context, pl plan) (store.Operation, erro
 		rec.OperationID, rec.CreateTime = op.ID, now
 		muts = append(muts, store.PutIdempotency{Record: *rec})
 	}
+	res := c.pending.reserve(pl)
+	if !pl.noop {
+		c.setInflight(pl.uid, inflightOp{id: op.ID, kind: op.Kind})
+		c.indexApplied(muts[:1])
+	}
+	unlockRes := c.resources.lock(pl.uid)
+	unlockSpace()
+	defer func() {
+		c.pending.release(pl.space, res)
+		unlockRes()
+	}()
 	if err := c.st.Apply(context.WithoutCancel(ctx), muts...); err != nil {
 		// A backend may fail to acknowledge a write it made (a lost commit
 		// acknowledgement): reconcile by the Operation's ID. The unit is
@@ -165,13 +177,13 @@ func (c *Controller) accept(ctx context.Context, pl plan) (store.Operation, erro
 		// running, never driven, until a restart replays its now stale
 		// intent.
 		if _, rerr := c.st.Operation(context.WithoutCancel(ctx), op.ID); rerr != nil {
+			if !pl.noop {
+				c.clearInflight(pl.uid, op.ID)
+				c.reindex(context.WithoutCancel(ctx), pl.uid)
+			}
 			return store.Operation{}, problem.Unavailable(err)
 		}
 		c.log.Warn("the first write of an operation reported an error but was applied; accepting it", "operation", op.ID, "err", err)
-	}
-	c.indexApplied(muts)
-	if !pl.noop {
-		c.setInflight(pl.uid, inflightOp{id: op.ID, kind: op.Kind})
 	}
 	return op, nil
 }
@@ -311,7 +323,7 @@ func (c *Controller) drive(ctx context.Context, op store.Operation) {
 // complete records a successful effect: the final record (or its removal)
 // and the succeeded Operation, in one Apply.
 func (c *Controller) complete(ctx context.Context, op store.Operation, in intent, extra []store.Mutation) {
-	unlock := c.spaces.lock(op.Space)
+	unlock := c.resources.lock(op.ResourceUID)
 	now := c.now().UTC()
 	var muts []store.Mutation
 	switch op.Kind {
@@ -373,7 +385,7 @@ func (c *Controller) complete(ctx context.Context, op store.Operation, in intent
 func (c *Controller) settleFailure(ctx context.Context, op store.Operation, failure Failure, cause error) {
 	uid := op.ResourceUID
 	absent := failure == FailNothing && op.Kind == KindCreate
-	unlock := c.spaces.lock(op.Space)
+	unlock := c.resources.lock(uid)
 	defer func() {
 		unlock()
 		c.notify(op.ID)
@@ -474,7 +486,7 @@ func (c *Controller) resumeWithoutIntent(ctx context.Context, op store.Operation
 			return
 		}
 	}
-	unlock := c.spaces.lock(op.Space)
+	unlock := c.resources.lock(op.ResourceUID)
 	defer unlock()
 	p := problem.New(http.StatusServiceUnavailable, problem.CodeBackendUnavailable, "the host stopped before the Operation started; nothing was changed")
 	doc, _ := json.Marshal(p.Document("", ""))

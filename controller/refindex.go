@@ -124,6 +124,18 @@ func (c *Controller) indexApplied(muts []store.Mutation) {
 	}
 }
 
+// reindex indexes uid as its stored record says (after a write that was
+// reserved and failed).
+func (c *Controller) reindex(ctx context.Context, uid string) {
+	r, err := c.st.Resource(ctx, uid)
+	if err != nil {
+		c.refs.drop(uid)
+		return
+	}
+	c.refs.drop(uid)
+	c.index(r)
+}
+
 // indexAll indexes every stored resource (at start).
 func (c *Controller) indexAll(ctx context.Context) error {
 	all, err := c.listResources(ctx, "", "")
@@ -141,7 +153,7 @@ func (c *Controller) indexAll(ctx context.Context) error {
 func (c *Controller) referencedBy(ctx context.Context, space, uid string) ([]Referrer, error) {
 	var out []Referrer
 	for _, ruid := range c.refs.referrers(uid) {
-		r, err := c.st.Resource(ctx, ruid)
+		r, err := c.readRecord(ctx, ruid)
 		if err != nil {
 			if isNotFound(err) {
 				continue

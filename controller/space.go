@@ -38,7 +38,7 @@ func (sp *Space) Get(ctx context.Context, uid string) (store.Resource, bool, err
 	if r, ok := sp.got[uid]; ok {
 		return r, true, nil
 	}
-	r, err := sp.c.st.Resource(ctx, uid)
+	r, err := sp.c.readRecord(ctx, uid)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && r.Space != sp.name) {
 		return store.Resource{}, false, nil
 	}

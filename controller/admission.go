@@ -149,21 +149,12 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 // Update admits an update and journals its Operation.
 func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Operation, bool, error) {
 	p, space, uid := req.Principal, req.Space, req.UID
-	if op, err := c.replay(ctx, req.Idempotency); err != nil || op != nil {
-		return deref(op), op != nil, err
-	}
-	cur, err := c.load(ctx, space, uid)
-	if err != nil {
-		return store.Operation{}, false, err
+	cur, prior, err := c.target(ctx, p, space, uid, req.IfMatch, req.Idempotency, "update")
+	if err != nil || prior != nil {
+		return deref(prior), prior != nil, err
 	}
 	f, err := c.formOf(cur)
 	if err != nil {
-		return store.Operation{}, false, err
-	}
-	if !p.Can(space, cur.FormURL, auth.Write) {
-		return store.Operation{}, false, problem.Forbidden("the principal may not update %s resources in this space", f.Name())
-	}
-	if err := ifMatch(req.IfMatch, cur.ETag); err != nil {
 		return store.Operation{}, false, err
 	}
 	spec := compact(req.Spec)
@@ -215,18 +206,9 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 // Delete admits a delete and journals its Operation.
 func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Operation, bool, error) {
 	p, space, uid := req.Principal, req.Space, req.UID
-	if op, err := c.replay(ctx, req.Idempotency); err != nil || op != nil {
-		return deref(op), op != nil, err
-	}
-	cur, err := c.load(ctx, space, uid)
-	if err != nil {
-		return store.Operation{}, false, err
-	}
-	if !p.Can(space, cur.FormURL, auth.Write) {
-		return store.Operation{}, false, problem.Forbidden("the principal may not delete %s resources in this space", c.forms.Name(cur.FormURL))
-	}
-	if err := ifMatch(req.IfMatch, cur.ETag); err != nil {
-		return store.Operation{}, false, err
+	cur, prior, err := c.target(ctx, p, space, uid, req.IfMatch, req.Idempotency, "delete")
+	if err != nil || prior != nil {
+		return deref(prior), prior != nil, err
 	}
 
 	unlock, prior, err := c.lockSpace(ctx, space, req.Idempotency)
@@ -259,6 +241,25 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 	pl := plan{kind: KindDelete, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, record: rec, idem: req.Idempotency}
 	op, err := c.accept(ctx, pl, unlock)
 	return op, false, err
+}
+
+// target is the first checks of an update or a delete, before the space's
+// lock: the key's replay (prior), the resource, the principal's role on its
+// Form (verb says for what) and If-Match.
+func (c *Controller) target(ctx context.Context, p *auth.Principal, space, uid string, ifMatchHeader *string, idem Idempotency, verb string) (cur store.Resource, prior *store.Operation, err error) {
+	if prior, err = c.replay(ctx, idem); err != nil || prior != nil {
+		return store.Resource{}, prior, err
+	}
+	if cur, err = c.load(ctx, space, uid); err != nil {
+		return store.Resource{}, nil, err
+	}
+	if !p.Can(space, cur.FormURL, auth.Write) {
+		return store.Resource{}, nil, problem.Forbidden("the principal may not %s %s resources in this space", verb, c.forms.Name(cur.FormURL))
+	}
+	if err := ifMatch(ifMatchHeader, cur.ETag); err != nil {
+		return store.Resource{}, nil, err
+	}
+	return cur, nil, nil
 }
 
 // checkReferences is steps 7 (each reference resolves by UID to a usable

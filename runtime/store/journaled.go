@@ -35,6 +35,20 @@ package store
 // meanwhile is never resurrected or reverted; the segment's bodies are read
 // before taking the gate, so writers wait for about one group commit per
 // batch, not for the I/O of a whole segment.
+//
+// A full disk. The journal keeps Options.DiskReserve free: an Apply that
+// grows the state (a new message, a new resource, the start of an update)
+// fails with ErrNoSpace at the reserve, while everything that settles or
+// deletes, and compaction's rewrites, may use it — so a disk filled by a
+// backlog can always be drained. Near the reserve, the compactor seals a
+// mostly dead head segment (journal.Rotate; only sealed segments are
+// compacted) and reclaims every dead byte it can in that round; it also
+// runs at Open, so a restart on a full but drained disk gets its space
+// back.
+//
+// What never shrinks otherwise. A Done Operation drops its intent (which
+// can hold a whole resource); ExpireRecords removes finished Operations
+// and their idempotency records past a cutoff (the host: 24 hours).
 
 import (
 	"context"

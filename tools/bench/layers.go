@@ -45,6 +45,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("isolation") {
 		b.withLimits("isolation", func() { b.isolationLayer(ctx) })
 	}
+	if run("miniflare") {
+		b.withLimits("miniflare", func() { b.miniflareLayer(ctx) })
+	}
 	if run("idle") {
 		b.idleLayer(ctx, b.queues)
 	}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -525,6 +526,7 @@ type proc struct {
 	calls      map[uint64]*call
 	killReason string
 	endErr     error
+	dying      atomic.Bool // set once the sandbox is killed, stopped or its socket ended
 
 	users    int
 	lastUsed time.Time
@@ -538,7 +540,12 @@ type call struct {
 	fetches chan struct{}
 }
 
+// ended reports whether the sandbox is gone or going: killed, stopped or
+// its socket ended (a new invocation must start another).
 func (pr *proc) ended() bool {
+	if pr.dying.Load() {
+		return true
+	}
 	select {
 	case <-pr.done:
 		return true
@@ -557,6 +564,7 @@ func (pr *proc) release() {
 // kill ends the process at once; reason is what the invocations it was
 // running fail with.
 func (pr *proc) kill(reason string) {
+	pr.dying.Store(true)
 	pr.mu.Lock()
 	if pr.killReason == "" {
 		pr.killReason = reason
@@ -570,6 +578,7 @@ func (pr *proc) kill(reason string) {
 
 // stop ends an idle sandbox: closing the socket makes it exit.
 func (pr *proc) stop() {
+	pr.dying.Store(true)
 	pr.mu.Lock()
 	if pr.killReason == "" {
 		pr.killReason = "idle"
@@ -603,6 +612,7 @@ func (pr *proc) evict(versionUID string) {
 func (pr *proc) readLoop() {
 	defer close(pr.done)
 	_ = pr.c.readLoop(pr.handle, func(error) error {
+		pr.dying.Store(true)
 		select {
 		case <-pr.exited:
 		case <-time.After(2 * time.Second):

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/takoform/queuehost/auth"
@@ -55,6 +56,10 @@ type Host struct {
 	// parts is the host's lifecycle: store, runtime, engine, controller,
 	// record expiry, started in that order and stopped in reverse.
 	parts lifecycle
+	// notReady is why GET /readyz answers 503: set until every part has
+	// started (the store recovered, the engine rebuilt), and again from
+	// the start of Shutdown; nil while the host is ready.
+	notReady atomic.Pointer[string]
 
 	mu       sync.Mutex
 	httpSrv  *http.Server
@@ -90,6 +95,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger}
+	h.setNotReady("the store, runtime, engine and controller are starting")
 
 	var err error
 	if cfg.StoreURL != "" {
@@ -188,7 +194,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err == nil {
 		h.parts.add("controller", h.ctl)
 		h.parts.add("record expiry", &expiry{h: h})
-		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg)})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready})
 	}
 	if err != nil {
 		_ = h.rt.Stop(ctx)
@@ -198,7 +204,19 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := h.parts.Start(ctx); err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	h.notReady.Store(nil)
 	return h, nil
+}
+
+func (h *Host) setNotReady(why string) { h.notReady.Store(&why) }
+
+// ready is the server's readiness: nil once New has started every part,
+// until Shutdown begins.
+func (h *Host) ready() error {
+	if why := h.notReady.Load(); why != nil {
+		return errors.New(*why)
+	}
+	return nil
 }
 
 // expiry removes finished Operations and idempotency records older than
@@ -343,6 +361,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	h.shutdown = true
+	h.setNotReady("the host is shutting down")
 	hs := h.httpSrv
 	h.mu.Unlock()
 

@@ -19,6 +19,8 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 	want := map[string]route{
 		"GET /v2/openapi.json":                               {public: true},
 		"GET /v2/capabilities":                               {public: true},
+		"GET /healthz":                                       {public: true},
+		"GET /readyz":                                        {public: true},
 		"GET /v2/spaces/{space}/resources":                   {action: auth.Read},
 		"POST /v2/spaces/{space}/resources":                  {action: auth.Write, body: schemas.SchemaCreateResourceRequest},
 		"PUT /v2/spaces/{space}/resources/{uid}":             {action: auth.Write, body: schemas.SchemaUpdateResourceRequest},

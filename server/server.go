@@ -50,6 +50,11 @@ type Options struct {
 	// conformance kit's features/capabilities.schema.json); nil declares
 	// none.
 	Capabilities map[string]any
+	// Ready says whether the host is ready to serve (GET /readyz): nil once
+	// the store is recovered and the engine started, an error saying what
+	// it waits for before that and during shutdown. Nil Ready is always
+	// ready (the server is only built around a started controller).
+	Ready func() error
 }
 
 // Server is the Host API v2 handler.
@@ -63,6 +68,7 @@ type Server struct {
 	mux     *http.ServeMux
 	openapi map[string]any
 	caps    map[string]any
+	ready   func() error
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -76,7 +82,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

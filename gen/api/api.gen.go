@@ -24,6 +24,21 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for HealthStatus.
+const (
+	Ok HealthStatus = "ok"
+)
+
+// Valid indicates whether the value is a known member of the HealthStatus enum.
+func (e HealthStatus) Valid() bool {
+	switch e {
+	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LogEntryLevel.
 const (
 	Debug LogEntryLevel = "debug"
@@ -219,6 +234,14 @@ type EmptyPrivateInputs = map[string]interface{}
 
 // EnvStrings vars or secrets of a WorkerVersion: names are JavaScript identifiers (^[A-Za-z_$][A-Za-z0-9_$]{0,63}$, checked by the validator because OpenAPI 3.0 has no propertyNames) and values strings. Binding, var and secret names share one namespace.
 type EnvStrings map[string]string
+
+// Health defines model for Health.
+type Health struct {
+	Status HealthStatus `json:"status"`
+}
+
+// HealthStatus defines model for Health.Status.
+type HealthStatus string
 
 // LogEntry defines model for LogEntry.
 type LogEntry struct {
@@ -569,6 +592,20 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
+	//
+	// For a supervisor's liveness probe. It reads nothing and never waits; the host listens on loopback by default, so exposing it is a choice of -listen.
+	//
+	// Corresponds with GET /healthz (the `GetHealth` operationId).
+	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetReadiness Readiness. 200 once the store is recovered and the engine started; 503 before and during shutdown.
+	//
+	// For a load balancer or an orchestrator's readiness probe, and for the CLI waiting for a host it started. Unauthenticated, like /healthz.
+	//
+	// Corresponds with GET /readyz (the `GetReadiness` operationId).
+	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetCapabilities The host's capabilities document for the conformance kit.
 	//
 	// What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
@@ -633,6 +670,40 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogs(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
+//
+// For a supervisor's liveness probe. It reads nothing and never waits; the host listens on loopback by default, so exposing it is a choice of -listen.
+//
+// Corresponds with GET /healthz (the `GetHealth` operationId).
+func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetReadiness Readiness. 200 once the store is recovered and the engine started; 503 before and during shutdown.
+//
+// For a load balancer or an orchestrator's readiness probe, and for the CLI waiting for a host it started. Unauthenticated, like /healthz.
+//
+// Corresponds with GET /readyz (the `GetReadiness` operationId).
+func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReadinessRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetCapabilities The host's capabilities document for the conformance kit.
@@ -808,6 +879,60 @@ func (c *Client) GetWorkerLogs(ctx context.Context, space Space, uid Uid, params
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetHealthRequest constructs an http.Request for the GetHealth method
+func NewGetHealthRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/healthz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetReadinessRequest constructs an http.Request for the GetReadiness method
+func NewGetReadinessRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetCapabilitiesRequest constructs an http.Request for the GetCapabilities method
@@ -1403,6 +1528,24 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetHealthWithResponse Liveness. 200 while the process serves HTTP; unauthenticated.
+	//
+	// For a supervisor's liveness probe. It reads nothing and never waits; the host listens on loopback by default, so exposing it is a choice of -listen.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /healthz (the `GetHealth` operationId).
+	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
+
+	// GetReadinessWithResponse Readiness. 200 once the store is recovered and the engine started; 503 before and during shutdown.
+	//
+	// For a load balancer or an orchestrator's readiness probe, and for the CLI waiting for a host it started. Unauthenticated, like /healthz.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /readyz (the `GetReadiness` operationId).
+	GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error)
+
 	// GetCapabilitiesWithResponse The host's capabilities document for the conformance kit.
 	//
 	// What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
@@ -1481,6 +1624,95 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogsWithResponse(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*GetWorkerLogsResponse, error)
+}
+
+type GetHealthResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Health
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHealthResponse) GetJSON200() *Health {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHealthResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHealthResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHealthResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHealthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetReadinessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Health
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetReadinessResponse) GetJSON200() *Health {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReadinessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReadinessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReadinessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReadinessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type GetCapabilitiesResponse struct {
@@ -1939,6 +2171,36 @@ func (r GetWorkerLogsResponse) ContentType() string {
 	return ""
 }
 
+// GetHealthWithResponse Liveness. 200 while the process serves HTTP; unauthenticated.
+//
+// For a supervisor's liveness probe. It reads nothing and never waits; the host listens on loopback by default, so exposing it is a choice of -listen.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /healthz (the `GetHealth` operationId).
+func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error) {
+	rsp, err := c.GetHealth(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHealthResponse(rsp)
+}
+
+// GetReadinessWithResponse Readiness. 200 once the store is recovered and the engine started; 503 before and during shutdown.
+//
+// For a load balancer or an orchestrator's readiness probe, and for the CLI waiting for a host it started. Unauthenticated, like /healthz.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /readyz (the `GetReadiness` operationId).
+func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error) {
+	rsp, err := c.GetReadiness(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReadinessResponse(rsp)
+}
+
 // GetCapabilitiesWithResponse The host's capabilities document for the conformance kit.
 //
 // What this host declares beyond the Forms' core, in the shape of features/capabilities.schema.json (host, capabilities, handlerTimeoutSeconds). The conformance runner reads it when it is given no capabilities of its own.
@@ -2082,6 +2344,65 @@ func (c *ClientWithResponses) GetWorkerLogsWithResponse(ctx context.Context, spa
 		return nil, err
 	}
 	return ParseGetWorkerLogsResponse(rsp)
+}
+
+// ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
+func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHealthResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetReadinessResponse parses an HTTP response from a GetReadinessWithResponse call
+func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReadinessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseGetCapabilitiesResponse parses an HTTP response from a GetCapabilitiesWithResponse call
@@ -2455,6 +2776,12 @@ func ParseGetWorkerLogsResponse(rsp *http.Response) (*GetWorkerLogsResponse, err
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
+	// (GET /healthz)
+	GetHealth(w http.ResponseWriter, r *http.Request)
+	// GetReadiness Readiness. 200 once the store is recovered and the engine started; 503 before and during shutdown.
+	// (GET /readyz)
+	GetReadiness(w http.ResponseWriter, r *http.Request)
 	// GetCapabilities The host's capabilities document for the conformance kit.
 	// (GET /v2/capabilities)
 	GetCapabilities(w http.ResponseWriter, r *http.Request)
@@ -2492,6 +2819,34 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetHealth operation middleware
+func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetHealth(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetReadiness operation middleware
+func (siw *ServerInterfaceWrapper) GetReadiness(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetReadiness(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // GetCapabilities operation middleware
 func (siw *ServerInterfaceWrapper) GetCapabilities(w http.ResponseWriter, r *http.Request) {
@@ -3078,6 +3433,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/healthz", wrapper.GetHealth)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/readyz", wrapper.GetReadiness)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/capabilities", wrapper.GetCapabilities)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/openapi.json", wrapper.GetOpenAPI)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations/{id}", wrapper.GetOperation)
@@ -3102,6 +3459,65 @@ type OperationAcceptedJSONResponse struct {
 }
 
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type GetHealthRequestObject struct {
+}
+
+type GetHealthResponseObject interface {
+	VisitGetHealthResponse(w http.ResponseWriter) error
+}
+
+type GetHealth200JSONResponse Health
+
+func (response GetHealth200JSONResponse) VisitGetHealthResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadinessRequestObject struct {
+}
+
+type GetReadinessResponseObject interface {
+	VisitGetReadinessResponse(w http.ResponseWriter) error
+}
+
+type GetReadiness200JSONResponse Health
+
+func (response GetReadiness200JSONResponse) VisitGetReadinessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadinessdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetReadinessdefaultApplicationProblemPlusJSONResponse) VisitGetReadinessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
 
 type GetCapabilitiesRequestObject struct {
 }
@@ -3465,6 +3881,12 @@ func (response GetWorkerLogsdefaultApplicationProblemPlusJSONResponse) VisitGetW
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
+	// (GET /healthz)
+	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
+	// GetReadiness Readiness. 200 once the store is recovered and the engine started; 503 before and during shutdown.
+	// (GET /readyz)
+	GetReadiness(ctx context.Context, request GetReadinessRequestObject) (GetReadinessResponseObject, error)
 	// GetCapabilities The host's capabilities document for the conformance kit.
 	// (GET /v2/capabilities)
 	GetCapabilities(ctx context.Context, request GetCapabilitiesRequestObject) (GetCapabilitiesResponseObject, error)
@@ -3531,6 +3953,54 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GetHealth operation middleware
+func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
+	var request GetHealthRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetHealth(ctx, request.(GetHealthRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetHealth")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetHealthResponseObject); ok {
+		if err := validResponse.VisitGetHealthResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetReadiness operation middleware
+func (sh *strictHandler) GetReadiness(w http.ResponseWriter, r *http.Request) {
+	var request GetReadinessRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetReadiness(ctx, request.(GetReadinessRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetReadiness")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetReadinessResponseObject); ok {
+		if err := validResponse.VisitGetReadinessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // GetCapabilities operation middleware
@@ -3793,95 +4263,100 @@ func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zHzvbxzHef+/8mC/BnRn7y2PFMVE5IuAluR8mUqWQkoJWpEx5nafuxtzd2Y1M3vkWSYQtzVauwjyon1T",
-	"OG8KtHUKFAnQAkVRICjgf8WRnfwXxfzYnzfH44lUklc67u7MPPM8n3l+j14GMc9yzpApGey+DHIiSIYK",
-	"hfmLJpjlXCGL53+Gc/0kQRkLmivKWbAbbEbR1p07MKOSjlKE/aN7BwcQT4kgsZ4ihBERCFwAkUBAKlHE",
-	"qhCYDMYU00Q/oGwCveMgiqLjoB8FYUD1vFMkCYogDBjJMNgNDmo6BpqQMJDxFDOiKVLzXH9i5wouLsKA",
-	"jh8RFU/NBryzjQf2g8unkTmJsZokJ2paT2HfhYHAFwUVmAS7ShTYnC8j5w+RTdQ02N25HQYZZeWfm6Ge",
-	"TKHQ0/7kORl8NBzcPem5H4OTt8tH/e+9FYQewgqaLCFLv7mMqO5cF/pjmXMm0cib5yiIlu1+HGOu0KwT",
-	"c6aQKf2T5HlKY/PFxodSQ+BlY/a3BI6D3eD/bdSQ2rBv5cbjcma7ahtGT6cI1QdwpsHi1oceFyAwT8kc",
-	"kxDOqJpCBQY1OHRvQG/UwMfK2mzG812b3kXOPuR2c/rtGly8CINc8FGK2SX8cl+8sx7fnrh5PVzbZ3D4",
-	"3j24u33nO+Amjyxw7Vg99b56iESqxyzGHxZY4OORRDGzjCBJQvVUJH0itOAV1SAYk1RidynuhgEfQ3dK",
-	"GEZb0RB6X335u3/9z2/++9+//uknr/7mf159/oX+8bf/9u0//PLVz3/9u7/6zbef/9c3n/5dfxdeXsAI",
-	"x1wgqCnCmAqpwC5gGLUHGWYjFBI4S+cw5gLOpkSZj6dcKog5G1ORYaLlnTdIfxlkKCWZ4D1eWP53GJbn",
-	"gp/TjCiEWH+it+OGNCBHWAKMK5ijAhKfMn6WYjLR8EuojIlINB8E4Hmu4aGJyCijWZEFu8PquFKmcIIi",
-	"uAiDF5pLD86ptBrWfTDiPEXCjMAUVal+tlRa1bR89CHGSs/a/fYox3hNqcoc48sl+urTf3n1+Rf9CA7s",
-	"diRofc5whkKLYYZCM2wseOZ0udScGWv1TzmTiwJKMKUzFPP7mJL5EcacJXJRUPdxTIpUQaK/0hQiiae1",
-	"gJzI9mAIZ1NkwDOqFCYR7INEltySwM+YHeyWgDPKZAT7DIo8MeKfEqaFbiCWEoXCDDUUZ+TcSnP79tZw",
-	"uEq6jphD1GeecrZ0Uw+5XlGBohkCKTcBVMIp5iq0iCy5SVUJSPN9k3SjU1CC4jV2S7g69mKypx9NtXF1",
-	"MNXrCJSKl5AtN7m5Nby709rmjmefF02r8nzppk+WY9ng04PjewKJwkOUvBAxHuKLAqVaE8jv8sTA5Mnj",
-	"o6ewMdvaMOZZbrw0/15sCDe7jMBgXp/wXNAZUXjA8kJZWM9ISjWHEyATQpm0Kuc9LjLQ5jWBkdFG2TOR",
-	"Qi/TDgQmgOckVuk8BCUITTXDZUrkFCiL0yLBpL94BtwcHSdha7j93a6b0DE0pZl/c85FGPDxGM3v9iqb",
-	"W6uJa3G0oemcrMPgfDDhA/dQW8HokJw9skgKjL9lNdhawzrANAwKKxa7SRuw9MPNg8sHWa7mN2AuH/Gk",
-	"SPHHXJyigGF0Oxoa+NkHP0IhtcszjO5Ew12DN4FjFMjitrGT1XnmhZI0QaMhtJoTGHORSGMn1RSlRawM",
-	"QXKgSh97kp6RuYSXFxqKJR/a21u2/yddka7BhPYB42Mg9iwpbcynRO+IIfT8xicE88c9zmSRlYwLPczs",
-	"71odTkYStUEX2r2gtTVf2HN7S76Ns9mRtWXLN9w+gXfu3N7xnIc2O2ZEGOMoMRZYMqSFgl2jZqwu+gGZ",
-	"kSMzGmiideyYauvb+8nz/cFfkMFHH7x14n4NB3c/eOvk5TDcuX3xVgjxFONTq6s0mpxO4wJGGJNCGj+b",
-	"7T85AA1EKwVw6mn+vl6+b+A5I2mBsjTqEbxLWULZJIQZEeYDuw1HsZyaMI+h/VsrXWdjmkzb2W6Iomay",
-	"RwQP+eQBU2K+EnFtxZriDI1aRabt2PMgwVExCcIg5RMTWY55EAZnRLAgDFAILoxm6MrNGTePpx8GEl+U",
-	"KpwoayB3tgOfX6DN9iOaplReccDMouCZDe4WY5OmmtNktJYI3eZr6lsTNhRgxVs/3x/Sta3vPpwZGN+S",
-	"WltJnqJWUnmhDFAKFpNiMtVHniUpCjCMlyHwNNHukPH/I3hCpDSITYlUIPGFSRmMtWOmOAgkCXC2aEup",
-	"wqz947Jgqtr7RbV5IgSZL/DXztbmmuGMh2lWJ63Js8cM4cERZGasRxdE5iRpRTblZ8DVFIX7WALNci6U",
-	"Vu694yDa0B8eB1q1HAf2t8fnaMSkDc21vXl3+/Zw+2qOhscFaHoatTZqaqZocPK2P4nhsdolkQ2+O+Yu",
-	"Zbtl2jViH4957mmTymyySkd9+tMNUTB93AZkRKMsga++bA7sRyW6JSQYp0SgrINWezq0lp3RBOUeuIMJ",
-	"ElOMlYM9nWEbAiGcTWk8hayQSnvxWuY68JqXSyTlooviLqlpnYxSK47R5r5MXOrXgOT8wI7aMiJ3f2x2",
-	"Tk0YFIy+KNC9VqLAWo+tOouHpZ+zgIaK+AUcNKTtQUSdYlr/LMbGLQzLGIsLHUqhwgikMkEXSwDHY4wV",
-	"5IQK53NIiw3tqA1I7oBRkaE9r5SfyV3I0VjPDe3x7IEoGCv/+jgnQlGSflywU8bP2J7x51hsQomN6qEs",
-	"4hgxwWTDRn/Jx3aqMaEpJq2ZPGff7O0ptSe6skR6owONaV8YYPfaRI1eQ09tVzGyN8QFYeBo8kLJmtmr",
-	"JrnCwGv9Qk8ieuGTU8qSJsF225pQI9NAi12L1EtmGSE+W7K+QUFzdifSIAycOHWsUUpJRyBGMiYZW8nT",
-	"u7Klbh3pdG2VXsVsvr2NkuhKmGETCa2FGwetPkSeE/akTnKucb66SUpIUBGaSpvN1crv/+tIRzulsy3A",
-	"c4XMqMcyDRjzBEMQNlQ7sPk560T47FyCi6mXI0VGKYJk5BQ/iIlEMyf0PKf3gZnYWtB2HH3yvLRvb3sj",
-	"Z7srL3ostVd2UxybDSmLrop2ZKUiLPZ7qBWfluK4KAMYm+65c/duI/mzPRz6vVmV+tezD1Y5rOZtOU1F",
-	"Rmjl1YBfibDl4HtQKpQ1NTzVAZ/FzS4Q+MHR4/fhCddbFECZ4i74NsyDEU/mBmcEdFipzZQvl7lU4Lmd",
-	"eDVfyg8r+Czywm7YwxATIb9bVrrWYMfTKcJIjwMCxgmofHOBMdIZSuh5wm/46svff/qz3/7vP339yS8P",
-	"NNVjEuM3f/+z3/7mF/1d2IyijJwbco7oR9qEJijqZK0MgTA4uK99LlM13GnUCQ2rNf9tBqDUYrek8YIj",
-	"0ARLVCrFTAf5GaopT2QzOa/1gxLzsPlsP03NxOaN+UMgjHih1zK5kZ7Hs/P4ztYkNFN1d3ZWJsPKbV/5",
-	"0JutN7JhtQ+26bKzS7ywssKwMi94BTNiJ2pQ34BjA27LwFji5QbSZj78Xb3EZKav60ekrhnZRFGMezow",
-	"rR6WpsakMVw1wRdDGWr2lSLxFBNfMWdltScMbDhwpXqQn6mruH+NaGgJ16sykNUW+lC5oEYzjGZZYQ2s",
-	"y0FCSscmqNW/ieGWObfPDu77tChJHqK2tD8sUXzFsMGckUrhtGzaZqugsemt27ix2gHihWqUbapZdlYX",
-	"f8j5Pc7iQmiS5q3BW3euQsIhKlExouU0oavlUKzyIFW1tKyi7QFRkGnnaRPegXo6qMe2az2ry1kv1haC",
-	"Ua/det56NTQLptePGEu15ebpAGOprBfk1xKJb2cnS87mspC0pdTX91nKGqHJD7Us9S3pLPi6hjqyvg3V",
-	"Nhf2tQF5txiPUcCUpzqgMSjjgk4oIymM5grlHlBm/SWBLEFb5u3p77QC1QELixFOqbolXTUCRd/VHpRx",
-	"NSTubFt9wCXaSRcVgfa2s1x5zsImcOZBfwjvmDemOCzK8zJvFeS9505zwNMd0GCGZnh5sra+MxwOLdF1",
-	"gLqmN6AdDKlIltcZ4c7ida03hGdP78EzRs8Bcx5PITNjLAL3QFpVS2LBpay3XR71S86Zz+B3CXPMCWtp",
-	"dCH/qMov+9H+RPCkiFG4isFroP6FZxoJyJSYLysXwVdftnJnX3/yq9xNUJYu+ruAbPZcO5QnMEElTcHf",
-	"1TJYYvRDZcCqIlyypDliEb6+0uz26oTpkkJOcEmO4vX1pMuzVhN1ZduVnUfG9eTrFgnqwqbiQJjNaZek",
-	"lN6CJJkrfBrB5CTGEMb0HJ3PLrUTsUzpffPZT7/5xWfaJ/z5X3776Zf6x2ef//4f//nrT3717a//+tUX",
-	"/7EHS+FTDaknMWP7EdxLucRkFxrJlVK1GQ/TOo+LiOjklNZSGR3BNadqCK0WhldSNVzWElQzG1PJh0it",
-	"0QWSREad3gkqXUeQQFUIhsleWf9pFp+rs2XtmClS31CuUpGJNwpvNFosvJsga2SLF8pzlxuQ8qwvdk80",
-	"Ap81ux+ajReL8xp+vlZPBVmSJ3qtbgtPItRIzCoLEis6q1KL9pnJubpE6apM6JLc67UzpLYr1im/snO3",
-	"bhGpOO+Y0hBjxfk6mdoAjoPelfKq1Wm85KReqfZ6nfpnRYQnqcjwXD0hE3zKT5EtOihPBJoGC9Nwl3Ed",
-	"9ukVYczTlJ/tQk6k0RBEQl7OUh15Pbd57FyUqyclunXYFqs8rDwqTfnrO93oskx8XDsGvTIh0vSfq/Z1",
-	"wxijICU8e/re4LvWW+yHXR+bi86TH1E8C2Ezippe5p51to+M0CAmjHFVlqGajSF686bNx3gsNotl+z+k",
-	"IbK2XISBq9Y4YwUCPzSlR5OCp8y0iXxgBi2oZL+37Pb+cWt/H3f3ZvPirx8aduBgSGmgYUHaSxDx2FAt",
-	"XyNNynNXyROTokQFga5vecs6kz1NX1iO+V7/Ot7qDQnvmsxvMrpkoofHz4zKu6EezmeXt3BuvCxocrEL",
-	"BMZFmtq7AXF9YnOMoad9Rz7uuClGc03oDJknx/un0LvYbVX0c9XD/haYbrRlz9ulWHawCRN4I5vBaG7b",
-	"VUznvHEFSZ4jEUAZEDaH8o5JCCmfhI2rHlzUNxe6InHLrLJpjU6yJmIv4ckqDl4jf+rh1xXbSVoj+xE8",
-	"MJ0e9poUlXWONYKMUGbbIVz3HWcmfHLtQXtlU1HdTGi7NDy3JaqZXqPb1y13Zd/DLdSqbLgAeUVho5sK",
-	"WDRGj23KHjIkTMLzkwj2XfZmZ3vPMcIywUA0oVJRFivbam8aM+uWRhOUXL1i0w2ZF/bX3ZJebh1MXz87",
-	"2siKVvKu5Xey5Mz4U5qmBTIuBFVz4584FwGJsBQaakw5wz6qJpgqldtLTKYNc0GETzttAET6uqFLh/Ip",
-	"OeXagW8Gk0Cz3Lpu2hOLjtlCdd8F7bngpgOAKUFiteeaquSU5KbhLsExZZgA16tSBiWDNUaOWSMzZNAz",
-	"RYHaA0R7rg8f7N9/9MDUEcG2EpgTuKwF4pj1ll0R69ftEZc0QoSGJY3atgzL3ohjdsy0Pyt4oczGys5x",
-	"NdW75LF1aHx9wc7nxPNcoNSeblakig4kTvSQY5YTNYXqpugu7L//51ew2Rum8WzjpR4dRdGFdl34qdZR",
-	"x6zZ33VLgvmyqkr7+jRcx5790GyxHx2zRrN3BZEmqnpNvMhiJFGF0NLP/aDRwRZsRcNoODCD9PLRpgnG",
-	"c2Qkp8FucDsaRrdtp8jUHATNhJjkZERTWmrZCXquov3YNgea/k6T0nZNgyOcc1cLN0TegpgLDDUOTXrM",
-	"gJSPYYxEFQJla7XIQjXS8IGenjiE5vuw5Gi7DtK3BfZmMl8UjBlHkyQmqjO+k83oGw8KGG/NrElyFxK0",
-	"+qyukR4kwW7wfVT3mjzp3DndGg7XumXa1Uje26Qt4kqsRy39Few+PwkDWWQZEXM3TPPslvSPrpRPp+ph",
-	"Z9WSd8CISpqd5Be44Y7aH4QRo0JLPKmO99V50R1h4WoSI8Lc0XWZEKcJazZ0tEC1fbnxkiYXKxhTpVaa",
-	"F9GfLzR0uWt9isMZobVoas9ScRhTRuUUesMo2hnWd8tfFGi6392VaT0+6Fzcvlr59+LkmgK8mfvSEewD",
-	"42ygUGSmaKf9wZgIUwg+RCXmg/2xsgnqxu3oxhsvrOpt2vXNjcxlVFdsKE2YRVeFp0Mk2lzVRO9Z66aZ",
-	"r4MCNhnkPE1Be8WpUzSJ8WutXI2Qy/uZ5wNFTrk1B7HjiNZUpvGqjRofrfUnFqnBRei9S7/mVfoTP/or",
-	"G7gU9w+pVIfVVwtb8GG2cb1t+WV2n4dlfGKbuNPczckETeFXQs9JGDaHy89KSrNlh+XOqo4LP0GtrGNZ",
-	"BMoFzigvbCZxr7zaVZ5xWwQus4k+MqsEZLDkP2TYHG5th6s5NiKSxrbS7bjThxTJDGVpB1SVEmr5zrdk",
-	"dVmDF8pt65hZxvdM2OyCtFPE3CYONe39PZvUcJdH9YtQe8Lff/C05E1VkEk4Suvx+Fgwo3jW2n2Zrjd7",
-	"CsJAr+PJwr9RndZK3nrU2uMSkp29di4L7XVQU6ekbTI6Cq6vsDSJ1uPSx9g0NtS05DYrkJp8lT5H2lUL",
-	"gVjiiQJiL22/CV11EgY5lx410r7YGqw7fafB3uLABBrvuvzvjUDAf/32oh2yuoskHRxurZbl4n9fcn0k",
-	"WIqBVAiIYJ/JMx2PbQ236iCt4Xpo396WhEwkugQGZ4KaglLjnU21u3LSoFxw4ARh/cqLFXbGxlou94u2",
-	"VtdGyn3z/MaQEq4e4f4/Ho9y+SMJ1bKgrVB7NnNJGcRExiTB/ipJXy5ZU2T2+7kN3r9xZbvMf6zg3HYL",
-	"Hzy1xfTL/7ebG3EHG80FLDE20Nz9rLtyG/8pTATvG+lIRYSq+hvnb8odXPFhQROriQuPfNtp+z/48bp5",
-	"ne2vQ/wp6+xDWxRqne9bEs6mPLV5uuudbJ/OtlX/a+nsjZRP5GXhsfUxH/KJXBUfH5pOHNMzp6NAs0GJ",
-	"L2BiLIv2owkz8fwyF9p0HLccyOUtMkO/s79mALE5XBlBvEnftLzg7dGWD/mk5GTn1npwY6qwk/9M+QSk",
-	"Ekgy6F39Tn3/j6oOO/mkuirw/ERLrkGXSddaEuqGyKvmj1fY3NeZsk5JXz75ycX/BQAA//8=",
+	"zFxbbyTHdf4rBx0BS9o9zSH3Yot8MKjVyqaz0q65uzaSJS3UdJ+ZKbO7qreqesjRioCVREiswPBD8hLY",
+	"LwGSyAECG0iAIAhgBNBfkSXZ/yKoU9W3mRoOZy+2nzic6ao6dc5X5179PEplUUqBwuho/3lUMsUKNKjo",
+	"P55hUUqDIp3/Oc7tNxnqVPHScCmi/Wg3SfZu34YZ13yUIxw+unt0BOmUKZbaKWIYMYUgFTANDLRRVWoq",
+	"hdlgzDHP7BdcTGDrJEqS5CTaTqI44nbeKbIMVRRHghUY7UdHLR0DS0gc6XSKBbMUmXlpH3FzRZeXccTH",
+	"7zKTTmkDwdnGA/fA1dPokqXYTFIyM22ncL/FkcJnFVeYRftGVdidr2AX91FMzDTav3Mzjgou6n93YzuZ",
+	"QWWn/eFTNvhgOHjzdMt/GJx+rf5q+1tvRHGAsIpnK8iyv1xF1OJcl/ZhXUqhkeQtS1TMyvYwTbE0SOuk",
+	"UhgUxn5kZZnzlJ7Y+ZG2EHjemf0NheNoP/qznRZSO+5XvfOgntmt2ofR4ylC8wCcW7D49WFLKlBY5myO",
+	"WQzn3EyhAYMZHPtfwG6U4ONkTZsJPNend5mz96XbnP11Ay5exlGp5CjH4gp++Se+vhnfHvp5A1w7FHD8",
+	"zl1489btb4CfPHHAdWPt1IfmPjJtHogUv1dhhQ9GGtXMMYJlGbdTsfyhsoI33IJgzHKNi0tJPwzkGBan",
+	"hGGylwxh67NPf/dv//Xl//zH5z/+6Iu//d8vPvm5/fB3//7VP/7yi5/9+nd//ZuvPvnvLz/+++19eH4J",
+	"IxxLhWCmCGOutAG3ADHqAAosRqg0SJHPYSwVnE+ZoYenUhtIpRhzVWBm5V12SH8eFag1m+BdWTn+LzCs",
+	"LJW84AUzCKl9xG7HD+lAjokMhDQwRwMsPRPyPMdsYuGXcZ0ylVk+KMCL0sLDElFwwYuqiPaHzXHlwuAE",
+	"VXQZR88sl+5dcO00rH9gJGWOTJDADDe5/W6ltJpp5ehHmBo76+Kzj0pMN5SqLjG9WqJffPyvX3zy8+0E",
+	"jtx2NFh9LnCGyophhsoybKxk4XW5tpwZW/XPpdDLAsow5zNU87cxZ/NHmEqR6WVBvY1jVuUGMvuUpRBZ",
+	"Om0F5EV2AEM4n6IAWXBjMEvgEDSK7IYGeS7cYL8EnHOhEzgUUJUZiX/KhBU6QSxnBhUNJYoLduGkeevm",
+	"3nC4TrqemGO0Z55LsXJT96Vd0YDhBQKrNwFcwxmWJnaIrLnJTQ1Ier5LOukU1GBki90arp69mB3Yr6bW",
+	"uHqY2nUUaiNryNab3N0bvnmnt807gX1edq3K05WbPl2NZcJnAMd3FTKDx6hlpVI8xmcVarMhkN+SGcHk",
+	"4YNHj2FntrdD5lnvPKe/lzvKz64TIMzbE14qPmMGj0RZGQfrGcu55XAGbMK40E7lvCNVAda8ZjAibVQ8",
+	"UTlsFdaBwAzwgqUmn8dgFOO5ZbjOmZ4CF2leZZhtL58BP8eCk7A3vPXNRTdhwdDUZv71ORdxJMdjpM/9",
+	"VXb31hPX42hH03lZx9HFYCIH/ktrBZNjdv6uQ1JE/pbTYBsNWwAmMShuWOwn7cAyDLcALu8VpZm/AnP5",
+	"rsyqHH8g1RkqGCY3kyHBz33xfVTaujzD5HYy3Ce8KRyjQpH2jZ1uzrOsjOYZkoawak5hKlWmyU6aKWqH",
+	"WB2DlsCNPfYsP2dzDc8vLRRrPvS3t2r/DxdFugET+gdMjoG5s2SsMZ8yuyOBsBU2PjHQP3el0FVRMy4O",
+	"MHN73+lwNtJoDbqy7gVvrfnSnvtbCm1czB45W7Z6w/0TePv2zTuB89Bnx4wpMo4aU4U1Q3oo2Cc143TR",
+	"d9mMPaLRwDOrY8fcWt+tHz49HPwlG3zw/hun/tNw8Ob7b5w+H8Z3bl6+EUM6xfTM6SqLJq/TpIIRpqzS",
+	"5GeLw4dHYIHopABePc3fs8tvEzxnLK9Q10Y9gbe4yLiYxDBjih5w2/AU6ymFeQLd/1bpehvTZdqdWx1R",
+	"tEwOiOA7yHJD8Vtfc2rDTEWfUFhL9TSSZ3S4lxz5rk7wo04DC92Xk3vCqPlaaPfpyHGGeZeMDEfVJIqj",
+	"XE4ohB3LKI7OmRJRHKFSUgWobFyHQEgRRxqf1baCGWeJ79yKQg6I9Q/e5XnO9TUHzBzcnrgocg3v8FnU",
+	"WyL2m2+p703Y0bQNb8N8v883NvOHcE7n5Ya2alHLHK02LCtDiKxEyqrJ1OoWkeWogBivY5B5Zv0uCjQS",
+	"eMi0pqORM21A4zPKTYytB2gkKGQZSLFstLnBov/hqqit2ftls3mmFJsv8dfN1ucacSbANKf8NuTZA4Fw",
+	"7xEUNDagdBI6slZjTuU5SDNF5R/WwItSKmOtyNZJlOzYB08iq8NOIvc54Nx0gt+Oiry1++atm8Nb1/No",
+	"Ar5G16Vp1V5XBSaD06+FsyUB96AmssN3z9yVbHdMe4kgK+AHbFnbLVxWzIaX9tEdVQl73AZsxJMig88+",
+	"7Q7cTmp0a8gwzZlC3UbH7nRYdT7jGeoD8AcTNOaYGg97PsM+BGI4n/J0CkWljQ0XrMxthDevl8jqRZfF",
+	"XVPTOxm1VhyjS7JRABzWgOziyI3aI5H7f3YXTk0cVYI/q9D/bFSFrR5bdxaPa4dqCQ0N8Us46Eg7gIg2",
+	"l7X5WUzJ/4zrYE4qG7OhwQSsmULSZDgeY2qgZFx550Y7bFiPcMBKD4yGDOvi5fJc70OJZKZ3rGt1AKoS",
+	"ov7vw5Ipw1n+YSXOhDwXB+Q4ipRilp3mS12lKWKG2Y4LM7MP3VRjxnPMejMFzj7t7TF3J7qxRHajA4vp",
+	"ULzh9tpFjV3DTu1WIdkTcVEceZqCUHJm9rrZtDgKWr84kPFeeuSMi6xLsNu2JZRkGlmxW5EGyaxD0Scr",
+	"1icUdGf3Io3iyIvTBjW1lGyoQ5KhrG8jz+DKjrpNpLNoq+wqtPn+NmqiG2HGXST0Fu4ctPYQBU7Ywzab",
+	"usH5WsyGQoaG8Vy7tLFVft+xIZX1fmd7gBcGBanHOt+YygxjUC4mPHKJQOdEhOxchss5nkeGjXIELdgZ",
+	"vp8yjTQnbAVO7z2a2FnQfsB++rS2b18LhuhuV0H0OGqv7aZ4NhMpy66KdWS1YSINe6gNn1biuKojJZdX",
+	"uv3mm50s063hMOzNmjy8nvtincNKv9bTNGTETl4d+NUIWw2+e7VC2VDDcxtZOtzsA4PvPnrwHjyUdosK",
+	"uDDSR/nEPBjJbE44Y2DjV2umQknTlQIv3cTr+VI/2MBnmRduwwGGUCj+Vl1S24Adj6cIIzsOGJAT0Pjm",
+	"ClPkM9SwFYjz4bNPf//xT3/7f//8+Ue/PLJUj1mKX/7DT3/7m19s78NukhTsgsh5xD+wJjRD1WaFdQxM",
+	"wNHb1uei8uSdTkGSWG3571INtRa7ockLTsASrNGYHAsUBgo0U5npbhXA6gej5nH3u8M8p4npF/pHIYxk",
+	"ZdeiJMxWwLML+M7OJHRzgrfvrM261du+9qGnrXfSbq0PtuvTwCu8sLqUsTYBeQ0z4ibqUN+BYwduq8BY",
+	"4+UV5OdC+Lt+LYumbwtVrC1OuYxUigc2MG2+rE0N5Ut82SIUQxE1h8awdIpZqGq0tqwURy4cuFbhKczU",
+	"ddx/iWhoBdebepPTFvZQ+aDGMowXReUMrE92Qs7HFNTaz4y4Ref2ydHbIS3KsvtoLe33ahRfM2ygM9Io",
+	"nJ5N2+1VTnaDBSI/1jpAsjKd+lAzy531VSZ2cVeKtFKWpHlv8N7t65BwjEY1jOg5TeiLRhybPEhTlq3L",
+	"dQfADBTWedqFr0M7HbRj+0Wl9XWzZxsLgdTrYuFws2KdA9OLR4y12vLzLABjpayX5NcTSWhnpyvO5qqQ",
+	"tKfUN/dZ6mIk5Yd6lvqG9hZ8U0OdON+GW5sLh9aAvFWNx6hgKnMb0BDKpOITLlgOo7lBfQBcOH9JocjQ",
+	"1ZO37HNWgdqARaQIZ9zc0L7sgWrbFzkMuRoa79xy+kBqdJMuKwLrbRelCZyFXZAigP4Yvk6/UBVa1edl",
+	"3qv8B8+d5UCgDaHDDMvw+mTtfWM4HDqi2wB1Q2/AOhjasKJsM8ILi7dF5RiePL4LTwS/ACxlOoWCxjgE",
+	"HoB2qpalSmrdbrs+6lecs5DBXyTMMydupbEI+Xeb/HIY7Q+VzKoUlS9NvADqnwWm0YDCqPmquhR89mkv",
+	"d/b5R78q/QR1jWR7H1DMnlqH8hQmaDR1FviiichIPzQGrKn2ZSu6MJbhG6oB31qfMF1RMYquyFG8uJ70",
+	"edZmokXZLsouION28k2LBG0F1UhgwuW0a1Jqb0GzwldYSTAlSzGGMb9A77Nr60SsUnpf/uTHX/7iJ9Yn",
+	"/NlfffXxp/bDTz75/T/9y+cf/eqrX//NFz//zwNYCZ9mSDsJjd1O4G4uNWb70Emu1KqNPEznPC4jYiGn",
+	"tJHKWBBcd6qO0FphBCXVwmUjQXWzMY18mLYaXSHLdLLQpMG1bz1SaColMDuo6z/dKndztpwdo2r4K8pV",
+	"GjYJRuGdjo6l3yYoOtnipfLc1QakPuvLbRqdwGfDNotuh8fyvMTPF2reYCvyRC/U1hFIhJLEnLJgqeGz",
+	"JrXovqOcq0+UrsuErsi9vnSG1LXfeuVXtwi3vSgN5z1TOmJsON8mUzvA8dC7Vl61OY1XnNRr1V5fpv7Z",
+	"EBFIKgq8MA/ZBB/LMxTLDspDhdTJQZ19hbRhn10RxjLP5fk+lEyThmAaynqW5sjbuelr76JcPymxWIft",
+	"sSrAyke1KX9xpxt9lkmOW8dgq06IdP3npk+eGEMKUsOTx+8Mvum8xe140ceWauGb73M8j2E3Sbpe5oFz",
+	"th+R0CBlQkhTl6G6HSh289RPRB6Ly2K5RhNNRLaWiwnw1RpvrEDhj6j0SCl4Lqgf5X0atKSSw96y3/uH",
+	"vf19uLg3lxd/8dBwAQ5ESgcNS9JegYgHRLV+gTSpLH0lT02qGhUMFn3LG86Z3LL0xfWYb22/jLf6ioT3",
+	"kszvMrpmYoDHT0jlvaJm0SdX94ruPK94drkPDMZVnrtLCGl7YktMYcv6jnK84KaQ5prwGYpAjvdPoUly",
+	"sScyzNUA+3tgeqW9gcF2yLpVTlHgjWIGo7lrV6EWfXIFWVkiU8AFMDGH+jJLDLmcxJ07JVK1VyQWReKX",
+	"WWfTOi1rXcRewZN1HHyJ/GmAX9dsJ+mN3E7gHnV6uPtYXLc51gQKxoVrh/BtflJQ+OTbgw7qpqK2a9F1",
+	"aQSuZTQzvUBbsV/u2r6HX6hX2fAB8prCxmIqYNkYPXApeyiQCQ1PTxM49NmbO7cOPCMcEwiiGdeGi9S4",
+	"nn7qAG17JykouX7FZjFkXtrf4pbscptg+uWzo52saCPvVn6nK85MOKVJLZBppbiZk3/iXQRkylFI1FA5",
+	"w33VTDA1pnS3pagNc0mEjxfaAJgOtV3XDuVjdiatA98NJoEXpXPdrCeWnIil6r4P2kslqQNAGMVSc+Cb",
+	"qvSUldRwl+GYC8xA2lW5gJrBFiMnopMZIvRMUaH1ANGd6+N7h2+/e4/qiOBaCegErmqBOBFbq+6ibbft",
+	"EVc0QsTEkk5tW8d1b8SJOBHWn1WyMrSxukXdTO0uZeocmlADsvc58aJUqK2nW1S54QONEzvkRJTMTKG5",
+	"kroPh+/9xTVs9g41nu08t6OTJLm0ros8szrqRHT7u25ooCebqnSoT8N37LkHaYvbyYnodJU3EOmiaquL",
+	"F12NNJoYevp5O+p0sEV7yTAZDmiQXT7ZpWC8RMFKHu1HN5NhctN1ikzpIOxMqUX6A/t5goG7bu9QNVJX",
+	"JaoZ19LuNbcuiWWzlT4mcOTTLM3VgtaqnjNu9EF75S7n2qCwFgByKcsRS8+sLc7cPS2KDfCilNrO4i8d",
+	"QDqV3OXbBm641XfNBdOjLNqPvo3Gt3ov3EPdGw5f2c1Tv8KKa6elkqnlCWWQ+AyTnuqJ9p+expGuioKp",
+	"ebQf3fcsTGBvOITzKc+xPuk0C0XzGr7z+PHDA6gEq8wUhbF0Y+Zm3rEsn6+TWy5ZBiOWM5E20ZxU6RS1",
+	"UcyQNO08vBVnTNKr1dbd+0ckQysPV5cmMXIK7xTdlXvSpy6GnJ8h1LgKyuq4XvKPJy63Dbf7ORjpON7r",
+	"7UpcLEjIXLVYQ32tCa+UerNvJ3bS15RDNpSecMUounbX9JegmHCBNbcP4PbwZn3plRyDioJaPa1MJs+F",
+	"h8ZsbydlJRvxnNeeUxAjP3ANv9SzTWUq3wg8wrn065PiuQGpVBhb20LkkuGRYxgjM5VC3VstcQJIrLRg",
+	"y04cQ/f3uNaS/drmtmua6RboVCUEBY9Wt3CfyXFagaIiELI3syXJ32YKwu5ulycvibxFLyMIsh5xtf26",
+	"WjHU2Lyhw6Obk7lQyWwl75V9UtPsJb/EDW8+/yCMGFVW4lljsq/Pi8URDq50WBVd8PfZTe/dtGxYsOzN",
+	"9vXOc55drmFMky7tvsXi6VKTpr8TbCTpyEY0bbRoJIy54HoKW8MkuTNsX0zxrEK60eLft2DHRwtvfbhe",
+	"S8fl6WvUodd/2UIChyCkGBhUBRXibYyXMkXNHcdo1HxwODau6NR5tULnlyCs2m1evrAy7qlfawAbog+c",
+	"x2qZbwN9MRmUMs/BRrq5VzQZxapOriTk+nL3xcCwM+lcvNRzxGoqaqbsoyZEa/uIQ2p0GQdfxLHhezhO",
+	"w+hv/NqVuL/PtTlunlraQgiznbuxq9+EEYqaCudCYOEyASWbIDVzaNjyEobd4eqzkvNi1WG5va6LKkxQ",
+	"r5JQF3ZLhTMuK1cdOKjvhdZn3DV21BWCEJlNUSFa8TaX3eHerXg9x0ZM89R1r3jubEOOzLqH3g6YJs3b",
+	"i4dv6OYClqyM39aJcIzfolSYT7ycIZauGGBp3z5wiUp/89z+ENvo9tv3Hte8aYqsmUTtopgQC2Ycz3u7",
+	"r0twtKcojuw6oXuXr1On9QoyAbX2oIbkwl4XLgAeLKCmLTO5AtNLeI+dKMG/O4COMfnqLS2ly/TllIO2",
+	"58i6ajEwRzwzwNwbH16HrjqNo1LqgBrp34qPNp1+4dKMwwElD97yNZ1XAoHw3f3LfhrKXw5bwOHeelku",
+	"v/vo5ZHgKAbWICCBQ6HPUWnYG+61iZeO62F9e1fmpezSChicK05F4s5vrnzmS8SDesGBF4TzKy/X2BmX",
+	"P/H1HHT19z5S3qbvXxlS4vUj/Mu8AsrljyRUx4K+Qt1yeRMuIGU6ZRlur5P01ZKlxpGwn9vh/WtXtqv8",
+	"xwbOfbfw3mPXIHP1q7JeiTvYaRgSGdlAus/ddtp33iiVwHskHYrGm57l+etyB9c8WPHMaeIqIN9+Ke4P",
+	"frxevc4O1xb/lHX2sSv09s73DQ3nU5m73PvLneyQznadPC+ls3dyOdFXhcfOx7wvJ3pdfHxM3XXUB2uj",
+	"QNqgxmcwIcti/WgmKJ5f5ULTLYKeA7m67W0YdvY3DCB2h2sjiNfpm9YvbQhoy/tyUnNy4U0U0StThQs1",
+	"jVxOQBuFrICt678nY/uPqg4X8kltpe/pqZVchy4qwTgS2ibn69aE1tjcF5myLTNdPfnp5f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -275,6 +275,12 @@ func (p *Pool) load(ctx context.Context, v *abi.Version) ([]string, error) {
 	}
 	r, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opLoad}, p.loadLimit())
 	if err != nil {
+		// Admission loaded this version; if it no longer loads, say so
+		// where the worker's owner looks (deliveries wait and retry).
+		var ce *abi.CompileError
+		if errors.As(err, &ce) || errors.Is(err, ErrSandboxEnded) {
+			p.logs.Add(v.WorkerUID, v.UID, "error", "the version does not load: "+err.Error())
+		}
 		return nil, err
 	}
 	p.mu.Lock()

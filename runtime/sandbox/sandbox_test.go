@@ -191,6 +191,15 @@ func TestQueueAndFetchRoundTrip(t *testing.T) {
 	if !errors.As(err, &ce) || ce.File != "main.js" {
 		t.Fatalf("probe of a syntax error: %v", err)
 	}
+	// A version that no longer loads (here: its top-level code throws)
+	// says so in its worker's log.
+	broken := worker("broken", "throw new Error('gone'); export default {};")
+	if _, err := p.QueueHandler(t.Context(), broken); !errors.As(err, &ce) {
+		t.Fatalf("QueueHandler of a version that does not load: %v", err)
+	}
+	if l := logText(p, broken); !strings.Contains(l, "the version does not load: ") || !strings.Contains(l, "gone") {
+		t.Fatalf("log %q", l)
+	}
 	if _, err := p.QueueHandler(t.Context(), worker("f", "export default { fetch() {} };")); !errors.Is(err, js.ErrNoQueueHandler) {
 		t.Fatalf("no queue handler: %v", err)
 	}

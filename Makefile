@@ -17,9 +17,10 @@ generate:
 	$(GO) tool oapi-codegen -config spec/oapi-codegen.yaml gen/api/openapi.json
 	@if [ -d tools/coverage ]; then $(GO) run ./tools/coverage; fi
 
-## build: the host binary in bin/
+## build: the host binary and the tako CLI in bin/
 build:
 	$(GO) build -o bin/takohost ./cmd/takohost
+	$(GO) build -o bin/tako ./cmd/tako
 
 ## run: the host on loopback with its embedded file journal under $(DATA)
 run:

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/takoform/queuehost/gen/api"
+)
+
+// Form URLs the manifest's kinds map to.
+const (
+	formQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
+	formConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
+	formWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
+	formVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+)
+
+// client is the Host API of one space through the generated client
+// (gen/api): every call the CLI makes goes through it.
+type client struct {
+	api   *api.ClientWithResponses
+	space string
+	base  string
+	token string
+	// wait bounds waiting for one Operation.
+	wait time.Duration
+}
+
+func newClient(base, token, space string) (*client, error) {
+	c, err := api.NewClientWithResponses(strings.TrimRight(base, "/"),
+		api.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			return nil
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("host URL %q: %w", base, err)
+	}
+	return &client{api: c, space: space, base: strings.TrimRight(base, "/"), token: token, wait: 2 * time.Minute}, nil
+}
+
+// apiError is a Host API answer that is not the expected one: the
+// problem's code and detail when the host sent one.
+type apiError struct {
+	What    string // "create queue tasks"
+	Status  int
+	Code    string
+	Detail  string
+	Pointer []string
+}
+
+func (e *apiError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", e.What)
+	switch {
+	case e.Code != "":
+		fmt.Fprintf(&b, "%s (%d)", e.Code, e.Status)
+	default:
+		fmt.Fprintf(&b, "HTTP %d", e.Status)
+	}
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	}
+	for _, p := range e.Pointer {
+		fmt.Fprintf(&b, "; %s", p)
+	}
+	return b.String()
+}
+
+func problemError(what string, status int, p *api.Problem, body []byte) error {
+	e := &apiError{What: what, Status: status}
+	if p != nil {
+		e.Code = p.Code
+		if p.Detail != nil {
+			e.Detail = *p.Detail
+		}
+		if p.Errors != nil {
+			for _, pe := range *p.Errors {
+				e.Pointer = append(e.Pointer, pe.Pointer+": "+pe.Detail)
+			}
+		}
+	} else if len(body) > 0 {
+		e.Detail = strings.TrimSpace(string(body[:min(len(body), 300)]))
+	}
+	return e
+}
+
+// list returns the space's resources of one Form by name.
+func (c *client) list(ctx context.Context, form string) (map[string]api.Resource, error) {
+	out := map[string]api.Resource{}
+	params := &api.ListResourcesParams{FormUrl: &form}
+	for {
+		r, err := c.api.ListResourcesWithResponse(ctx, c.space, params)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", kindOf(form), err)
+		}
+		if r.JSON200 == nil {
+			return nil, problemError("list "+kindOf(form), r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+		}
+		for _, it := range r.JSON200.Items {
+			out[it.Name] = it
+		}
+		if r.JSON200.NextPageToken == nil {
+			return out, nil
+		}
+		params.PageToken = r.JSON200.NextPageToken
+	}
+}
+
+func (c *client) get(ctx context.Context, uid string) (*api.Resource, error) {
+	r, err := c.api.GetResourceWithResponse(ctx, c.space, uid)
+	if err != nil {
+		return nil, err
+	}
+	if r.JSON200 == nil {
+		return nil, problemError("get "+uid, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	return r.JSON200, nil
+}
+
+// create creates a resource and waits for its Operation; it answers the
+// new resource's UID.
+func (c *client) create(ctx context.Context, what, name, form string, spec, private any) (string, error) {
+	body := api.CreateResourceRequest{Name: name, FormUrl: form}
+	var err error
+	if body.Spec, err = json.Marshal(spec); err != nil {
+		return "", err
+	}
+	if private != nil {
+		raw, err := json.Marshal(private)
+		if err != nil {
+			return "", err
+		}
+		rm := json.RawMessage(raw)
+		body.PrivateInputs = &rm
+	}
+	r, err := c.api.CreateResourceWithResponse(ctx, c.space, nil, body)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if r.JSON202 == nil {
+		return "", problemError(what, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	op, err := c.waitOp(ctx, what, *r.JSON202)
+	if err != nil {
+		return "", err
+	}
+	return op.ResourceUid, nil
+}
+
+func (c *client) update(ctx context.Context, what, uid string, spec, private any) error {
+	body := api.UpdateResourceRequest{}
+	var err error
+	if body.Spec, err = json.Marshal(spec); err != nil {
+		return err
+	}
+	if private != nil {
+		raw, err := json.Marshal(private)
+		if err != nil {
+			return err
+		}
+		rm := json.RawMessage(raw)
+		body.PrivateInputs = &rm
+	}
+	r, err := c.api.UpdateResourceWithResponse(ctx, c.space, uid, nil, body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if r.JSON202 == nil {
+		return problemError(what, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	_, err = c.waitOp(ctx, what, *r.JSON202)
+	return err
+}
+
+func (c *client) delete(ctx context.Context, what, uid string) error {
+	r, err := c.api.DeleteResourceWithResponse(ctx, c.space, uid, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if r.JSON202 == nil {
+		return problemError(what, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	_, err = c.waitOp(ctx, what, *r.JSON202)
+	return err
+}
+
+// waitOp long-polls the Operation until it succeeded or failed (an
+// Operation still reconciling is not done), within c.wait.
+func (c *client) waitOp(ctx context.Context, what string, op api.Operation) (api.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	for {
+		switch op.State {
+		case api.OperationStateSucceeded:
+			return op, nil
+		case api.OperationStateFailed:
+			if op.Error != nil {
+				return op, problemError(what+" (Operation "+op.Id+")", op.Error.Status, op.Error, nil)
+			}
+			return op, fmt.Errorf("%s: Operation %s failed", what, op.Id)
+		}
+		wait := 30
+		r, err := c.api.GetOperationWithResponse(ctx, c.space, op.Id, &api.GetOperationParams{Wait: &wait})
+		if err != nil {
+			if ctx.Err() != nil {
+				return op, fmt.Errorf("%s: Operation %s still %s after %s", what, op.Id, op.State, c.wait)
+			}
+			return op, fmt.Errorf("%s: Operation %s: %w", what, op.Id, err)
+		}
+		if r.JSON200 == nil {
+			return op, problemError(what+": Operation "+op.Id, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+		}
+		op = *r.JSON200
+	}
+}
+
+func (c *client) operation(ctx context.Context, id string, wait int) (api.Operation, error) {
+	r, err := c.api.GetOperationWithResponse(ctx, c.space, id, &api.GetOperationParams{Wait: &wait})
+	if err != nil {
+		return api.Operation{}, err
+	}
+	if r.JSON200 == nil {
+		return api.Operation{}, problemError("Operation "+id, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	return *r.JSON200, nil
+}
+
+func (c *client) logs(ctx context.Context, uid string, after int64) ([]api.LogEntry, error) {
+	limit := 1000
+	r, err := c.api.GetWorkerLogsWithResponse(ctx, c.space, uid, &api.GetWorkerLogsParams{After: &after, Limit: &limit})
+	if err != nil {
+		return nil, err
+	}
+	if r.JSON200 == nil {
+		return nil, problemError("logs of "+uid, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	return r.JSON200.Items, nil
+}
+
+func kindOf(form string) string {
+	switch form {
+	case formQueue:
+		return "queue"
+	case formConsumer:
+		return "consumer"
+	case formWorker:
+		return "worker"
+	case formVersion:
+		return "worker version"
+	}
+	return form
+}
+
+// worker finds a worker by name.
+func (c *client) worker(ctx context.Context, name string) (api.Resource, error) {
+	workers, err := c.list(ctx, formWorker)
+	if err != nil {
+		return api.Resource{}, err
+	}
+	w, ok := workers[name]
+	if !ok {
+		return w, &apiError{What: "worker " + name, Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no worker named %q", c.space, name)}
+	}
+	return w, nil
+}
+
+// fetch sends one request to the worker's fetch route: POST with body,
+// GET without.
+func (c *client) fetch(ctx context.Context, uid, path, body string) (int, []byte, error) {
+	method := http.MethodGet
+	var rd io.Reader
+	if body != "" {
+		method, rd = http.MethodPost, strings.NewReader(body)
+	}
+	u := c.base + "/v2/spaces/" + url.PathEscape(c.space) + "/resources/" + url.PathEscape(uid) + "/fetch" + path
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
+	return res.StatusCode, b, err
+}

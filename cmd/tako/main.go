@@ -1,0 +1,354 @@
+// Command tako is the developer's tool for a Takoform queue host: it
+// applies a project directory (a tako.yaml manifest naming queues, workers
+// with their module files, and consumers) to a host, deletes it again,
+// follows a worker's log and waits for Operations. Every Host API call
+// goes through the client generated from the OpenAPI document (gen/api),
+// so the tool is also a check that the document is enough to drive the
+// host.
+//
+//	tako apply  [-dir .] [-dry-run]     create or update, in dependency order
+//	tako delete [-dir .] [-dry-run]     remove what the manifest names
+//	tako tail   [-follow] WORKER        print (and follow) a worker's log
+//	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
+//	tako ops    wait|get ID             an Operation, waiting for it to finish
+//	tako health                         whether the host is live and ready
+//
+// Common flags: -host (or $TAKO_HOST, default http://127.0.0.1:8787),
+// -token (or $TAKO_TOKEN) or -token-file (default ./data/admin-token, where
+// `make run` writes it), -space (default the manifest's), -output text|json.
+//
+// Exit codes: 0 done; 1 the host refused a request or an Operation failed
+// (the message names the resource and the problem code); 2 a usage or
+// manifest error; 3 the host could not be reached.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/takoform/queuehost/gen/api"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+)
+
+type usageError struct{ error }
+
+const usage = `usage: tako <command> [flags]
+
+commands:
+  apply  [-dir DIR] [-dry-run]   make the host match DIR/tako.yaml (plan with -dry-run)
+  delete [-dir DIR] [-dry-run]   delete what DIR/tako.yaml names, in dependency order
+  tail   [-follow] WORKER        print a worker's log; -follow keeps printing
+  fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
+  ops    wait|get ID             an Operation (wait: until it finishes)
+  health                         GET /healthz and /readyz
+
+flags of every command: -host URL -token T -token-file F -space S -output text|json
+`
+
+// common is the flags every command takes.
+type common struct {
+	host, token, tokenFile, space, output, dir string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.host, "host", envOr("TAKO_HOST", "http://127.0.0.1:8787"), "the host's base URL ($TAKO_HOST)")
+	fs.StringVar(&c.token, "token", os.Getenv("TAKO_TOKEN"), "bearer token ($TAKO_TOKEN); else read from -token-file")
+	fs.StringVar(&c.tokenFile, "token-file", envOr("TAKO_TOKEN_FILE", filepath.Join("data", "admin-token")), "file holding the token ($TAKO_TOKEN_FILE)")
+	fs.StringVar(&c.space, "space", "", "the space (default: the manifest's, else \"default\")")
+	fs.StringVar(&c.output, "output", "text", "text or json")
+	fs.StringVar(&c.dir, "dir", ".", "the project directory (or its manifest file)")
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+func (c *common) client(m *Manifest) (*client, error) {
+	tok := c.token
+	if tok == "" && c.tokenFile != "" {
+		raw, err := os.ReadFile(c.tokenFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, usageError{fmt.Errorf("token file: %w", err)}
+		}
+		tok = strings.TrimSpace(string(raw))
+	}
+	space := c.space
+	if space == "" && m != nil {
+		space = m.Space
+	}
+	if space == "" {
+		if mm, err := LoadManifest(c.dir); err == nil {
+			space = mm.Space
+		} else {
+			space = "default"
+		}
+	}
+	cl, err := newClient(c.host, tok, space)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return cl, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("tako "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs)
+	dry := false
+	data := ""
+	follow := false
+	switch cmd {
+	case "apply", "delete":
+		fs.BoolVar(&dry, "dry-run", false, "print the plan, change nothing")
+	case "tail":
+		fs.BoolVar(&follow, "follow", false, "keep printing new entries until interrupted")
+		fs.BoolVar(&follow, "f", false, "short for -follow")
+	case "fetch":
+		fs.StringVar(&data, "data", "", "request body; with it the request is a POST, without it a GET")
+	case "ops", "health":
+	default:
+		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
+		return exitUsage
+	}
+	// Flags may come before or after the arguments (tako tail hello -f).
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if c.output != "text" && c.output != "json" {
+		fmt.Fprintf(stderr, "tako: -output %q: text or json\n", c.output)
+		return exitUsage
+	}
+	var err error
+	switch cmd {
+	case "apply", "delete":
+		err = runApply(ctx, &c, cmd, dry, stdout)
+	case "tail":
+		err = runTail(ctx, &c, pos, follow, stdout)
+	case "ops":
+		err = runOps(ctx, &c, pos, stdout)
+	case "fetch":
+		err = runFetch(ctx, &c, pos, data, stdout)
+	case "health":
+		err = runHealth(ctx, &c, stdout)
+	}
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "tako:", err)
+	var ue usageError
+	var ae *apiError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ae):
+		return exitFailed
+	case ctx.Err() != nil:
+		return exitFailed
+	default:
+		return exitUnreachable
+	}
+}
+
+func runApply(ctx context.Context, c *common, cmd string, dry bool, stdout io.Writer) error {
+	m, err := LoadManifest(c.dir)
+	if err != nil {
+		return usageError{err}
+	}
+	if c.space != "" {
+		m.Space = c.space
+	}
+	cl, err := c.client(m)
+	if err != nil {
+		return err
+	}
+	var progress io.Writer
+	if c.output == "text" {
+		progress = stdout
+	}
+	f := Apply
+	if cmd == "delete" {
+		f = Delete
+	}
+	res, err := f(ctx, cl, m, dry, progress)
+	if res != nil {
+		if c.output == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(res)
+		} else if err == nil {
+			verb := cmd
+			if dry {
+				verb += " (dry run, nothing changed)"
+			}
+			s := res.Summary
+			fmt.Fprintf(stdout, "%s in space %s: %d created, %d updated, %d deleted, %d unchanged\n", verb, m.Space, s.Created, s.Updated, s.Deleted, s.Unchanged)
+		}
+	}
+	return err
+}
+
+func runTail(ctx context.Context, c *common, args []string, follow bool, stdout io.Writer) error {
+	if len(args) != 1 {
+		return usageError{errors.New("tail: name one worker")}
+	}
+	cl, err := c.client(nil)
+	if err != nil {
+		return err
+	}
+	w, err := cl.worker(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	var after int64
+	enc := json.NewEncoder(stdout)
+	for {
+		items, err := cl.logs(ctx, w.Uid, after)
+		if err != nil {
+			if ctx.Err() != nil && follow {
+				return nil
+			}
+			return err
+		}
+		for _, e := range items {
+			if c.output == "json" {
+				_ = enc.Encode(e)
+			} else {
+				fmt.Fprintf(stdout, "%s %-5s %s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339Nano), e.Level, e.Message)
+			}
+			after = e.Seq
+		}
+		if !follow {
+			return nil
+		}
+		if len(items) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func runOps(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+	if len(args) != 2 || (args[0] != "wait" && args[0] != "get") {
+		return usageError{errors.New("ops: wait ID or get ID (the host has no route that lists Operations)")}
+	}
+	cl, err := c.client(nil)
+	if err != nil {
+		return err
+	}
+	op, err := cl.operation(ctx, args[1], 0)
+	if err != nil {
+		return err
+	}
+	if args[0] == "wait" {
+		op, err = cl.waitOp(ctx, "Operation "+args[1], op)
+	}
+	if c.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(op)
+	} else {
+		fmt.Fprintf(stdout, "%s %s %s resource %s: %s/%s\n", op.Id, op.Kind, cl.space, op.ResourceUid, op.State, op.Effect)
+	}
+	return err
+}
+
+func runHealth(ctx context.Context, c *common, stdout io.Writer) error {
+	cl, err := c.client(nil)
+	if err != nil {
+		return err
+	}
+	h, err := cl.api.GetHealthWithResponse(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.api.GetReadinessWithResponse(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "healthz %d\nreadyz %d\n", h.StatusCode(), r.StatusCode())
+	if r.JSON200 == nil {
+		return problemError("readyz", r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+	}
+	return nil
+}
+
+// runFetch calls a worker's fetch route. That route is outside the OpenAPI
+// document (OpenAPI 3.0 cannot express its multi-segment path), so it is
+// the one request made without the generated client.
+func runFetch(ctx context.Context, c *common, args []string, data string, stdout io.Writer) error {
+	if len(args) < 1 || len(args) > 2 {
+		return usageError{errors.New("fetch: WORKER [PATH]")}
+	}
+	cl, err := c.client(nil)
+	if err != nil {
+		return err
+	}
+	w, err := cl.worker(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	path := ""
+	if len(args) == 2 {
+		path = "/" + strings.TrimLeft(args[1], "/")
+	}
+	status, body, err := cl.fetch(ctx, w.Uid, path, data)
+	if err != nil {
+		return err
+	}
+	if status >= 400 {
+		var p api.Problem
+		if json.Unmarshal(body, &p) == nil && p.Code != "" {
+			return problemError("fetch "+args[0], status, &p, nil)
+		}
+		return problemError("fetch "+args[0], status, nil, body)
+	}
+	_, err = stdout.Write(body)
+	return err
+}

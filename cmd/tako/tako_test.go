@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/host"
+	"github.com/takoform/queuehost/runtime/sandbox"
+)
+
+// TestMain lets this test binary be the worker sandbox the hosts it starts
+// run.
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	os.Exit(m.Run())
+}
+
+func startHost(t *testing.T, dir string) *host.Host {
+	t.Helper()
+	h, err := host.New(context.Background(), host.Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: quiet(), ShutdownGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
+	return h
+}
+
+func quiet() *slogLogger { return discardLogger() }
+
+// tako runs the command as a user would, answering its exit code, stdout
+// and stderr.
+func tako(t *testing.T, h *host.Host, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	full := append(args, "-host", h.URL(), "-token", h.AdminToken())
+	code := run(t.Context(), full, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// copyExample copies examples/hello into a temporary project directory.
+func copyExample(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	src := filepath.Join("..", "..", "examples", "hello")
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if info.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func applyJSON(t *testing.T, h *host.Host, args ...string) Result {
+	t.Helper()
+	code, out, errs := tako(t, h, append(args, "-output", "json")...)
+	if code != 0 {
+		t.Fatalf("tako %v: exit %d: %s %s", args, code, errs, out)
+	}
+	var r Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("tako %v: %v: %s", args, err, out)
+	}
+	return r
+}
+
+func changes(r Result, action, kind string) []Change {
+	var out []Change
+	for _, c := range r.Changes {
+		if c.Action == action && c.Kind == kind {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// post sends body to the worker's fetch route (the example's fetch handler
+// puts it on the queue).
+func post(t *testing.T, h *host.Host, space, uid, body string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", h.URL()+"/v2/spaces/"+space+"/resources/"+uid+"/fetch", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+h.AdminToken())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("fetch: %d %s", res.StatusCode, b)
+	}
+}
+
+// waitLog runs `tako tail` until its output holds want.
+func waitLog(t *testing.T, h *host.Host, dir, worker, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errs := tako(t, h, "tail", "-dir", dir, worker)
+		if code != 0 {
+			t.Fatalf("tail: exit %d: %s", code, errs)
+		}
+		if strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never appeared in the log of %s: %s", want, worker, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The developer loop on the example project: apply creates everything and
+// a message sent through the worker is handled; a second apply changes
+// nothing; changing one module creates exactly one new version, selects
+// it and collects the old one; delete removes everything, after which a
+// second delete has nothing to do.
+func TestApplyReapplyChangeDelete(t *testing.T) {
+	h := startHost(t, host.MemoryDataDir)
+	dir := copyExample(t)
+
+	plan := applyJSON(t, h, "apply", "-dir", dir, "-dry-run")
+	if !plan.DryRun || plan.Summary.Created != 5 || plan.Summary.Updated != 1 {
+		t.Fatalf("dry run plan: %+v", plan)
+	}
+	if r := applyJSON(t, h, "apply", "-dir", dir, "-dry-run"); r.Summary.Created != 5 {
+		t.Fatalf("a dry run changed something: %+v", r)
+	}
+
+	r := applyJSON(t, h, "apply", "-dir", dir)
+	if r.Summary.Created != 5 || r.Summary.Updated != 1 || r.Summary.Deleted != 0 {
+		t.Fatalf("first apply: %+v", r)
+	}
+	workerUID := changes(r, "create", "worker")[0].UID
+	oldVersion := changes(r, "create", "worker version")[0].Name
+
+	post(t, h, "demo", workerUID, "world")
+	out := waitLog(t, h, dir, "hello", "hello, world")
+	if !strings.Contains(out, " log ") {
+		t.Fatalf("tail output: %s", out)
+	}
+
+	r = applyJSON(t, h, "apply", "-dir", dir)
+	if r.Summary != (Summary{Unchanged: 5}) {
+		t.Fatalf("re-apply changed something: %+v", r)
+	}
+
+	// One module changes: one new version, selected; the old one collected.
+	greet := filepath.Join(dir, "src", "greet.js")
+	if err := os.WriteFile(greet, []byte("export function greet(g, n) { return `${g} again, ${n}`; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = applyJSON(t, h, "apply", "-dir", dir)
+	created, deleted := changes(r, "create", "worker version"), changes(r, "delete", "worker version")
+	if len(created) != 1 || len(deleted) != 1 || deleted[0].Name != oldVersion || created[0].Name == oldVersion ||
+		len(changes(r, "update", "worker")) != 1 || r.Summary.Created != 1 || r.Summary.Updated != 1 || r.Summary.Deleted != 1 {
+		t.Fatalf("apply after a module change: %+v", r)
+	}
+	post(t, h, "demo", workerUID, "moon")
+	waitLog(t, h, dir, "hello", "hello again, moon")
+	if r := applyJSON(t, h, "apply", "-dir", dir); r.Summary != (Summary{Unchanged: 5}) {
+		t.Fatalf("re-apply after the change: %+v", r)
+	}
+
+	r = applyJSON(t, h, "delete", "-dir", dir)
+	// consumer, worker unselect, one version, worker, two queues
+	if r.Summary.Deleted != 5 || r.Summary.Updated != 1 {
+		t.Fatalf("delete: %+v", r)
+	}
+	if r := applyJSON(t, h, "delete", "-dir", dir); len(r.Changes) != 0 {
+		t.Fatalf("a second delete found something: %+v", r)
+	}
+	code, out, errs := tako(t, h, "tail", "-space", "demo", "hello")
+	if code != exitFailed || !strings.Contains(errs, `no worker named "hello"`) {
+		t.Fatalf("tail of a deleted worker: %d %s %s", code, out, errs)
+	}
+}
+
+// Errors name the resource and the problem, with the documented exit
+// codes: a manifest that names an undeclared queue is a usage error
+// before any request; a request the host refuses is 1; an unreachable
+// host is 3.
+func TestErrorsAndExitCodes(t *testing.T) {
+	h := startHost(t, host.MemoryDataDir)
+	dir := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, ManifestFile), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("space: demo\nconsumers:\n  - queue: nope\n    worker: w\n")
+	code, _, errs := tako(t, h, "apply", "-dir", dir)
+	if code != exitUsage || !strings.Contains(errs, `queue "nope" is not declared`) || !strings.Contains(errs, `worker "w" is not declared`) {
+		t.Fatalf("undeclared references: %d %s", code, errs)
+	}
+	write("space: demo\nqueues:\n  - name: q\n    messageRetentionSeconds: 60\n    retention: 5\n")
+	if code, _, errs := tako(t, h, "apply", "-dir", dir); code != exitUsage || !strings.Contains(errs, "retention") {
+		t.Fatalf("unknown key: %d %s", code, errs)
+	}
+	// The host refuses a retention beyond its limit: exit 1 naming the queue and the code.
+	write("space: demo\nqueues:\n  - name: q\n    messageRetentionSeconds: 999999999\n")
+	if code, _, errs := tako(t, h, "apply", "-dir", dir); code != exitFailed || !strings.Contains(errs, "create queue q") || !strings.Contains(errs, "invalid_spec") {
+		t.Fatalf("refused spec: %d %s", code, errs)
+	}
+	var out, eb bytes.Buffer
+	if code := run(t.Context(), []string{"apply", "-dir", dir, "-host", "http://127.0.0.1:1", "-token", "x"}, &out, &eb); code != exitUnreachable {
+		t.Fatalf("unreachable host: %d %s", code, eb.String())
+	}
+	if code, _, errs := tako(t, h, "ops", "get", "nope", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "not_found") {
+		t.Fatalf("ops get of an unknown Operation: %d %s", code, errs)
+	}
+}
+
+// The README's walkthrough, run line by line as written: each
+// `go run ./cmd/tako ...` line is this command with the same arguments
+// against an in-process host (its -host and -token added), and the text
+// after "#" that follows a colon is what its output must contain (tail is
+// retried until it does, since delivery is asynchronous).
+func TestReadmeWalkthrough(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	i, j := strings.Index(s, "<!-- walkthrough -->"), strings.Index(s, "<!-- /walkthrough -->")
+	if i < 0 || j < i {
+		t.Fatal("README.md has no <!-- walkthrough --> block")
+	}
+	h := startHost(t, host.MemoryDataDir)
+	t.Chdir(filepath.Join("..", ".."))
+	ran := 0
+	for _, line := range strings.Split(s[i:j], "\n") {
+		cmdline, comment, _ := strings.Cut(line, "#")
+		args := strings.Fields(cmdline)
+		if len(args) < 3 || args[0] != "go" || args[1] != "run" || args[2] != "./cmd/tako" {
+			continue
+		}
+		args = args[3:]
+		want := ""
+		if _, after, ok := strings.Cut(comment, ": "); ok {
+			want = strings.TrimSpace(after)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, out, errs := tako(t, h, args...)
+			if code != 0 {
+				t.Fatalf("README: tako %s: exit %d: %s", strings.Join(args, " "), code, errs)
+			}
+			if strings.Contains(out, want) {
+				break
+			}
+			if args[0] != "tail" || time.Now().After(deadline) {
+				t.Fatalf("README: tako %s: the output does not hold %q: %s", strings.Join(args, " "), want, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		ran++
+	}
+	if ran != 5 {
+		t.Fatalf("ran %d lines of the walkthrough, want 5", ran)
+	}
+}

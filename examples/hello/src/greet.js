@@ -1,0 +1,3 @@
+export function greet(greeting, name) {
+  return `${greeting}, ${name}`;
+}

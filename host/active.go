@@ -86,7 +86,19 @@ func becomeActive(ctx context.Context, pg *pgstore.Store, id, addr string, ttl t
 			a.wg.Go(func() { a.renew(rctx) })
 			return a, nil
 		}
-		if !errors.Is(err, store.ErrLeaseHeld) {
+		switch {
+		case errors.Is(err, store.ErrLeaseHeld):
+		case errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil:
+			// The database is restarting or unreachable for a moment: a
+			// standby keeps waiting (Open already proved it reachable).
+			log.Warn("standby: asking for the active lease failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("standby: %w", ctx.Err())
+			case <-time.After(poll):
+			}
+			continue
+		default:
 			return nil, fmt.Errorf("taking the active lease: %w", err)
 		}
 		if !waiting {
@@ -129,12 +141,14 @@ func becomeActive(ctx context.Context, pg *pgstore.Store, id, addr string, ttl t
 // the last successful call, so never later than the database's expiry).
 func (a *activeStore) renew(ctx context.Context) {
 	last := time.Now()
+	wait := a.ttl / 3
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(a.ttl / 3):
+		case <-time.After(wait):
 		}
+		wait = a.ttl / 3
 		start := time.Now()
 		cur := *a.lease.Load()
 		l, err := a.Store.Renew(ctx, cur, a.ttl)
@@ -152,6 +166,7 @@ func (a *activeStore) renew(ctx context.Context) {
 			return
 		}
 		a.log.Warn("renewing the active lease failed; retrying", "err", err)
+		wait = min(a.ttl/10, 200*time.Millisecond)
 	}
 }
 

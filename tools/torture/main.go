@@ -37,6 +37,7 @@ func main() {
 	flag.BoolVar(&cfg.KeepData, "keep", false, "keep the data directory and the host log")
 	flag.StringVar(&cfg.StoreServer, "store", "", "run the host on a fresh database of this PostgreSQL server (postgres://...) instead of its journal")
 	flag.DurationVar(&cfg.StoreTTL, "cluster-ttl", 0, "with -store: the host's active lease (default 2s)")
+	flag.IntVar(&cfg.StoreDisconnects, "db-disconnects", 0, "with -store: terminate every connection to the database this many times during the load (what a PostgreSQL restart does)")
 	hostile := flag.Duration("hostile", 0, "instead of the kill torture: the hostile-worker soak for this long (hostile workers beside a bystander; reports host RSS, CPU and the bystander's p99)")
 	flag.Parse()
 	if cfg.Seed == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"github.com/takoform/queuehost/tests/e2e/harness"
@@ -36,6 +39,10 @@ type Config struct {
 	// after a SIGKILL waits for the dead process's lease to expire.
 	StoreServer string
 	StoreTTL    time.Duration
+	// StoreDisconnects is how many times during the load every connection
+	// to the database is terminated (what a restart of PostgreSQL does to
+	// its clients), at seeded random moments.
+	StoreDisconnects int
 }
 
 // Result holds the run's figures; Violations is empty on success.
@@ -63,10 +70,14 @@ type Result struct {
 	ResourcesFinal map[string]int // resources at the end, by state
 	Elapsed        time.Duration
 	Violations     []string
+	// DBDisconnects counts the rounds that terminated the database's
+	// connections, DBConnsKilled the connections they terminated.
+	DBDisconnects, DBConnsKilled int
 }
 
 type driver struct {
 	cfg  Config
+	db   string // the host's database, with Config.StoreServer
 	out  io.Writer
 	host *harness.Host
 	rec  *harness.Recorder
@@ -178,6 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		defer drop()
 		args = append(args, "-store", db, "-cluster-ttl", cfg.StoreTTL.String())
+		d.db = db
 		d.logf("torture: store on PostgreSQL (fresh database, active lease %s)", cfg.StoreTTL)
 	}
 	h, err := harness.NewHost(bin, filepath.Join(tmp, "data"), args...)
@@ -225,6 +237,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer wg.Done()
 		d.churn(loadCtx, rand.New(rand.NewSource(cfg.Seed*31+1000)))
 	}()
+	if d.db != "" && cfg.StoreDisconnects > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.disconnector(loadCtx, rand.New(rand.NewSource(cfg.Seed*31+2000)))
+		}()
+	}
 	loadStart := time.Now()
 	d.killer(ctx, rand.New(rand.NewSource(cfg.Seed)))
 	if rest := cfg.Duration - time.Since(loadStart); rest > 0 {
@@ -548,6 +567,44 @@ func (d *driver) killer(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
+// disconnector terminates every connection to the host's database
+// StoreDisconnects times during the load.
+func (d *driver) disconnector(ctx context.Context, rng *rand.Rand) {
+	u, err := url.Parse(d.db)
+	if err != nil {
+		d.violate("database URL: %v", err)
+		return
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	avg := d.cfg.Duration / time.Duration(d.cfg.StoreDisconnects+1)
+	for i := 0; i < d.cfg.StoreDisconnects && ctx.Err() == nil; i++ {
+		sleepCtx(ctx, time.Duration(float64(avg)*(0.5+rng.Float64())))
+		if ctx.Err() != nil {
+			return
+		}
+		c, err := pgx.Connect(ctx, d.cfg.StoreServer)
+		if err != nil {
+			d.logf("torture: disconnect %d: %v", i+1, err)
+			continue
+		}
+		var n int
+		err = c.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = $1 AND pid <> pg_backend_pid()) k`, name).Scan(&n)
+		c.Close(context.Background())
+		if err != nil {
+			d.logf("torture: disconnect %d: %v", i+1, err)
+			continue
+		}
+		d.mu.Lock()
+		d.res.DBDisconnects++
+		d.res.DBConnsKilled += n
+		d.mu.Unlock()
+		if d.cfg.Verbose {
+			d.logf("torture: terminated %d connections of the database", n)
+		}
+	}
+}
+
 func drain(ch chan struct{}) {
 	select {
 	case <-ch:
@@ -841,6 +898,9 @@ func (d *driver) print() {
 	w := d.out
 	fmt.Fprintf(w, "torture: seed %d, %s\n", r.Seed, r.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "  kills                %d (%s), host starts %d\n", r.Kills, fmtMap(r.KillModes), r.Starts)
+	if r.DBDisconnects > 0 {
+		fmt.Fprintf(w, "  database disconnects %d rounds, %d connections terminated\n", r.DBDisconnects, r.DBConnsKilled)
+	}
 	fmt.Fprintf(w, "  messages sent        %d resolved in %d calls; %d unknown (killed mid-call); %d calls refused while down; rejected %s\n",
 		r.Sent, r.Sends, r.SentUnknown, r.SendRefused, fmtMap(r.SendRejected))
 	fmt.Fprintf(w, "  delivered            %d messages, %d deliveries, %d redelivered\n", r.Delivered, r.Deliveries, r.Redelivered)

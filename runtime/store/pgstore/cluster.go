@@ -59,7 +59,7 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 }
 
 // Renew extends l if it is still current; ErrFenced otherwise.
-func (s *Store) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+func (s *Store) renewOnce(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Lease{}, err
 	}
@@ -106,7 +106,7 @@ func (s *Store) ApplyFenced(ctx context.Context, l store.Lease, muts ...store.Mu
 }
 
 // LeaseList lists every lease by name.
-func (s *Store) LeaseList(ctx context.Context) ([]store.Lease, error) {
+func (s *Store) leaseListOnce(ctx context.Context) ([]store.Lease, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (s *Store) Heartbeat(ctx context.Context, m store.Member, ttl time.Duration
 }
 
 // Members lists the members whose heartbeat has not expired.
-func (s *Store) Members(ctx context.Context) ([]store.Member, error) {
+func (s *Store) membersOnce(ctx context.Context) ([]store.Member, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

@@ -69,6 +69,26 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	}
 	defer admin.Close(ctx)
 	killed := 0
+	// Readers beside the writers: a read never fails for a terminated
+	// connection (it is retried on another).
+	var reads, readErrs atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.MessageCount(ctx, "q"); err != nil {
+					readErrs.Add(1)
+					t.Errorf("a read failed across terminated connections: %v", err)
+					return
+				}
+				reads.Add(1)
+			}
+		})
+	}
 	for range 5 {
 		time.Sleep(300 * time.Millisecond)
 		var n int
@@ -112,7 +132,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 			t.Errorf("message %s is in the database, but its Apply failed", id)
 		}
 	}
-	t.Logf("%d Applies succeeded, %d failed with ErrUnavailable; %d connections terminated in 5 rounds", ok.Load(), failed.Load(), killed)
+	t.Logf("%d Applies succeeded, %d failed with ErrUnavailable, %d reads; %d connections terminated in 5 rounds", ok.Load(), failed.Load(), reads.Load(), killed)
 }
 
 func dbName(t *testing.T, dbURL string) string {

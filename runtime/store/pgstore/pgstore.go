@@ -228,7 +228,7 @@ func scanResource(row pgx.Row) (store.Resource, error) {
 	return r, err
 }
 
-func (s *Store) Resource(ctx context.Context, uid string) (store.Resource, error) {
+func (s *Store) resourceOnce(ctx context.Context, uid string) (store.Resource, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Resource{}, err
 	}
@@ -242,7 +242,7 @@ func (s *Store) Resource(ctx context.Context, uid string) (store.Resource, error
 	return r, nil
 }
 
-func (s *Store) ResourceByName(ctx context.Context, space, name string) (store.Resource, error) {
+func (s *Store) resourceByNameOnce(ctx context.Context, space, name string) (store.Resource, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Resource{}, err
 	}
@@ -257,7 +257,7 @@ func (s *Store) ResourceByName(ctx context.Context, space, name string) (store.R
 	return r, nil
 }
 
-func (s *Store) Resources(ctx context.Context, space, formURL string) ([]store.Resource, error) {
+func (s *Store) resourcesOnce(ctx context.Context, space, formURL string) ([]store.Resource, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ var _ store.ResourceCounter = (*Store)(nil)
 
 // CountResources counts space's resources (on the index that starts with
 // space).
-func (s *Store) CountResources(ctx context.Context, space string) (int, error) {
+func (s *Store) countResourcesOnce(ctx context.Context, space string) (int, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
@@ -307,7 +307,7 @@ func scanOperation(row pgx.Row) (store.Operation, error) {
 	return o, err
 }
 
-func (s *Store) Operation(ctx context.Context, id string) (store.Operation, error) {
+func (s *Store) operationOnce(ctx context.Context, id string) (store.Operation, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Operation{}, err
 	}
@@ -321,7 +321,7 @@ func (s *Store) Operation(ctx context.Context, id string) (store.Operation, erro
 	return o, nil
 }
 
-func (s *Store) UnfinishedOperations(ctx context.Context) ([]store.Operation, error) {
+func (s *Store) unfinishedOperationsOnce(ctx context.Context) ([]store.Operation, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func (s *Store) ExpireRecords(ctx context.Context, cutoff time.Time) (int, error
 	return int(n), nil
 }
 
-func (s *Store) Idempotency(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
+func (s *Store) idempotencyOnce(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
 	if err := s.check(ctx); err != nil {
 		return store.IdempotencyRecord{}, err
 	}
@@ -398,7 +398,7 @@ func scanMessage(row pgx.Row) (store.Message, error) {
 	return m, err
 }
 
-func (s *Store) Messages(ctx context.Context, queue string) ([]store.Message, error) {
+func (s *Store) messagesOnce(ctx context.Context, queue string) ([]store.Message, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -417,7 +417,7 @@ func (s *Store) Messages(ctx context.Context, queue string) ([]store.Message, er
 	return out, nil
 }
 
-func (s *Store) Message(ctx context.Context, queue, id string) (store.Message, error) {
+func (s *Store) messageOnce(ctx context.Context, queue, id string) (store.Message, error) {
 	if err := s.check(ctx); err != nil {
 		return store.Message{}, err
 	}
@@ -431,7 +431,7 @@ func (s *Store) Message(ctx context.Context, queue, id string) (store.Message, e
 	return m, nil
 }
 
-func (s *Store) MessageCount(ctx context.Context, queue string) (int, error) {
+func (s *Store) messageCountOnce(ctx context.Context, queue string) (int, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
@@ -442,7 +442,7 @@ func (s *Store) MessageCount(ctx context.Context, queue string) (int, error) {
 	return int(n), nil
 }
 
-func (s *Store) Bodies(ctx context.Context, queue string, ids []string) ([][]byte, error) {
+func (s *Store) bodiesOnce(ctx context.Context, queue string, ids []string) ([][]byte, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

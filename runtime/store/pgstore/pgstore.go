@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takoform/queuehost/runtime/store"
@@ -146,11 +147,27 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("pgstore: database %s unreachable: %w", redact(pc), err)
+	// A connection the server terminates while the host starts (it is
+	// restarting) is tried again for a moment; a server that cannot be
+	// reached at all fails at once.
+	var n int
+	var pingErr error
+	for i := 1; ; i++ {
+		if pingErr = pool.Ping(ctx); pingErr != nil {
+			err = pingErr
+		} else {
+			n, err = migrate(ctx, pool)
+		}
+		var pe *pgconn.PgError
+		if err == nil || i == 10 || !errors.As(err, &pe) || !retryableRead(err) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(i) * 50 * time.Millisecond)
 	}
-	n, err := migrate(ctx, pool)
+	if pingErr != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: database %s unreachable: %w", redact(pc), pingErr)
+	}
 	if err != nil {
 		pool.Close()
 		if errors.Is(err, ErrSchemaTooNew) {

@@ -26,10 +26,10 @@ const ManifestFile = "tako.yaml"
 // are JSON objects, which YAML writes without a translation layer; unknown
 // keys are refused so a typo never silently drops a setting.
 type Manifest struct {
-	Space     string          `yaml:"space" json:"space"`
-	Queues    []QueueDecl     `yaml:"queues" json:"queues"`
-	Workers   []WorkerDecl    `yaml:"workers" json:"workers"`
-	Consumers []ConsumerDecl  `yaml:"consumers" json:"consumers"`
+	Space     string         `yaml:"space" json:"space"`
+	Queues    []QueueDecl    `yaml:"queues" json:"queues"`
+	Workers   []WorkerDecl   `yaml:"workers" json:"workers"`
+	Consumers []ConsumerDecl `yaml:"consumers" json:"consumers"`
 	dir       string
 }
 

@@ -33,6 +33,10 @@ type Config struct {
 	// Listen is the TCP address for the Host API, "127.0.0.1:8787" by
 	// default. "127.0.0.1:0" picks a free port (see Host.Addr).
 	Listen string
+	// MetricsListen is the TCP address GET /metrics (Prometheus text
+	// format) is served on, unauthenticated; empty serves none. Keep it on
+	// loopback or a private network, like the Host API.
+	MetricsListen string
 	// AllowedFetchHosts lists host[:port] patterns that workers' outbound
 	// fetch may reach, added to those in host.json. Empty denies all.
 	AllowedFetchHosts []string

@@ -53,6 +53,7 @@ type Host struct {
 	versions   *controller.Versions // shared by the fetch route and the engine's resolver
 	ctl        *controller.Controller
 	srv        *server.Server
+	metrics    *metrics
 	// parts is the host's lifecycle: store, runtime, engine, controller,
 	// record expiry, started in that order and stopped in reverse.
 	parts lifecycle
@@ -64,6 +65,8 @@ type Host struct {
 	mu       sync.Mutex
 	httpSrv  *http.Server
 	ln       net.Listener
+	metSrv   *http.Server // on cfg.MetricsListen
+	metLn    net.Listener
 	serveErr chan error
 	shutdown bool
 }
@@ -96,6 +99,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger}
 	h.setNotReady("the store, runtime, engine and controller are starting")
+	h.metrics = newMetrics(h)
 
 	var err error
 	if cfg.StoreURL != "" {
@@ -185,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
-	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger})
+	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: h.metrics.observeBatch})
 	h.parts.add("delivery engine", h.eng)
 	h.ctl, err = controller.New(controller.Options{
 		Store: h.st, Engine: h.eng, Workers: workers{h}, Versions: h.versions,
@@ -194,7 +198,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err == nil {
 		h.parts.add("controller", h.ctl)
 		h.parts.add("record expiry", &expiry{h: h})
-		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest})
 	}
 	if err != nil {
 		_ = h.rt.Stop(ctx)
@@ -302,6 +306,19 @@ func (h *Host) Start() error {
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
+	if h.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", h.cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("host: metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", h.metrics.handler())
+		h.metLn = mln
+		h.metSrv = &http.Server{Handler: mux, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout,
+			IdleTimeout: IdleTimeout, ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn)}
+		go func(s *http.Server) { _ = s.Serve(mln) }(h.metSrv)
+	}
 	h.ln = ln
 	h.httpSrv = &http.Server{
 		Handler:           h.srv,
@@ -342,6 +359,17 @@ func (h *Host) Addr() string {
 	return h.ln.Addr().String()
 }
 
+// MetricsAddr is the address /metrics is served on ("" without
+// Config.MetricsListen or before Start).
+func (h *Host) MetricsAddr() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.metLn == nil {
+		return ""
+	}
+	return h.metLn.Addr().String()
+}
+
 // URL is the base URL of the Host API ("" before Start).
 func (h *Host) URL() string {
 	if a := h.Addr(); a != "" {
@@ -363,7 +391,11 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	h.shutdown = true
 	h.setNotReady("the host is shutting down")
 	hs := h.httpSrv
+	ms := h.metSrv
 	h.mu.Unlock()
+	if ms != nil {
+		_ = ms.Close()
+	}
 
 	grace, cancel := context.WithTimeout(ctx, h.cfg.ShutdownGrace)
 	defer cancel()

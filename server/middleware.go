@@ -24,6 +24,7 @@ type ctxKey struct{}
 // handlers and the access log read it.
 type reqInfo struct {
 	id        string
+	route     string // the mux pattern that served it, "" when none matched
 	principal *auth.Principal
 	body      []byte // the validated request body (POST, PUT)
 }
@@ -98,6 +99,13 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if ri.principal != nil {
 			who = ri.principal.Name
 		}
+		if s.observe != nil {
+			route := ri.route
+			if route == "" {
+				route = "unmatched"
+			}
+			s.observe(route, sw.status, time.Since(start))
+		}
 		s.log.LogAttrs(r.Context(), levelInfo, "request",
 			attr("method", r.Method), attr("path", r.URL.Path), attrInt("status", sw.status),
 			attrDur("duration", time.Since(start)), attr("principal", who), attr("requestId", ri.id))
@@ -136,6 +144,7 @@ func (p *probeWriter) WriteHeader(code int)        { p.status = code }
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
+		info(r.Context()).route = pattern
 		s.mux.ServeHTTP(w, r)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
@@ -55,6 +56,11 @@ type Options struct {
 	// it waits for before that and during shutdown. Nil Ready is always
 	// ready (the server is only built around a started controller).
 	Ready func() error
+	// ObserveRequest, when set, sees every request once answered: the
+	// route's ServeMux pattern ("GET /v2/spaces/{space}/resources", or
+	// "unmatched"), the status and the duration (metrics; a bounded set of
+	// routes, never a path).
+	ObserveRequest func(route string, status int, d time.Duration)
 }
 
 // Server is the Host API v2 handler.
@@ -69,6 +75,7 @@ type Server struct {
 	openapi map[string]any
 	caps    map[string]any
 	ready   func() error
+	observe func(route string, status int, d time.Duration)
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -82,7 +89,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

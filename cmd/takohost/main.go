@@ -38,6 +38,7 @@ func run(args []string) int {
 	storeURL := fs.String("store", "", "PostgreSQL connection string (postgres://user@host:5432/db?pool_max_conns=N) to keep the store in, shared by every host on it; empty: the journal in -data")
 	clusterTTL := fs.Duration("cluster-ttl", host.DefaultClusterTTL, "with -store: the active host's lease; a standby host on the same database takes over this long after the active one died")
 	listen := fs.String("listen", "127.0.0.1:8787", "TCP address of the Host API")
+	metricsListen := fs.String("metrics-listen", "", "TCP address to serve GET /metrics (Prometheus) on, unauthenticated (e.g. 127.0.0.1:9187); empty: none")
 	allow := fs.String("allow-fetch", "", "comma-separated host[:port] patterns workers' outbound fetch may reach")
 	handlerTimeout := fs.Duration("handler-timeout", 30*time.Second, "time limit of one handler invocation")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long shutdown lets running handlers finish")
@@ -47,7 +48,7 @@ func run(args []string) int {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := host.Config{
-		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, Listen: *listen, HandlerTimeout: *handlerTimeout,
+		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, Listen: *listen, MetricsListen: *metricsListen, HandlerTimeout: *handlerTimeout,
 		ShutdownGrace: *grace, Logger: logger, UnsafeInProcessWorkers: *unsafeWorkers,
 	}
 	for _, h := range strings.Split(*allow, ",") {
@@ -69,6 +70,9 @@ func run(args []string) int {
 		return 1
 	}
 	fmt.Printf("takohost listening on %s\n", h.URL())
+	if a := h.MetricsAddr(); a != "" {
+		fmt.Printf("metrics on http://%s/metrics\n", a)
+	}
 	tokenRef := "$TOKEN"
 	if p := h.AdminTokenPath(); p != "" {
 		fmt.Printf("admin token written to %s\n", p)

@@ -101,7 +101,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 		}
 	}()
 	q.mu.Lock()
-	workerUID, queueName, abort := b.c.cfg.WorkerUID, q.cfg.Name, b.abort
+	workerUID, queueName, abort, consumerUID := b.c.cfg.WorkerUID, q.cfg.Name, b.abort, b.c.cfg.UID
 	q.mu.Unlock()
 	if abort {
 		e.unlease(b, nil, false)
@@ -184,10 +184,15 @@ func (e *Engine) dispatchBatch(b *batch) {
 	e.delivered.Add(1)
 	q.mu.Unlock()
 
+	q.count.delivered.Add(uint64(len(msgs)))
 	batch := abi.NewBatch(b.id, queueName, msgs, e)
 	tracked = false
 	e.track.done()
+	started := e.clock.Now()
 	herr := runHandler(hctx, h, batch)
+	if e.observeBatch != nil {
+		e.observeBatch(BatchObservation{ConsumerUID: consumerUID, QueueUID: q.uid, Messages: len(msgs), Duration: e.clock.Now().Sub(started), Failed: herr != nil})
+	}
 	e.track.add()
 	tracked = true
 

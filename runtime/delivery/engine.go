@@ -47,6 +47,9 @@ type Options struct {
 	// NewID issues message and batch IDs (1..256 characters, never
 	// reused). Default: 128 random bits as 32 hex digits.
 	NewID func() string
+	// ObserveBatch, when set, is called after each handler invocation
+	// returns (metrics). It must not block.
+	ObserveBatch func(BatchObservation)
 }
 
 // Engine is the delivery engine: it accepts messages, delivers them in
@@ -61,6 +64,7 @@ type Engine struct {
 	log            *slog.Logger
 	newID          func() string
 	customID       bool // newID came from Options.NewID
+	observeBatch   func(BatchObservation)
 
 	ctx    context.Context // background work; cancelled when Stop returns
 	cancel context.CancelFunc
@@ -97,6 +101,7 @@ func New(st store.Store, res abi.Resolver, opts Options) *Engine {
 		handlerTimeout: opts.HandlerTimeout,
 		log:            opts.Logger,
 		newID:          opts.NewID,
+		observeBatch:   opts.ObserveBatch,
 		queues:         map[string]*queue{},
 		consumers:      map[string]*consumer{},
 		running:        map[string]*batch{},
@@ -699,6 +704,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 	if err := e.store.Apply(ctx, muts...); err != nil {
 		return nil, backendErr(err)
 	}
+	q.count.accepted.Add(uint64(len(msgs)))
 	q.mu.Lock()
 	if !q.removed {
 		q.insertSent(news, e.nowMs())

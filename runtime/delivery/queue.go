@@ -35,11 +35,12 @@ type queue struct {
 	// held counts the messages the queue holds (not gone). ids maps them
 	// by ID only with an injected NewID, whose IDs must be checked for
 	// duplicates; random ones need no map.
-	held    int
-	ids     map[string]*msg
-	delayed msgOrder // stReady, not yet promoted (visibleAt may be future)
-	avail   msgOrder // stReady, visibleAt <= now, ready for a batch
-	expiry  msgOrder // every message whose expiry has not been found yet (byExpiry)
+	held      int
+	heldBytes int64 // the bodies' size of the held messages
+	ids       map[string]*msg
+	delayed   msgOrder // stReady, not yet promoted (visibleAt may be future)
+	avail     msgOrder // stReady, visibleAt <= now, ready for a batch
+	expiry    msgOrder // every message whose expiry has not been found yet (byExpiry)
 
 	consumer *consumer
 	batches  map[string]*batch // dispatching, running or closing
@@ -55,6 +56,8 @@ type queue struct {
 
 	timer   clock.Timer
 	timerAt int64 // due time the timer is armed for; 0 when not armed
+
+	count counters // for Engine.Counters (metrics)
 }
 
 // consumer is one attached QueueConsumer; guarded by its queue's mu.
@@ -125,6 +128,7 @@ func (q *queue) insertSent(ms []*msg, now int64) {
 // add counts a new message as held and ready. mu held.
 func (q *queue) add(m *msg) {
 	q.held++
+	q.heldBytes += int64(m.size)
 	if q.ids != nil {
 		q.ids[m.id] = m
 	}
@@ -178,6 +182,7 @@ func (q *queue) drop(m *msg) {
 	}
 	m.state = stGone
 	q.held--
+	q.heldBytes -= int64(m.size)
 	if q.ids != nil && q.ids[m.id] == m {
 		delete(q.ids, m.id)
 	}
@@ -397,6 +402,7 @@ func (e *Engine) removeExpired(q *queue, list []*msg) {
 		for _, m := range list {
 			q.drop(m)
 		}
+		q.count.expired.Add(uint64(len(list)))
 		e.log.Debug("delivery: expired messages removed", "queue", q.uid, "count", len(ids))
 	}
 	q.pump()
@@ -583,6 +589,11 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 
 // applyPlan applies a committed plan to memory. q.mu held.
 func (q *queue) applyPlan(p *plan, now int64) {
+	q.count.acknowledged.Add(uint64(len(p.ack)))
+	q.count.retried.Add(uint64(len(p.retry)))
+	q.count.expired.Add(uint64(len(p.expire)))
+	q.count.discarded.Add(uint64(len(p.discard)))
+	q.count.deadLettered.Add(uint64(len(p.dead)))
 	for _, l := range [][]*msg{p.ack, p.expire, p.discard, p.dead, p.gone} {
 		for _, m := range l {
 			q.drop(m)

@@ -298,8 +298,9 @@ func (x transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// isStackOverflow and friends classify how a sandbox ended from what its
-// Go runtime printed (GOTRACEBACK=none keeps that to the fatal lines).
+// classify says how a sandbox ended from the head of what its Go runtime
+// printed to stderr (GOTRACEBACK=none keeps that to the fatal lines); ""
+// when nothing there explains it.
 func classify(stderr string) string {
 	switch {
 	case strings.Contains(stderr, "stack exceeds") || strings.Contains(stderr, "stack overflow"):

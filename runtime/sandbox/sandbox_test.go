@@ -360,3 +360,18 @@ func TestLogRateLimit(t *testing.T) {
 		t.Fatalf("refill")
 	}
 }
+
+func TestClassify(t *testing.T) {
+	for stderr, want := range map[string]string{
+		"runtime: goroutine stack exceeds 67108864-byte limit\nfatal error: stack overflow\n": "stack overflow",
+		"fatal error: runtime: out of memory\n":                                               "memory cap",
+		"runtime: out of memory: cannot allocate 1099511627776-byte block (3997696 in use)\n": "memory cap",
+		"fatal error: concurrent map writes\n\ngoroutine 1":                                   "crash (fatal error: concurrent map writes)",
+		"panic: boom\n": "crash (panic)",
+		"":              "",
+	} {
+		if got := classify(stderr); got != want {
+			t.Errorf("classify(%q) = %q, want %q", stderr, got, want)
+		}
+	}
+}

@@ -98,7 +98,7 @@ func queueConfigOf(r store.Resource) (delivery.QueueConfig, error) {
 	if err != nil {
 		return delivery.QueueConfig{}, err
 	}
-	c := delivery.QueueConfig{UID: r.UID, Name: r.Name, MessageRetentionSeconds: sp.MessageRetentionSeconds}
+	c := delivery.QueueConfig{UID: r.UID, Name: r.Name, MessageRetentionSeconds: sp.MessageRetentionSeconds, Paused: r.Paused}
 	if sp.DeliveryDelaySeconds != nil {
 		c.DeliveryDelaySeconds = *sp.DeliveryDelaySeconds
 	}

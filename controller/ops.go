@@ -339,6 +339,7 @@ func (c *Controller) complete(ctx context.Context, op store.Operation, in intent
 		rec.State = store.StateActive
 		rec.Observed = cur.Observed
 		rec.PrivateInputs = cur.PrivateInputs
+		rec.Paused = cur.Paused
 		rec.UpdateTime = now
 		if op.Kind == KindCreate {
 			rec.UpdateTime = rec.CreateTime

@@ -42,6 +42,9 @@ const (
 	CodeWorkerError         = "worker_error"
 	CodeInternal            = "internal_error"
 	CodeHeaderTooLarge      = "header_too_large"
+	// CodeNotAQueue: a queue extension route (spec/peers.md) on a resource
+	// that is not a queue (or, for a change, not the queue itself).
+	CodeNotAQueue = "not_a_queue"
 )
 
 // TypeBase prefixes every problem's type URI.
@@ -72,6 +75,7 @@ var Titles = map[string]string{
 	CodeWorkerError:         "Worker error",
 	CodeInternal:            "Internal error",
 	CodeHeaderTooLarge:      "Request header fields too large",
+	CodeNotAQueue:           "Not a queue",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

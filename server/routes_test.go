@@ -30,6 +30,8 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"GET /v2/spaces/{space}/operations/{id}":             {action: auth.Read},
 		"/v2/spaces/{space}/resources/{uid}/fetch":           {action: auth.Write},
 		"GET /v2/spaces/{space}/resources/{uid}":             {action: auth.Read},
+		"GET /v2/spaces/{space}/resources/{uid}/delivery":    {action: auth.Read},
+		"PUT /v2/spaces/{space}/resources/{uid}/delivery":    {action: auth.Write, body: "queue-delivery-request.json"},
 	}
 	if len(routes) != len(want) {
 		t.Fatalf("%d routes, want %d: %v", len(routes), len(want), routes)

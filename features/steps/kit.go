@@ -299,6 +299,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerProducerSteps(sc)
 	registerFaultSteps(sc)
 	registerCheckerSteps(sc)
+	registerExtSteps(sc)
 }
 
 func (w *world) unlock() {

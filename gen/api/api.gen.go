@@ -353,6 +353,20 @@ type QueueConsumerSpec struct {
 	Worker Reference `json:"worker"`
 }
 
+// QueueDelivery Host extension (spec/peers.md §Active and inactive delivery): whether a queue's delivery is active. Read on a queue or on its consumer; changed on the queue.
+type QueueDelivery struct {
+	// Active false: the queue accepts sends and removes expired messages, but no batch starts; batches already running finish.
+	Active bool `json:"active"`
+
+	// QueueUid The queue the state is of (the consumer's queue when read through a consumer).
+	QueueUid string `json:"queueUid"`
+}
+
+// QueueDeliveryRequest Body of PUT /v2/spaces/{space}/resources/{uid}/delivery (host extension, spec/peers.md): make the queue's delivery active (resume) or inactive (pause).
+type QueueDeliveryRequest struct {
+	Active bool `json:"active"`
+}
+
 // QueueMessage One message of a queue handler's batch (QueueConsumer 0.3.0 §配信とInterface操作). body is an ArrayBuffer holding the original bytes; in JSON renderings (the conformance kit's recorder) it is the base64 of those bytes.
 type QueueMessage struct {
 	// Attempts 1 on the first delivery, +1 on each redelivery.
@@ -518,6 +532,9 @@ type CreateResourceJSONRequestBody = CreateResourceRequest
 // UpdateResourceJSONRequestBody defines body for UpdateResource for application/json ContentType.
 type UpdateResourceJSONRequestBody = UpdateResourceRequest
 
+// SetQueueDeliveryJSONRequestBody defines body for SetQueueDelivery for application/json ContentType.
+type SetQueueDeliveryJSONRequestBody = QueueDeliveryRequest
+
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -665,6 +682,25 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 	UpdateResource(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/delivery (the `GetQueueDelivery` operationId).
+	GetQueueDelivery(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetQueueDeliveryWithBody Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+	SetQueueDeliveryWithBody(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+	SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
 	//
@@ -856,6 +892,55 @@ func (c *Client) UpdateResourceWithBody(ctx context.Context, space Space, uid Ui
 // Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 func (c *Client) UpdateResource(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateResourceRequest(c.Server, space, uid, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/delivery (the `GetQueueDelivery` operationId).
+func (c *Client) GetQueueDelivery(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQueueDeliveryRequest(c.Server, space, uid)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetQueueDeliveryWithBody Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+func (c *Client) SetQueueDeliveryWithBody(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetQueueDeliveryRequestWithBody(c.Server, space, uid, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+func (c *Client) SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetQueueDeliveryRequest(c.Server, space, uid, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1404,6 +1489,101 @@ func NewUpdateResourceRequestWithBody(server string, space Space, uid Uid, param
 	return req, nil
 }
 
+// NewGetQueueDeliveryRequest constructs an http.Request for the GetQueueDelivery method
+func NewGetQueueDeliveryRequest(server string, space Space, uid Uid) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/delivery", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetQueueDeliveryRequest calls the generic SetQueueDelivery builder with application/json body
+func NewSetQueueDeliveryRequest(server string, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetQueueDeliveryRequestWithBody(server, space, uid, "application/json", bodyReader)
+}
+
+// NewSetQueueDeliveryRequestWithBody constructs an http.Request for the SetQueueDelivery method, with any body, and a specified content type
+func NewSetQueueDeliveryRequestWithBody(server string, space Space, uid Uid, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/delivery", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetWorkerLogsRequest constructs an http.Request for the GetWorkerLogs method
 func NewGetWorkerLogsRequest(server string, space Space, uid Uid, params *GetWorkerLogsParams) (*http.Request, error) {
 	var err error
@@ -1617,6 +1797,27 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 	UpdateResourceWithResponse(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateResourceResponse, error)
+
+	// GetQueueDeliveryWithResponse Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/delivery (the `GetQueueDelivery` operationId).
+	GetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*GetQueueDeliveryResponse, error)
+
+	// SetQueueDeliveryWithBodyWithResponse Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+	SetQueueDeliveryWithBodyWithResponse(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error)
+
+	// SetQueueDeliveryWithResponse Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+	SetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error)
 
 	// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output and uncaught handler errors).
 	//
@@ -2123,6 +2324,102 @@ func (r UpdateResourceResponse) ContentType() string {
 	return ""
 }
 
+type GetQueueDeliveryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueDelivery
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetQueueDeliveryResponse) GetJSON200() *QueueDelivery {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetQueueDeliveryResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetQueueDeliveryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetQueueDeliveryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetQueueDeliveryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetQueueDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetQueueDeliveryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueDelivery
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetQueueDeliveryResponse) GetJSON200() *QueueDelivery {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SetQueueDeliveryResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetQueueDeliveryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetQueueDeliveryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetQueueDeliveryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetQueueDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetWorkerLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2331,6 +2628,45 @@ func (c *ClientWithResponses) UpdateResourceWithResponse(ctx context.Context, sp
 		return nil, err
 	}
 	return ParseUpdateResourceResponse(rsp)
+}
+
+// GetQueueDeliveryWithResponse Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/delivery (the `GetQueueDelivery` operationId).
+func (c *ClientWithResponses) GetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*GetQueueDeliveryResponse, error) {
+	rsp, err := c.GetQueueDelivery(ctx, space, uid, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetQueueDeliveryResponse(rsp)
+}
+
+// SetQueueDeliveryWithBodyWithResponse Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+func (c *ClientWithResponses) SetQueueDeliveryWithBodyWithResponse(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error) {
+	rsp, err := c.SetQueueDeliveryWithBody(ctx, space, uid, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetQueueDeliveryResponse(rsp)
+}
+
+// SetQueueDeliveryWithResponse Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
+func (c *ClientWithResponses) SetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error) {
+	rsp, err := c.SetQueueDelivery(ctx, space, uid, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetQueueDeliveryResponse(rsp)
 }
 
 // GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output and uncaught handler errors).
@@ -2741,6 +3077,72 @@ func ParseUpdateResourceResponse(rsp *http.Response) (*UpdateResourceResponse, e
 	return response, nil
 }
 
+// ParseGetQueueDeliveryResponse parses an HTTP response from a GetQueueDeliveryWithResponse call
+func ParseGetQueueDeliveryResponse(rsp *http.Response) (*GetQueueDeliveryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetQueueDeliveryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueDelivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetQueueDeliveryResponse parses an HTTP response from a SetQueueDeliveryWithResponse call
+func ParseSetQueueDeliveryResponse(rsp *http.Response) (*SetQueueDeliveryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetQueueDeliveryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueDelivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetWorkerLogsResponse parses an HTTP response from a GetWorkerLogsWithResponse call
 func ParseGetWorkerLogsResponse(rsp *http.Response) (*GetWorkerLogsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2806,6 +3208,12 @@ type ServerInterface interface {
 	// UpdateResource Replace the resource's whole spec. Answers 202 with the Operation.
 	// (PUT /v2/spaces/{space}/resources/{uid})
 	UpdateResource(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params UpdateResourceParams)
+	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
+	// (GET /v2/spaces/{space}/resources/{uid}/delivery)
+	GetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
+	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
+	SetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams)
@@ -3249,6 +3657,76 @@ func (siw *ServerInterfaceWrapper) UpdateResource(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// GetQueueDelivery operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueDelivery(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueDelivery(w, r, space, uid)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetQueueDelivery operation middleware
+func (siw *ServerInterfaceWrapper) SetQueueDelivery(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetQueueDelivery(w, r, space, uid)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetWorkerLogs operation middleware
 func (siw *ServerInterfaceWrapper) GetWorkerLogs(w http.ResponseWriter, r *http.Request) {
 
@@ -3443,6 +3921,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.DeleteResource)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.GetResource)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.UpdateResource)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.GetQueueDelivery)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
 
 	return m
@@ -3838,6 +4318,87 @@ func (response UpdateResourcedefaultApplicationProblemPlusJSONResponse) VisitUpd
 	return err
 }
 
+type GetQueueDeliveryRequestObject struct {
+	Space Space `json:"space"`
+	Uid   Uid   `json:"uid"`
+}
+
+type GetQueueDeliveryResponseObject interface {
+	VisitGetQueueDeliveryResponse(w http.ResponseWriter) error
+}
+
+type GetQueueDelivery200JSONResponse QueueDelivery
+
+func (response GetQueueDelivery200JSONResponse) VisitGetQueueDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueDeliverydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetQueueDeliverydefaultApplicationProblemPlusJSONResponse) VisitGetQueueDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetQueueDeliveryRequestObject struct {
+	Space Space `json:"space"`
+	Uid   Uid   `json:"uid"`
+	Body  *SetQueueDeliveryJSONRequestBody
+}
+
+type SetQueueDeliveryResponseObject interface {
+	VisitSetQueueDeliveryResponse(w http.ResponseWriter) error
+}
+
+type SetQueueDelivery200JSONResponse QueueDelivery
+
+func (response SetQueueDelivery200JSONResponse) VisitSetQueueDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetQueueDeliverydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetQueueDeliverydefaultApplicationProblemPlusJSONResponse) VisitSetQueueDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetWorkerLogsRequestObject struct {
 	Space  Space `json:"space"`
 	Uid    Uid   `json:"uid"`
@@ -3911,6 +4472,12 @@ type StrictServerInterface interface {
 	// UpdateResource Replace the resource's whole spec. Answers 202 with the Operation.
 	// (PUT /v2/spaces/{space}/resources/{uid})
 	UpdateResource(ctx context.Context, request UpdateResourceRequestObject) (UpdateResourceResponseObject, error)
+	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
+	// (GET /v2/spaces/{space}/resources/{uid}/delivery)
+	GetQueueDelivery(ctx context.Context, request GetQueueDeliveryRequestObject) (GetQueueDeliveryResponseObject, error)
+	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
+	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
+	SetQueueDelivery(ctx context.Context, request SetQueueDeliveryRequestObject) (SetQueueDeliveryResponseObject, error)
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(ctx context.Context, request GetWorkerLogsRequestObject) (GetWorkerLogsResponseObject, error)
@@ -4230,6 +4797,67 @@ func (sh *strictHandler) UpdateResource(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
+// GetQueueDelivery operation middleware
+func (sh *strictHandler) GetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
+	var request GetQueueDeliveryRequestObject
+
+	request.Space = space
+	request.Uid = uid
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueDelivery(ctx, request.(GetQueueDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueDelivery")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueDeliveryResponseObject); ok {
+		if err := validResponse.VisitGetQueueDeliveryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetQueueDelivery operation middleware
+func (sh *strictHandler) SetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
+	var request SetQueueDeliveryRequestObject
+
+	request.Space = space
+	request.Uid = uid
+
+	var body SetQueueDeliveryJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetQueueDelivery(ctx, request.(SetQueueDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetQueueDelivery")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetQueueDeliveryResponseObject); ok {
+		if err := validResponse.VisitSetQueueDeliveryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetWorkerLogs operation middleware
 func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams) {
 	var request GetWorkerLogsRequestObject
@@ -4263,100 +4891,107 @@ func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zFxbbyTHdf4rBx0BS9o9zSH3Yot8MKjVyqaz0q65uzaSJS3UdJ+ZKbO7qreqesjRioCVREiswPBD8hLY",
-	"LwGSyAECG0iAIAhgBNBfkSXZ/yKoU9W3mRoOZy+2nzic6ao6dc5X5179PEplUUqBwuho/3lUMsUKNKjo",
-	"P55hUUqDIp3/Oc7tNxnqVPHScCmi/Wg3SfZu34YZ13yUIxw+unt0BOmUKZbaKWIYMYUgFTANDLRRVWoq",
-	"hdlgzDHP7BdcTGDrJEqS5CTaTqI44nbeKbIMVRRHghUY7UdHLR0DS0gc6XSKBbMUmXlpH3FzRZeXccTH",
-	"7zKTTmkDwdnGA/fA1dPokqXYTFIyM22ncL/FkcJnFVeYRftGVdidr2AX91FMzDTav3Mzjgou6n93YzuZ",
-	"QWWn/eFTNvhgOHjzdMt/GJx+rf5q+1tvRHGAsIpnK8iyv1xF1OJcl/ZhXUqhkeQtS1TMyvYwTbE0SOuk",
-	"UhgUxn5kZZnzlJ7Y+ZG2EHjemf0NheNoP/qznRZSO+5XvfOgntmt2ofR4ylC8wCcW7D49WFLKlBY5myO",
-	"WQzn3EyhAYMZHPtfwG6U4ONkTZsJPNend5mz96XbnP11Ay5exlGp5CjH4gp++Se+vhnfHvp5A1w7FHD8",
-	"zl1489btb4CfPHHAdWPt1IfmPjJtHogUv1dhhQ9GGtXMMYJlGbdTsfyhsoI33IJgzHKNi0tJPwzkGBan",
-	"hGGylwxh67NPf/dv//Xl//zH5z/+6Iu//d8vPvm5/fB3//7VP/7yi5/9+nd//ZuvPvnvLz/+++19eH4J",
-	"IxxLhWCmCGOutAG3ADHqAAosRqg0SJHPYSwVnE+ZoYenUhtIpRhzVWBm5V12SH8eFag1m+BdWTn+LzCs",
-	"LJW84AUzCKl9xG7HD+lAjokMhDQwRwMsPRPyPMdsYuGXcZ0ylVk+KMCL0sLDElFwwYuqiPaHzXHlwuAE",
-	"VXQZR88sl+5dcO00rH9gJGWOTJDADDe5/W6ltJpp5ehHmBo76+Kzj0pMN5SqLjG9WqJffPyvX3zy8+0E",
-	"jtx2NFh9LnCGyophhsoybKxk4XW5tpwZW/XPpdDLAsow5zNU87cxZ/NHmEqR6WVBvY1jVuUGMvuUpRBZ",
-	"Om0F5EV2AEM4n6IAWXBjMEvgEDSK7IYGeS7cYL8EnHOhEzgUUJUZiX/KhBU6QSxnBhUNJYoLduGkeevm",
-	"3nC4TrqemGO0Z55LsXJT96Vd0YDhBQKrNwFcwxmWJnaIrLnJTQ1Ier5LOukU1GBki90arp69mB3Yr6bW",
-	"uHqY2nUUaiNryNab3N0bvnmnt807gX1edq3K05WbPl2NZcJnAMd3FTKDx6hlpVI8xmcVarMhkN+SGcHk",
-	"4YNHj2FntrdD5lnvPKe/lzvKz64TIMzbE14qPmMGj0RZGQfrGcu55XAGbMK40E7lvCNVAda8ZjAibVQ8",
-	"UTlsFdaBwAzwgqUmn8dgFOO5ZbjOmZ4CF2leZZhtL58BP8eCk7A3vPXNRTdhwdDUZv71ORdxJMdjpM/9",
-	"VXb31hPX42hH03lZx9HFYCIH/ktrBZNjdv6uQ1JE/pbTYBsNWwAmMShuWOwn7cAyDLcALu8VpZm/AnP5",
-	"rsyqHH8g1RkqGCY3kyHBz33xfVTaujzD5HYy3Ce8KRyjQpH2jZ1uzrOsjOYZkoawak5hKlWmyU6aKWqH",
-	"WB2DlsCNPfYsP2dzDc8vLRRrPvS3t2r/DxdFugET+gdMjoG5s2SsMZ8yuyOBsBU2PjHQP3el0FVRMy4O",
-	"MHN73+lwNtJoDbqy7gVvrfnSnvtbCm1czB45W7Z6w/0TePv2zTuB89Bnx4wpMo4aU4U1Q3oo2Cc143TR",
-	"d9mMPaLRwDOrY8fcWt+tHz49HPwlG3zw/hun/tNw8Ob7b5w+H8Z3bl6+EUM6xfTM6SqLJq/TpIIRpqzS",
-	"5GeLw4dHYIHopABePc3fs8tvEzxnLK9Q10Y9gbe4yLiYxDBjih5w2/AU6ymFeQLd/1bpehvTZdqdWx1R",
-	"tEwOiOA7yHJD8Vtfc2rDTEWfUFhL9TSSZ3S4lxz5rk7wo04DC92Xk3vCqPlaaPfpyHGGeZeMDEfVJIqj",
-	"XE4ohB3LKI7OmRJRHKFSUgWobFyHQEgRRxqf1baCGWeJ79yKQg6I9Q/e5XnO9TUHzBzcnrgocg3v8FnU",
-	"WyL2m2+p703Y0bQNb8N8v883NvOHcE7n5Ya2alHLHK02LCtDiKxEyqrJ1OoWkeWogBivY5B5Zv0uCjQS",
-	"eMi0pqORM21A4zPKTYytB2gkKGQZSLFstLnBov/hqqit2ftls3mmFJsv8dfN1ucacSbANKf8NuTZA4Fw",
-	"7xEUNDagdBI6slZjTuU5SDNF5R/WwItSKmOtyNZJlOzYB08iq8NOIvc54Nx0gt+Oiry1++atm8Nb1/No",
-	"Ar5G16Vp1V5XBSaD06+FsyUB96AmssN3z9yVbHdMe4kgK+AHbFnbLVxWzIaX9tEdVQl73AZsxJMig88+",
-	"7Q7cTmp0a8gwzZlC3UbH7nRYdT7jGeoD8AcTNOaYGg97PsM+BGI4n/J0CkWljQ0XrMxthDevl8jqRZfF",
-	"XVPTOxm1VhyjS7JRABzWgOziyI3aI5H7f3YXTk0cVYI/q9D/bFSFrR5bdxaPa4dqCQ0N8Us46Eg7gIg2",
-	"l7X5WUzJ/4zrYE4qG7OhwQSsmULSZDgeY2qgZFx550Y7bFiPcMBKD4yGDOvi5fJc70OJZKZ3rGt1AKoS",
-	"ov7vw5Ipw1n+YSXOhDwXB+Q4ipRilp3mS12lKWKG2Y4LM7MP3VRjxnPMejMFzj7t7TF3J7qxRHajA4vp",
-	"ULzh9tpFjV3DTu1WIdkTcVEceZqCUHJm9rrZtDgKWr84kPFeeuSMi6xLsNu2JZRkGlmxW5EGyaxD0Scr",
-	"1icUdGf3Io3iyIvTBjW1lGyoQ5KhrG8jz+DKjrpNpLNoq+wqtPn+NmqiG2HGXST0Fu4ctPYQBU7Ywzab",
-	"usH5WsyGQoaG8Vy7tLFVft+xIZX1fmd7gBcGBanHOt+YygxjUC4mPHKJQOdEhOxchss5nkeGjXIELdgZ",
-	"vp8yjTQnbAVO7z2a2FnQfsB++rS2b18LhuhuV0H0OGqv7aZ4NhMpy66KdWS1YSINe6gNn1biuKojJZdX",
-	"uv3mm50s063hMOzNmjy8nvtincNKv9bTNGTETl4d+NUIWw2+e7VC2VDDcxtZOtzsA4PvPnrwHjyUdosK",
-	"uDDSR/nEPBjJbE44Y2DjV2umQknTlQIv3cTr+VI/2MBnmRduwwGGUCj+Vl1S24Adj6cIIzsOGJAT0Pjm",
-	"ClPkM9SwFYjz4bNPf//xT3/7f//8+Ue/PLJUj1mKX/7DT3/7m19s78NukhTsgsh5xD+wJjRD1WaFdQxM",
-	"wNHb1uei8uSdTkGSWG3571INtRa7ockLTsASrNGYHAsUBgo0U5npbhXA6gej5nH3u8M8p4npF/pHIYxk",
-	"ZdeiJMxWwLML+M7OJHRzgrfvrM261du+9qGnrXfSbq0PtuvTwCu8sLqUsTYBeQ0z4ibqUN+BYwduq8BY",
-	"4+UV5OdC+Lt+LYumbwtVrC1OuYxUigc2MG2+rE0N5Ut82SIUQxE1h8awdIpZqGq0tqwURy4cuFbhKczU",
-	"ddx/iWhoBdebepPTFvZQ+aDGMowXReUMrE92Qs7HFNTaz4y4Ref2ydHbIS3KsvtoLe33ahRfM2ygM9Io",
-	"nJ5N2+1VTnaDBSI/1jpAsjKd+lAzy531VSZ2cVeKtFKWpHlv8N7t65BwjEY1jOg5TeiLRhybPEhTlq3L",
-	"dQfADBTWedqFr0M7HbRj+0Wl9XWzZxsLgdTrYuFws2KdA9OLR4y12vLzLABjpayX5NcTSWhnpyvO5qqQ",
-	"tKfUN/dZ6mIk5Yd6lvqG9hZ8U0OdON+GW5sLh9aAvFWNx6hgKnMb0BDKpOITLlgOo7lBfQBcOH9JocjQ",
-	"1ZO37HNWgdqARaQIZ9zc0L7sgWrbFzkMuRoa79xy+kBqdJMuKwLrbRelCZyFXZAigP4Yvk6/UBVa1edl",
-	"3qv8B8+d5UCgDaHDDMvw+mTtfWM4HDqi2wB1Q2/AOhjasKJsM8ILi7dF5RiePL4LTwS/ACxlOoWCxjgE",
-	"HoB2qpalSmrdbrs+6lecs5DBXyTMMydupbEI+Xeb/HIY7Q+VzKoUlS9NvADqnwWm0YDCqPmquhR89mkv",
-	"d/b5R78q/QR1jWR7H1DMnlqH8hQmaDR1FviiichIPzQGrKn2ZSu6MJbhG6oB31qfMF1RMYquyFG8uJ70",
-	"edZmokXZLsouION28k2LBG0F1UhgwuW0a1Jqb0GzwldYSTAlSzGGMb9A77Nr60SsUnpf/uTHX/7iJ9Yn",
-	"/NlfffXxp/bDTz75/T/9y+cf/eqrX//NFz//zwNYCZ9mSDsJjd1O4G4uNWb70Emu1KqNPEznPC4jYiGn",
-	"tJHKWBBcd6qO0FphBCXVwmUjQXWzMY18mLYaXSHLdLLQpMG1bz1SaColMDuo6z/dKndztpwdo2r4K8pV",
-	"GjYJRuGdjo6l3yYoOtnipfLc1QakPuvLbRqdwGfDNotuh8fyvMTPF2reYCvyRC/U1hFIhJLEnLJgqeGz",
-	"JrXovqOcq0+UrsuErsi9vnSG1LXfeuVXtwi3vSgN5z1TOmJsON8mUzvA8dC7Vl61OY1XnNRr1V5fpv7Z",
-	"EBFIKgq8MA/ZBB/LMxTLDspDhdTJQZ19hbRhn10RxjLP5fk+lEyThmAaynqW5sjbuelr76JcPymxWIft",
-	"sSrAyke1KX9xpxt9lkmOW8dgq06IdP3npk+eGEMKUsOTx+8Mvum8xe140ceWauGb73M8j2E3Sbpe5oFz",
-	"th+R0CBlQkhTl6G6HSh289RPRB6Ly2K5RhNNRLaWiwnw1RpvrEDhj6j0SCl4Lqgf5X0atKSSw96y3/uH",
-	"vf19uLg3lxd/8dBwAQ5ESgcNS9JegYgHRLV+gTSpLH0lT02qGhUMFn3LG86Z3LL0xfWYb22/jLf6ioT3",
-	"kszvMrpmYoDHT0jlvaJm0SdX94ruPK94drkPDMZVnrtLCGl7YktMYcv6jnK84KaQ5prwGYpAjvdPoUly",
-	"sScyzNUA+3tgeqW9gcF2yLpVTlHgjWIGo7lrV6EWfXIFWVkiU8AFMDGH+jJLDLmcxJ07JVK1VyQWReKX",
-	"WWfTOi1rXcRewZN1HHyJ/GmAX9dsJ+mN3E7gHnV6uPtYXLc51gQKxoVrh/BtflJQ+OTbgw7qpqK2a9F1",
-	"aQSuZTQzvUBbsV/u2r6HX6hX2fAB8prCxmIqYNkYPXApeyiQCQ1PTxM49NmbO7cOPCMcEwiiGdeGi9S4",
-	"nn7qAG17JykouX7FZjFkXtrf4pbscptg+uWzo52saCPvVn6nK85MOKVJLZBppbiZk3/iXQRkylFI1FA5",
-	"w33VTDA1pnS3pagNc0mEjxfaAJgOtV3XDuVjdiatA98NJoEXpXPdrCeWnIil6r4P2kslqQNAGMVSc+Cb",
-	"qvSUldRwl+GYC8xA2lW5gJrBFiMnopMZIvRMUaH1ANGd6+N7h2+/e4/qiOBaCegErmqBOBFbq+6ibbft",
-	"EVc0QsTEkk5tW8d1b8SJOBHWn1WyMrSxukXdTO0uZeocmlADsvc58aJUqK2nW1S54QONEzvkRJTMTKG5",
-	"kroPh+/9xTVs9g41nu08t6OTJLm0ros8szrqRHT7u25ooCebqnSoT8N37LkHaYvbyYnodJU3EOmiaquL",
-	"F12NNJoYevp5O+p0sEV7yTAZDmiQXT7ZpWC8RMFKHu1HN5NhctN1ikzpIOxMqUX6A/t5goG7bu9QNVJX",
-	"JaoZ19LuNbcuiWWzlT4mcOTTLM3VgtaqnjNu9EF75S7n2qCwFgByKcsRS8+sLc7cPS2KDfCilNrO4i8d",
-	"QDqV3OXbBm641XfNBdOjLNqPvo3Gt3ov3EPdGw5f2c1Tv8KKa6elkqnlCWWQ+AyTnuqJ9p+expGuioKp",
-	"ebQf3fcsTGBvOITzKc+xPuk0C0XzGr7z+PHDA6gEq8wUhbF0Y+Zm3rEsn6+TWy5ZBiOWM5E20ZxU6RS1",
-	"UcyQNO08vBVnTNKr1dbd+0ckQysPV5cmMXIK7xTdlXvSpy6GnJ8h1LgKyuq4XvKPJy63Dbf7ORjpON7r",
-	"7UpcLEjIXLVYQ32tCa+UerNvJ3bS15RDNpSecMUounbX9JegmHCBNbcP4PbwZn3plRyDioJaPa1MJs+F",
-	"h8ZsbydlJRvxnNeeUxAjP3ANv9SzTWUq3wg8wrn065PiuQGpVBhb20LkkuGRYxgjM5VC3VstcQJIrLRg",
-	"y04cQ/f3uNaS/drmtmua6RboVCUEBY9Wt3CfyXFagaIiELI3syXJ32YKwu5ulycvibxFLyMIsh5xtf26",
-	"WjHU2Lyhw6Obk7lQyWwl75V9UtPsJb/EDW8+/yCMGFVW4lljsq/Pi8URDq50WBVd8PfZTe/dtGxYsOzN",
-	"9vXOc55drmFMky7tvsXi6VKTpr8TbCTpyEY0bbRoJIy54HoKW8MkuTNsX0zxrEK60eLft2DHRwtvfbhe",
-	"S8fl6WvUodd/2UIChyCkGBhUBRXibYyXMkXNHcdo1HxwODau6NR5tULnlyCs2m1evrAy7qlfawAbog+c",
-	"x2qZbwN9MRmUMs/BRrq5VzQZxapOriTk+nL3xcCwM+lcvNRzxGoqaqbsoyZEa/uIQ2p0GQdfxLHhezhO",
-	"w+hv/NqVuL/PtTlunlraQgiznbuxq9+EEYqaCudCYOEyASWbIDVzaNjyEobd4eqzkvNi1WG5va6LKkxQ",
-	"r5JQF3ZLhTMuK1cdOKjvhdZn3DV21BWCEJlNUSFa8TaX3eHerXg9x0ZM89R1r3jubEOOzLqH3g6YJs3b",
-	"i4dv6OYClqyM39aJcIzfolSYT7ycIZauGGBp3z5wiUp/89z+ENvo9tv3Hte8aYqsmUTtopgQC2Ycz3u7",
-	"r0twtKcojuw6oXuXr1On9QoyAbX2oIbkwl4XLgAeLKCmLTO5AtNLeI+dKMG/O4COMfnqLS2ly/TllIO2",
-	"58i6ajEwRzwzwNwbH16HrjqNo1LqgBrp34qPNp1+4dKMwwElD97yNZ1XAoHw3f3LfhrKXw5bwOHeelku",
-	"v/vo5ZHgKAbWICCBQ6HPUWnYG+61iZeO62F9e1fmpezSChicK05F4s5vrnzmS8SDesGBF4TzKy/X2BmX",
-	"P/H1HHT19z5S3qbvXxlS4vUj/Mu8AsrljyRUx4K+Qt1yeRMuIGU6ZRlur5P01ZKlxpGwn9vh/WtXtqv8",
-	"xwbOfbfw3mPXIHP1q7JeiTvYaRgSGdlAus/ddtp33iiVwHskHYrGm57l+etyB9c8WPHMaeIqIN9+Ke4P",
-	"frxevc4O1xb/lHX2sSv09s73DQ3nU5m73PvLneyQznadPC+ls3dyOdFXhcfOx7wvJ3pdfHxM3XXUB2uj",
-	"QNqgxmcwIcti/WgmKJ5f5ULTLYKeA7m67W0YdvY3DCB2h2sjiNfpm9YvbQhoy/tyUnNy4U0U0StThQs1",
-	"jVxOQBuFrICt678nY/uPqg4X8kltpe/pqZVchy4qwTgS2ibn69aE1tjcF5myLTNdPfnp5f8HAAD//w==",
+	"zHxfbyTHde9XOegrYDl2sznk/rGXfDCo3ZW9vivtmrtr494lLRS7z8yU2V3VW1U95GhFwEoiJFZg+CF5",
+	"CeyXAEnkAIENJEAQBDAC6KvIkuxvEdSp6n8zNRzOkmv5icOZrqpT5/zq/K9+FaWyKKVAYXS0+yoqmWIF",
+	"GlT0H8+wKKVBkc7+L87sNxnqVPHScCmi3Wg7SXZu34Yp1/w4R9h/eu/hQ0gnTLHUThHDMVMIUgHTwEAb",
+	"VaWmUphtjjjmmf2CizFsHEZJkhxGgySKI27nnSDLUEVxJFiB0W70sKVj0xISRzqdYMEsRWZW2kfcXNH5",
+	"eRzx0bvMpBPaQHC20aZ74OJpdMlSbCYpmZm0U7jf4kjhy4orzKJdoyrszlews0coxmYS7d65GUcFF/W/",
+	"27GdzKCy0/74Bdv8YLh592jDf9g8+kb91eA7b0VxgLCKZ0vIsr9cRNT8XOf2YV1KoZHkLUtUzMp2P02x",
+	"NEjrpFIYFMZ+ZGWZ85Se2PqJthB41Zn9LYWjaDf6P1stpLbcr3rrcT2zW7UPo2cThOYBOLVg8evDhlSg",
+	"sMzZDLMYTrmZQAMGs3ngfwG7UYKPkzVtJvBcn95Fzj6SbnP21zW4eB5HpZLHORYX8Ms/8c31+PbEzxvg",
+	"2r6Ag3fuwd1bt78FfvLEAdeNtVPvm0fItHksUvxBhRU+Ptaopo4RLMu4nYrlT5QVvOEWBCOWa5xfSvph",
+	"IEcwPyUMk51kCBufffqHf/mPL//r3z7/6Udf/PV/f/HJL+2Hv/nXr/7+11/84rd/+MvfffXJf3758d8O",
+	"duHVORzjSCoEM0EYcaUNuAWIUXtQYHGMSoMU+QxGUsHphBl6eCK1gVSKEVcFZlbeZYf0V1GBWrMx3pOV",
+	"4/8cw8pSyTNeMIOQ2kfsdvyQDuSYyEBIAzM0wNITIU9zzMYWfhnXKVOZ5YMCPCstPCwRBRe8qIpod9gc",
+	"Vy4MjlFF53H00nLpwRnXTsP6B46lzJEJEpjhJrffLZVWM608/gmmxs46/+zTEtM1papLTC+W6Bcf//MX",
+	"n/xykMBDtx0NVp8LnKKyYpiisgwbKVl4Xa4tZ0ZW/XMp9KKAMsz5FNXsPuZs9hRTKTK9KKj7OGJVbiCz",
+	"T1kKkaWTVkBeZHswhNMJCpAFNwazBPZBo8huaJCnwg32S8ApFzqBfQFVmZH4J0xYoRPEcmZQ0VCiuGBn",
+	"Tpq3bu4Mh6uk64k5QHvmuRRLN/VI2hUNGF4gsHoTwDWcYGlih8iam9zUgKTnu6STTkENRrbYreHq2YvZ",
+	"nv1qYo2rh6ldR6E2soZsvcntneHdO71t3gns87xrVV4s3fTRciwTPgM4vqeQGTxALSuV4gG+rFCbNYH8",
+	"tswIJk8eP30GW9OdLTLPeusV/T3fUn52nQBh3p7wUvEpM/hQlJVxsJ6ynFsOZ8DGjAvtVM47UhVgzWsG",
+	"x6SNiucqh43COhCYAZ6x1OSzGIxiPLcM1znTE+AizasMs8HiGfBzzDkJO8Nb3553E+YMTW3m35xzEUdy",
+	"NEL63F9le2c1cT2OdjSdl3UcnW2O5ab/0lrB5ICdvuuQFJG/5TTYWsPmgEkMihsW+0k7sAzDLYDLB0Vp",
+	"ZtdgLt+VWZXjj6Q6QQXD5GYyJPi5L36ISluXZ5jcToa7hDeFI1Qo0r6x0815lpXRPEPSEFbNKUylyjTZ",
+	"STNB7RCrY9ASuLHHnuWnbKbh1bmFYs2H/vaW7f/JvEjXYEL/gMkRMHeWjDXmE2Z3JBA2wsYnBvrnnhS6",
+	"KmrGxQFmDnadDmfHGq1BV9a94K01X9hzf0uhjYvpU2fLlm+4fwJv3755J3Ae+uyYMkXGUWOqsGZIDwW7",
+	"pGacLvo+m7KnNBp4ZnXsiFvru/HjF/ub/59tfvD+W0f+03Dz7vtvHb0axndunr8VQzrB9MTpKosmr9Ok",
+	"gmNMWaXJzxb7Tx6CBaKTAnj1NHvPLj8geE5ZXqGujXoCb3ORcTGOYcoUPeC24SnWEwrzBLr/rdL1NqbL",
+	"tDu3OqJomRwQwfeQ5Ybit77m1IaZij6hsJbqRSRP6HAvOPJdneBHHQUWeiTHD4RRs5XQ7tOR4xTzLhkZ",
+	"HlfjKI5yOaYQdiSjODplSkRxhEpJFaCycR0CIUUcaXxZ2wpmnCW+cysKOSDWP3iX5znXlxwwdXB77qLI",
+	"FbzDl1FvidhvvqW+N2FH0za8DfP9EV/bzO/DKZ2XG9qqRS1ztNqwrAwhshIpq8YTq1tElqMCYryOQeaZ",
+	"9bso0EjgCdOajkbOtAGNLyk3MbIeoJGgkGUgxaLR5gaL/oeLorZm7+fN5plSbLbAXzdbn2vEmQDTnPJb",
+	"k2ePBcKDp1DQ2IDSSejIWo05kacgzQSVf1gDL0qpjLUiG4dRsmUfPIysDjuM3OeAc9MJfjsq8tb23Vs3",
+	"h7cu59EEfI2uS9Oqva4KTDaPvhHOlgTcg5rIDt89c5ey3THtCkFWwA/YsLZbuKyYDS/to1uqEva4bbJj",
+	"nhQZfPZpd+AgqdGtIcM0Zwp1Gx2702HV+ZRnqPfAH0zQmGNqPOz5FPsQiOF0wtMJFJU2NlywMrcR3qxe",
+	"IqsXXRR3TU3vZNRacYQuyUYBcFgDsrOHbtQOidz/sz13auKoEvxlhf5noyps9diqs3hQO1QLaGiIX8BB",
+	"R9oBRLS5rPXPYkr+Z1wHc1LZmA0NJmDNFJImw9EIUwMl48o7N9phw3qEm6z0wGjIsC5eLk/1LpRIZnrL",
+	"ulZ7oCoh6v8+LJkynOUfVuJEyFOxR46jSClm2Wq+1FWaImaYbbkwM/vQTTViPMesN1Pg7NPennF3ohtL",
+	"ZDe6aTEdijfcXruosWvYqd0qJHsiLoojT1MQSs7MXjabFkdB6xcHMt4Lj5xwkXUJdtu2hJJMIyt2K9Ig",
+	"mXUo+nzJ+oSC7uxepFEceXHaoKaWkg11SDKU9W3kGVzZUbeOdOZtlV2FNt/fRk10I8y4i4Tewp2D1h6i",
+	"wAl70mZT1zhf89lQyNAwnmuXNrbK73s2pLLe73QH8MygIPVY5xtTmWEMysWED10i0DkRITuX4WKO56lh",
+	"xzmCFuwE30+ZRpoTNgKn9wFN7CxoP2A/elHbt28EQ3S3qyB6HLWXdlM8m4mURVfFOrLaMJGGPdSGT0tx",
+	"XNWRkssr3b57t5NlujUchr1Zk4fXc1+scljp13qahozYyasDvxphy8H3oFYoa2p4biNLh5tdYPD9p4/f",
+	"gyfSblEBF0b6KJ+YB8cymxHOGNj41ZqpUNJ0qcBLN/FqvtQPNvBZ5IXbcIAhFIq/XZfU1mDHswnCsR0H",
+	"DMgJaHxzhSnyKWrYCMT58Nmnf/z457//n3/8/KNfP7RUj1iKX/7dz3//u18NdmE7SQp2RuQ85R9YE5qh",
+	"arPCOgYm4OF963NRefJOpyBJrLb8d6mGWovd0OQFJ2AJ1mhMjgUKAwWaicx0twpg9YNRs7j73X6e08T0",
+	"C/2jEI5lZdeiJMxGwLML+M7OJHRzgrfvrMy61du+9KGnrXfSbq0Ptu3TwEu8sLqUsTIBeQkz4ibqUN+B",
+	"Ywduy8BY4+Ua8nMh/F2+lkXTt4Uq1hanXEYqxT0bmDZf1qaG8iW+bBGKoYiafWNYOsEsVDVaWVaKIxcO",
+	"XKrwFGbqKu5fIRpawvWm3uS0hT1UPqixDONFUTkD65OdkPMRBbX2MyNu0bl9/vB+SIuy7BFaS/uDGsWX",
+	"DBvojDQKp2fTtnuVk+1ggciPtQ6QrEynPtTMcmd1lYmd3ZMirZQladYbvHP7MiQcoFENI3pOE/qiEccm",
+	"D9KUZety3R4wA4V1nrbhm9BOB+3YflFpdd3s5dpCIPU6Xzhcr1jnwPT6EWOttvw8c8BYKusF+fVEEtrZ",
+	"0ZKzuSwkpYfue2mteSbJKW69YWesSkSlnae6nxo+dYeRC+b+qYEx2IXTCVLWyJv4Gw0oZi4Pb59P4MAl",
+	"1hpHQNrQlooYtbbb80VZesxCkB5cPMduxkUg095225G+BKBdYdcb6EJap6OuibYuw3FlQEjvrGjDlNF7",
+	"7j97KnKFLJvV8TSMuOB6krRymNfKPrhbdIYcYZZEF+1zqgNs2C9qNtzQ/ikqbVM+0kyUrMYTZ13ooUGy",
+	"MlprCIlrjs1jqoHLKjxdsSj7/OKa7NarimfnWw1oNiY9PPq0WI3HwS4U7ARbMXfx5sG5odByaWBB1iB2",
+	"o2SVxsFFeAoYyC5HV7Dxglpiz+VaP6KoWwUoe9vzo29oD9l13ejERR72gArYt+7d29VohAomMs8sxi1/",
+	"peJjLlgOxzODeg+4cNGMQpGh6/aooUvpBJEinHBzQ/uiJKqBL0EaCgQ03rnlrLXU6CYNiMMYLEoTsFTb",
+	"tWLo26YYvkm/UI+Iqq3ZrNeXE7SKlgOBJqEOMyzDa7u3863hcOiIbtNHa/rq1v3XhhVlW6+ZW7xt+Yjh",
+	"+bN78FzwM8BSphMoaIyzD3tWf1hHiKVKat1uuzbEF1jBkDs+T5hnTtxKYx717zbVnzDanyiZVSkqXzh8",
+	"DdS/DEyjAYWxOmJJy9Jnn/Yy259/9JvST1BXMAe7gGL6woZ7RzBGbx58SVNkZL0b97KpxWdLeqQW4Rvq",
+	"0Li1upyxpJ4bXZBBfH0vxldBmonmZTsvu4CM28nXLeG1/Q1GAhOu4lSTUvvymhW+/4EEYy1GDCN+hj6i",
+	"1tbFX6b0vvzZT7/81c9sxPaLv/jq40/th5998sd/+KfPP/rNV7/9qy9++e97sBQ+zZB2Eho7SOBeLjVm",
+	"u9BJfdaqjeI/F9otImIu47uWypgTXHeqjtBaYQQl1cJlLUF1c6WNfJi2Gt16JTqZa6Hi2jcGKjSVEpjt",
+	"1dXZbg9Kc7acHaNelWuqJBg2DubIOv1WC7+NUXRqOQvF84sNSH3WF5uoOmmJNZuguv1Xi/MSP1+rtYot",
+	"yeK+VtNVoExBEnPKwvtJPvHvvqOKiC9jrKpTLKmMXLl+4ZrjvfKrG/jbTrGG854pHTE2nG9LHR3geOhd",
+	"qurRnMYLTuqlOiOu0p3QEBFI+Qs8M0/YGJ/JExSLDsoThdRnRcFJIRUCrQgjmefydBdKpklDMA1lPUtz",
+	"5O3c9LV3US6fMpzvkuixKsDKp7Upf32nG30OWI5ax2CjDhi7/nNzi4UYQwpSw/Nn72x+23mLg3jex5Zq",
+	"7psfcjyNYTtJul7mnnO2n5LQIGVCSFMXibv9YXbz1O1HHovLMbs2ME1EtpaLCfC1VG+sQOFPqDGACmRc",
+	"ULfY+zRoQSWHvWW/9w97+/twfm+uavX6iZs5OBApHTQsSHsJIh4T1fo1ihiy9HV2Na5qVDCY9y1vOGdy",
+	"w9IX12O+M7iKt3pNwrsi87uMrpkY4PFzUnnX1Mp9qazBLjAYVXnurgil7YktMYUN6zvK0ZybQpprzKco",
+	"ArmAP4cW5vmO5TBXA+zvgelaO3eDzcp1I6uiwBvFFI5nrpmMLtCQK8jKEpkCLoCJGdRXzWLI5Tju3PiS",
+	"qr3ANC8Sv8wqm9ZpKO0i9gKerOLgFaobAX5dstmrN3KQwAPKa7nbkly3FZAECsaFa1byTbhSUPjkm/f2",
+	"6pa/tqfY9VAFLk01M71G079f7tK+h1+oV3f0AfKKsuN8KmDRGD12BTUokAkNL44S2PfZmzu39jwjHBMI",
+	"ohnXhovUuBs31J/ddjZTUHL5eup8yLywv/kt2eXWwfTVaxedmkUj71Z+R0vOTLjgQA3KaaW4mZF/4l0E",
+	"ZMpRSNRQLtV91UwwMaZ0dxmpSTqYJO8GnkyHLkXUDuUzdiKtA98NJoEXpXPdrCeWHIqF3hsftJdKUn+O",
+	"MIqlZs+3POoJKykvn+GICypGpGgVWM1gi5FD0ckMEXomqNB6gOjO9cGD/fvvPqAqP7hGHzqByxqUDsXG",
+	"spuig7Z56YI2pZhY0uk80XHduXQoDoX1Z5WsfMHBXyAxE7tLmTqHJnQ9wPuceFYq1NbTLarc8E2NYzvk",
+	"UJTMTKC5ML4L++/9v8tk+qktdOuVHZ0kybl1XeSJ1VGHott9eUMDPdn0jIS6qHw/rXuQtjhIDkXnzkcD",
+	"kS6qNrp40dWxRhNDTz8Pok5/abSTDJPhJg2yyyfbFIyXKFjJo93oZjJMbro+rgkdhK0JXWD4wH4eY+Am",
+	"6jvUK6CrEtWUa2n3mluXxLLZSh8TeOjTLM3Fn9aqnjJu9F57ITbn2qCwFgByKctjlp5YW5y5W5QUG+BZ",
+	"KbWdxV8JgnQiucu3bbrhVt81178fZtFu9F00/iLG3C3xneHw2u6F+xWWXAovlUwtTyiDxKeY9FRPtPvi",
+	"KI50VRRMzaLd6JFnYQI7wyGcTniO9UmnWSia1/C9Z8+e7EElWGUmKIylGzM38xYV+lbJLZcsg2OWM5E2",
+	"0ZxU6QS1UcyQNO08vBVnTNKr1da9Rw9JhlRLpBlJjNy4yiNmCTzvUxdDzk8QalwFZXVQL/n1icttw+1+",
+	"BkY6jvc6LxMXCxIyly3WUF9rwgul3uzbiZ30tauwUnrCFaPoUmzT/YVizAXW3N6D28Ob9ZV0cgwqCmr1",
+	"pDKZPBUeGtOdrZSV7JjnvPacghj5kWvHpxsVVKbybfrHOJN+fVI8NyCVCmNrW4hcMjxyBCNkplKoe6sl",
+	"TgCJlZarkMbQ/T2utWS/82DgWtq6BTpVCUHBo9Ut3GdynFagqAiE7M1sSfJ3DYOwu9flyRWRN+9lBEHW",
+	"I662XxcrhhqbN3R4dHMy5yqZreS9sk9qmr3kF7jhzeefhBHHlZV41pjsy/NifoSDKx1WRa/f8NlN7920",
+	"bJiz7M329dYrnp2vYEyTLu2+Y+bFQgu1v7FvJOnIRjRttGik78CAjWGS3Bm2r415Wbl2Bv82FDs+mnsn",
+	"y+Uars6P3qAOvfyrUBLYByHFpkFVUCHexngpU9R6dYBGzTb3R8YVnTovPun8EoRVu83z11bGPfVrDWBD",
+	"9J7zWC3zbaAvxpulzHOwkW7uFU1GsaqTKwm5fvXC2aZhJ9K5eKnniNVU1OrcR02I1vYRh9ToPA6+JmfN",
+	"t+QchdHf+LVLcf+Ia3PQPLWwhRBmOzfXl7+nJhQ1Fc6FwMJlAko2Rmrm0LDhJQzbw+VnJefFssNye1WP",
+	"Y5igXiWhLuyWCqdcVq46sFff2q7PuGvsqCsEITKbokK05F1L28OdW/Fqjh0zzVPXveK5M4AcmXUPvR0w",
+	"TZq3Fw/f0M31SFkZv61D4Ri/Qakwn3g5QSxdMcDSPthziUr/Xgj7Q2yj2+8+eFbzpimyZhK1i2JCLJhy",
+	"PO3tvi7B0Z6iOLLrhG5Fv0md1ivIBNTa4xqSc3udu567N4eatszkCkxX8B47UYJ/swcdY/LVW1pKl+nL",
+	"KQdtz5F11WJgjnhmgLn3sbwJXXUUR6XUATXSf2dFtO70c1faHA4oefC2r+lcCwTCb9Y476eh/NXNORzu",
+	"rJbl4pvJro4ERzGwBgEJ7At9ikrDznCnTbx0XA/r27syL2WXlsDgVHEqEnd+c+UzXyLerBfc9IJwfuX5",
+	"Cjvj8ie+noOu/t5Hyn36/tqQEq8e4V+1F1AuX5NQHQv6CnXD5U24gJTplGU4WCXpiyVLjSNhP7fD+zeu",
+	"bJf5jw2c+27hg2euQebiF9ldizvYaRgSGdlAettCew+m8763BN4j6biua+j2b74Jd3DFgxXPnCauAvLt",
+	"l+L+5Mfr+nV2uLb456yzD1yht3e+b2g4ncjc5d6vdrJDOtt18lxJZzfd7ReFyPNN+W9Mf/QXWqJEmqZ6",
+	"ajm5Dsfrwnsml7xIsufukPQaP2NSMH7Mn6PaeBqS7fUf5uBthEud5a8VWiCux69fBS+6/wEb/joI1e/p",
+	"hoi7LNL8QG+Spf6suaadDh4TuF8p6r+vs6fM6Zw9aHT8aziHBOHNepHX0jO5HOuLdIyLZR/JsV6Vhzug",
+	"Ll7qt+fom4w0voQxebA2XmeC8obLQnW6S9gLVJe31w7DSYU1ExXbw5WZijcZA9evbgqg/pEc15ycex9V",
+	"dG0u11ztNJdj0EYhK2Dj8m/LGnyt+nMub912FLw4spLr0EWlXkdCe5nisrXnFb7960zZlrMvnvzo/H8D",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

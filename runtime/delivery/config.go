@@ -6,6 +6,11 @@ type QueueConfig struct {
 	Name                    string // the resource name; batches carry it
 	DeliveryDelaySeconds    int
 	MessageRetentionSeconds int
+	// Paused is the host extension "inactive delivery" (spec/peers.md):
+	// sends are accepted and retention runs, but no batch starts; batches
+	// already running finish and settle as usual (retries and
+	// dead-lettering included). Clearing it resumes delivery at once.
+	Paused bool
 }
 
 // ConsumerConfig is what the engine needs of a QueueConsumer 0.3.0 resource.

@@ -261,7 +261,9 @@ func (q *queue) pump() {
 		go e.removeExpired(q, list)
 	}
 	if c := q.consumer; c != nil && !c.detaching {
-		q.dispatch(c, now)
+		if !q.cfg.Paused {
+			q.dispatch(c, now)
+		}
 		if len(q.toExhaust) > 0 && !q.exhausting && now >= q.opRetryAt {
 			q.startExhaust(c, now)
 		}
@@ -327,7 +329,7 @@ func (q *queue) rearm(now int64) {
 	if (len(q.toExpire) > 0 && !q.expiring) || (len(q.toExhaust) > 0 && !q.exhausting && q.consumer != nil) {
 		consider(q.opRetryAt)
 	}
-	if c := q.consumer; c != nil && !c.detaching && c.inflight < c.cfg.MaxConcurrency {
+	if c := q.consumer; c != nil && !c.detaching && !q.cfg.Paused && c.inflight < c.cfg.MaxConcurrency {
 		if c.backoffUntil > now {
 			if q.avail.Len() > 0 || q.delayed.Len() > 0 {
 				consider(c.backoffUntil)

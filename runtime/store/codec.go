@@ -37,6 +37,9 @@ const (
 	// after Principal; recPutOperation is still read (FormURL "").
 	recPutOperation2
 	recDeleteOperation
+	// recPutResource2 is recPutResource with the resource's Paused flag
+	// (u8) after Creator; recPutResource is still read (Paused false).
+	recPutResource2
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -95,7 +98,7 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 		switch m := m.(type) {
 		case PutResource:
 			r := &m.Resource
-			e.u8(recPutResource)
+			e.u8(recPutResource2)
 			e.str(r.UID)
 			e.str(r.Space)
 			e.str(r.Name)
@@ -111,6 +114,11 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.time(r.UpdateTime)
 			e.strs(r.Exports)
 			e.str(r.Creator)
+			if r.Paused {
+				e.u8(1)
+			} else {
+				e.u8(0)
+			}
 		case DeleteResource:
 			e.u8(recDeleteResource)
 			e.str(m.UID)
@@ -328,7 +336,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 		start := d.off
 		m := recMeta{bodyOff: -1}
 		switch t := d.u8(); t {
-		case recPutResource:
+		case recPutResource, recPutResource2:
 			var r Resource
 			r.UID = d.str()
 			r.Space = d.str()
@@ -345,6 +353,9 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			r.UpdateTime = d.time()
 			r.Exports = d.strs()
 			r.Creator = d.str()
+			if t == recPutResource2 {
+				r.Paused = d.u8() == 1
+			}
 			muts = append(muts, PutResource{r})
 		case recDeleteResource:
 			muts = append(muts, DeleteResource{UID: d.str()})

@@ -85,6 +85,11 @@ type Resource struct {
 	// Creator is the principal that created the resource. A WorkerVersion
 	// runs as its creator.
 	Creator string `json:"creator,omitempty"`
+	// Paused is the host extension "inactive delivery" of an
+	// AtLeastOnceQueue (spec/peers.md): the queue accepts sends but no
+	// batch starts. It is not part of the spec (the Form is closed) and
+	// survives updates of it. False for other Forms.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Operation states and effects (see spec/host-api.md §Operations).

@@ -427,17 +427,17 @@ func (w *writer) add(ctx context.Context, m store.Mutation) error {
 	case store.PutResource:
 		r := &m.Resource
 		b.Queue(`INSERT INTO store_resources (`+resourceCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 			ON CONFLICT (uid) DO UPDATE SET space = EXCLUDED.space, name = EXCLUDED.name,
 				form_url = EXCLUDED.form_url, offering = EXCLUDED.offering, spec = EXCLUDED.spec,
 				private_inputs = EXCLUDED.private_inputs, observed = EXCLUDED.observed,
 				state = EXCLUDED.state, generation = EXCLUDED.generation, etag = EXCLUDED.etag,
 				create_sec = EXCLUDED.create_sec, create_nsec = EXCLUDED.create_nsec,
 				update_sec = EXCLUDED.update_sec, update_nsec = EXCLUDED.update_nsec,
-				exports = EXCLUDED.exports, creator = EXCLUDED.creator, put_seq = EXCLUDED.put_seq`,
+				exports = EXCLUDED.exports, creator = EXCLUDED.creator, paused = EXCLUDED.paused, put_seq = EXCLUDED.put_seq`,
 			r.UID, r.Space, r.Name, r.FormURL, r.Offering, []byte(r.Spec), []byte(r.PrivateInputs), []byte(r.Observed),
 			r.State, r.Generation, r.ETag, r.CreateTime.Unix(), int32(r.CreateTime.Nanosecond()),
-			r.UpdateTime.Unix(), int32(r.UpdateTime.Nanosecond()), r.Exports, r.Creator)
+			r.UpdateTime.Unix(), int32(r.UpdateTime.Nanosecond()), r.Exports, r.Creator, r.Paused)
 	case store.DeleteResource:
 		b.Queue(`DELETE FROM store_resources WHERE uid = $1`, m.UID)
 	case store.PutOperation:

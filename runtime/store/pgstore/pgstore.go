@@ -231,7 +231,7 @@ func notFound(kind, id string) error { return fmt.Errorf("%w: %s %q", store.ErrN
 func ts(sec int64, nsec int32) time.Time { return time.Unix(sec, int64(nsec)).UTC() }
 
 const resourceCols = `uid, space, name, form_url, offering, spec, private_inputs, observed, state,
-	generation, etag, create_sec, create_nsec, update_sec, update_nsec, exports, creator`
+	generation, etag, create_sec, create_nsec, update_sec, update_nsec, exports, creator, paused`
 
 func scanResource(row pgx.Row) (store.Resource, error) {
 	var r store.Resource
@@ -239,7 +239,7 @@ func scanResource(row pgx.Row) (store.Resource, error) {
 	var cs, us int64
 	var cn, un int32
 	err := row.Scan(&r.UID, &r.Space, &r.Name, &r.FormURL, &r.Offering, &spec, &priv, &obs, &r.State,
-		&r.Generation, &r.ETag, &cs, &cn, &us, &un, &r.Exports, &r.Creator)
+		&r.Generation, &r.ETag, &cs, &cn, &us, &un, &r.Exports, &r.Creator, &r.Paused)
 	r.Spec, r.PrivateInputs, r.Observed = spec, priv, obs
 	r.CreateTime, r.UpdateTime = ts(cs, cn), ts(us, un)
 	return r, err

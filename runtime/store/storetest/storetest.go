@@ -153,6 +153,7 @@ func testResources(e *env) {
 	// Rename a: its old name is free, the new one finds it.
 	a2 := a
 	a2.Name, a2.Generation, a2.State = "gamma", 4, store.StateUpdating
+	a2.Paused = true // the queue extension's inactive delivery round-trips
 	e.apply(store.PutResource{Resource: a2})
 	e.apply(store.DeleteResource{UID: "u2"})
 	e.reopen(func() {

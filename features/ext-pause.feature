@@ -1,0 +1,114 @@
+@ext-pause
+Feature: Active and inactive delivery (host extension)
+  A host extension, not a rule of the Forms (spec/peers.md §Active and
+  inactive delivery): intra-mart's active/inactive task queues and
+  Cloudflare Queues' pause and resume delivery. PUT
+  /v2/spaces/{space}/resources/{queue}/delivery {"active": false} pauses an
+  AtLeastOnceQueue: sends are still accepted and retention keeps running,
+  but no batch starts; batches already running finish. GET of the same
+  route on the queue or on its QueueConsumer reads the state. Every rule of
+  the Forms holds while a queue is paused; only when a batch starts changes.
+
+  Scenario: a paused queue accepts sends and delivers nothing until it is resumed
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w"
+    And "q" has been paused
+    When "w" sends {"tag":"m1","do":"ack"} through "TASKS"
+    Then message "m1" is not delivered within 3 seconds
+    And the delivery of "q" reads inactive
+    And the delivery of "c" reads inactive for "q"
+    When I resume "q"
+    Then the response status is 200
+    And message "m1" is delivered exactly 1 time
+    And the delivery of "q" reads active
+    And the delivery of "c" reads active for "q"
+
+  Scenario: a batch running when the queue is paused finishes and settles
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1
+    And "w" sends {"tag":"m1","do":"sleep-ack:2000"} through "TASKS"
+    And message "m1" is delivered
+    When I pause "q"
+    Then the response status is 200
+    When "w" sends {"tag":"m2","do":"ack"} through "TASKS"
+    Then message "m2" is not delivered within 4 seconds
+    When I resume "q"
+    Then message "m2" is delivered exactly 1 time
+    And message "m1" is not delivered again within 2 seconds
+
+  Scenario: pausing and resuming are idempotent, and a queue starts active
+    Given a queue "q"
+    Then the delivery of "q" reads active
+    When I pause "q"
+    Then the response status is 200
+    When I pause "q"
+    Then the response status is 200
+    And the delivery of "q" reads inactive
+    When I resume "q"
+    Then the response status is 200
+    When I resume "q"
+    Then the response status is 200
+    And the delivery of "q" reads active
+
+  Scenario: an update of a paused queue's spec leaves it paused
+    Given a queue "q"
+    And "q" has been paused
+    When I update "q" with messageRetentionSeconds=120
+    Then the request is accepted
+    And the delivery of "q" reads inactive
+
+  Scenario: a viewer reads the delivery state but cannot change it
+    Given a queue "q"
+    When I act as the "viewer" principal
+    Then the delivery of "q" reads active
+    When I pause "q"
+    Then the request is refused with 403 "forbidden"
+
+  Scenario: an editor of workers who only views queues cannot pause one
+    Given a queue "q"
+    When I act as the "sender" principal
+    And I pause "q"
+    Then the request is refused with 403 "forbidden"
+    And the delivery of "q" reads active
+
+  Scenario: only a queue has a delivery state to change
+    Given a queue "q"
+    And a worker "w"
+    And a consumer "c" of "q" by "w"
+    When I pause "w"
+    Then the request is refused with 404 "not_a_queue"
+    When I pause "c"
+    Then the request is refused with 409 "not_a_queue"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:w}}/delivery"
+    Then the request is refused with 404 "not_a_queue"
+    When I GET "/v2/spaces/{{space}}/resources/{{nouid}}/delivery"
+    Then the request is refused with 404 "not_found"
+
+  Scenario: a malformed delivery request is refused
+    Given a queue "q"
+    When I PUT "/v2/spaces/{{space}}/resources/{{uid:q}}/delivery" with body:
+      """
+      {"active": "no"}
+      """
+    Then the request is refused with 400 "invalid_request"
+    When I PUT "/v2/spaces/{{space}}/resources/{{uid:q}}/delivery" with body:
+      """
+      {"active": false, "until": 5}
+      """
+    Then the request is refused with 400 "invalid_request"
+    And the delivery of "q" reads active
+
+  @restart
+  Scenario: a paused queue stays paused across a restart, and resumes afterwards
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w"
+    And "q" has been paused
+    And "w" sends {"tag":"m1","do":"ack"} through "TASKS"
+    When the host restarts
+    Then the delivery of "q" reads inactive
+    And message "m1" is not delivered within 3 seconds
+    When I resume "q"
+    Then message "m1" is delivered exactly 1 time

@@ -8,6 +8,8 @@
 //
 //	tako apply  [-dir .] [-dry-run]     create or update, in dependency order
 //	tako delete [-dir .] [-dry-run]     remove what the manifest names
+//	tako dev    [-dir .] [-data D]      apply, then re-apply on every save and print the workers' logs
+//	                                    (starts a host in-process on D when none answers at -host)
 //	tako tail   [-follow] WORKER        print (and follow) a worker's log
 //	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
@@ -37,9 +39,11 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/gen/api"
+	"github.com/takoform/queuehost/runtime/sandbox"
 )
 
 func main() {
+	sandbox.Main() // dev may start a host, whose worker sandboxes are this binary
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -61,6 +65,8 @@ const usage = `usage: tako <command> [flags]
 commands:
   apply  [-dir DIR] [-dry-run]   make the host match DIR/tako.yaml (plan with -dry-run)
   delete [-dir DIR] [-dry-run]   delete what DIR/tako.yaml names, in dependency order
+  dev    [-dir DIR] [-data D]    apply, re-apply on save, print the workers' logs; starts a
+                                 host in this process (data in D, default DIR/.tako/data) if none answers
   tail   [-follow] WORKER        print a worker's log; -follow keeps printing
   fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
   ops    wait|get ID             an Operation (wait: until it finishes)
@@ -141,6 +147,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.BoolVar(&follow, "f", false, "short for -follow")
 	case "fetch":
 		fs.StringVar(&data, "data", "", "request body; with it the request is a POST, without it a GET")
+	case "dev":
+		fs.StringVar(&data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
 	case "ops", "health":
 	default:
 		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
@@ -172,6 +180,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runOps(ctx, &c, pos, stdout)
 	case "fetch":
 		err = runFetch(ctx, &c, pos, data, stdout)
+	case "dev":
+		err = runDev(ctx, &c, data, stdout)
 	case "health":
 		err = runHealth(ctx, &c, stdout)
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, b *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never appeared:\n%s", want, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dev with no host running starts one in-process on a data directory,
+// applies the project, streams the worker's log, re-applies when a module
+// file is saved (one new version), and stops the host on Ctrl-C.
+func TestDevStartsAHostAndReappliesOnSave(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := copyExample(t)
+	data := filepath.Join(t.TempDir(), "data")
+	base := "http://" + addr
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "-dir", dir, "-data", data, "-host", base, "-token", ""}, &out, &errb)
+	}()
+	waitFor(t, &out, "started one here")
+	waitFor(t, &out, "dev: applied to space demo: 5 created, 1 updated")
+
+	tok := filepath.Join(data, "admin-token")
+	fetch := func(body string) {
+		t.Helper()
+		var o, e bytes.Buffer
+		if code := run(t.Context(), []string{"fetch", "-host", base, "-token-file", tok, "-space", "demo", "-data", body, "hello"}, &o, &e); code != 0 {
+			t.Fatalf("fetch: %d %s", code, e.String())
+		}
+	}
+	fetch("world")
+	waitFor(t, &out, "[hello] log hello, world")
+
+	if err := os.WriteFile(filepath.Join(dir, "src", "greet.js"), []byte("export function greet(g, n) { return `${g} from dev, ${n}`; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "dev: change seen; applying")
+	waitFor(t, &out, "dev: applied to space demo: 1 created, 1 updated, 1 deleted")
+	fetch("moon")
+	waitFor(t, &out, "[hello] log hello from dev, moon")
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("dev exited %d: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	// The host it started is gone, and its data directory stays.
+	if _, err := os.Stat(filepath.Join(data, "host.json")); err != nil {
+		t.Fatalf("the data directory did not survive: %v", err)
+	}
+	var o, e bytes.Buffer
+	if code := run(t.Context(), []string{"health", "-host", base}, &o, &e); code != exitUnreachable {
+		t.Fatalf("health after dev stopped: %d %s", code, e.String())
+	}
+}

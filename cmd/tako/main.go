@@ -12,6 +12,7 @@
 //	                                    (starts a host in-process on D when none answers at -host)
 //	tako tail   [-follow] WORKER        print (and follow) a worker's log
 //	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
+//	tako queues [list|pause Q|resume Q] the queues with counts and delivery state; pause or resume one
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
 //	tako health                         whether the host is live and ready
 //
@@ -69,6 +70,7 @@ commands:
                                  host in this process (data in D, default DIR/.tako/data) if none answers
   tail   [-follow] WORKER        print a worker's log; -follow keeps printing
   fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
+  queues [list | pause Q | resume Q]  list queues (messages, delivery state), pause or resume one
   ops    wait|get ID             an Operation (wait: until it finishes)
   health                         GET /healthz and /readyz
 
@@ -149,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&data, "data", "", "request body; with it the request is a POST, without it a GET")
 	case "dev":
 		fs.StringVar(&data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
-	case "ops", "health":
+	case "ops", "health", "queues":
 	default:
 		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
 		return exitUsage
@@ -182,6 +184,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runFetch(ctx, &c, pos, data, stdout)
 	case "dev":
 		err = runDev(ctx, &c, data, stdout)
+	case "queues":
+		err = runQueues(ctx, &c, pos, stdout)
 	case "health":
 		err = runHealth(ctx, &c, stdout)
 	}

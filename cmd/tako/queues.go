@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/takoform/queuehost/gen/api"
+)
+
+// QueueInfo is one line of `tako queues`.
+type QueueInfo struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+	// Messages is the queue's last observed message count (the host
+	// refreshes it on reads and every observe interval); nil when unknown.
+	Messages *int   `json:"messages"`
+	Active   bool   `json:"active"`
+	State    string `json:"state"`
+}
+
+// runQueues lists the space's queues with their counts and delivery
+// state, or pauses or resumes one (the ext-pause host extension,
+// spec/peers.md).
+func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+	verb := "list"
+	if len(args) > 0 {
+		verb = args[0]
+	}
+	cl, err := c.client(nil)
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "list":
+		if len(args) > 1 {
+			return usageError{errors.New("queues list takes no argument")}
+		}
+		qs, err := cl.list(ctx, formQueue)
+		if err != nil {
+			return err
+		}
+		var out []QueueInfo
+		for name, r := range qs {
+			qi := QueueInfo{Name: name, UID: r.Uid, State: string(r.State), Active: true}
+			var obs api.AtLeastOnceQueueObserved
+			if json.Unmarshal(r.Observed, &obs) == nil {
+				qi.Messages = obs.MessageCount
+			}
+			d, err := cl.api.GetQueueDeliveryWithResponse(ctx, cl.space, r.Uid)
+			if err != nil {
+				return err
+			}
+			if d.JSON200 == nil {
+				return problemError("delivery state of queue "+name, d.StatusCode(), d.ApplicationproblemJSONDefault, d.Body)
+			}
+			qi.Active = d.JSON200.Active
+			out = append(out, qi)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		if c.output == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if out == nil {
+				out = []QueueInfo{}
+			}
+			return enc.Encode(out)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tMESSAGES\tDELIVERY\tSTATE\tUID")
+		for _, q := range out {
+			n := "?"
+			if q.Messages != nil {
+				n = fmt.Sprint(*q.Messages)
+			}
+			d := "active"
+			if !q.Active {
+				d = "paused"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", q.Name, n, d, q.State, q.UID)
+		}
+		return tw.Flush()
+	case "pause", "resume":
+		if len(args) != 2 {
+			return usageError{fmt.Errorf("queues %s QUEUE", verb)}
+		}
+		qs, err := cl.list(ctx, formQueue)
+		if err != nil {
+			return err
+		}
+		r, ok := qs[args[1]]
+		if !ok {
+			return &apiError{What: "queue " + args[1], Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no queue named %q", cl.space, args[1])}
+		}
+		d, err := cl.api.SetQueueDeliveryWithResponse(ctx, cl.space, r.Uid, api.QueueDeliveryRequest{Active: verb == "resume"})
+		if err != nil {
+			return err
+		}
+		if d.JSON200 == nil {
+			return problemError(verb+" queue "+args[1], d.StatusCode(), d.ApplicationproblemJSONDefault, d.Body)
+		}
+		state := "active"
+		if !d.JSON200.Active {
+			state = "paused"
+		}
+		if c.output == "json" {
+			return json.NewEncoder(stdout).Encode(map[string]any{"name": args[1], "uid": r.Uid, "active": d.JSON200.Active})
+		}
+		fmt.Fprintf(stdout, "queue %s: delivery %s\n", args[1], state)
+		return nil
+	}
+	return usageError{fmt.Errorf("queues: list, pause QUEUE or resume QUEUE, not %q", verb)}
+}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/host"
 )
 
 type syncBuffer struct {
@@ -99,5 +101,54 @@ func TestDevStartsAHostAndReappliesOnSave(t *testing.T) {
 	var o, e bytes.Buffer
 	if code := run(t.Context(), []string{"health", "-host", base}, &o, &e); code != exitUnreachable {
 		t.Fatalf("health after dev stopped: %d %s", code, e.String())
+	}
+}
+
+// tail -f keeps following across a host restart on the same data
+// directory and address: the line from before is printed once, the line
+// logged after the restart appears (its seq is above the cursor), nothing
+// repeats.
+func TestTailFollowsAcrossARestart(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	start := func(listen string) *host.Host {
+		t.Helper()
+		h, err := host.New(context.Background(), host.Config{DataDir: data, Listen: listen, Logger: quiet(), ShutdownGrace: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := start("127.0.0.1:0")
+	addr := h.Addr()
+	dir := copyExample(t)
+	r := applyJSON(t, h, "apply", "-dir", dir)
+	workerUID := changes(r, "create", "worker")[0].UID
+	post(t, h, "demo", workerUID, "one")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"tail", "-f", "-space", "demo", "-host", h.URL(), "-token", h.AdminToken(), "hello"}, &out, &errb)
+	}()
+	waitFor(t, &out, "hello, one")
+
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h = start(addr)
+	defer h.Shutdown(context.Background())
+	post(t, h, "demo", workerUID, "two")
+	waitFor(t, &out, "hello, two")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("tail -f exited %d: %s", code, errb.String())
+	}
+	if n, m := strings.Count(out.String(), "hello, one"), strings.Count(out.String(), "hello, two"); n != 1 || m != 1 {
+		t.Fatalf("lines repeated or lost (one %d, two %d):\n%s", n, m, out.String())
 	}
 }

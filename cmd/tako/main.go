@@ -261,10 +261,20 @@ func runTail(ctx context.Context, c *common, args []string, follow bool, stdout 
 	enc := json.NewEncoder(stdout)
 	for {
 		items, err := cl.logs(ctx, w.Uid, after)
-		if err != nil {
-			if ctx.Err() != nil && follow {
+		var ae *apiError
+		switch {
+		case err != nil && follow && ctx.Err() != nil:
+			return nil
+		case err != nil && follow && !errors.As(err, &ae):
+			// The host is restarting (or the network hiccuped): keep the
+			// cursor and ask again; seq goes on above it after a restart.
+			select {
+			case <-ctx.Done():
 				return nil
+			case <-time.After(500 * time.Millisecond):
 			}
+			continue
+		case err != nil:
 			return err
 		}
 		for _, e := range items {

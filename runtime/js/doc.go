@@ -183,8 +183,9 @@
 // # Logs
 //
 // Each worker has a ring (a LogBook) of Options.LogEntries entries {seq, timeMillis,
-// level, message, versionUID}; seq starts at 1 and increases per worker for
-// the Runtime's life (not persisted). console arguments are joined by
+// level, message, versionUID}; seq starts at the ring's start time in
+// microseconds and increases by 1 per entry, so it keeps increasing across
+// host restarts although the entries are not persisted. console arguments are joined by
 // spaces, strings as they are, other values in a short inspect format,
 // Errors by their stack. With Options.LogSink set, lines go to the sink
 // instead (a sandbox process forwards them to the host's LogBook).

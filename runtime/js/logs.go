@@ -9,7 +9,7 @@ import (
 // LogEntry is one line of a worker's log stream: a console.* call or an
 // uncaught error of a handler invocation.
 type LogEntry struct {
-	Seq        int64  `json:"seq"`        // 1, 2, ... per worker; never reused while the Runtime lives
+	Seq        int64  `json:"seq"`        // per worker, +1 per entry from a time-based start (see LogBook.Add)
 	TimeMillis int64  `json:"timeMillis"` // UTC epoch milliseconds
 	Level      string `json:"level"`      // "log", "info", "warn", "error" or "debug"
 	Message    string `json:"message"`    // at most 16 KiB, cut at a rune boundary with "…" appended
@@ -65,7 +65,15 @@ func (s *LogBook) Add(worker, versionUID, level, msg string) {
 	defer s.mu.Unlock()
 	r := s.ring[worker]
 	if r == nil {
-		r = &logRing{nextSeq: 1}
+		// A ring's first seq is the time it starts in microseconds (about
+		// 1.7e15, exact in a JavaScript number), and each entry adds 1: a
+		// client reading with after= the last seq it saw goes on reading
+		// after the host restarts (the ring is memory, so it starts again,
+		// above every seq of the previous run unless that run logged more
+		// than one line per microsecond, or the clock stepped back), rather
+		// than waiting forever for seq to pass a number it counted to
+		// before.
+		r = &logRing{nextSeq: max(1, s.now().UnixMicro())}
 		s.ring[worker] = r
 	}
 	e := LogEntry{Seq: r.nextSeq, TimeMillis: s.now().UnixMilli(), Level: level, Message: msg, VersionUID: versionUID}

@@ -198,6 +198,7 @@ func TestConsoleLevels(t *testing.T) {
 
 func TestLogRing(t *testing.T) {
 	s := newLogBook(3)
+	s.now = func() time.Time { return time.UnixMicro(0) } // seq from 1
 	for i := 0; i < 5; i++ {
 		s.Add("w", "v", "log", string(rune('a'+i)))
 	}
@@ -218,6 +219,26 @@ func TestLogRing(t *testing.T) {
 	s.Add("w", "v", "log", string(long))
 	if m := s.List("w", 5, 1)[0].Message; len(m) != maxLogMessageBytes+len("…") {
 		t.Fatalf("long message kept %d bytes", len(m))
+	}
+}
+
+// A new LogBook (the host restarted) starts every worker's seq above the
+// last seq of the previous one, so a reader's after= cursor keeps working.
+func TestLogSeqContinuesAcrossANewBook(t *testing.T) {
+	clock := time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC)
+	before := newLogBook(10)
+	before.now = func() time.Time { return clock }
+	for range 1000 {
+		before.Add("w", "v", "log", "x")
+	}
+	last := before.List("w", 0, 1000)
+	cursor := last[len(last)-1].Seq
+	clock = clock.Add(2 * time.Millisecond) // a restart takes longer than 1000 lines' worth of microseconds
+	after := newLogBook(10)
+	after.now = func() time.Time { return clock }
+	after.Add("w", "v", "log", "after the restart")
+	if got := after.List("w", cursor, 10); len(got) != 1 || got[0].Message != "after the restart" || got[0].Seq <= cursor {
+		t.Fatalf("after=%d on the new book: %+v", cursor, got)
 	}
 }
 

@@ -189,7 +189,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
-	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: h.metrics.observeBatch})
+	events := newDeliveryEvents(h)
+	h.parts.add("delivery events", events)
+	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: h.metrics.observeBatch, OnEvent: events.post})
 	h.parts.add("delivery engine", h.eng)
 	h.ctl, err = controller.New(controller.Options{
 		Store: h.st, Engine: h.eng, Workers: workers{h}, Versions: h.versions,

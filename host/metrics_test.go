@@ -157,6 +157,18 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 			t.Fatalf("a resource UID (%s) is in a label", id)
 		}
 	}
+	// The dead-letter move is in the worker's log, by queue names.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, _, logs := c.do("GET", "/v2/spaces/demo/resources/"+w+"/logs", nil)
+		if strings.Contains(string(logs), "delivery: 1 message of queue tasks dead-lettered to queue dead after the last retry") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead-letter event is not in the worker's log: %s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// Not on the Host API's listener.
 	if st, _, _ := c.do("GET", "/metrics", nil); st != 404 {
 		t.Fatalf("/metrics on the Host API listener: %d", st)

@@ -83,3 +83,32 @@ func (e *Engine) Counters() []QueueCounters {
 	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
 	return out
 }
+
+// Event kinds of Options.OnEvent.
+const (
+	EventDeadLettered = "dead_lettered" // moved to the dead-letter queue after the last retry
+	EventDiscarded    = "discarded"     // dropped after the last retry (no dead-letter queue)
+	EventExpired      = "expired"       // removed when the queue's retention passed
+)
+
+// Event is something that happened to a queue's messages that the
+// worker's author should see in the worker's log, not only on the host's
+// stdout: Count messages of QueueUID, consumed by WorkerUID ("" when the
+// queue has no consumer).
+type Event struct {
+	Kind                string
+	QueueUID, WorkerUID string
+	DeadLetterQueueUID  string // for EventDeadLettered
+	Count               int
+}
+
+func (q *queue) emit(kind string, n int, dlq string) {
+	if n == 0 || q.e.onEvent == nil {
+		return
+	}
+	ev := Event{Kind: kind, QueueUID: q.uid, Count: n, DeadLetterQueueUID: dlq}
+	if q.consumer != nil {
+		ev.WorkerUID = q.consumer.cfg.WorkerUID
+	}
+	q.e.onEvent(ev)
+}

@@ -50,6 +50,10 @@ type Options struct {
 	// ObserveBatch, when set, is called after each handler invocation
 	// returns (metrics). It must not block.
 	ObserveBatch func(BatchObservation)
+	// OnEvent, when set, is told of messages dead-lettered, discarded or
+	// expired, once durable. It is called with the queue's lock held: it
+	// must not block or call the engine.
+	OnEvent func(Event)
 }
 
 // Engine is the delivery engine: it accepts messages, delivers them in
@@ -65,6 +69,7 @@ type Engine struct {
 	newID          func() string
 	customID       bool // newID came from Options.NewID
 	observeBatch   func(BatchObservation)
+	onEvent        func(Event)
 
 	ctx    context.Context // background work; cancelled when Stop returns
 	cancel context.CancelFunc
@@ -102,6 +107,7 @@ func New(st store.Store, res abi.Resolver, opts Options) *Engine {
 		log:            opts.Logger,
 		newID:          opts.NewID,
 		observeBatch:   opts.ObserveBatch,
+		onEvent:        opts.OnEvent,
 		queues:         map[string]*queue{},
 		consumers:      map[string]*consumer{},
 		running:        map[string]*batch{},

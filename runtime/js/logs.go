@@ -23,6 +23,12 @@ func (rt *Runtime) Logs(workerUID string, after int64, limit int) []LogEntry {
 	return rt.logs.List(workerUID, after, limit)
 }
 
+// Log adds a line to a worker's log on behalf of the host (delivery
+// events such as messages dead-lettered).
+func (rt *Runtime) Log(workerUID, versionUID, level, msg string) {
+	rt.logs.Add(workerUID, versionUID, level, msg)
+}
+
 // NewLogBook makes a LogBook keeping size entries per worker (default
 // DefaultLogEntries when size <= 0).
 func NewLogBook(size int) *LogBook {

@@ -203,6 +203,12 @@ func (p *Pool) Logs(workerUID string, after int64, limit int) []js.LogEntry {
 	return p.logs.List(workerUID, after, limit)
 }
 
+// Log adds a line to a worker's log on behalf of the host (delivery
+// events such as messages dead-lettered).
+func (p *Pool) Log(workerUID, versionUID, level, msg string) {
+	p.logs.Add(workerUID, versionUID, level, msg)
+}
+
 // Evict forgets a version in every sandbox.
 func (p *Pool) Evict(versionUID string) {
 	p.mu.Lock()

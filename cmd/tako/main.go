@@ -13,6 +13,7 @@
 //	tako tail   [-follow] WORKER        print (and follow) a worker's log
 //	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
 //	tako queues [list|pause Q|resume Q] the queues with counts and delivery state; pause or resume one
+//	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
 //	tako health                         whether the host is live and ready
 //
@@ -71,6 +72,7 @@ commands:
   tail   [-follow] WORKER        print a worker's log; -follow keeps printing
   fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
   queues [list | pause Q | resume Q]  list queues (messages, delivery state), pause or resume one
+  send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
   ops    wait|get ID             an Operation (wait: until it finishes)
   health                         GET /healthz and /readyz
 
@@ -140,6 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c.register(fs)
 	dry := false
 	data := ""
+	delay := -1
 	follow := false
 	switch cmd {
 	case "apply", "delete":
@@ -151,6 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&data, "data", "", "request body; with it the request is a POST, without it a GET")
 	case "dev":
 		fs.StringVar(&data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
+	case "send":
+		fs.IntVar(&delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
 	case "ops", "health", "queues":
 	default:
 		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
@@ -186,6 +191,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDev(ctx, &c, data, stdout)
 	case "queues":
 		err = runQueues(ctx, &c, pos, stdout)
+	case "send":
+		err = runSend(ctx, &c, pos, delay, stdout)
 	case "health":
 		err = runHealth(ctx, &c, stdout)
 	}

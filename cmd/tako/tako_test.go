@@ -335,3 +335,24 @@ func TestQueuesPauseResume(t *testing.T) {
 		t.Fatalf("pause of an unknown queue: %d %s", code, errs)
 	}
 }
+
+// send puts one message on a queue through the helper worker, and leaves
+// no version binding the queue: the example's worker handles the message,
+// and delete of the project still removes the queue.
+func TestSend(t *testing.T) {
+	h := startHost(t, host.MemoryDataDir)
+	dir := copyExample(t)
+	applyJSON(t, h, "apply", "-dir", dir)
+	code, out, errs := tako(t, h, "send", "-space", "demo", "tasks", "from send")
+	if code != 0 || !strings.Contains(out, "sent to queue tasks: message ") {
+		t.Fatalf("send: %d %s %s", code, out, errs)
+	}
+	waitLog(t, h, dir, "hello", "hello, from send")
+	if code, _, errs := tako(t, h, "send", "-space", "demo", "nope", "x"); code != exitFailed || !strings.Contains(errs, `no queue named "nope"`) {
+		t.Fatalf("send to an unknown queue: %d %s", code, errs)
+	}
+	r := applyJSON(t, h, "delete", "-dir", dir)
+	if len(changes(r, "delete", "queue")) != 2 {
+		t.Fatalf("delete after send: %+v", r)
+	}
+}

@@ -152,3 +152,68 @@ func TestTailFollowsAcrossARestart(t *testing.T) {
 		t.Fatalf("lines repeated or lost (one %d, two %d):\n%s", n, m, out.String())
 	}
 }
+
+// tokens create adds a principal to host.json whose token works, with its
+// grant only, from the host's next start; revoke removes it again.
+func TestTokensCreateAndRevoke(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	start := func() *host.Host {
+		t.Helper()
+		h, err := host.New(context.Background(), host.Config{DataDir: data, Listen: "127.0.0.1:0", Logger: quiet(), ShutdownGrace: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := start()
+	dir := copyExample(t)
+	applyJSON(t, h, "apply", "-dir", dir)
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"tokens", "create", "reader", "-data", data, "-grant", "demo:viewer"}, &out, &errb); code != 0 {
+		t.Fatalf("tokens create: %d %s", code, errb.String())
+	}
+	tok := strings.TrimSpace(out.String())
+	if len(tok) < 40 {
+		t.Fatalf("token %q", tok)
+	}
+	raw, _ := os.ReadFile(filepath.Join(data, "host.json"))
+	if strings.Contains(string(raw), tok) {
+		t.Fatal("host.json holds the token itself")
+	}
+	h = start()
+	as := func(token string, args ...string) (int, string) {
+		var o, e bytes.Buffer
+		code := run(t.Context(), append(args, "-host", h.URL(), "-token", token), &o, &e)
+		return code, e.String()
+	}
+	if code, errs := as(tok, "queues", "-space", "demo"); code != 0 {
+		t.Fatalf("the viewer cannot list: %d %s", code, errs)
+	}
+	if code, errs := as(tok, "queues", "pause", "tasks", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "forbidden") {
+		t.Fatalf("the viewer paused a queue: %d %s", code, errs)
+	}
+	if code, errs := as(tok, "queues", "-space", "other"); code != exitFailed || !strings.Contains(errs, "not_found") {
+		t.Fatalf("the viewer reached another space: %d %s", code, errs)
+	}
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"tokens", "revoke", "reader", "-data", data}, &out, &errb); code != 0 {
+		t.Fatalf("revoke: %d %s", code, errb.String())
+	}
+	h = start()
+	defer h.Shutdown(context.Background())
+	if code, errs := as(tok, "queues", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "unauthenticated") {
+		t.Fatalf("a revoked token still works: %d %s", code, errs)
+	}
+	if code, errs := as(h.AdminToken(), "queues", "-space", "demo"); code != 0 {
+		t.Fatalf("the admin after revoke: %d %s", code, errs)
+	}
+}

@@ -14,6 +14,7 @@
 //	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
 //	tako queues [list|pause Q|resume Q] the queues with counts and delivery state; pause or resume one
 //	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
+//	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals of D/host.json
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
 //	tako health                         whether the host is live and ready
 //
@@ -73,6 +74,8 @@ commands:
   fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
   queues [list | pause Q | resume Q]  list queues (messages, delivery state), pause or resume one
   send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
+  tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME] [-data DIR]
+                                 principals in DIR/host.json (effective at the host's next start)
   ops    wait|get ID             an Operation (wait: until it finishes)
   health                         GET /healthz and /readyz
 
@@ -143,6 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dry := false
 	data := ""
 	delay := -1
+	var grants grantFlags
 	follow := false
 	switch cmd {
 	case "apply", "delete":
@@ -156,6 +160,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
 	case "send":
 		fs.IntVar(&delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
+	case "tokens":
+		fs.StringVar(&data, "data", "data", "the host's data directory (its host.json)")
+		fs.Var(&grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
 	case "ops", "health", "queues":
 	default:
 		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
@@ -193,6 +200,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runQueues(ctx, &c, pos, stdout)
 	case "send":
 		err = runSend(ctx, &c, pos, delay, stdout)
+	case "tokens":
+		err = runTokens(&c, data, grants, pos, stdout, stderr)
 	case "health":
 		err = runHealth(ctx, &c, stdout)
 	}

@@ -26,7 +26,8 @@
 //     referenced one changes. Admit holds the Form's own rules (step 9),
 //     against a Space that reads only what it asks for. Apply, Undo,
 //     Observe and Rebuild say what the Form does outside the store; a Form
-//     with no effect returns nil from each.
+//     with no effect returns nil from each. A Form whose specs can be large
+//     also implements Summarizer (what a list item shows by default).
 //  3. Register it in Builtin (registration order is rebuild order: a Form
 //     after the Forms it references).
 //  4. Write its features in features/.

@@ -61,6 +61,24 @@ type Form interface {
 	Rebuild(ctx context.Context, env *Env, r store.Resource, pending string) error
 }
 
+// Summarizer is optionally implemented by a Form whose specs can be
+// large: a list item shows Summary(spec) unless the list asks for the full
+// view.
+type Summarizer interface {
+	Summary(spec json.RawMessage) json.RawMessage
+}
+
+// ListedSpec is r's spec as a list item shows it by default: its Form's
+// summary, or the spec itself.
+func (c *Controller) ListedSpec(r store.Resource) json.RawMessage {
+	if f, ok := c.forms.Form(r.FormURL); ok {
+		if s, ok := f.(Summarizer); ok {
+			return s.Summary(r.Spec)
+		}
+	}
+	return r.Spec
+}
+
 // Reference is one reference of a spec to another resource of its space.
 type Reference struct {
 	Pointer string // JSON pointer to the resourceUid member

@@ -118,6 +118,34 @@ func (VersionForm) Observe(context.Context, *Env, store.Resource, Lookup) (json.
 
 func (VersionForm) Rebuild(context.Context, *Env, store.Resource, string) error { return nil }
 
+// Summary is a WorkerVersion spec with the content of its modules left out
+// (each keeps its name): what a list item shows unless view=full, so that
+// listing a space of large versions does not send (and copy) every module.
+// A spec that does not decode is returned as it is.
+func (VersionForm) Summary(spec json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(spec, &m) != nil {
+		return spec
+	}
+	// Only the names are decoded: the content is scanned, not copied.
+	var mods []struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(m["modules"], &mods) != nil {
+		return spec
+	}
+	b, err := json.Marshal(mods)
+	if err != nil {
+		return spec
+	}
+	m["modules"] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return spec
+	}
+	return out
+}
+
 // VersionFromResource is what the runtime needs of a WorkerVersion 0.5.0
 // record: its modules, vars, secrets, bindings, worker and principal.
 func VersionFromResource(r store.Resource) (*abi.Version, error) {

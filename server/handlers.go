@@ -9,7 +9,6 @@ import (
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 func (s *Server) GetOpenAPI(ctx context.Context, _ api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
@@ -143,8 +142,8 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 	bytes := 0
 	for i, r := range list {
 		item := toAPIResource(r)
-		if !full && r.FormURL == schemas.FormWorkerVersion {
-			item.Spec = withoutModuleContent(r.Spec)
+		if !full {
+			item.Spec = s.ctl.ListedSpec(r)
 		}
 		if bytes += len(item.Spec); i > 0 && bytes > MaxPageBytes {
 			// The page ends here, whatever limit said: a page of large
@@ -165,34 +164,6 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 // (with a nextPageToken) once its items' specs exceed it, and always holds
 // at least one item.
 const MaxPageBytes = 16 << 20
-
-// withoutModuleContent is a WorkerVersion spec with the content of its
-// modules left out (each keeps its name): what a list item shows unless
-// view=full, so that listing a space of large versions does not send (and
-// copy) every module. A spec that does not decode is returned as it is.
-func withoutModuleContent(spec json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(spec, &m) != nil {
-		return spec
-	}
-	// Only the names are decoded: the content is scanned, not copied.
-	var mods []struct {
-		Name string `json:"name"`
-	}
-	if json.Unmarshal(m["modules"], &mods) != nil {
-		return spec
-	}
-	b, err := json.Marshal(mods)
-	if err != nil {
-		return spec
-	}
-	m["modules"] = b
-	out, err := json.Marshal(m)
-	if err != nil {
-		return spec
-	}
-	return out
-}
 
 func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestObject) (api.GetOperationResponseObject, error) {
 	wait := 0

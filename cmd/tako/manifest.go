@@ -233,9 +233,15 @@ type build struct {
 	Secrets map[string]string
 }
 
-// versionPrefix is how the names of the versions apply creates begin;
-// apply collects the unselected ones with this prefix and a digest.
-func versionPrefix(worker string) string { return worker + "-v" }
+// versionPrefix is how the names of the versions apply creates begin
+// (the worker's name, cut so that the whole name fits 63 characters, and
+// "-v"); apply collects the unselected ones with this prefix and a digest.
+func versionPrefix(worker string) string {
+	if len(worker) > 63-14 {
+		worker = worker[:63-14]
+	}
+	return worker + "-v"
+}
 
 var versionNameRE = regexp.MustCompile(`-v[0-9a-f]{12}$`)
 
@@ -307,9 +313,6 @@ func (m *Manifest) buildVersion(w WorkerDecl, workerUID string, queueUID map[str
 	h.Write(enc)
 	sum := hex.EncodeToString(h.Sum(nil))[:12]
 	name := versionPrefix(w.Name) + sum
-	if len(name) > 63 {
-		name = w.Name[:63-14] + "-v" + sum
-	}
 	b := &build{Name: name, Spec: spec}
 	if len(secrets) > 0 {
 		b.Secrets = secrets

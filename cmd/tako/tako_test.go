@@ -356,3 +356,20 @@ func TestSend(t *testing.T) {
 		t.Fatalf("delete after send: %+v", r)
 	}
 }
+
+// A worker with a name of 63 characters gets version names of at most 63
+// that apply still recognises as its own to collect.
+func TestLongWorkerNameVersions(t *testing.T) {
+	long := strings.Repeat("w", 63)
+	m := &Manifest{dir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(m.dir, "main.js"), []byte("export default {}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.buildVersion(WorkerDecl{Name: long, Main: "main.js"}, "uid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Name) > 63 || !strings.HasPrefix(b.Name, versionPrefix(long)) || !versionNameRE.MatchString(b.Name) || !nameRE.MatchString(b.Name) {
+		t.Fatalf("version name %q", b.Name)
+	}
+}

@@ -32,6 +32,8 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"GET /v2/spaces/{space}/resources/{uid}":             {action: auth.Read},
 		"GET /v2/spaces/{space}/resources/{uid}/delivery":    {action: auth.Read},
 		"PUT /v2/spaces/{space}/resources/{uid}/delivery":    {action: auth.Write, body: "queue-delivery-request.json"},
+		"GET /v2/spaces/{space}/resources/{uid}/stats":       {action: auth.Read},
+		"GET /v2/spaces/{space}/resources/{uid}/messages":    {action: auth.Read},
 	}
 	if len(routes) != len(want) {
 		t.Fatalf("%d routes, want %d: %v", len(routes), len(want), routes)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
 )
@@ -84,5 +87,172 @@ func registerExtSteps(sc *godog.ScenarioContext) {
 			return fmt.Errorf("the delivery of %q names queue %s, want %q (%s)", a, *got.QueueUID, q, qr.uid)
 		}
 		return nil
+	})
+}
+
+// extPath is a queue extension route of resource a.
+func (w *world) extPath(a, route string) (string, error) {
+	rs, err := w.resource(a)
+	if err != nil {
+		return "", err
+	}
+	return resPath(rs.space, rs.uid) + "/" + route, nil
+}
+
+type queueStats struct {
+	Messages *int `json:"messages"`
+	Bytes    *int `json:"bytes"`
+	ByState  struct {
+		Available, Delayed, RetryWaiting, InFlight, Removing *int
+	} `json:"byState"`
+	OldestAgeSeconds *float64 `json:"oldestAgeSeconds"`
+}
+
+type messageItem struct {
+	ID               string `json:"id"`
+	AcceptTimeMillis int64  `json:"acceptTimeMillis"`
+	Attempts         int    `json:"attempts"`
+	Size             int    `json:"size"`
+	State            string `json:"state"`
+	BodyPreview      []byte `json:"bodyPreview"`
+	BodyTruncated    bool   `json:"bodyTruncated"`
+}
+
+type messagePage struct {
+	Items         []messageItem `json:"items"`
+	NextPageToken string        `json:"nextPageToken"`
+}
+
+// listMessages reads every page of a's messages, n at a time.
+func (w *world) listMessages(ctx context.Context, a string, n int) ([]messageItem, error) {
+	p, err := w.extPath(a, "messages")
+	if err != nil {
+		return nil, err
+	}
+	var all []messageItem
+	tok := ""
+	for pages := 0; ; pages++ {
+		if pages > 10000 {
+			return nil, fmt.Errorf("the pages of %q do not end", a)
+		}
+		u := fmt.Sprintf("%s?limit=%d", p, n)
+		if tok != "" {
+			u += "&pageToken=" + url.QueryEscape(tok)
+		}
+		r, err := w.do(ctx, "GET", u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status != 200 {
+			return nil, fmt.Errorf("GET %s: %s", u, r)
+		}
+		var pg messagePage
+		if err := json.Unmarshal(r.Body, &pg); err != nil {
+			return nil, fmt.Errorf("GET %s: not a message list: %v", u, err)
+		}
+		if len(pg.Items) > n {
+			return nil, fmt.Errorf("GET %s: %d items, more than limit %d", u, len(pg.Items), n)
+		}
+		all = append(all, pg.Items...)
+		if pg.NextPageToken == "" {
+			return all, nil
+		}
+		tok = pg.NextPageToken
+	}
+}
+
+func registerInspectSteps(sc *godog.ScenarioContext) {
+	W := func(ctx context.Context) *world { return get(ctx) }
+	// @ext-inspect
+	sc.Step(`^the stats of "([^"]*)" become (\d+) messages?: (\d+) available, (\d+) delayed, (\d+) retry-waiting, (\d+) in flight$`,
+		func(ctx context.Context, a string, total, avail, delayed, retry, inflight int) error {
+			w := W(ctx)
+			p, err := w.extPath(a, "stats")
+			if err != nil {
+				return err
+			}
+			want := []int{total, avail, delayed, retry, inflight}
+			var last string
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				r, err := w.do(ctx, "GET", p, nil)
+				if err != nil {
+					return err
+				}
+				if r.Status != 200 {
+					return fmt.Errorf("GET %s: %s", p, r)
+				}
+				var st queueStats
+				if err := json.Unmarshal(r.Body, &st); err != nil || st.Messages == nil || st.Bytes == nil || st.OldestAgeSeconds == nil ||
+					st.ByState.Available == nil || st.ByState.Delayed == nil || st.ByState.RetryWaiting == nil || st.ByState.InFlight == nil || st.ByState.Removing == nil {
+					return fmt.Errorf("GET %s: not queue stats: %s", p, r)
+				}
+				got := []int{*st.Messages, *st.ByState.Available, *st.ByState.Delayed, *st.ByState.RetryWaiting, *st.ByState.InFlight}
+				if fmt.Sprint(got) == fmt.Sprint(want) {
+					if *st.Messages > 0 && *st.Bytes <= 0 {
+						return fmt.Errorf("%d messages of %d bytes", *st.Messages, *st.Bytes)
+					}
+					return nil
+				}
+				last = string(r.Body)
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the stats of %q read %s, want messages, available, delayed, retry-waiting, in flight = %v", a, last, want)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		})
+	sc.Step(`^listing the messages of "([^"]*)" (\d+) at a time yields (\d+) messages?, oldest first$`, func(ctx context.Context, a string, n, want int) error {
+		all, err := W(ctx).listMessages(ctx, a, n)
+		if err != nil {
+			return err
+		}
+		if len(all) != want {
+			return fmt.Errorf("listed %d messages, want %d", len(all), want)
+		}
+		seen := map[string]bool{}
+		for i, m := range all {
+			if seen[m.ID] {
+				return fmt.Errorf("message %s listed twice", m.ID)
+			}
+			seen[m.ID] = true
+			if i > 0 && m.AcceptTimeMillis < all[i-1].AcceptTimeMillis {
+				return fmt.Errorf("message %s (accepted %d) listed after %s (accepted %d)", m.ID, m.AcceptTimeMillis, all[i-1].ID, all[i-1].AcceptTimeMillis)
+			}
+			if m.Size < len(m.BodyPreview) || len(m.BodyPreview) == 0 || len(m.BodyPreview) > 256 {
+				return fmt.Errorf("message %s: size %d, preview of %d bytes", m.ID, m.Size, len(m.BodyPreview))
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the listed message of "([^"]*)" tagged "([^"]*)" has a (\d+)-byte preview of its (\d+)-byte body, truncated$`, func(ctx context.Context, a, tag string, n, size int) error {
+		all, err := W(ctx).listMessages(ctx, a, 100)
+		if err != nil {
+			return err
+		}
+		for _, m := range all {
+			if !strings.Contains(string(m.BodyPreview), `"tag":"`+tag+`"`) {
+				continue
+			}
+			if len(m.BodyPreview) != n || !m.BodyTruncated || m.Size != size {
+				return fmt.Errorf("message %s: preview of %d bytes, truncated %v, size %d", m.ID, len(m.BodyPreview), m.BodyTruncated, m.Size)
+			}
+			return nil
+		}
+		return fmt.Errorf("no listed message of %q has a preview naming tag %q", a, tag)
+	})
+	sc.Step(`^the listed message of "([^"]*)" tagged "([^"]*)" is in state "([^"]*)" with attempts (\d+)$`, func(ctx context.Context, a, tag, state string, attempts int) error {
+		all, err := W(ctx).listMessages(ctx, a, 100)
+		if err != nil {
+			return err
+		}
+		for _, m := range all {
+			if strings.Contains(string(m.BodyPreview), `"tag":"`+tag+`"`) {
+				if m.State != state || m.Attempts != attempts {
+					return fmt.Errorf("message %s: state %s attempts %d, want %s %d", m.ID, m.State, m.Attempts, state, attempts)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no listed message of %q has a preview naming tag %q", a, tag)
 	})
 }

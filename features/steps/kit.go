@@ -300,6 +300,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerFaultSteps(sc)
 	registerCheckerSteps(sc)
 	registerExtSteps(sc)
+	registerInspectSteps(sc)
 }
 
 func (w *world) unlock() {

@@ -156,6 +156,33 @@ func (e OperationState) Valid() bool {
 	}
 }
 
+// Defines values for QueueMessageInfoState.
+const (
+	Available    QueueMessageInfoState = "available"
+	Delayed      QueueMessageInfoState = "delayed"
+	InFlight     QueueMessageInfoState = "in_flight"
+	Removing     QueueMessageInfoState = "removing"
+	RetryWaiting QueueMessageInfoState = "retry_waiting"
+)
+
+// Valid indicates whether the value is a known member of the QueueMessageInfoState enum.
+func (e QueueMessageInfoState) Valid() bool {
+	switch e {
+	case Available:
+		return true
+	case Delayed:
+		return true
+	case InFlight:
+		return true
+	case Removing:
+		return true
+	case RetryWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResourceState.
 const (
 	ResourceStateActive      ResourceState = "active"
@@ -367,6 +394,39 @@ type QueueDeliveryRequest struct {
 	Active bool `json:"active"`
 }
 
+// QueueInspection Host extension (spec/peers.md §Inspection): a queue's messages by state, now.
+type QueueInspection struct {
+	// Active The delivery state (ext-pause).
+	Active          bool `json:"active"`
+	BatchesInFlight int  `json:"batchesInFlight"`
+	ByState         struct {
+		// Available Visible, waiting for a batch.
+		Available int `json:"available"`
+
+		// Delayed Not yet visible: the send's delay (never delivered).
+		Delayed int `json:"delayed"`
+
+		// InFlight Held by a batch.
+		InFlight int `json:"inFlight"`
+
+		// Removing Being removed (expired, dead-lettered or discarded; the write is pending).
+		Removing int `json:"removing"`
+
+		// RetryWaiting Not yet visible: a retry's delay.
+		RetryWaiting int `json:"retryWaiting"`
+	} `json:"byState"`
+
+	// Bytes The size of their bodies.
+	Bytes int64 `json:"bytes"`
+
+	// Messages Every message the queue holds (observed.messageCount's value now).
+	Messages int `json:"messages"`
+
+	// OldestAgeSeconds Age of the oldest message not yet found expired; 0 when none.
+	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
+	QueueUid         string  `json:"queueUid"`
+}
+
 // QueueMessage One message of a queue handler's batch (QueueConsumer 0.3.0 §配信とInterface操作). body is an ArrayBuffer holding the original bytes; in JSON renderings (the conformance kit's recorder) it is the base64 of those bytes.
 type QueueMessage struct {
 	// Attempts 1 on the first delivery, +1 on each redelivery.
@@ -378,6 +438,38 @@ type QueueMessage struct {
 
 	// TimestampMillis Accept time, UTC Unix epoch milliseconds; stable across redeliveries.
 	TimestampMillis int `json:"timestampMillis"`
+}
+
+// QueueMessageInfo Host extension (spec/peers.md §Inspection): one listed message.
+type QueueMessageInfo struct {
+	// AcceptTimeMillis UTC epoch milliseconds (the timestampMillis a worker sees).
+	AcceptTimeMillis int64 `json:"acceptTimeMillis"`
+
+	// Attempts Deliveries so far.
+	Attempts int `json:"attempts"`
+
+	// BodyPreview The body's first bytes (at most 256), base64.
+	BodyPreview []byte `json:"bodyPreview"`
+
+	// BodyTruncated The body is longer than the preview.
+	BodyTruncated bool   `json:"bodyTruncated"`
+	Id            string `json:"id"`
+
+	// Size Body size in bytes.
+	Size  int                   `json:"size"`
+	State QueueMessageInfoState `json:"state"`
+
+	// VisibleAtMillis UTC epoch milliseconds from which it may be delivered.
+	VisibleAtMillis int64 `json:"visibleAtMillis"`
+}
+
+// QueueMessageInfoState defines model for QueueMessageInfo.State.
+type QueueMessageInfoState string
+
+// QueueMessageList Host extension (spec/peers.md §Inspection): one page of a queue's messages, oldest accepted first.
+type QueueMessageList struct {
+	Items         []QueueMessageInfo `json:"items"`
+	NextPageToken *string            `json:"nextPageToken,omitempty"`
 }
 
 // QueueProducerBinding One queueProducerBindings entry (AtLeastOnceQueue 0.2.0 §WorkerVersionのproducer Binding): env[name] gets send and sendBatch for the referenced AtLeastOnceQueue 0.2.0.
@@ -524,6 +616,15 @@ type GetWorkerLogsParams struct {
 	// After Return entries with seq greater than this.
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
 	Limit *int   `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListQueueMessagesParams defines parameters for ListQueueMessages.
+type ListQueueMessagesParams struct {
+	// Limit The most items one page holds (default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// PageToken The nextPageToken of the previous page; absent for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
 // CreateResourceJSONRequestBody defines body for CreateResource for application/json ContentType.
@@ -706,6 +807,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogs(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
+	ListQueueMessages(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/stats (the `GetQueueStats` operationId).
+	GetQueueStats(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
@@ -956,6 +1067,36 @@ func (c *Client) SetQueueDelivery(ctx context.Context, space Space, uid Uid, bod
 // Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 func (c *Client) GetWorkerLogs(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetWorkerLogsRequest(c.Server, space, uid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
+func (c *Client) ListQueueMessages(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListQueueMessagesRequest(c.Server, space, uid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/stats (the `GetQueueStats` operationId).
+func (c *Client) GetQueueStats(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQueueStatsRequest(c.Server, space, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -1664,6 +1805,127 @@ func NewGetWorkerLogsRequest(server string, space Space, uid Uid, params *GetWor
 	return req, nil
 }
 
+// NewListQueueMessagesRequest constructs an http.Request for the ListQueueMessages method
+func NewListQueueMessagesRequest(server string, space Space, uid Uid, params *ListQueueMessagesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/messages", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetQueueStatsRequest constructs an http.Request for the GetQueueStats method
+func NewGetQueueStatsRequest(server string, space Space, uid Uid) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/stats", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1825,6 +2087,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogsWithResponse(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*GetWorkerLogsResponse, error)
+
+	// ListQueueMessagesWithResponse Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
+	ListQueueMessagesWithResponse(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*ListQueueMessagesResponse, error)
+
+	// GetQueueStatsWithResponse Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/stats (the `GetQueueStats` operationId).
+	GetQueueStatsWithResponse(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*GetQueueStatsResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -2468,6 +2744,102 @@ func (r GetWorkerLogsResponse) ContentType() string {
 	return ""
 }
 
+type ListQueueMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueMessageList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListQueueMessagesResponse) GetJSON200() *QueueMessageList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListQueueMessagesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListQueueMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListQueueMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListQueueMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListQueueMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetQueueStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueInspection
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetQueueStatsResponse) GetJSON200() *QueueInspection {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetQueueStatsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetQueueStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetQueueStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetQueueStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetQueueStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse Liveness. 200 while the process serves HTTP; unauthenticated.
 //
 // For a supervisor's liveness probe. It reads nothing and never waits; the host listens on loopback by default, so exposing it is a choice of -listen.
@@ -2680,6 +3052,32 @@ func (c *ClientWithResponses) GetWorkerLogsWithResponse(ctx context.Context, spa
 		return nil, err
 	}
 	return ParseGetWorkerLogsResponse(rsp)
+}
+
+// ListQueueMessagesWithResponse Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
+func (c *ClientWithResponses) ListQueueMessagesWithResponse(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*ListQueueMessagesResponse, error) {
+	rsp, err := c.ListQueueMessages(ctx, space, uid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListQueueMessagesResponse(rsp)
+}
+
+// GetQueueStatsWithResponse Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/stats (the `GetQueueStats` operationId).
+func (c *ClientWithResponses) GetQueueStatsWithResponse(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*GetQueueStatsResponse, error) {
+	rsp, err := c.GetQueueStats(ctx, space, uid, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetQueueStatsResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -3176,6 +3574,72 @@ func ParseGetWorkerLogsResponse(rsp *http.Response) (*GetWorkerLogsResponse, err
 	return response, nil
 }
 
+// ParseListQueueMessagesResponse parses an HTTP response from a ListQueueMessagesWithResponse call
+func ParseListQueueMessagesResponse(rsp *http.Response) (*ListQueueMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListQueueMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueMessageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetQueueStatsResponse parses an HTTP response from a GetQueueStatsWithResponse call
+func ParseGetQueueStatsResponse(rsp *http.Response) (*GetQueueStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetQueueStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueInspection
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
@@ -3217,6 +3681,12 @@ type ServerInterface interface {
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams)
+	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
+	// (GET /v2/spaces/{space}/resources/{uid}/messages)
+	ListQueueMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListQueueMessagesParams)
+	// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
+	// (GET /v2/spaces/{space}/resources/{uid}/stats)
+	GetQueueStats(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -3791,6 +4261,105 @@ func (siw *ServerInterfaceWrapper) GetWorkerLogs(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ListQueueMessages operation middleware
+func (siw *ServerInterfaceWrapper) ListQueueMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListQueueMessagesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "pageToken", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "pageToken"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "pageToken", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQueueMessages(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetQueueStats operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueStats(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueStats(w, r, space, uid)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -3924,6 +4493,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.GetQueueDelivery)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.ListQueueMessages)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/stats", wrapper.GetQueueStats)
 
 	return m
 }
@@ -4440,6 +5011,87 @@ func (response GetWorkerLogsdefaultApplicationProblemPlusJSONResponse) VisitGetW
 	return err
 }
 
+type ListQueueMessagesRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params ListQueueMessagesParams
+}
+
+type ListQueueMessagesResponseObject interface {
+	VisitListQueueMessagesResponse(w http.ResponseWriter) error
+}
+
+type ListQueueMessages200JSONResponse QueueMessageList
+
+func (response ListQueueMessages200JSONResponse) VisitListQueueMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueMessagesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListQueueMessagesdefaultApplicationProblemPlusJSONResponse) VisitListQueueMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueStatsRequestObject struct {
+	Space Space `json:"space"`
+	Uid   Uid   `json:"uid"`
+}
+
+type GetQueueStatsResponseObject interface {
+	VisitGetQueueStatsResponse(w http.ResponseWriter) error
+}
+
+type GetQueueStats200JSONResponse QueueInspection
+
+func (response GetQueueStats200JSONResponse) VisitGetQueueStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueStatsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetQueueStatsdefaultApplicationProblemPlusJSONResponse) VisitGetQueueStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealth Liveness. 200 while the process serves HTTP; unauthenticated.
@@ -4481,6 +5133,12 @@ type StrictServerInterface interface {
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(ctx context.Context, request GetWorkerLogsRequestObject) (GetWorkerLogsResponseObject, error)
+	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
+	// (GET /v2/spaces/{space}/resources/{uid}/messages)
+	ListQueueMessages(ctx context.Context, request ListQueueMessagesRequestObject) (ListQueueMessagesResponseObject, error)
+	// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
+	// (GET /v2/spaces/{space}/resources/{uid}/stats)
+	GetQueueStats(ctx context.Context, request GetQueueStatsRequestObject) (GetQueueStatsResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -4886,112 +5544,178 @@ func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, s
 	}
 }
 
+// ListQueueMessages operation middleware
+func (sh *strictHandler) ListQueueMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListQueueMessagesParams) {
+	var request ListQueueMessagesRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListQueueMessages(ctx, request.(ListQueueMessagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListQueueMessages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListQueueMessagesResponseObject); ok {
+		if err := validResponse.VisitListQueueMessagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetQueueStats operation middleware
+func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
+	var request GetQueueStatsRequestObject
+
+	request.Space = space
+	request.Uid = uid
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueStats(ctx, request.(GetQueueStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueStatsResponseObject); ok {
+		if err := validResponse.VisitGetQueueStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zHxfbyTHde9XOegrYDl2sznk/rGXfDCo3ZW9vivtmrtr494lLRS7z8yU2V3VW1U95GhFwEoiJFZg+CF5",
-	"CeyXAEnkAIENJEAQBDAC6KvIkuxvEdSp6n8zNRzOkmv5icOZrqpT5/zq/K9+FaWyKKVAYXS0+yoqmWIF",
-	"GlT0H8+wKKVBkc7+L87sNxnqVPHScCmi3Wg7SXZu34Yp1/w4R9h/eu/hQ0gnTLHUThHDMVMIUgHTwEAb",
-	"VaWmUphtjjjmmf2CizFsHEZJkhxGgySKI27nnSDLUEVxJFiB0W70sKVj0xISRzqdYMEsRWZW2kfcXNH5",
-	"eRzx0bvMpBPaQHC20aZ74OJpdMlSbCYpmZm0U7jf4kjhy4orzKJdoyrszlews0coxmYS7d65GUcFF/W/",
-	"27GdzKCy0/74Bdv8YLh592jDf9g8+kb91eA7b0VxgLCKZ0vIsr9cRNT8XOf2YV1KoZHkLUtUzMp2P02x",
-	"NEjrpFIYFMZ+ZGWZ85Se2PqJthB41Zn9LYWjaDf6P1stpLbcr3rrcT2zW7UPo2cThOYBOLVg8evDhlSg",
-	"sMzZDLMYTrmZQAMGs3ngfwG7UYKPkzVtJvBcn95Fzj6SbnP21zW4eB5HpZLHORYX8Ms/8c31+PbEzxvg",
-	"2r6Ag3fuwd1bt78FfvLEAdeNtVPvm0fItHksUvxBhRU+Ptaopo4RLMu4nYrlT5QVvOEWBCOWa5xfSvph",
-	"IEcwPyUMk51kCBufffqHf/mPL//r3z7/6Udf/PV/f/HJL+2Hv/nXr/7+11/84rd/+MvfffXJf3758d8O",
-	"duHVORzjSCoEM0EYcaUNuAWIUXtQYHGMSoMU+QxGUsHphBl6eCK1gVSKEVcFZlbeZYf0V1GBWrMx3pOV",
-	"4/8cw8pSyTNeMIOQ2kfsdvyQDuSYyEBIAzM0wNITIU9zzMYWfhnXKVOZ5YMCPCstPCwRBRe8qIpod9gc",
-	"Vy4MjlFF53H00nLpwRnXTsP6B46lzJEJEpjhJrffLZVWM608/gmmxs46/+zTEtM1papLTC+W6Bcf//MX",
-	"n/xykMBDtx0NVp8LnKKyYpiisgwbKVl4Xa4tZ0ZW/XMp9KKAMsz5FNXsPuZs9hRTKTK9KKj7OGJVbiCz",
-	"T1kKkaWTVkBeZHswhNMJCpAFNwazBPZBo8huaJCnwg32S8ApFzqBfQFVmZH4J0xYoRPEcmZQ0VCiuGBn",
-	"Tpq3bu4Mh6uk64k5QHvmuRRLN/VI2hUNGF4gsHoTwDWcYGlih8iam9zUgKTnu6STTkENRrbYreHq2YvZ",
-	"nv1qYo2rh6ldR6E2soZsvcntneHdO71t3gns87xrVV4s3fTRciwTPgM4vqeQGTxALSuV4gG+rFCbNYH8",
-	"tswIJk8eP30GW9OdLTLPeusV/T3fUn52nQBh3p7wUvEpM/hQlJVxsJ6ynFsOZ8DGjAvtVM47UhVgzWsG",
-	"x6SNiucqh43COhCYAZ6x1OSzGIxiPLcM1znTE+AizasMs8HiGfBzzDkJO8Nb3553E+YMTW3m35xzEUdy",
-	"NEL63F9le2c1cT2OdjSdl3UcnW2O5ab/0lrB5ICdvuuQFJG/5TTYWsPmgEkMihsW+0k7sAzDLYDLB0Vp",
-	"ZtdgLt+VWZXjj6Q6QQXD5GYyJPi5L36ISluXZ5jcToa7hDeFI1Qo0r6x0815lpXRPEPSEFbNKUylyjTZ",
-	"STNB7RCrY9ASuLHHnuWnbKbh1bmFYs2H/vaW7f/JvEjXYEL/gMkRMHeWjDXmE2Z3JBA2wsYnBvrnnhS6",
-	"KmrGxQFmDnadDmfHGq1BV9a94K01X9hzf0uhjYvpU2fLlm+4fwJv3755J3Ae+uyYMkXGUWOqsGZIDwW7",
-	"pGacLvo+m7KnNBp4ZnXsiFvru/HjF/ub/59tfvD+W0f+03Dz7vtvHb0axndunr8VQzrB9MTpKosmr9Ok",
-	"gmNMWaXJzxb7Tx6CBaKTAnj1NHvPLj8geE5ZXqGujXoCb3ORcTGOYcoUPeC24SnWEwrzBLr/rdL1NqbL",
-	"tDu3OqJomRwQwfeQ5Ybit77m1IaZij6hsJbqRSRP6HAvOPJdneBHHQUWeiTHD4RRs5XQ7tOR4xTzLhkZ",
-	"HlfjKI5yOaYQdiSjODplSkRxhEpJFaCycR0CIUUcaXxZ2wpmnCW+cysKOSDWP3iX5znXlxwwdXB77qLI",
-	"FbzDl1FvidhvvqW+N2FH0za8DfP9EV/bzO/DKZ2XG9qqRS1ztNqwrAwhshIpq8YTq1tElqMCYryOQeaZ",
-	"9bso0EjgCdOajkbOtAGNLyk3MbIeoJGgkGUgxaLR5gaL/oeLorZm7+fN5plSbLbAXzdbn2vEmQDTnPJb",
-	"k2ePBcKDp1DQ2IDSSejIWo05kacgzQSVf1gDL0qpjLUiG4dRsmUfPIysDjuM3OeAc9MJfjsq8tb23Vs3",
-	"h7cu59EEfI2uS9Oqva4KTDaPvhHOlgTcg5rIDt89c5ey3THtCkFWwA/YsLZbuKyYDS/to1uqEva4bbJj",
-	"nhQZfPZpd+AgqdGtIcM0Zwp1Gx2702HV+ZRnqPfAH0zQmGNqPOz5FPsQiOF0wtMJFJU2NlywMrcR3qxe",
-	"IqsXXRR3TU3vZNRacYQuyUYBcFgDsrOHbtQOidz/sz13auKoEvxlhf5noyps9diqs3hQO1QLaGiIX8BB",
-	"R9oBRLS5rPXPYkr+Z1wHc1LZmA0NJmDNFJImw9EIUwMl48o7N9phw3qEm6z0wGjIsC5eLk/1LpRIZnrL",
-	"ulZ7oCoh6v8+LJkynOUfVuJEyFOxR46jSClm2Wq+1FWaImaYbbkwM/vQTTViPMesN1Pg7NPennF3ohtL",
-	"ZDe6aTEdijfcXruosWvYqd0qJHsiLoojT1MQSs7MXjabFkdB6xcHMt4Lj5xwkXUJdtu2hJJMIyt2K9Ig",
-	"mXUo+nzJ+oSC7uxepFEceXHaoKaWkg11SDKU9W3kGVzZUbeOdOZtlV2FNt/fRk10I8y4i4Tewp2D1h6i",
-	"wAl70mZT1zhf89lQyNAwnmuXNrbK73s2pLLe73QH8MygIPVY5xtTmWEMysWED10i0DkRITuX4WKO56lh",
-	"xzmCFuwE30+ZRpoTNgKn9wFN7CxoP2A/elHbt28EQ3S3qyB6HLWXdlM8m4mURVfFOrLaMJGGPdSGT0tx",
-	"XNWRkssr3b57t5NlujUchr1Zk4fXc1+scljp13qahozYyasDvxphy8H3oFYoa2p4biNLh5tdYPD9p4/f",
-	"gyfSblEBF0b6KJ+YB8cymxHOGNj41ZqpUNJ0qcBLN/FqvtQPNvBZ5IXbcIAhFIq/XZfU1mDHswnCsR0H",
-	"DMgJaHxzhSnyKWrYCMT58Nmnf/z457//n3/8/KNfP7RUj1iKX/7dz3//u18NdmE7SQp2RuQ85R9YE5qh",
-	"arPCOgYm4OF963NRefJOpyBJrLb8d6mGWovd0OQFJ2AJ1mhMjgUKAwWaicx0twpg9YNRs7j73X6e08T0",
-	"C/2jEI5lZdeiJMxGwLML+M7OJHRzgrfvrMy61du+9KGnrXfSbq0Ptu3TwEu8sLqUsTIBeQkz4ibqUN+B",
-	"Ywduy8BY4+Ua8nMh/F2+lkXTt4Uq1hanXEYqxT0bmDZf1qaG8iW+bBGKoYiafWNYOsEsVDVaWVaKIxcO",
-	"XKrwFGbqKu5fIRpawvWm3uS0hT1UPqixDONFUTkD65OdkPMRBbX2MyNu0bl9/vB+SIuy7BFaS/uDGsWX",
-	"DBvojDQKp2fTtnuVk+1ggciPtQ6QrEynPtTMcmd1lYmd3ZMirZQladYbvHP7MiQcoFENI3pOE/qiEccm",
-	"D9KUZety3R4wA4V1nrbhm9BOB+3YflFpdd3s5dpCIPU6Xzhcr1jnwPT6EWOttvw8c8BYKusF+fVEEtrZ",
-	"0ZKzuSwkpYfue2mteSbJKW69YWesSkSlnae6nxo+dYeRC+b+qYEx2IXTCVLWyJv4Gw0oZi4Pb59P4MAl",
-	"1hpHQNrQlooYtbbb80VZesxCkB5cPMduxkUg095225G+BKBdYdcb6EJap6OuibYuw3FlQEjvrGjDlNF7",
-	"7j97KnKFLJvV8TSMuOB6krRymNfKPrhbdIYcYZZEF+1zqgNs2C9qNtzQ/ikqbVM+0kyUrMYTZ13ooUGy",
-	"MlprCIlrjs1jqoHLKjxdsSj7/OKa7NarimfnWw1oNiY9PPq0WI3HwS4U7ARbMXfx5sG5odByaWBB1iB2",
-	"o2SVxsFFeAoYyC5HV7Dxglpiz+VaP6KoWwUoe9vzo29oD9l13ejERR72gArYt+7d29VohAomMs8sxi1/",
-	"peJjLlgOxzODeg+4cNGMQpGh6/aooUvpBJEinHBzQ/uiJKqBL0EaCgQ03rnlrLXU6CYNiMMYLEoTsFTb",
-	"tWLo26YYvkm/UI+Iqq3ZrNeXE7SKlgOBJqEOMyzDa7u3863hcOiIbtNHa/rq1v3XhhVlW6+ZW7xt+Yjh",
-	"+bN78FzwM8BSphMoaIyzD3tWf1hHiKVKat1uuzbEF1jBkDs+T5hnTtxKYx717zbVnzDanyiZVSkqXzh8",
-	"DdS/DEyjAYWxOmJJy9Jnn/Yy259/9JvST1BXMAe7gGL6woZ7RzBGbx58SVNkZL0b97KpxWdLeqQW4Rvq",
-	"0Li1upyxpJ4bXZBBfH0vxldBmonmZTsvu4CM28nXLeG1/Q1GAhOu4lSTUvvymhW+/4EEYy1GDCN+hj6i",
-	"1tbFX6b0vvzZT7/81c9sxPaLv/jq40/th5998sd/+KfPP/rNV7/9qy9++e97sBQ+zZB2Eho7SOBeLjVm",
-	"u9BJfdaqjeI/F9otImIu47uWypgTXHeqjtBaYQQl1cJlLUF1c6WNfJi2Gt16JTqZa6Hi2jcGKjSVEpjt",
-	"1dXZbg9Kc7acHaNelWuqJBg2DubIOv1WC7+NUXRqOQvF84sNSH3WF5uoOmmJNZuguv1Xi/MSP1+rtYot",
-	"yeK+VtNVoExBEnPKwvtJPvHvvqOKiC9jrKpTLKmMXLl+4ZrjvfKrG/jbTrGG854pHTE2nG9LHR3geOhd",
-	"qurRnMYLTuqlOiOu0p3QEBFI+Qs8M0/YGJ/JExSLDsoThdRnRcFJIRUCrQgjmefydBdKpklDMA1lPUtz",
-	"5O3c9LV3US6fMpzvkuixKsDKp7Upf32nG30OWI5ax2CjDhi7/nNzi4UYQwpSw/Nn72x+23mLg3jex5Zq",
-	"7psfcjyNYTtJul7mnnO2n5LQIGVCSFMXibv9YXbz1O1HHovLMbs2ME1EtpaLCfC1VG+sQOFPqDGACmRc",
-	"ULfY+zRoQSWHvWW/9w97+/twfm+uavX6iZs5OBApHTQsSHsJIh4T1fo1ihiy9HV2Na5qVDCY9y1vOGdy",
-	"w9IX12O+M7iKt3pNwrsi87uMrpkY4PFzUnnX1Mp9qazBLjAYVXnurgil7YktMYUN6zvK0ZybQpprzKco",
-	"ArmAP4cW5vmO5TBXA+zvgelaO3eDzcp1I6uiwBvFFI5nrpmMLtCQK8jKEpkCLoCJGdRXzWLI5Tju3PiS",
-	"qr3ANC8Sv8wqm9ZpKO0i9gKerOLgFaobAX5dstmrN3KQwAPKa7nbkly3FZAECsaFa1byTbhSUPjkm/f2",
-	"6pa/tqfY9VAFLk01M71G079f7tK+h1+oV3f0AfKKsuN8KmDRGD12BTUokAkNL44S2PfZmzu39jwjHBMI",
-	"ohnXhovUuBs31J/ddjZTUHL5eup8yLywv/kt2eXWwfTVaxedmkUj71Z+R0vOTLjgQA3KaaW4mZF/4l0E",
-	"ZMpRSNRQLtV91UwwMaZ0dxmpSTqYJO8GnkyHLkXUDuUzdiKtA98NJoEXpXPdrCeWHIqF3hsftJdKUn+O",
-	"MIqlZs+3POoJKykvn+GICypGpGgVWM1gi5FD0ckMEXomqNB6gOjO9cGD/fvvPqAqP7hGHzqByxqUDsXG",
-	"spuig7Z56YI2pZhY0uk80XHduXQoDoX1Z5WsfMHBXyAxE7tLmTqHJnQ9wPuceFYq1NbTLarc8E2NYzvk",
-	"UJTMTKC5ML4L++/9v8tk+qktdOuVHZ0kybl1XeSJ1VGHott9eUMDPdn0jIS6qHw/rXuQtjhIDkXnzkcD",
-	"kS6qNrp40dWxRhNDTz8Pok5/abSTDJPhJg2yyyfbFIyXKFjJo93oZjJMbro+rgkdhK0JXWD4wH4eY+Am",
-	"6jvUK6CrEtWUa2n3mluXxLLZSh8TeOjTLM3Fn9aqnjJu9F57ITbn2qCwFgByKctjlp5YW5y5W5QUG+BZ",
-	"KbWdxV8JgnQiucu3bbrhVt81178fZtFu9F00/iLG3C3xneHw2u6F+xWWXAovlUwtTyiDxKeY9FRPtPvi",
-	"KI50VRRMzaLd6JFnYQI7wyGcTniO9UmnWSia1/C9Z8+e7EElWGUmKIylGzM38xYV+lbJLZcsg2OWM5E2",
-	"0ZxU6QS1UcyQNO08vBVnTNKr1da9Rw9JhlRLpBlJjNy4yiNmCTzvUxdDzk8QalwFZXVQL/n1icttw+1+",
-	"BkY6jvc6LxMXCxIyly3WUF9rwgul3uzbiZ30tauwUnrCFaPoUmzT/YVizAXW3N6D28Ob9ZV0cgwqCmr1",
-	"pDKZPBUeGtOdrZSV7JjnvPacghj5kWvHpxsVVKbybfrHOJN+fVI8NyCVCmNrW4hcMjxyBCNkplKoe6sl",
-	"TgCJlZarkMbQ/T2utWS/82DgWtq6BTpVCUHBo9Ut3GdynFagqAiE7M1sSfJ3DYOwu9flyRWRN+9lBEHW",
-	"I662XxcrhhqbN3R4dHMy5yqZreS9sk9qmr3kF7jhzeefhBHHlZV41pjsy/NifoSDKx1WRa/f8NlN7920",
-	"bJiz7M329dYrnp2vYEyTLu2+Y+bFQgu1v7FvJOnIRjRttGik78CAjWGS3Bm2r415Wbl2Bv82FDs+mnsn",
-	"y+Uars6P3qAOvfyrUBLYByHFpkFVUCHexngpU9R6dYBGzTb3R8YVnTovPun8EoRVu83z11bGPfVrDWBD",
-	"9J7zWC3zbaAvxpulzHOwkW7uFU1GsaqTKwm5fvXC2aZhJ9K5eKnniNVU1OrcR02I1vYRh9ToPA6+JmfN",
-	"t+QchdHf+LVLcf+Ia3PQPLWwhRBmOzfXl7+nJhQ1Fc6FwMJlAko2Rmrm0LDhJQzbw+VnJefFssNye1WP",
-	"Y5igXiWhLuyWCqdcVq46sFff2q7PuGvsqCsEITKbokK05F1L28OdW/Fqjh0zzVPXveK5M4AcmXUPvR0w",
-	"TZq3Fw/f0M31SFkZv61D4Ri/Qakwn3g5QSxdMcDSPthziUr/Xgj7Q2yj2+8+eFbzpimyZhK1i2JCLJhy",
-	"PO3tvi7B0Z6iOLLrhG5Fv0md1ivIBNTa4xqSc3udu567N4eatszkCkxX8B47UYJ/swcdY/LVW1pKl+nL",
-	"KQdtz5F11WJgjnhmgLn3sbwJXXUUR6XUATXSf2dFtO70c1faHA4oefC2r+lcCwTCb9Y476eh/NXNORzu",
-	"rJbl4pvJro4ERzGwBgEJ7At9ikrDznCnTbx0XA/r27syL2WXlsDgVHEqEnd+c+UzXyLerBfc9IJwfuX5",
-	"Cjvj8ie+noOu/t5Hyn36/tqQEq8e4V+1F1AuX5NQHQv6CnXD5U24gJTplGU4WCXpiyVLjSNhP7fD+zeu",
-	"bJf5jw2c+27hg2euQebiF9ldizvYaRgSGdlAettCew+m8763BN4j6biua+j2b74Jd3DFgxXPnCauAvLt",
-	"l+L+5Mfr+nV2uLb456yzD1yht3e+b2g4ncjc5d6vdrJDOtt18lxJZzfd7ReFyPNN+W9Mf/QXWqJEmqZ6",
-	"ajm5Dsfrwnsml7xIsufukPQaP2NSMH7Mn6PaeBqS7fUf5uBthEud5a8VWiCux69fBS+6/wEb/joI1e/p",
-	"hoi7LNL8QG+Spf6suaadDh4TuF8p6r+vs6fM6Zw9aHT8aziHBOHNepHX0jO5HOuLdIyLZR/JsV6Vhzug",
-	"Ll7qt+fom4w0voQxebA2XmeC8obLQnW6S9gLVJe31w7DSYU1ExXbw5WZijcZA9evbgqg/pEc15ycex9V",
-	"dG0u11ztNJdj0EYhK2Dj8m/LGnyt+nMub912FLw4spLr0EWlXkdCe5nisrXnFb7960zZlrMvnvzo/H8D",
-	"AAD//w==",
+	"1H1bbyTHeehfKfQRsDN2T3PIvdgiHwxqd2XTZ6Vdk7s2ztmlhZrub2bK7K7qraoecrQiYJ0TIbECww/J",
+	"S2C/BEgiBwhsIAGCIIARQH9FlmT/i6C+qr5OzY3kSsrTDme6q7767tfaV0Esslxw4FoF+6+CnEqagQaJ",
+	"f7EEslxo4PH8f8PcfJOAiiXLNRM82A92o2jv7l0yY4qNUiCHJ/ePjkg8pZLGZomQjKgEIiShilCitCxi",
+	"XUhIBmMGaWK+YHxCei+CKIpeBP0oCANm1p0CTUAGYcBpBsF+cFTDMTCAhIGKp5BRA5Ge5+YRu1ZweRkG",
+	"bPwO1fEUD+BdbTywD6xeRuU0hmqRnOppvYT9LQwkvCyYhCTY17KA5noZvXgEfKKnwf6922GQMV7+uRua",
+	"xTRIs+xPn9PB+8PBm6c992Fw+q3yq/733ghCD2AFS5aAZX5ZBVR3rUvzsMoFV4D0FjlIamh7GMeQa8B9",
+	"YsE1cG0+0jxPWYxP7PxMGRZ41Vj9DQnjYD/4Xzs1S+3YX9XO43Jlu2ubjZ5OgVQPkHPDLG5/0hOSSMhT",
+	"OockJOdMT0nFDHpw7H4h5qDIPpbWeBjPc214FzH7SNjDmV+3wOJlGORSjFLIVuDLPfHt7fD2xK3rwdoh",
+	"J8dv3ydv3rn7HeIWjyzj2nfN0of6EVClH/MYflRAAY9HCuTMIoImCTNL0fSJNITXzDDBmKYKulsJ9xoR",
+	"Y9JdkgyjvWhIep9+8qd/+rcv/uNfPvv5h5//5X9+/vGvzYe/+ucv//a3n//q93/6/3/48uN//+Kjv+7v",
+	"k1eXZARjIYHoKZAxk0oTuwEi6oBkkI1AKiJ4OidjIcn5lGp8eCqUJrHgYyYzSAy98wbor4IMlKITuC8K",
+	"i/8OwvJciguWUQ0kNo+Y47hXGixHeUK40GQOmtD4jIvzFJKJYb+EqZjKxOBBErjIDXsYIDLGWVZkwf6w",
+	"ElfGNUxABpdh8NJg6eEFU1bDugdGQqRAORJMM52a75ZSq1pWjH4GsTardp89ySHekqoqh3g1RT//6B8/",
+	"//jX/Ygc2eMoYvQ5hxlIQ4YZSIOwsRSZ0+XKYGZs1D8TXC0SKIGUzUDOH0BK5ycQC56oRUI9gDEtUk0S",
+	"85SBEGg8rQnkSHZAhuR8CpyIjGkNSUQOiQKe3FJEnHP7stuCnDOuInLISZEnSP4p5YboyGIp1SDxVYQ4",
+	"oxeWmndu7w2H66jrgDkGI/NM8KWHeiTMjppolgGh5SEIU+QMch1ajiyxyXTJkPh8E3TUKaCIFjXvluzq",
+	"0AvJgflqaoyrY1OzjwSlRcmy5SF394Zv3msd857nnJdNq/J86aFPl/My8qeHj+9LoBqOQYlCxnAMLwtQ",
+	"ektGfkskyCZPHp88JTuzvR00z2rnFf57uSPd6ioiyPNGwnPJZlTDEc8Lbdl6RlNmMJwQOqGMK6ty3hYy",
+	"I8a8JmSE2ih7JlPSy4wDAQmBCxrrdB4SLSlLDcJVStWUMB6nRQJJf1EG3BodJ2FveOe7XTehY2hKM//6",
+	"nIswEOMx4Of2Lrt764FrYbSh6Rytw+BiMBED96WxgtExPX/HclKA/pbVYFu91mFMRFBYodgt2mBLP7t5",
+	"+PJhluv5DZjLd0RSpPATIc9AkmF0Oxoi+9kvfgxSGZdnGN2NhvvIbxLGIIHHbWOnKnkWhVYsAdQQRs1J",
+	"iIVMFNpJPQVlOVaFRAnCtBF7mp7TuSKvLg0rlnhoH2/Z+Z90SboFEtoCJsaEWlnSxphPqTkRB9LzG5+Q",
+	"4B/3BVdFViIu9CCzv291OB0pMAZdGveC1dZ84cztI/kOzmcn1pYtP3BbAu/evX3PIw9tdMyoROOoIJZQ",
+	"IqTFBfuoZqwu+iGd0RN8m7DE6NgxM9a399Pnh4P/Swfvv/fGqfs0HLz53hunr4bhvduXb4QknkJ8ZnWV",
+	"4San04QkI4hpodDP5odPjohhREsF4tTT/F2zfR/Zc0bTAlRp1CPyFuMJ45OQzKjEB+wxHMRqimEeB/u3",
+	"UbrOxjSRdu9OgxQ1kj0k+AHQVGP81tacSlNd4CfgxlI9D8QZCveCI9/UCe6tU89Gj8TkIddyvpa123Ck",
+	"MIO0CUYCo2IShEEqJhjCjkUQBudU8iAMQEohPVBWroMnpAgDBS9LW0G1tcT37gQ+B8T4B++wNGVqwxdm",
+	"lt2e2ShyDe7gZdDaInSHr6FvLdjQtBVu/Xh/xLY284fkHOXlljJqUYkUjDbMC40cWfCYFpOp0S08SUES",
+	"RLwKiUgT43dhoBGRJ1QpFI2UKk0UvMTcxNh4gFoQCTQhgi8abaYha39YFbVVZ7+sDk+lpPMF/NrV2lhD",
+	"zHiQZpXfljh7zIE8PCEZvutROhGKrNGYU3FOhJ6CdA8rwrJcSG2sSO9FEO2YB18ERoe9COxnj3PTCH4b",
+	"KvLO7pt3bg/vbObReHyNpktTq72mCowGp9/yZ0s87kEJZAPvDrlL0W6Rdo0gy+MH9Izt5jYrZsJL8+iO",
+	"LLgRtwEdsShLyKefNF/sRyV3K5JAnFIJqo6OrXQYdT5jCagD4gSTKEgh1o7t2QzaLBCS8ymLpyQrlDbh",
+	"gqG5ifDm5RZJuekiuUtoWpJRasUx2CQbBsB+DUgvjuxbe0hy98duR2rCoODsZQHuZy0LqPXYOlk8Lh2q",
+	"BW6ogF/ggwa1PRxR57K2l8UY/c+wDOaENDEbaIiIMVOAmgzGY4g1ySmTzrlRljeMRziguWOMCgzj4qXi",
+	"XO2THNBM7xjX6oDIgvPyrw9yKjWj6QcFP+PinB+g48hjjFl2qi9VEccACSQ7NsxMPrBLjSlLIWmt5JF9",
+	"PNtTZiW6skTmoAPD0754w561yTVmD7O03QVpj8AFYeBg8rKSNbObZtPCwGv9Qk/Ge+GRM8aTJsD22AZQ",
+	"pGlgyG5I6gWzDEWfLdkfuaC5uiNpEAaOnCaoKalkQh2kDGZ9K3p6d7bQbUOdrq0yu+Dh28coga6IGTY5",
+	"obVxQ9BqIfJI2JM6m7qFfHWzoSQBTVmqbNrYKL8fmJDKeL+zPQIXGjiqxzLfGIsEQiJtTHhkE4HWifDZ",
+	"uQQWczwnmo5SIIrTM3gvpgpwTdLzSO9DXNha0HbAfvq8tG/f8obo9lRe7rHQbuymODQjKIuuinFklaY8",
+	"9nuoFZ6W8nFRRko2r3T3zTcbWaY7w6Hfm9Wpfz/7xTqHFX8tl6nACC29GuxXcthy5ntYKpQtNTwzkaXl",
+	"m31CyQ9PHr9LnghzREkY18JF+Yg8MhLJHPmMEhO/GjPlS5ouJXhuF16Pl/LBin0WcWEP7EEIhuJvlSW1",
+	"LdDxdApkZN4jlKATUPnmEmJgM1Ck54nzyaef/PmjX/7xv/7+sw9/e2SgHtMYvvibX/7xD7/p75PdKMro",
+	"BYJzwt43JjQBWWeFVUgoJ0cPjM+F5cl7jYIkotrg36YaSi12S6EXHBEDsAKtU8iAa5KBnopENasARj9o",
+	"OQ+b3x2mKS6Mv+AfEshIFGYvTML0PJ6dx3e2JqGZE7x7b23WrTz2xkKPR2+k3WofbNelgZd4YWUpY20C",
+	"cgMzYhdqQN9gxwa7LWPGkl9uID/n47/Na1m4fF2oonVxymakYjgwgWn1ZWlqMF/iyha+GAqhOdSaxlNI",
+	"fFWjtWWlMLDhwEaFJz9S12H/GtHQEqxX9SarLYxQuaDGIIxlWWENrEt2kpSNMag1nyliC+X22dEDnxal",
+	"ySMwlvZHJRdvGDagjFQKp2XTdluVk11vgci9axwgUehGfaha5d76KhO9uC94XEgD0rz18t7dTUA4Bi0r",
+	"RLScJnBFIwZVHqQqy5blugNCNcmM87RLvk3q5Uj9bruotL5u9nJrIqB67RYOtyvWWWa6esRYqi23Tocx",
+	"ltJ6gX4tkvhOdrpENpeFpPjQA0etLWUSneLaG7bGKgeQynqqh7FmMyuMjFP7R8kY/X1yPgXMGjkTf6ti",
+	"irnNw5vnI3JsE2uVIyBMaItFjFLbHbiiLD5mWBAfXJRju+IiI+PZ9us3XQlA2cKuM9CZME5HWROtXYZR",
+	"oQkXzllRmkqtDuxfRipSCTSZl/E0GTPO1DSq6dDVyi64W3SGLGAGRBvtM6wD9MwXJRpuKfcUlrYxH6mn",
+	"UhSTqbUu+FA/WhutVYCEJca6PFWxyzp+umZR9tnqmuzOq4IllzsV0/SmLX50abGSH/v7JKNnUJO5yW+O",
+	"OXsSDJb6hskqju3ltFDQX8VPHgPZxOgaNK6oJeJzR9wc5Appo3XyWS/c329IYdUcMJpbbgsJF+eby5Ph",
+	"1wqzll17cKEHNR4Xud9JzBF/O2WTqc0Cr1TIo/lJmfDYov5CZ5SlxhFYhPrHthUxJOeUaRRWdMsQsPWt",
+	"OtgzAh7hfdc1WLhOR6tmXLOJ7VLp2a6YqgOjv3431kBTh+SQYglvY8BRs7myfUcMwWDBar7EUBBVX0iM",
+	"OzRI0R+y/UxVc9OBTSZLZhWUS0D1NwFCy/lPLN43QCG1AVOJwXXrd6Wx4oGabB0QGhhuYMhXBxzNtc83",
+	"wnAQY0x0MZk08brzdRYKbRu1CXk2eYgCVrYD1eZrKtJEkV4Zq0TN3rZbylZojURvQBhbATucwNLmpMNJ",
+	"5Ue7clkJUNlaNMZ41rFP1XrFBYcWNhJRWJp4IOKFCX66VnJjM1ahsKRXrT48R1xURksNYUMzL1Pe79Sl",
+	"2i3TQSUesfTWSoLcUs7f2DYHEtm0kfGuODk0sflbxXgMElnGSDuSUbIJ4zQliKsDwrhNRUngCdhWvdLv",
+	"QOLxGMgZM5xlO0pA9l3/iMYsjoJ7dyyLCAV2UY8t0RqyXHsYbLf06tqBRUi+jb9gg58sQ5G2LvCGNAYD",
+	"HjZuIMMgvAxa9r4zHA4t0HXuf8tEi2YZKE2zvC62dzav+/VC8uzpffKMswsCuYinJMN3LGseGGtqolga",
+	"S6FUfewyitpcCaJcdAFzyAlranQZ/p2qdL+S24/4WLxOX0VwE8GrRkunzzsxSH3a6nFob2kwvYhky9wd",
+	"1BBaphMUgM29b9AvsZypH9SRsxJkTOV6VWxI80TCjMG5396YB24pJybIsaRX8vHe3Xv90MliC3jznK9U",
+	"YBZ7KgseUw3J8v2MlKeCTzD2p1ZOcwuk389bVrxy6RFPIIBmlPFacawW74Uy2Apz/955w96/N15h8GtI",
+	"nRNyqLfkKmzOteVypklG52QEtc+3EUP5RHiByxchbPChQ3Rdd2syVZfoS2T/yPYorZT/K7TobC3/eds2",
+	"NuKWqnGn6vu2HTzXbM1ZQIKn7sXhQj+hE3gqzoCv91EWmngWkLgM0U+kSIoYpGuvu4J78dKzjCLAtYmk",
+	"lzT2f/pJq//jsw9/l7sFyj6//j4BPnvOaQanZAIuieIa/3iCOa4qCVt1rCZLJgkWSebrY76zvulnSddj",
+	"sKLOfvVcn+sVqhbq0rdLOw+N68W3bXSru4C1IJTbvqwSlNJTVzRzXcJImJzGEJIxuwBXd1Lk2dGDZd7l",
+	"F7/4+Re/+cVnP//w81/9vy8/+sR8+MXHf/67f/jsw999+fu/+PzX/3pAlrJP9Uq9CL7bj8j9VChI9kmj",
+	"QaD0IbFKYgsgixzR6YvYyjfrEK65VINoNTG8lKrZZStCNTsKKvpQZayDBJqoqDNowJQbn5GgC8lNKOV6",
+	"GJud2pVs2YABO7pvqN9G04nXdjemEhZ+mwBvdDwtj3y9pryU9cVRg0bxbstRgeaUwuK6iM8rDSDQJb0O",
+	"VxpN8HgxSDGrLFws6tpj7HfYN+SafdZ18yxxwa7d5WNHSJ3yK8dc63mKCvMOKQ0yVpivHZMG4zjW26g3",
+	"qJLGFZK6kXNyHUehAmITB6GtFp5IwGkETJFkQgLBHclYpKk43yc5VaghqEL/B1epRN6sjV87L3nzwnrX",
+	"DWmhyoPKk9KUXz27Aa5TQoxrx6BXenDNREU1642IQQWpyLOnbw++a0OCfthNZgjZ+ebHDM5DshtFzXD+",
+	"wGY1TpBoJKacC122UjanKMzhcSYGPRbbiWGHJRQCWVsuyonrOHTGikj4GbbPYhsZ4zhT8R6+tKCS/WkJ",
+	"d/YPWuf7oHu2KgF9xfJmhx0QlAY3LFB7CUc8RqjVFVp9RO66UeWkKLmCkq5vecs6kz0DX1i+873+dbzV",
+	"GyLeNZHfRHSJRA+On6HKu6GBx41qa/uEknGRpnaQPq4lNoeY9IzvKMYdNwU114TNgHsqZt+EQb/uXJ8f",
+	"qx70t5jpRufbvCN95biXxAwn8BkZze3IBY6ZoytI8xyoJIwTyuekvJAhJKmYhI17EYSsx/y7JHHbrLNp",
+	"jbGrJseuwMk6DF6jB8iDrw1HIlpv9iNiSyj2ThGm6j6hiGSUcdvS70bVBMfwyY24HJSDMfXknZ008Fwt",
+	"UK10hdFYt93GvofbqNWd5wLkNc153VTAojF6bNvOSAaUK/L8NCKHLr14786BQ4RFArJowpRmPNY29YVT",
+	"jPX8HwYlm6dduiHzwvm6RzLbbcPT1+/waXT2VPSu6Xe6RGb8bTk4xhcXkuk5+ifORQAqLYQIDWZW7VfV",
+	"AlOtc3vjB3Mp+EVj2ww8qfKNDpcO5VN6JowD3wwmCcty67oZTyx6wRc61F3QnkuBXexcSxrrAzcYpKY0",
+	"x+JwAmPGsWUnxvRuiWDDIy94IzOE3DMFCcYDBCvXxw8PH7zzEHthiW2HRwlc1sb/gveW3afSr1v8VzTz",
+	"h4iSRn+2Csv+/hf8BTf+rBSFa8txY9Z6ak4pYuvQ+IZonc8JF7kEZTzdrEg1GyiYmFde8JzqKamuVdon",
+	"h+/+n036YXB4aueVeTuKokvjuogzo6Ne8OaM0i1F8Mmqs9o3a+CmzuyDeMR+9II3JqMrFmlyVa/JL6oY",
+	"KdAhaennftCYwgr2omE0HOBLZvtoF4PxHDjNWbAf3I6G0W077TBFQdiZ4pjv++bzBDxdEG9j64YqcpAz",
+	"poQ5a2pcEoNmQ32IyJFLs1Tj8bVVPadMq4P62hisNHFjAUgqRD6i8ZmxxYm9awRjA7jIhTKruMF5Ek8F",
+	"s/m2gX3d6LvqkqSjJNgPvg/ajSt37lLaGw5v7PYkt8OSq5NyKWKDE8wgsRlELdUT7D8/DQNVZBmV82A/",
+	"eORQGJG94ZCcT1kKpaTjKhjNK/KDp0+fHJCC00JPgWuG1QS78g62w62jWypoQkY0pTyuojkh4ykoLalG",
+	"app1WE3OEKlXqq37j446TTxIRqZtfx4kEXnWhi4kKTsDUvKVl1bH5ZZfH7nsMezp50QLi/HWfFJkY0Hk",
+	"zGWbVdCXmnAl1atzW7KjvrZ9iJiesFV/LGJVMxLAJ4xDie0Dcnd4u7y4CR2DAoNaNS10Is65Y43Z3k5M",
+	"czpiKSs9Jy+P/MQOreLcMfYDuGHWEcyF2x8Vzy0SCwmhsS0ILhoeMSZjoLqQoFq7RZYAkaGW7SMMSfP3",
+	"sNSS7f7cvh38aHZCyIJzDB6NbmEuk2O1AkZFhIvWygYkdyOHl+3uN3FyTc7rehleJmsBV9qv1Yqh5M1b",
+	"yv92JZmdlpGa8k7ZRyXMjvIL2HDm8ytBxKgwFE8qk705LrpvWHZFYZV4SZ3LbjrvpkZDx7JXx1c7r1hy",
+	"uQYxVbq0eRPj84VBQ1eP1gJ1ZEWaOlrUwvUpk94wiu4N68sVXxa26dfdGWjeDzo3F242lnB5+hp16OYX",
+	"BkbkkHDBBxpkhh1PJsaLqcS+jGPQcj44HGtbdGpcD9j4xctW9TEvr6yMW+rXGMAK6APrsRrkh9h7MchF",
+	"mhIT6aZO0SQYq1q6IpHLC8ouBpqeCeviuYbiwGgqHAhsc40P1voRy6nBZei9THLLuyRP/dxf+bVL+f4R",
+	"U/q4emrhCD6ebdzvtPw2R1/UlFkXAjJVdx+4RktHYbI7XC4rKcuWCcvddZNAfoBalYSysIu9N6Kw1YGD",
+	"8m6jUsZta1BZIfCBWRUVgiU3ku4O9+6E6zE2oorFtpPKYadPUqDGPXR2QFdp3lY8fEtVl4iIQrtjveAW",
+	"8T1MhbnEyxlAbosBBvb+gU1UutvTzA+hiW6///BpiZuqyJoIUDaK8aHA9cLUpy9LcHimIAzMPr67g16n",
+	"TmsVZDxq7XGjIaZ51s4lNgcdrqnLTLbAdA3vsREluPvvUIzRV69hyW2mL8UctJEj46qFhFrgqSbU3lr4",
+	"OnTVaRjkQnnUSPtmt2Db5TsXP1g+wOTBW66mcyMs4L9/7rKdhnIXnHT4cG89LRfv770+J1iIsVvfAh2R",
+	"Q67OQSqyN9yrEy8N18P49rbMi9mlJWyAEwbt32z5zJWIB+WGA0cI61derrEzNn/i6jlg6+9tTnmA398Y",
+	"p4Tr33AXUnuUy9dEVIuCtkJ1EyyMk5iqmCbQX0fp1ZTFxhG/n9vA/WtXtsv8x4qd227hw6e2QWb1dc83",
+	"4g42GoZ4gjYQ7ySrp8UbtyJH5F2kjp1NJM1G+dfhDq55sGCJ1cSFh77tUtxXLl43r7P9tcVvss4+toXe",
+	"lnzfUuR8KlKbe7+eZPt0tu3kuZbOrmZAV4XI3dHV16Y/2hstUSLtAcmbcLxWdlBvOG59YCetW42fISoY",
+	"9843UW2c+Gh788LsndndSJa/Vtays7uvn71wupf03NA01u9xjtqOVFc/4P+3gP1ZnaadBj9G5EEhcdCp",
+	"zJ5Sq3MOSKXjr+AcIgsPyk2upGdSMVGrdIyNZR+JiVqXhzvGLl7st2fgmowUvCQT9GCrcRqmloXqeONG",
+	"K1DdarC0St1snqjYHa7NVLzOGLi84NTD9Y/EpMRk59bW4MZcrk7tNBUTorQEmpHe5nfK9r9W/bkZjzcH",
+	"jpem3ZqDKmt5fcP82d6V0me7/5PSZziS8FUmjhYGilYkj76K7NA6K9Ka7PIaiTVTXu6/+qH2GjVIbCNx",
+	"YybxGy59xmartW7sCT71uvmmMd6+rFgoCq5V+FX5GKs5ovqPUOp7S7DTu+aUCXy9HNCuG9YdXc9PjRJo",
+	"wIWtNhaEepht096fNbmVqyxZtxOtXvz08r8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

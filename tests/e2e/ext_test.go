@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,4 +105,80 @@ func TestPauseAcrossRestart(t *testing.T) {
 	if n := len(e.rec.Deliveries("running")); n != 1 {
 		t.Errorf("the batch that ran during the pause was delivered %d times, want 1", n)
 	}
+}
+
+// TestInspectOnTheBinary (the inspection extension): the counts and the
+// pages of a queue on the real binary, before and after a restart.
+func TestInspectOnTheBinary(t *testing.T) {
+	e := startEnv(t, hostOpts{})
+	ctx := ctxT(t, 120*time.Second)
+	topo := e.topology(harness.TopologyOptions{NoConsumers: true})
+	var bodies []string
+	for i := range 30 {
+		bodies = append(bodies, body(fmt.Sprintf("i%02d", i), "ack"))
+	}
+	sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", bodies)
+	if err != nil || !sr.OK {
+		t.Fatalf("send: %v %+v", err, sr)
+	}
+	// Before a restart the pages follow the engine's accept order, the
+	// send's input order; after it, messages of one accept millisecond are
+	// in ID order (the store's load order), so only the set is compared.
+	check := func(when string, inputOrder bool) {
+		t.Helper()
+		r, err := e.admin.Do(ctx, "GET", "/v2/spaces/"+topo.Space+"/resources/"+topo.Queue+"/stats", nil, nil)
+		if err != nil || r.Status != 200 {
+			t.Fatalf("%s: stats: %v %s", when, err, r)
+		}
+		var st struct {
+			Messages int `json:"messages"`
+			ByState  struct {
+				Available int `json:"available"`
+			} `json:"byState"`
+		}
+		if err := r.JSON(&st); err != nil || st.Messages != 30 || st.ByState.Available != 30 {
+			t.Fatalf("%s: stats %s", when, r.Body)
+		}
+		var ids []string
+		tok := ""
+		for range 10 {
+			p := "/v2/spaces/" + topo.Space + "/resources/" + topo.Queue + "/messages?limit=7"
+			if tok != "" {
+				p += "&pageToken=" + tok
+			}
+			r, err := e.admin.Do(ctx, "GET", p, nil, nil)
+			if err != nil || r.Status != 200 {
+				t.Fatalf("%s: messages: %v %s", when, err, r)
+			}
+			var pg struct {
+				Items []struct {
+					ID string `json:"id"`
+				} `json:"items"`
+				NextPageToken string `json:"nextPageToken"`
+			}
+			if err := r.JSON(&pg); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range pg.Items {
+				ids = append(ids, it.ID)
+			}
+			if tok = pg.NextPageToken; tok == "" {
+				break
+			}
+		}
+		want := slices.Clone(sr.IDs)
+		if !inputOrder {
+			slices.Sort(want)
+			slices.Sort(ids)
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("%s: pages listed %v, want %v", when, ids, want)
+		}
+	}
+	check("before the restart", true)
+	if err := e.host.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	check("after the restart", false)
 }

@@ -1,0 +1,80 @@
+@ext-inspect
+Feature: Queue inspection (host extension)
+  A host extension, not a rule of the Forms (spec/peers.md §Inspection):
+  RabbitMQ's per-queue counts and SQS's queue attributes, and a paged
+  listing of a queue's messages. GET
+  /v2/spaces/{space}/resources/{queue}/stats counts the queue's messages by
+  state; GET .../messages lists them a page at a time, oldest accepted
+  first, each with a bounded body preview. Both are reads: viewers of the
+  queue may use them, and they never deliver, settle or change anything.
+
+  Scenario: the stats count available and delayed messages
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    When "w" sends {"tag":"now","do":"ack"} through "TASKS"
+    And "w" sends {"tag":"later","do":"ack"} through "TASKS" with options {"delaySeconds": 600}
+    Then the stats of "q" become 2 messages: 1 available, 1 delayed, 0 retry-waiting, 0 in flight
+    And the listed message of "q" tagged "now" is in state "available" with attempts 0
+    And the listed message of "q" tagged "later" is in state "delayed" with attempts 0
+
+  Scenario: the stats count a message waiting for its retry, and one in flight
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1; retryDelaySeconds=600; maxRetries=3
+    When "w" sends {"tag":"r","do":"retry"} through "TASKS"
+    And message "r" is delivered
+    Then the stats of "q" become 1 message: 0 available, 0 delayed, 1 retry-waiting, 0 in flight
+    And the listed message of "q" tagged "r" is in state "retry_waiting" with attempts 1
+    When "w" sends {"tag":"s","do":"sleep-ack:4000"} through "TASKS"
+    And message "s" is delivered
+    Then the stats of "q" become 2 messages: 0 available, 0 delayed, 1 retry-waiting, 1 in flight
+
+  Scenario: a listing walks every message once, oldest first, a page at a time
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    When "w" sends 25 messages tagged "p" through "TASKS" in one batch
+    And "w" sends 12 messages tagged "o" through "TASKS" in one batch
+    Then listing the messages of "q" 10 at a time yields 37 messages, oldest first
+    And listing the messages of "q" 100 at a time yields 37 messages, oldest first
+    And listing the messages of "q" 1 at a time yields 37 messages, oldest first
+
+  Scenario: a listed body is previewed up to 256 bytes
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    When "w" calls "TASKS" with:
+      """
+      {"op": "send", "body": {"padded": 1000, "tag": "big"}}
+      """
+    Then the listed message of "q" tagged "big" has a 256-byte preview of its 1000-byte body, truncated
+
+  Scenario: a viewer reads the stats and the listing
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And "w" sends {"tag":"m1","do":"ack"} through "TASKS"
+    When I act as the "viewer" principal
+    Then the stats of "q" become 1 message: 1 available, 0 delayed, 0 retry-waiting, 0 in flight
+    And listing the messages of "q" 10 at a time yields 1 message, oldest first
+
+  Scenario: a principal without a grant on the queue's Form reads neither
+    Given a queue "q"
+    When I act as the "narrow" principal
+    And I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/stats"
+    Then the request is refused with 403 "forbidden"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/messages"
+    Then the request is refused with 403 "forbidden"
+
+  Scenario: only a queue has messages to inspect, and a bad page is refused
+    Given a queue "q"
+    And a worker "w"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:w}}/stats"
+    Then the request is refused with 404 "not_a_queue"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:w}}/messages"
+    Then the request is refused with 404 "not_a_queue"
+    When I GET "/v2/spaces/{{space}}/resources/{{nouid}}/stats"
+    Then the request is refused with 404 "not_found"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/messages?pageToken=bm9wZQ"
+    Then the request is refused with 400 "invalid_request"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/messages?limit=0"
+    Then the request is refused with 400 "invalid_request"
+    When I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/messages?limit=101"
+    Then the request is refused with 400 "invalid_request"

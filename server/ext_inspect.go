@@ -1,0 +1,54 @@
+package server
+
+import (
+	"context"
+
+	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/gen/api"
+)
+
+func (s *Server) GetQueueStats(ctx context.Context, req api.GetQueueStatsRequestObject) (api.GetQueueStatsResponseObject, error) {
+	in, err := s.ctl.InspectQueue(ctx, principal(ctx), req.Space, req.Uid)
+	if err != nil {
+		return nil, err
+	}
+	out := api.GetQueueStats200JSONResponse{
+		QueueUid: req.Uid, Messages: in.Messages, Bytes: in.Bytes, OldestAgeSeconds: in.OldestAge.Seconds(),
+		BatchesInFlight: in.Batches, Active: !in.Paused,
+	}
+	out.ByState.Available = in.ByState["available"]
+	out.ByState.Delayed = in.ByState["delayed"]
+	out.ByState.RetryWaiting = in.ByState["retry_waiting"]
+	out.ByState.InFlight = in.ByState["in_flight"]
+	out.ByState.Removing = in.ByState["removing"]
+	return out, nil
+}
+
+func (s *Server) ListQueueMessages(ctx context.Context, req api.ListQueueMessagesRequestObject) (api.ListQueueMessagesResponseObject, error) {
+	limit := controller.DefaultMessagePage
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+		if limit < 1 || limit > controller.MaxMessagePage {
+			return nil, invalidRequest("limit must be an integer from 1 to %d", controller.MaxMessagePage)
+		}
+	}
+	token := ""
+	if req.Params.PageToken != nil {
+		token = *req.Params.PageToken
+	}
+	page, next, err := s.ctl.QueueMessages(ctx, principal(ctx), req.Space, req.Uid, token, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListQueueMessages200JSONResponse{Items: make([]api.QueueMessageInfo, len(page))}
+	for i, m := range page {
+		out.Items[i] = api.QueueMessageInfo{
+			Id: m.ID, AcceptTimeMillis: m.AcceptedAt, VisibleAtMillis: m.VisibleAt, Attempts: m.Attempts, Size: m.Size,
+			State: api.QueueMessageInfoState(m.State), BodyPreview: m.Preview, BodyTruncated: m.Truncated,
+		}
+	}
+	if next != "" {
+		out.NextPageToken = &next
+	}
+	return out, nil
+}

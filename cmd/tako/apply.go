@@ -40,18 +40,27 @@ type Result struct {
 // planner runs a plan step by step, or only records it (dry run). Each
 // step is printed as it happens, so a long apply shows its progress.
 type planner struct {
-	c      *client
-	dry    bool
-	res    *Result
-	out    io.Writer // progress lines; nil for none
-	placed int
+	c   *client
+	dry bool
+	res *Result
+	out io.Writer // progress lines; nil for none
+	// tty: out is a terminal, so a step in progress shows as a line that
+	// its result then overwrites; otherwise only the results are printed,
+	// one plain line each.
+	tty bool
 }
 
 const pendingUID = "(new)"
 
 func (p *planner) step(ctx context.Context, ch Change, fn func(context.Context) (string, error)) (string, error) {
 	if ch.Action != "unchanged" && !p.dry && fn != nil {
+		if p.out != nil && p.tty {
+			fmt.Fprintf(p.out, "… %s %s %s", ch.Action, ch.Kind, ch.Name)
+		}
 		uid, err := fn(ctx)
+		if p.out != nil && p.tty {
+			fmt.Fprint(p.out, "\r\033[K")
+		}
 		if err != nil {
 			return "", err
 		}
@@ -141,8 +150,8 @@ func refUID(spec json.RawMessage, field string) string {
 // changed, then selected), then consumers, then the unselected versions
 // apply created earlier are deleted. Resources the manifest does not name
 // are left alone.
-func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer) (*Result, error) {
-	p := &planner{c: c, dry: dry, res: &Result{Space: m.Space, DryRun: dry, Changes: []Change{}}, out: out}
+func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer, tty bool) (*Result, error) {
+	p := &planner{c: c, dry: dry, res: &Result{Space: m.Space, DryRun: dry, Changes: []Change{}}, out: out, tty: tty}
 	st, err := c.state(ctx)
 	if err != nil {
 		return p.res, err
@@ -275,8 +284,8 @@ func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer)
 // Delete removes what the manifest names, in the order the Host API
 // allows (nothing cascades): consumers, each worker's selection, its
 // versions, the worker, then the queues.
-func Delete(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer) (*Result, error) {
-	p := &planner{c: c, dry: dry, res: &Result{Space: m.Space, DryRun: dry, Changes: []Change{}}, out: out}
+func Delete(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer, tty bool) (*Result, error) {
+	p := &planner{c: c, dry: dry, res: &Result{Space: m.Space, DryRun: dry, Changes: []Change{}}, out: out, tty: tty}
 	st, err := c.state(ctx)
 	if err != nil {
 		return p.res, err

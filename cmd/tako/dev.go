@@ -71,7 +71,7 @@ func runDev(ctx context.Context, c *common, dataDir string, stdout io.Writer) er
 	}
 
 	apply := func(m *Manifest) {
-		res, err := Apply(ctx, cl, m, false, nil)
+		res, err := Apply(ctx, cl, m, false, nil, false)
 		if err != nil {
 			fmt.Fprintf(out, "dev: apply failed: %v\n", err)
 			return

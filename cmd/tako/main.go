@@ -243,7 +243,7 @@ func runApply(ctx context.Context, c *common, cmd string, dry bool, stdout io.Wr
 	if cmd == "delete" {
 		f = Delete
 	}
-	res, err := f(ctx, cl, m, dry, progress)
+	res, err := f(ctx, cl, m, dry, progress, isTerminal(stdout))
 	if res != nil {
 		if c.output == "json" {
 			enc := json.NewEncoder(stdout)
@@ -391,4 +391,14 @@ func runFetch(ctx context.Context, c *common, args []string, data string, stdout
 	}
 	_, err = stdout.Write(body)
 	return err
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

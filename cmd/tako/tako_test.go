@@ -373,3 +373,32 @@ func TestLongWorkerNameVersions(t *testing.T) {
 		t.Fatalf("version name %q", b.Name)
 	}
 }
+
+// On a terminal a step in progress shows as a line its result overwrites;
+// elsewhere (a pipe, a file) only plain result lines are printed.
+func TestProgressLines(t *testing.T) {
+	h := startHost(t, host.MemoryDataDir)
+	dir := copyExample(t)
+	m, err := LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := newClient(h.URL(), h.AdminToken(), m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tty bytes.Buffer
+	if _, err := Apply(t.Context(), cl, m, false, &tty, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tty.String(), "… create queue tasks\r\033[K+ queue tasks created\n") {
+		t.Fatalf("terminal output: %q", tty.String())
+	}
+	var plain bytes.Buffer
+	if _, err := Delete(t.Context(), cl, m, false, &plain, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(plain.String(), "\r\033…") || !strings.Contains(plain.String(), "- queue tasks deleted\n") {
+		t.Fatalf("plain output: %q", plain.String())
+	}
+}

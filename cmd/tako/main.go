@@ -12,7 +12,8 @@
 //	                                    (starts a host in-process on D when none answers at -host)
 //	tako tail   [-follow] WORKER        print (and follow) a worker's log
 //	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
-//	tako queues [list|pause Q|resume Q] the queues with counts and delivery state; pause or resume one
+//	tako queues [list|stats Q|peek Q|pause Q|resume Q]  the queues with counts and delivery state;
+//	                                    one's counts by state, its oldest messages; pause or resume it
 //	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
 //	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals of D/host.json
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
@@ -72,7 +73,9 @@ commands:
                                  host in this process (data in D, default DIR/.tako/data) if none answers
   tail   [-follow] WORKER        print a worker's log; -follow keeps printing
   fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
-  queues [list | pause Q | resume Q]  list queues (messages, delivery state), pause or resume one
+  queues [list | stats Q | peek Q | pause Q | resume Q]
+                                 list queues (messages, delivery state); one's counts by state,
+                                 its oldest messages, pause or resume it
   send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
   tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME] [-data DIR]
                                  principals in DIR/host.json (effective at the host's next start)

@@ -16,8 +16,7 @@ import (
 type QueueInfo struct {
 	Name string `json:"name"`
 	UID  string `json:"uid"`
-	// Messages is the queue's last observed message count (the host
-	// refreshes it on reads and every observe interval); nil when unknown.
+	// Messages is the count of messages the queue holds now.
 	Messages *int   `json:"messages"`
 	Active   bool   `json:"active"`
 	State    string `json:"state"`
@@ -51,14 +50,16 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 			if json.Unmarshal(r.Observed, &obs) == nil {
 				qi.Messages = obs.MessageCount
 			}
-			d, err := cl.api.GetQueueDeliveryWithResponse(ctx, cl.space, r.Uid)
+			// The live counts and delivery state (ext-inspect).
+			st, err := cl.api.GetQueueStatsWithResponse(ctx, cl.space, r.Uid)
 			if err != nil {
 				return err
 			}
-			if d.JSON200 == nil {
-				return problemError("delivery state of queue "+name, d.StatusCode(), d.ApplicationproblemJSONDefault, d.Body)
+			if st.JSON200 == nil {
+				return problemError("stats of queue "+name, st.StatusCode(), st.ApplicationproblemJSONDefault, st.Body)
 			}
-			qi.Active = d.JSON200.Active
+			n := st.JSON200.Messages
+			qi.Messages, qi.Active = &n, st.JSON200.Active
 			out = append(out, qi)
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -82,6 +83,57 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 				d = "paused"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", q.Name, n, d, q.State, q.UID)
+		}
+		return tw.Flush()
+	case "stats", "peek":
+		if len(args) != 2 {
+			return usageError{fmt.Errorf("queues %s QUEUE", verb)}
+		}
+		qs, err := cl.list(ctx, formQueue)
+		if err != nil {
+			return err
+		}
+		r, ok := qs[args[1]]
+		if !ok {
+			return &apiError{What: "queue " + args[1], Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no queue named %q", cl.space, args[1])}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if verb == "stats" {
+			st, err := cl.api.GetQueueStatsWithResponse(ctx, cl.space, r.Uid)
+			if err != nil {
+				return err
+			}
+			if st.JSON200 == nil {
+				return problemError("stats of queue "+args[1], st.StatusCode(), st.ApplicationproblemJSONDefault, st.Body)
+			}
+			if c.output == "json" {
+				return enc.Encode(st.JSON200)
+			}
+			s := st.JSON200
+			fmt.Fprintf(stdout, "queue %s: %d messages, %d bytes (available %d, delayed %d, retry-waiting %d, in flight %d, removing %d), %d batches in flight, delivery active %v\n",
+				args[1], s.Messages, s.Bytes, s.ByState.Available, s.ByState.Delayed, s.ByState.RetryWaiting, s.ByState.InFlight, s.ByState.Removing, s.BatchesInFlight, s.Active)
+			return nil
+		}
+		limit := 20
+		page, err := cl.api.ListQueueMessagesWithResponse(ctx, cl.space, r.Uid, &api.ListQueueMessagesParams{Limit: &limit})
+		if err != nil {
+			return err
+		}
+		if page.JSON200 == nil {
+			return problemError("messages of queue "+args[1], page.StatusCode(), page.ApplicationproblemJSONDefault, page.Body)
+		}
+		if c.output == "json" {
+			return enc.Encode(page.JSON200)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tSIZE\tBODY")
+		for _, m := range page.JSON200.Items {
+			body := fmt.Sprintf("%q", m.BodyPreview)
+			if m.BodyTruncated {
+				body += "…"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", m.Id, m.State, m.Attempts, m.Size, body)
 		}
 		return tw.Flush()
 	case "pause", "resume":
@@ -113,5 +165,5 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 		fmt.Fprintf(stdout, "queue %s: delivery %s\n", args[1], state)
 		return nil
 	}
-	return usageError{fmt.Errorf("queues: list, pause QUEUE or resume QUEUE, not %q", verb)}
+	return usageError{fmt.Errorf("queues: list, stats QUEUE, peek QUEUE, pause QUEUE or resume QUEUE, not %q", verb)}
 }

@@ -327,6 +327,20 @@ func TestQueuesPauseResume(t *testing.T) {
 	if _, out, _ := tako(t, h, "tail", "-space", "demo", "hello"); strings.Contains(out, "paused world") {
 		t.Fatalf("delivered while paused: %s", out)
 	}
+	// The paused message is there to inspect: counted, and its body previewed.
+	deadline := time.Now().Add(10 * time.Second)
+	for list()["tasks"].Messages == nil || *list()["tasks"].Messages != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused message is not counted: %+v", list())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, out, errs := tako(t, h, "queues", "peek", "tasks", "-space", "demo"); code != 0 || !strings.Contains(out, `"paused world"`) || !strings.Contains(out, "available") {
+		t.Fatalf("peek: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := tako(t, h, "queues", "stats", "tasks", "-space", "demo"); code != 0 || !strings.Contains(out, "queue tasks: 1 messages, 12 bytes") || !strings.Contains(out, "delivery active false") {
+		t.Fatalf("stats: %d %s %s", code, out, errs)
+	}
 	if code, out, errs := tako(t, h, "queues", "resume", "tasks", "-space", "demo"); code != 0 || !strings.Contains(out, "delivery active") {
 		t.Fatalf("resume: %d %s %s", code, out, errs)
 	}

@@ -25,7 +25,8 @@
 //
 // Exit codes: 0 done; 1 the host refused a request or an Operation failed
 // (the message names the resource and the problem code); 2 a usage or
-// manifest error; 3 the host could not be reached.
+// manifest error; 3 the host could not be reached. With -output json an
+// error is also one JSON object on the last line of stderr.
 package main
 
 import (
@@ -214,6 +215,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "tako:", err)
 	var ue usageError
 	var ae *apiError
+	if c.output == "json" {
+		// With -output json the error is also one JSON object on stderr's
+		// last line, for scripts: message, and for a Host API refusal the
+		// resource step, status, problem code and detail.
+		doc := map[string]any{"error": err.Error()}
+		if errors.As(err, &ae) {
+			doc = map[string]any{"error": err.Error(), "what": ae.What, "status": ae.Status, "code": ae.Code, "detail": ae.Detail}
+		}
+		_ = json.NewEncoder(stderr).Encode(doc)
+	}
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage

@@ -224,6 +224,12 @@ func TestErrorsAndExitCodes(t *testing.T) {
 	if code, _, errs := tako(t, h, "apply", "-dir", dir); code != exitFailed || !strings.Contains(errs, "create queue q") || !strings.Contains(errs, "invalid_spec") {
 		t.Fatalf("refused spec: %d %s", code, errs)
 	}
+	code, _, errs = tako(t, h, "apply", "-dir", dir, "-output", "json")
+	last := strings.Split(strings.TrimSpace(errs), "\n")
+	var doc struct{ What, Code string }
+	if code != exitFailed || json.Unmarshal([]byte(last[len(last)-1]), &doc) != nil || doc.What != "create queue q" || doc.Code != "invalid_spec" {
+		t.Fatalf("a refused spec with -output json: %d %s", code, errs)
+	}
 	var out, eb bytes.Buffer
 	if code := run(t.Context(), []string{"apply", "-dir", dir, "-host", "http://127.0.0.1:1", "-token", "x"}, &out, &eb); code != exitUnreachable {
 		t.Fatalf("unreachable host: %d %s", code, eb.String())

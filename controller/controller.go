@@ -151,6 +151,7 @@ func New(opts Options) (*Controller, error) {
 		inflight: map[string]inflightOp{}, watches: map[string]chan struct{}{},
 		driving: map[string]bool{}, retry: map[string]bool{},
 	}
+	c.obs.gone = c.env.forgetSpec
 	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }

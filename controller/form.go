@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
@@ -121,7 +123,36 @@ type Env struct {
 	Workers  Workers
 	Versions *Versions
 	Store    store.Store
+
+	// specs caches decoded specs for observation (see observedSpec).
+	specs sync.Map // resource UID -> cachedSpec
 }
+
+type cachedSpec struct {
+	raw []byte
+	v   any
+}
+
+// observedSpec decodes r's spec as T, reusing the value decoded by the
+// last observation of r while its spec bytes are unchanged: an idle host
+// observes every resource every interval, and decoding each consumer's spec
+// again was most of that cost.
+func observedSpec[T any](env *Env, r store.Resource) (T, error) {
+	if c, ok := env.specs.Load(r.UID); ok {
+		c := c.(cachedSpec)
+		if v, ok := c.v.(T); ok && bytes.Equal(c.raw, r.Spec) {
+			return v, nil
+		}
+	}
+	v, err := decodeSpec[T](r.Spec)
+	if err == nil {
+		env.specs.Store(r.UID, cachedSpec{raw: r.Spec, v: v})
+	}
+	return v, err
+}
+
+// forgetSpec drops uid's cached spec (the resource is gone).
+func (e *Env) forgetSpec(uid string) { e.specs.Delete(uid) }
 
 // Registry holds the Forms a host serves, in registration order, which is
 // also the order of rebuild at start (a queue before its consumers).

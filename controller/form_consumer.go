@@ -237,7 +237,7 @@ func usable(r store.Resource, ok bool, form string) bool {
 // Observe: whether its queue and worker exist and whether the engine has
 // the consumer attached.
 func (ConsumerForm) Observe(ctx context.Context, env *Env, r store.Resource, get Lookup) (json.RawMessage, bool) {
-	spec, err := decodeSpec[api.QueueConsumerSpec](r.Spec)
+	spec, err := observedSpec[api.QueueConsumerSpec](env, r)
 	if err != nil {
 		return nil, false
 	}

@@ -38,6 +38,8 @@ type observer struct {
 	// encoder), so that it is neither rewritten nor compared value by value
 	// again.
 	same map[string]sameObs
+	// gone, when set, is told of every resource the observer forgets.
+	gone func(uid string)
 }
 
 type readSet struct {
@@ -57,7 +59,13 @@ func (o *observer) init() {
 
 // setReads records what uid's observation read, keeping deps in step.
 func (o *observer) setReads(uid string, uids []string) {
-	if old, ok := o.reads[uid]; ok {
+	old, ok := o.reads[uid]
+	if ok && uids != nil && slices.Equal(old.uids, uids) {
+		// The common case of a full pass: the same reads as last time.
+		o.reads[uid] = readSet{uids: old.uids, epoch: o.epoch}
+		return
+	}
+	if ok {
 		for _, r := range old.uids {
 			if m := o.deps[r]; m != nil {
 				delete(m, uid)
@@ -82,6 +90,9 @@ func (o *observer) forget(uid string) {
 	o.setReads(uid, nil)
 	delete(o.reads, uid)
 	delete(o.same, uid)
+	if o.gone != nil {
+		o.gone(uid)
+	}
 }
 
 // unchanged reports whether stored, r's recorded observation, holds the
@@ -144,21 +155,23 @@ func (c *Controller) ObserveAll(ctx context.Context) {
 		return
 	}
 	o.epoch++
-	bySpace := map[string]map[string]store.Resource{}
-	for _, r := range all {
-		m := bySpace[r.Space]
-		if m == nil {
-			m = map[string]store.Resource{}
-			bySpace[r.Space] = m
-		}
-		m[r.UID] = r
+	// One map for the pass: a lookup answers only within the observed
+	// resource's space (UIDs are unique host-wide).
+	byUID := make(map[string]int, len(all))
+	for i, r := range all {
+		byUID[r.UID] = i
 	}
-	obs := make(map[string]json.RawMessage, len(all))
+	obs := map[string]json.RawMessage{}
 	spaces := map[string]string{}
 	for _, r := range all {
 		c.index(r)
-		space := bySpace[r.Space]
-		get := func(uid string) (store.Resource, bool) { x, ok := space[uid]; return x, ok }
+		get := func(uid string) (store.Resource, bool) {
+			i, ok := byUID[uid]
+			if !ok || all[i].Space != r.Space {
+				return store.Resource{}, false
+			}
+			return all[i], true
+		}
 		if d, ok := c.observe(ctx, r, get); ok && !o.unchanged(r.UID, r.Observed, d) {
 			obs[r.UID] = d
 			spaces[r.UID] = r.Space

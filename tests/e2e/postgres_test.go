@@ -76,17 +76,7 @@ func TestPostgresStore(t *testing.T) {
 
 	// A message held by a handler that never settles it, then SIGKILL:
 	// the restarted host loads it from the database and delivers it again.
-	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
-		t.Fatalf("send: %v %+v", err, sr)
-	}
-	if err := harness.Poll(30*time.Second, func() error {
-		if len(e.rec.Deliveries("held")) == 0 {
-			return fmt.Errorf("held not delivered")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.sendHeld(ctx, topo)
 	if err := e.host.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,18 +88,7 @@ func TestPostgresStore(t *testing.T) {
 	if len(list) != resources {
 		t.Errorf("after the restart the space lists %d resources, want the %d in the database", len(list), resources)
 	}
-	if err := harness.Poll(60*time.Second, func() error {
-		ds := e.rec.Deliveries("held")
-		if len(ds) < 2 {
-			return fmt.Errorf("the unsettled message was delivered %d times, want a redelivery after the restart", len(ds))
-		}
-		if ds[len(ds)-1].Msg.Attempts != 2 {
-			return fmt.Errorf("redelivered with attempts %d, want 2", ds[len(ds)-1].Msg.Attempts)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.waitHeldRedelivered()
 }
 
 // TestPostgresStoreUnreachable: a host whose database cannot be reached
@@ -146,17 +125,7 @@ func TestPostgresStandbyTakesOver(t *testing.T) {
 	e := startEnv(t, hostOpts{args: []string{"-store", db, "-cluster-ttl", ttl.String()}})
 	ctx := ctxT(t, 180*time.Second)
 	topo := e.topology(harness.TopologyOptions{MaxBatchSize: 5})
-	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
-		t.Fatalf("send: %v %+v", err, sr)
-	}
-	if err := harness.Poll(30*time.Second, func() error {
-		if len(e.rec.Deliveries("held")) == 0 {
-			return fmt.Errorf("held not delivered")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.sendHeld(ctx, topo)
 
 	a := e.host
 	b, err := harness.NewHost(a.Bin, a.DataDir, a.Args...)
@@ -199,15 +168,7 @@ func TestPostgresStandbyTakesOver(t *testing.T) {
 	if err != nil || len(list) < 5 {
 		t.Fatalf("the new active host lists %d resources (%v), want the topology's", len(list), err)
 	}
-	if err := harness.Poll(60*time.Second, func() error {
-		ds := e.rec.Deliveries("held")
-		if len(ds) < 2 || ds[len(ds)-1].Msg.Attempts != 2 {
-			return fmt.Errorf("the unsettled message was delivered %d times; want a redelivery with attempts 2 by the new active host", len(ds))
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.waitHeldRedelivered()
 
 	// Freeze the active host past its lease; the first host, restarted,
 	// waits as a standby and takes over; the frozen one is fenced.
@@ -254,5 +215,40 @@ func TestPostgresStandbyTakesOver(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sendHeld sends the message "held", whose handler holds it unsettled for a
+// minute, and waits for its first delivery.
+func (e *env) sendHeld(ctx context.Context, topo *harness.Topology) {
+	e.t.Helper()
+	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("held", []string{"sleep:60000", "ack"})}); err != nil || !sr.OK {
+		e.t.Fatalf("send: %v %+v", err, sr)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		if len(e.rec.Deliveries("held")) == 0 {
+			return fmt.Errorf("held not delivered")
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitHeldRedelivered waits for "held", never settled, to be delivered again
+// by the host that now serves (after a restart or a takeover), with attempts 2.
+func (e *env) waitHeldRedelivered() {
+	e.t.Helper()
+	if err := harness.Poll(60*time.Second, func() error {
+		ds := e.rec.Deliveries("held")
+		if len(ds) < 2 {
+			return fmt.Errorf("the unsettled message was delivered %d times, want a redelivery", len(ds))
+		}
+		if a := ds[len(ds)-1].Msg.Attempts; a != 2 {
+			return fmt.Errorf("redelivered with attempts %d, want 2", a)
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
 	}
 }

@@ -86,15 +86,7 @@ func (b *bench) pgLayer(ctx context.Context) {
 				s.note("pgstore.Open: %v", err)
 				return
 			}
-			var seq atomic.Int64
-			send := func(ctx context.Context, bodies [][]byte) error {
-				now := time.Now().UnixMilli()
-				muts := make([]store.Mutation, len(bodies))
-				for i, body := range bodies {
-					muts[i] = store.AcceptMessage{Message: store.Message{Queue: "q", ID: fmt.Sprintf("m%016x", seq.Add(1)), AcceptedAt: now, VisibleAt: now, Size: len(body)}, Body: body}
-				}
-				return st.Apply(ctx, muts...)
-			}
+			send := acceptSender(st)
 			c := b.prog.phase(fmt.Sprintf("pgstore %s %s", m.Name, bytesize(size)), "msgs")
 			pt := runProducer(ctx, send, m, size, b.pointDur, c)
 			b.prog.end()
@@ -127,15 +119,7 @@ func (b *bench) journalPoint(ctx context.Context, s *section, m prodMode, size i
 		return 0
 	}
 	defer st.Close()
-	var seq atomic.Int64
-	send := func(ctx context.Context, bodies [][]byte) error {
-		now := time.Now().UnixMilli()
-		muts := make([]store.Mutation, len(bodies))
-		for i, body := range bodies {
-			muts[i] = store.AcceptMessage{Message: store.Message{Queue: "q", ID: fmt.Sprintf("m%016x", seq.Add(1)), AcceptedAt: now, VisibleAt: now, Size: len(body)}, Body: body}
-		}
-		return st.Apply(ctx, muts...)
-	}
+	send := acceptSender(st)
 	c := b.prog.phase(fmt.Sprintf("journal %s %s", m.Name, bytesize(size)), "msgs")
 	pt := runProducer(ctx, send, m, size, b.pointDur, c)
 	b.prog.end()

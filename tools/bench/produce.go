@@ -134,16 +134,7 @@ func (b *bench) storeLayer(ctx context.Context) {
 				os.RemoveAll(dir)
 				return
 			}
-			var seq atomic.Int64
-			send := func(ctx context.Context, bodies [][]byte) error {
-				now := time.Now().UnixMilli()
-				muts := make([]store.Mutation, len(bodies))
-				for i, body := range bodies {
-					id := fmt.Sprintf("m%016x", seq.Add(1))
-					muts[i] = store.AcceptMessage{Message: store.Message{Queue: "q", ID: id, AcceptedAt: now, VisibleAt: now, Size: len(body)}, Body: body}
-				}
-				return st.Apply(ctx, muts...)
-			}
+			send := acceptSender(st)
 			c := b.prog.phase(fmt.Sprintf("store %s %s", m.Name, bytesize(size)), "msgs")
 			pt := runProducer(ctx, send, m, size, b.pointDur, c)
 			b.prog.end()
@@ -240,4 +231,22 @@ type resolverFunc func(ctx context.Context, workerUID string) (abi.Handler, erro
 
 func (f resolverFunc) Resolve(ctx context.Context, workerUID string) (abi.Handler, error) {
 	return f(ctx, workerUID)
+}
+
+// acceptSender is a producer's send on a bare store: one Apply of an
+// AcceptMessage per body on queue "q" (what Engine.Send writes), with IDs
+// unique within the sender.
+func acceptSender(st interface {
+	Apply(context.Context, ...store.Mutation) error
+}) func(context.Context, [][]byte) error {
+	var seq atomic.Int64
+	return func(ctx context.Context, bodies [][]byte) error {
+		now := time.Now().UnixMilli()
+		muts := make([]store.Mutation, len(bodies))
+		for i, body := range bodies {
+			id := fmt.Sprintf("m%016x", seq.Add(1))
+			muts[i] = store.AcceptMessage{Message: store.Message{Queue: "q", ID: id, AcceptedAt: now, VisibleAt: now, Size: len(body)}, Body: body}
+		}
+		return st.Apply(ctx, muts...)
+	}
 }

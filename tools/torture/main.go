@@ -56,23 +56,28 @@ func runHostile(ctx context.Context, cfg HostileConfig) int {
 	defer harness.RemoveBuild()
 	res, err := RunHostile(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "torture:", err)
-		return 2
+		return exitCode(nil, err)
 	}
-	if len(res.Violations) > 0 {
-		return 1
-	}
-	return 0
+	return exitCode(res.Violations, nil)
 }
 
 func run(ctx context.Context, cfg Config) int {
 	defer harness.RemoveBuild()
 	res, err := Run(ctx, cfg)
 	if err != nil {
+		return exitCode(nil, err)
+	}
+	return exitCode(res.Violations, nil)
+}
+
+// exitCode is the driver's exit status: 2 when the run could not be done,
+// 1 when it found violations, 0 otherwise.
+func exitCode(violations []string, err error) int {
+	switch {
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "torture:", err)
 		return 2
-	}
-	if len(res.Violations) > 0 {
+	case len(violations) > 0:
 		return 1
 	}
 	return 0

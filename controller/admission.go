@@ -52,6 +52,10 @@ type DeleteRequest struct {
 	Space, UID  string
 	IfMatch     *string
 	Idempotency Idempotency
+	// IfIdle is the host extension "conditional delete" (spec/peers.md):
+	// a queue is deleted only when it holds no message and no batch of it
+	// runs, else queue_not_idle.
+	IfIdle bool
 }
 
 // Create admits a create (spec/host-api.md §Admission, steps 1 to 9, in
@@ -218,6 +222,12 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 	defer unlock()
 	if cur, err = c.recheck(ctx, space, uid, req.IfMatch); err != nil {
 		return store.Operation{}, false, err
+	}
+	// The request's own condition first (a host extension).
+	if req.IfIdle {
+		if err := c.checkIdle(ctx, cur); err != nil {
+			return store.Operation{}, false, err
+		}
 	}
 	// Nothing is deleted in cascade: a resource that others reference
 	// stays (spec/host-api.md §Operations, deletion rules).

@@ -157,3 +157,28 @@ func parseMessageToken(tok string) (delivery.Cursor, bool) {
 	}
 	return delivery.Cursor{AcceptedAt: at, Seq: seq}, true
 }
+
+// checkIdle is the conditional delete's check (intra-mart's
+// removeSerializedTaskQueue rule, spec/peers.md §Conditional delete): the
+// queue holds no message and no batch of it runs, when the delete is
+// admitted.
+func (c *Controller) checkIdle(ctx context.Context, r store.Resource) error {
+	if r.FormURL != schemas.FormAtLeastOnceQueue {
+		return problem.InvalidRequest("ifIdle applies to an AtLeastOnceQueue only; a %s is deleted without it", c.forms.Name(r.FormURL))
+	}
+	in, ok := c.env.Engine.(inspector)
+	if !ok {
+		return problem.New(501, problem.CodeNotAQueue, "this host's engine does not inspect queues")
+	}
+	st, err := in.Inspect(ctx, r.UID)
+	if errors.Is(err, abi.ErrUnknownQueue) {
+		return nil // the engine holds nothing of it
+	}
+	if err != nil {
+		return problem.Unavailable(err)
+	}
+	if st.Messages > 0 || st.Batches > 0 {
+		return problem.Conflict(problem.CodeQueueNotIdle, "the queue holds %d messages and %d batches of it are running; delete without ifIdle to delete them with it", st.Messages, st.Batches)
+	}
+	return nil
+}

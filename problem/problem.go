@@ -45,6 +45,9 @@ const (
 	// CodeNotAQueue: a queue extension route (spec/peers.md) on a resource
 	// that is not a queue (or, for a change, not the queue itself).
 	CodeNotAQueue = "not_a_queue"
+	// CodeQueueNotIdle: a conditional delete (ifIdle) of a queue that
+	// holds messages or runs a batch.
+	CodeQueueNotIdle = "queue_not_idle"
 )
 
 // TypeBase prefixes every problem's type URI.
@@ -76,6 +79,7 @@ var Titles = map[string]string{
 	CodeInternal:            "Internal error",
 	CodeHeaderTooLarge:      "Request header fields too large",
 	CodeNotAQueue:           "Not a queue",
+	CodeQueueNotIdle:        "Queue not idle",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

@@ -86,12 +86,17 @@ func (s *Server) UpdateResource(ctx context.Context, req api.UpdateResourceReque
 
 func (s *Server) DeleteResource(ctx context.Context, req api.DeleteResourceRequestObject) (api.DeleteResourceResponseObject, error) {
 	p := principal(ctx)
-	idem, err := newIdempotency(req.Params.IdempotencyKey, p.Name, req.Space, http.MethodDelete, resourcesPath(req.Space)+"/"+req.Uid, nil)
+	var cond []byte
+	if req.Params.IfIdle != nil && *req.Params.IfIdle {
+		cond = []byte("ifIdle") // a key reused with another condition is idempotency_key_reuse
+	}
+	idem, err := newIdempotency(req.Params.IdempotencyKey, p.Name, req.Space, http.MethodDelete, resourcesPath(req.Space)+"/"+req.Uid, cond)
 	if err != nil {
 		return nil, err
 	}
 	op, replayed, err := s.ctl.Delete(ctx, controller.DeleteRequest{
 		Principal: p, Space: req.Space, UID: req.Uid, IfMatch: req.Params.IfMatch, Idempotency: idem,
+		IfIdle: req.Params.IfIdle != nil && *req.Params.IfIdle,
 	})
 	if err != nil {
 		return nil, err

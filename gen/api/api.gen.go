@@ -599,6 +599,10 @@ type CreateResourceParams struct {
 
 // DeleteResourceParams defines parameters for DeleteResource.
 type DeleteResourceParams struct {
+	// IfIdle Host extension (spec/peers.md §Conditional delete), AtLeastOnceQueue only: true refuses the
+	// delete with queue_not_idle 409 while the queue holds a message or runs a batch.
+	IfIdle *bool `form:"ifIdle,omitempty" json:"ifIdle,omitempty"`
+
 	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 	IfMatch        *IfMatch        `json:"If-Match,omitempty"`
@@ -1473,6 +1477,33 @@ func NewDeleteResourceRequest(server string, space Space, uid Uid, params *Delet
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.IfIdle != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ifIdle", *params.IfIdle, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -3963,6 +3994,19 @@ func (siw *ServerInterfaceWrapper) DeleteResource(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params DeleteResourceParams
 
+	// ------------- Optional query parameter "ifIdle" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ifIdle", r.URL.Query(), &params.IfIdle, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ifIdle"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ifIdle", Err: err})
+		}
+		return
+	}
+
 	headers := r.Header
 
 	// ------------- Optional header parameter "Idempotency-Key" -------------
@@ -5604,118 +5648,119 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1bbyTHeehfKfQRsDN2T3PIvdgiHwxqd2XTZ6Vdk7s2ztmlhZrub2bK7K7qraoecrQiYJ0TIbECww/J",
-	"S2C/BEgiBwhsIAGCIIARQH9FlmT/i6C+qr5OzY3kSsrTDme6q7767tfaV0Esslxw4FoF+6+CnEqagQaJ",
-	"f7EEslxo4PH8f8PcfJOAiiXLNRM82A92o2jv7l0yY4qNUiCHJ/ePjkg8pZLGZomQjKgEIiShilCitCxi",
-	"XUhIBmMGaWK+YHxCei+CKIpeBP0oCANm1p0CTUAGYcBpBsF+cFTDMTCAhIGKp5BRA5Ge5+YRu1ZweRkG",
-	"bPwO1fEUD+BdbTywD6xeRuU0hmqRnOppvYT9LQwkvCyYhCTY17KA5noZvXgEfKKnwf6922GQMV7+uRua",
-	"xTRIs+xPn9PB+8PBm6c992Fw+q3yq/733ghCD2AFS5aAZX5ZBVR3rUvzsMoFV4D0FjlIamh7GMeQa8B9",
-	"YsE1cG0+0jxPWYxP7PxMGRZ41Vj9DQnjYD/4Xzs1S+3YX9XO43Jlu2ubjZ5OgVQPkHPDLG5/0hOSSMhT",
-	"OockJOdMT0nFDHpw7H4h5qDIPpbWeBjPc214FzH7SNjDmV+3wOJlGORSjFLIVuDLPfHt7fD2xK3rwdoh",
-	"J8dv3ydv3rn7HeIWjyzj2nfN0of6EVClH/MYflRAAY9HCuTMIoImCTNL0fSJNITXzDDBmKYKulsJ9xoR",
-	"Y9JdkgyjvWhIep9+8qd/+rcv/uNfPvv5h5//5X9+/vGvzYe/+ucv//a3n//q93/6/3/48uN//+Kjv+7v",
-	"k1eXZARjIYHoKZAxk0oTuwEi6oBkkI1AKiJ4OidjIcn5lGp8eCqUJrHgYyYzSAy98wbor4IMlKITuC8K",
-	"i/8OwvJciguWUQ0kNo+Y47hXGixHeUK40GQOmtD4jIvzFJKJYb+EqZjKxOBBErjIDXsYIDLGWVZkwf6w",
-	"ElfGNUxABpdh8NJg6eEFU1bDugdGQqRAORJMM52a75ZSq1pWjH4GsTardp89ySHekqoqh3g1RT//6B8/",
-	"//jX/Ygc2eMoYvQ5hxlIQ4YZSIOwsRSZ0+XKYGZs1D8TXC0SKIGUzUDOH0BK5ycQC56oRUI9gDEtUk0S",
-	"85SBEGg8rQnkSHZAhuR8CpyIjGkNSUQOiQKe3FJEnHP7stuCnDOuInLISZEnSP4p5YboyGIp1SDxVYQ4",
-	"oxeWmndu7w2H66jrgDkGI/NM8KWHeiTMjppolgGh5SEIU+QMch1ajiyxyXTJkPh8E3TUKaCIFjXvluzq",
-	"0AvJgflqaoyrY1OzjwSlRcmy5SF394Zv3msd857nnJdNq/J86aFPl/My8qeHj+9LoBqOQYlCxnAMLwtQ",
-	"ektGfkskyCZPHp88JTuzvR00z2rnFf57uSPd6ioiyPNGwnPJZlTDEc8Lbdl6RlNmMJwQOqGMK6ty3hYy",
-	"I8a8JmSE2ih7JlPSy4wDAQmBCxrrdB4SLSlLDcJVStWUMB6nRQJJf1EG3BodJ2FveOe7XTehY2hKM//6",
-	"nIswEOMx4Of2Lrt764FrYbSh6Rytw+BiMBED96WxgtExPX/HclKA/pbVYFu91mFMRFBYodgt2mBLP7t5",
-	"+PJhluv5DZjLd0RSpPATIc9AkmF0Oxoi+9kvfgxSGZdnGN2NhvvIbxLGIIHHbWOnKnkWhVYsAdQQRs1J",
-	"iIVMFNpJPQVlOVaFRAnCtBF7mp7TuSKvLg0rlnhoH2/Z+Z90SboFEtoCJsaEWlnSxphPqTkRB9LzG5+Q",
-	"4B/3BVdFViIu9CCzv291OB0pMAZdGveC1dZ84cztI/kOzmcn1pYtP3BbAu/evX3PIw9tdMyoROOoIJZQ",
-	"IqTFBfuoZqwu+iGd0RN8m7DE6NgxM9a399Pnh4P/Swfvv/fGqfs0HLz53hunr4bhvduXb4QknkJ8ZnWV",
-	"4San04QkI4hpodDP5odPjohhREsF4tTT/F2zfR/Zc0bTAlRp1CPyFuMJ45OQzKjEB+wxHMRqimEeB/u3",
-	"UbrOxjSRdu9OgxQ1kj0k+AHQVGP81tacSlNd4CfgxlI9D8QZCveCI9/UCe6tU89Gj8TkIddyvpa123Ck",
-	"MIO0CUYCo2IShEEqJhjCjkUQBudU8iAMQEohPVBWroMnpAgDBS9LW0G1tcT37gQ+B8T4B++wNGVqwxdm",
-	"lt2e2ShyDe7gZdDaInSHr6FvLdjQtBVu/Xh/xLY284fkHOXlljJqUYkUjDbMC40cWfCYFpOp0S08SUES",
-	"RLwKiUgT43dhoBGRJ1QpFI2UKk0UvMTcxNh4gFoQCTQhgi8abaYha39YFbVVZ7+sDk+lpPMF/NrV2lhD",
-	"zHiQZpXfljh7zIE8PCEZvutROhGKrNGYU3FOhJ6CdA8rwrJcSG2sSO9FEO2YB18ERoe9COxnj3PTCH4b",
-	"KvLO7pt3bg/vbObReHyNpktTq72mCowGp9/yZ0s87kEJZAPvDrlL0W6Rdo0gy+MH9Izt5jYrZsJL8+iO",
-	"LLgRtwEdsShLyKefNF/sRyV3K5JAnFIJqo6OrXQYdT5jCagD4gSTKEgh1o7t2QzaLBCS8ymLpyQrlDbh",
-	"gqG5ifDm5RZJuekiuUtoWpJRasUx2CQbBsB+DUgvjuxbe0hy98duR2rCoODsZQHuZy0LqPXYOlk8Lh2q",
-	"BW6ogF/ggwa1PRxR57K2l8UY/c+wDOaENDEbaIiIMVOAmgzGY4g1ySmTzrlRljeMRziguWOMCgzj4qXi",
-	"XO2THNBM7xjX6oDIgvPyrw9yKjWj6QcFP+PinB+g48hjjFl2qi9VEccACSQ7NsxMPrBLjSlLIWmt5JF9",
-	"PNtTZiW6skTmoAPD0754w561yTVmD7O03QVpj8AFYeBg8rKSNbObZtPCwGv9Qk/Ge+GRM8aTJsD22AZQ",
-	"pGlgyG5I6gWzDEWfLdkfuaC5uiNpEAaOnCaoKalkQh2kDGZ9K3p6d7bQbUOdrq0yu+Dh28coga6IGTY5",
-	"obVxQ9BqIfJI2JM6m7qFfHWzoSQBTVmqbNrYKL8fmJDKeL+zPQIXGjiqxzLfGIsEQiJtTHhkE4HWifDZ",
-	"uQQWczwnmo5SIIrTM3gvpgpwTdLzSO9DXNha0HbAfvq8tG/f8obo9lRe7rHQbuymODQjKIuuinFklaY8",
-	"9nuoFZ6W8nFRRko2r3T3zTcbWaY7w6Hfm9Wpfz/7xTqHFX8tl6nACC29GuxXcthy5ntYKpQtNTwzkaXl",
-	"m31CyQ9PHr9LnghzREkY18JF+Yg8MhLJHPmMEhO/GjPlS5ouJXhuF16Pl/LBin0WcWEP7EEIhuJvlSW1",
-	"LdDxdApkZN4jlKATUPnmEmJgM1Ck54nzyaef/PmjX/7xv/7+sw9/e2SgHtMYvvibX/7xD7/p75PdKMro",
-	"BYJzwt43JjQBWWeFVUgoJ0cPjM+F5cl7jYIkotrg36YaSi12S6EXHBEDsAKtU8iAa5KBnopENasARj9o",
-	"OQ+b3x2mKS6Mv+AfEshIFGYvTML0PJ6dx3e2JqGZE7x7b23WrTz2xkKPR2+k3WofbNelgZd4YWUpY20C",
-	"cgMzYhdqQN9gxwa7LWPGkl9uID/n47/Na1m4fF2oonVxymakYjgwgWn1ZWlqMF/iyha+GAqhOdSaxlNI",
-	"fFWjtWWlMLDhwEaFJz9S12H/GtHQEqxX9SarLYxQuaDGIIxlWWENrEt2kpSNMag1nyliC+X22dEDnxal",
-	"ySMwlvZHJRdvGDagjFQKp2XTdluVk11vgci9axwgUehGfaha5d76KhO9uC94XEgD0rz18t7dTUA4Bi0r",
-	"RLScJnBFIwZVHqQqy5blugNCNcmM87RLvk3q5Uj9bruotL5u9nJrIqB67RYOtyvWWWa6esRYqi23Tocx",
-	"ltJ6gX4tkvhOdrpENpeFpPjQA0etLWUSneLaG7bGKgeQynqqh7FmMyuMjFP7R8kY/X1yPgXMGjkTf6ti",
-	"irnNw5vnI3JsE2uVIyBMaItFjFLbHbiiLD5mWBAfXJRju+IiI+PZ9us3XQlA2cKuM9CZME5HWROtXYZR",
-	"oQkXzllRmkqtDuxfRipSCTSZl/E0GTPO1DSq6dDVyi64W3SGLGAGRBvtM6wD9MwXJRpuKfcUlrYxH6mn",
-	"UhSTqbUu+FA/WhutVYCEJca6PFWxyzp+umZR9tnqmuzOq4IllzsV0/SmLX50abGSH/v7JKNnUJO5yW+O",
-	"OXsSDJb6hskqju3ltFDQX8VPHgPZxOgaNK6oJeJzR9wc5Appo3XyWS/c329IYdUcMJpbbgsJF+eby5Ph",
-	"1wqzll17cKEHNR4Xud9JzBF/O2WTqc0Cr1TIo/lJmfDYov5CZ5SlxhFYhPrHthUxJOeUaRRWdMsQsPWt",
-	"OtgzAh7hfdc1WLhOR6tmXLOJ7VLp2a6YqgOjv3431kBTh+SQYglvY8BRs7myfUcMwWDBar7EUBBVX0iM",
-	"OzRI0R+y/UxVc9OBTSZLZhWUS0D1NwFCy/lPLN43QCG1AVOJwXXrd6Wx4oGabB0QGhhuYMhXBxzNtc83",
-	"wnAQY0x0MZk08brzdRYKbRu1CXk2eYgCVrYD1eZrKtJEkV4Zq0TN3rZbylZojURvQBhbATucwNLmpMNJ",
-	"5Ue7clkJUNlaNMZ41rFP1XrFBYcWNhJRWJp4IOKFCX66VnJjM1ahsKRXrT48R1xURksNYUMzL1Pe79Sl",
-	"2i3TQSUesfTWSoLcUs7f2DYHEtm0kfGuODk0sflbxXgMElnGSDuSUbIJ4zQliKsDwrhNRUngCdhWvdLv",
-	"QOLxGMgZM5xlO0pA9l3/iMYsjoJ7dyyLCAV2UY8t0RqyXHsYbLf06tqBRUi+jb9gg58sQ5G2LvCGNAYD",
-	"HjZuIMMgvAxa9r4zHA4t0HXuf8tEi2YZKE2zvC62dzav+/VC8uzpffKMswsCuYinJMN3LGseGGtqolga",
-	"S6FUfewyitpcCaJcdAFzyAlranQZ/p2qdL+S24/4WLxOX0VwE8GrRkunzzsxSH3a6nFob2kwvYhky9wd",
-	"1BBaphMUgM29b9AvsZypH9SRsxJkTOV6VWxI80TCjMG5396YB24pJybIsaRX8vHe3Xv90MliC3jznK9U",
-	"YBZ7KgseUw3J8v2MlKeCTzD2p1ZOcwuk389bVrxy6RFPIIBmlPFacawW74Uy2Apz/955w96/N15h8GtI",
-	"nRNyqLfkKmzOteVypklG52QEtc+3EUP5RHiByxchbPChQ3Rdd2syVZfoS2T/yPYorZT/K7TobC3/eds2",
-	"NuKWqnGn6vu2HTzXbM1ZQIKn7sXhQj+hE3gqzoCv91EWmngWkLgM0U+kSIoYpGuvu4J78dKzjCLAtYmk",
-	"lzT2f/pJq//jsw9/l7sFyj6//j4BPnvOaQanZAIuieIa/3iCOa4qCVt1rCZLJgkWSebrY76zvulnSddj",
-	"sKLOfvVcn+sVqhbq0rdLOw+N68W3bXSru4C1IJTbvqwSlNJTVzRzXcJImJzGEJIxuwBXd1Lk2dGDZd7l",
-	"F7/4+Re/+cVnP//w81/9vy8/+sR8+MXHf/67f/jsw999+fu/+PzX/3pAlrJP9Uq9CL7bj8j9VChI9kmj",
-	"QaD0IbFKYgsgixzR6YvYyjfrEK65VINoNTG8lKrZZStCNTsKKvpQZayDBJqoqDNowJQbn5GgC8lNKOV6",
-	"GJud2pVs2YABO7pvqN9G04nXdjemEhZ+mwBvdDwtj3y9pryU9cVRg0bxbstRgeaUwuK6iM8rDSDQJb0O",
-	"VxpN8HgxSDGrLFws6tpj7HfYN+SafdZ18yxxwa7d5WNHSJ3yK8dc63mKCvMOKQ0yVpivHZMG4zjW26g3",
-	"qJLGFZK6kXNyHUehAmITB6GtFp5IwGkETJFkQgLBHclYpKk43yc5VaghqEL/B1epRN6sjV87L3nzwnrX",
-	"DWmhyoPKk9KUXz27Aa5TQoxrx6BXenDNREU1642IQQWpyLOnbw++a0OCfthNZgjZ+ebHDM5DshtFzXD+",
-	"wGY1TpBoJKacC122UjanKMzhcSYGPRbbiWGHJRQCWVsuyonrOHTGikj4GbbPYhsZ4zhT8R6+tKCS/WkJ",
-	"d/YPWuf7oHu2KgF9xfJmhx0QlAY3LFB7CUc8RqjVFVp9RO66UeWkKLmCkq5vecs6kz0DX1i+873+dbzV",
-	"GyLeNZHfRHSJRA+On6HKu6GBx41qa/uEknGRpnaQPq4lNoeY9IzvKMYdNwU114TNgHsqZt+EQb/uXJ8f",
-	"qx70t5jpRufbvCN95biXxAwn8BkZze3IBY6ZoytI8xyoJIwTyuekvJAhJKmYhI17EYSsx/y7JHHbrLNp",
-	"jbGrJseuwMk6DF6jB8iDrw1HIlpv9iNiSyj2ThGm6j6hiGSUcdvS70bVBMfwyY24HJSDMfXknZ008Fwt",
-	"UK10hdFYt93GvofbqNWd5wLkNc153VTAojF6bNvOSAaUK/L8NCKHLr14786BQ4RFArJowpRmPNY29YVT",
-	"jPX8HwYlm6dduiHzwvm6RzLbbcPT1+/waXT2VPSu6Xe6RGb8bTk4xhcXkuk5+ifORQAqLYQIDWZW7VfV",
-	"AlOtc3vjB3Mp+EVj2ww8qfKNDpcO5VN6JowD3wwmCcty67oZTyx6wRc61F3QnkuBXexcSxrrAzcYpKY0",
-	"x+JwAmPGsWUnxvRuiWDDIy94IzOE3DMFCcYDBCvXxw8PH7zzEHthiW2HRwlc1sb/gveW3afSr1v8VzTz",
-	"h4iSRn+2Csv+/hf8BTf+rBSFa8txY9Z6ak4pYuvQ+IZonc8JF7kEZTzdrEg1GyiYmFde8JzqKamuVdon",
-	"h+/+n036YXB4aueVeTuKokvjuogzo6Ne8OaM0i1F8Mmqs9o3a+CmzuyDeMR+9II3JqMrFmlyVa/JL6oY",
-	"KdAhaennftCYwgr2omE0HOBLZvtoF4PxHDjNWbAf3I6G0W077TBFQdiZ4pjv++bzBDxdEG9j64YqcpAz",
-	"poQ5a2pcEoNmQ32IyJFLs1Tj8bVVPadMq4P62hisNHFjAUgqRD6i8ZmxxYm9awRjA7jIhTKruMF5Ek8F",
-	"s/m2gX3d6LvqkqSjJNgPvg/ajSt37lLaGw5v7PYkt8OSq5NyKWKDE8wgsRlELdUT7D8/DQNVZBmV82A/",
-	"eORQGJG94ZCcT1kKpaTjKhjNK/KDp0+fHJCC00JPgWuG1QS78g62w62jWypoQkY0pTyuojkh4ykoLalG",
-	"app1WE3OEKlXqq37j446TTxIRqZtfx4kEXnWhi4kKTsDUvKVl1bH5ZZfH7nsMezp50QLi/HWfFJkY0Hk",
-	"zGWbVdCXmnAl1atzW7KjvrZ9iJiesFV/LGJVMxLAJ4xDie0Dcnd4u7y4CR2DAoNaNS10Is65Y43Z3k5M",
-	"czpiKSs9Jy+P/MQOreLcMfYDuGHWEcyF2x8Vzy0SCwmhsS0ILhoeMSZjoLqQoFq7RZYAkaGW7SMMSfP3",
-	"sNSS7f7cvh38aHZCyIJzDB6NbmEuk2O1AkZFhIvWygYkdyOHl+3uN3FyTc7rehleJmsBV9qv1Yqh5M1b",
-	"yv92JZmdlpGa8k7ZRyXMjvIL2HDm8ytBxKgwFE8qk705LrpvWHZFYZV4SZ3LbjrvpkZDx7JXx1c7r1hy",
-	"uQYxVbq0eRPj84VBQ1eP1gJ1ZEWaOlrUwvUpk94wiu4N68sVXxa26dfdGWjeDzo3F242lnB5+hp16OYX",
-	"BkbkkHDBBxpkhh1PJsaLqcS+jGPQcj44HGtbdGpcD9j4xctW9TEvr6yMW+rXGMAK6APrsRrkh9h7MchF",
-	"mhIT6aZO0SQYq1q6IpHLC8ouBpqeCeviuYbiwGgqHAhsc40P1voRy6nBZei9THLLuyRP/dxf+bVL+f4R",
-	"U/q4emrhCD6ebdzvtPw2R1/UlFkXAjJVdx+4RktHYbI7XC4rKcuWCcvddZNAfoBalYSysIu9N6Kw1YGD",
-	"8m6jUsZta1BZIfCBWRUVgiU3ku4O9+6E6zE2oorFtpPKYadPUqDGPXR2QFdp3lY8fEtVl4iIQrtjveAW",
-	"8T1MhbnEyxlAbosBBvb+gU1UutvTzA+hiW6///BpiZuqyJoIUDaK8aHA9cLUpy9LcHimIAzMPr67g16n",
-	"TmsVZDxq7XGjIaZ51s4lNgcdrqnLTLbAdA3vsREluPvvUIzRV69hyW2mL8UctJEj46qFhFrgqSbU3lr4",
-	"OnTVaRjkQnnUSPtmt2Db5TsXP1g+wOTBW66mcyMs4L9/7rKdhnIXnHT4cG89LRfv770+J1iIsVvfAh2R",
-	"Q67OQSqyN9yrEy8N18P49rbMi9mlJWyAEwbt32z5zJWIB+WGA0cI61derrEzNn/i6jlg6+9tTnmA398Y",
-	"p4Tr33AXUnuUy9dEVIuCtkJ1EyyMk5iqmCbQX0fp1ZTFxhG/n9vA/WtXtsv8x4qd227hw6e2QWb1dc83",
-	"4g42GoZ4gjYQ7ySrp8UbtyJH5F2kjp1NJM1G+dfhDq55sGCJ1cSFh77tUtxXLl43r7P9tcVvss4+toXe",
-	"lnzfUuR8KlKbe7+eZPt0tu3kuZbOrmZAV4XI3dHV16Y/2hstUSLtAcmbcLxWdlBvOG59YCetW42fISoY",
-	"9843UW2c+Gh788LsndndSJa/Vtays7uvn71wupf03NA01u9xjtqOVFc/4P+3gP1ZnaadBj9G5EEhcdCp",
-	"zJ5Sq3MOSKXjr+AcIgsPyk2upGdSMVGrdIyNZR+JiVqXhzvGLl7st2fgmowUvCQT9GCrcRqmloXqeONG",
-	"K1DdarC0St1snqjYHa7NVLzOGLi84NTD9Y/EpMRk59bW4MZcrk7tNBUTorQEmpHe5nfK9r9W/bkZjzcH",
-	"jpem3ZqDKmt5fcP82d6V0me7/5PSZziS8FUmjhYGilYkj76K7NA6K9Ka7PIaiTVTXu6/+qH2GjVIbCNx",
-	"YybxGy59xmartW7sCT71uvmmMd6+rFgoCq5V+FX5GKs5ovqPUOp7S7DTu+aUCXy9HNCuG9YdXc9PjRJo",
-	"wIWtNhaEepht096fNbmVqyxZtxOtXvz08r8DAAD//w==",
+	"1H3dbyTHde+/UugrYGfsnuaQ+2Ev+WBQuyubvivtmuTauHdJL2q6z8yU2V3VW1VNcrQiYN0bIbECww/J",
+	"S2C/BEgiBwhsIAGCIIARQP+KLMn+L4I6Vf05NV/krqQ87XCmuz7O+dX5PrWvglhkueDAtQp2XwU5lTQD",
+	"DRL/YglkudDA49n/hpn5JgEVS5ZrJniwG2xH0c7du+ScKTZKgewfPTg4IPGUShqbIUIyohKIkIQqQonS",
+	"soh1ISEZjBmkifmC8QnpnQRRFJ0E/SgIA2bGnQJNQAZhwGkGwW5wUK9jYBYSBiqeQkbNivQsN4/YsYKr",
+	"qzBg43epjqe4Ae9o44F9YPkwKqcxVIPkVE/rIexvYSDhZcEkJMGulgU0x8vo5WPgEz0Ndu/dDoOM8fLP",
+	"7dAMpkGaYX/6nA7eHw7un/bch8Hpt8qv+t97Kwg9CytYsmBZ5pdli+qOdWUeVrngCpDfIgdJDW/34xhy",
+	"DThPLLgGrs1Hmucpi/GJrZ8pA4FXjdHfkjAOdoP/tVVDasv+qraelCPbWdswOp4CqR4gFwYsbn7SE5JI",
+	"yFM6gyQkF0xPSQUGPTh0vxCzUYSP5TVuxvNce73zlH0s7ObMrxtQ8SoMcilGKWRL6OWe+PZmdHvqxvVQ",
+	"bZ+Tw3cekPt37n6HuMEjC1z7rhl6Xz8GqvQTHsOPCijgyUiBPLeEoEnCzFA0fSoN4zUzIBjTVEF3KuFe",
+	"I2JMukOSYbQTDUnv00/+9E//9sV//MtnP//w87/8z88//rX58Ff//OXf/vbzX/3+T///D19+/O9ffPTX",
+	"/V3y6oqMYCwkED0FMmZSaWInQELtkQyyEUhFBE9nZCwkuZhSjQ9PhdIkFnzMZAaJ4XfeWPqrIAOl6AQe",
+	"iMLSv0OwPJfikmVUA4nNI2Y77pUG5ChPCBeazEATGp9xcZFCMjHwS5iKqUwMHSSBy9zAwywiY5xlRRbs",
+	"DqvjyriGCcjgKgxeGio9umTKSlj3wEiIFChHhmmmU/PdQm5Vw4rRzyDWZtTus0c5xBtyVeUQL+fo5x/9",
+	"4+cf/7ofkQO7HUWMPOdwDtKw4RykIdhYiszJcmUoMzbinwmu5hmUQMrOQc4eQkpnRxALnqh5Rj2EMS1S",
+	"TRLzlFkh0HhaM8ixbI8MycUUOBEZ0xqSiOwTBTy5pYi44PZlNwW5YFxFZJ+TIk+Q/VPKDdMRYinVIPFV",
+	"XHFGLy0379zeGQ5Xcdct5hDMmWeCL9zUY2Fm1ESzDAgtN0GYImeQ69AisqQm0yUg8fnm0lGmgCJa1Ngt",
+	"4erIC8me+WpqlKuDqZlHgtKihGy5ye2d4f17rW3e8+zzqqlVni/c9OliLCM+PTh+IIFqOAQlChnDIbws",
+	"QOkNgfy2SBAmT58cHZOt850tVM9q6xX+e7Ul3egqIoh5c8Jzyc6phgOeF9rC+pymzFA4IXRCGVdW5Lwj",
+	"ZEaMek3ICKVR9kympJcZAwISApc01uksJFpSlhqCq5SqKWE8TosEkv78GXBjdIyEneGd73bNhI6iKdX8",
+	"mzMuwkCMx4Cf27Ns76xeXIuiDUnneB0Gl4OJGLgvjRaMDunFuxZJAdpbVoJt9FoHmEigsCKxG7QBSz/c",
+	"PLh8lOV69hrU5bsiKVL4iZBnIMkwuh0NEX72ix+DVMbkGUZ3o+Eu4k3CGCTwuK3sVHWeRaEVSwAlhBFz",
+	"EmIhE4V6Uk9BWcSqkChBmDbHnqYXdKbIqysDxZIO7e0t2v/TLks3IEL7gIkxofYsaaPMp9TsiAPp+ZVP",
+	"SPCPB4KrIisJF3qI2d+1MpyOFBiFLo15wWptPrfn9pZ8G+fnR1aXLd5w+wTevXv7nuc8tMlxTiUqRwWx",
+	"hJIgLRTsopixsuiH9Jwe4duEJUbGjpnRvr2fPt8f/F86eP/FW6fu03Bw/8Vbp6+G4b3bV2+FJJ5CfGZl",
+	"lUGTk2lCkhHEtFBoZ/P9pwfEANFygTjxNHvPTN9HeJ7TtABVKvWIvM14wvgkJOdU4gN2G27FaopuHgf7",
+	"txG6Tsc0iXbvToMVNZE9LPgB0FSj/9aWnEpTXeAn4EZTPQ/EGR7uOUO+KRPcW6eeiR6LySOu5WwltNvr",
+	"SOEc0uYyEhgVkyAMUjFBF3YsgjC4oJIHYQBSCulZZWU6eFyKMFDwstQVVFtNfO9O4DNAjH3wLktTptZ8",
+	"4dzC7Zn1IlfQDl4GrSlCt/l69a0BG5K2oq2f7o/Zxmp+n1zgebmljFhUIgUjDfNCIyILHtNiMjWyhScp",
+	"SIKEVyERaWLsLnQ0IvKUKoVHI6VKEwUvMTYxNhagFkQCTYjg80qbacjaH5Z5bdXer6rNUynpbI6+drQ2",
+	"1ZAyHqJZ4bchzZ5wII+OSIbveoROhEfWSMypuCBCT0G6hxVhWS6kNlqkdxJEW+bBk8DIsJPAfvYYNw3n",
+	"tyEi72zfv3N7eGc9i8ZjazRNmlrsNUVgNDj9lj9a4jEPykU26O6Iu5Dslmg3cLI8dkDP6G5uo2LGvTSP",
+	"bsmCm+M2oCMWZQn59JPmi/2oRLciCcQplaBq79ieDiPOz1kCao+4g0kUpBBrB3t2Dm0IhORiyuIpyQql",
+	"jbtgeG48vFk5RVJOOs/ucjWtk1FKxTHYIBs6wH4JSC8P7Fs7yHL3x3bn1IRBwdnLAtzPWhZQy7FVZ/Gw",
+	"NKjm0FAtfg4HDW57EFHHsjY/izHan2HpzAlpfDbQEBGjpgAlGYzHEGuSUyadcaMsNoxFOKC5A0a1DGPi",
+	"peJC7ZIcUE1vGdNqj8iC8/KvD3IqNaPpBwU/4+KC76HhyGP0WbaqL1URxwAJJFvWzUw+sEONKUshaY3k",
+	"Ofu4t2NmT3SlicxGBwbTPn/D7rWJGjOHGdrOgrzHxQVh4NbkhZJVs+tG08LAq/1CT8R77pEzxpPmgu22",
+	"zUKRp4Fhu2Gpd5mlK/pswfyIgubojqVBGDh2Gqem5JJxdZAzGPWt+Omd2a5uE+50dZWZBTff3ka56IqZ",
+	"YRMJrYkbB60+RJ4T9rSOpm5wvrrRUJKApixVNmxshN8PjEtlrN/zHQKXGjiKxzLeGIsEQiKtT3hgA4HW",
+	"iPDpuQTmYzxHmo5SIIrTM3gRUwU4Jul5Tu8jHNhq0LbDfvq81G/f8rrodlde9NjVrm2mODLjUuZNFWPI",
+	"Kk157LdQKzotxHFReko2rnT3/v1GlOnOcOi3ZnXqn89+scpgxV/LYaplhJZfDfiVCFsMvkelQNlQwjPj",
+	"WVrc7BJKfnj05D3yVJgtSsK4Fs7LR+KRkUhmiDNKjP9q1JQvaLqQ4bkdeDVdygcr+MzTwm7YQxB0xd8u",
+	"U2obkON4CmRk3iOUoBFQ2eYSYmDnoEjP4+eTTz/580e//ON//f1nH/72wKx6TGP44m9++cc//Ka/S7aj",
+	"KKOXuJwj9r5RoQnIOiqsQkI5OXhobC5MT95rJCSR1Ib+NtRQSrFbCq3giJgFK9A6hQy4JhnoqUhUMwtg",
+	"5IOWs7D53X6a4sD4C/4hgYxEYebCIEzPY9l5bGerEpoxwbv3Vkbdym2vfehx642wW22Dbbsw8AIrrExl",
+	"rAxArqFG7ECN1Tfg2IDbIjCWeHkN8Tkf/tbPZeHwdaKK1skpG5GKYc84ptWXparBeIlLW/h8KFzNvtY0",
+	"nkLiyxqtTCuFgXUH1ko8+Ym6ivo38IYWUL3KN1lpYQ6Vc2oMwViWFVbBumAnSdkYnVrzmSK18Nw+O3jo",
+	"k6I0eQxG0/6oRPGabgOekUrgtHTaditzsu1NELl3jQEkCt3ID1Wj3FudZaKXDwSPC2mWNGu9vHN3nSUc",
+	"gpYVIVpGE7ikEYMqDlKlZct03R6hmmTGeNom3yb1cKR+t51UWp03e7kxE1C8dhOHmyXrLJiu7zGWYsuN",
+	"0wHGQl7P8a/FEt/OTheczUUuKT700HFrwzOJRnFtDVtllQNIZS3V/Vizc3sYGaf2jxIY/V1yMQWMGjkV",
+	"f6sCxczG4c3zETm0gbXKEBDGtcUkRint9lxSFh8zEMQH58+xHXEeyLi33fpNlwJQNrHrFHQmjNFR5kRr",
+	"k2FUaMKFM1aUplKrPfuXORWpBJrMSn+ajBlnahrVfOhKZefczRtDdmFmidbbZ5gH6JkvSjLcUu4pTG1j",
+	"PFJPpSgmU6td8KF+tNJbqxYSlhTrYqqCyyo83TAp+2x5TnbrVcGSq60KNL1pC48uLFbisb9LMnoGNZub",
+	"eHPg7EkwVOobkFWI7eW0UNBfhiePgmxSdAUZl+QS8bkDbjZyjbDRqvNZD9zfbZzCqjhgNLNoCwkXF+uf",
+	"J4PXirIWrj241IOajvPodyfmgL+TssnURoGXCuTR7KgMeGyQf6HnlKXGEJhf9Y9tKWJILijTeFjRLMOF",
+	"rS7VwZoR8Bze91yBhat0tGLGFZvYKpWerYqpKjD6q2djDTJ1WA4ppvDWXjhKNpe27xxDMFSwki8xHETR",
+	"FxJjDg1StIdsPVNV3LRng8mSWQHlAlD9dRah5ewnlu5rkJBah6mk4Krxu6exwkDNts4SGhRuUMiXBxzN",
+	"tM82QncQfUw0MZk0/rqzdeYSbWuVCXkmeYQHrCwHqtXXVKSJIr3SV4matW23lM3QmhO9BmNsBmx/AguL",
+	"k/YnlR3t0mXlgsrSojH6sw4+VekVFxxa1EhEYXniWREvjPPT1ZJrq7GKhCW/avHh2eK8MFqoCBuSeZHw",
+	"frdO1W4YDirpiKm3VhDklnL2xqYxkMiGjYx1xcm+8c3fLsZjkAgZc9qRjZJNGKcpQVrtEcZtKEoCT8CW",
+	"6pV2BzKPx0DOmEGWrSgB2Xf1IxqjOAru3bEQEQrsoB5dojVkufYAbLu06tqORUi+jb9ggZ8sXZG2LPC6",
+	"NIYCHhg3iGEIXjotO98ZDod20XXsf8NAi2YZKE2zvE62dyav6/VC8uz4AXnG2SWBXMRTkuE7Fpp7Rpsa",
+	"L5bGUihVb7v0otYXgnguugtzxAlrbnQB/26Vul+K9gM+Fm/SVhHcePCqUdLps04MUY9bNQ7tKQ2l54ls",
+	"wd0hDaFlOEEB2Nj7GvUSi0H9sPaclSBjKleLYsOapxLOGVz49Y154JZyxwQRS3oljnfu3uuH7iy2Fm+e",
+	"86UKzGDHsuAx1ZAsns+c8lTwCfr+1J7T3C7Sb+ctSl658IjHEUA1yngtOJYf77k02BJ1/+Kioe9fjJco",
+	"/HqlzgjZ1xuiCotzbbqcaZLRGRlBbfOtBSjfEZ5D+fwKGzh0hK7zbk1QdZm+4Owf2Bqlpef/GiU6G5//",
+	"vK0bG35LVbhT1X3bCp4blubMEcGT9+JwqZ/SCRyLM+CrbZS5Ip45Ii4i9FMpkiIG6crrrmFevPQMowhw",
+	"bTzpBYX9n37Sqv/47MPf5W6Ass6vv0uAnz/nNINTMgEXRHGFfzzBGFcVhK0qVpMFnQTzLPPVMd9ZXfSz",
+	"oOoxWJJnv36sz9UKVQN1+dvlnYfH9eCbFrrVVcBaEMptXVa5lNJSVzRzVcLImJzGEJIxuwSXd1Lk2cHD",
+	"RdblF7/4+Re/+cVnP//w81/9vy8/+sR8+MXHf/67f/jsw999+fu/+PzX/7pHFsKneqUeBN/tR+RBKhQk",
+	"u6RRIFDakJglsQmQeUR06iI2ss06jGsO1WBazQwvp2q4bMSoZkVBxR+qjHaQQBMVdRoNmHLtMxJ0Iblx",
+	"pVwNY7NSuzpb1mHAiu7XVG+j6cSruxtdCXO/TYA3Kp4We75eVV6e9flWg0bybsNWgWaXwvy4SM9rNSDQ",
+	"BbUO12pN8FgxyDErLJwv6spj7HdYN+SKfVZV8ywwwW5c5WNbSJ3wK9tc636KivKOKA02VpSvDZMGcBz0",
+	"1qoNqk7jkpO6lnFyE0OhWsQ6BkJbLDyVgN0IGCLJhASCM5KxSFNxsUtyqlBCUIX2D45SHXkzNn7trOT1",
+	"E+tdM6RFKg8pj0pVfv3oBrhKCTGuDYNeacE1AxVVrzcSBgWkIs+O3xl817oE/bAbzBCy882PGVyEZDuK",
+	"mu78no1qHCHTSEw5F7ospWx2UZjNY08MWiy2EsM2SyhcZK25KCeu4tApKyLhZ1g+i2VkjGNPxQt8aU4k",
+	"+8MSbu8ftPb3QXdvVQD6munNDhxwKQ00zHF7ASKe4KrVNUp9RO6qUeWkKFFBSde2vGWNyZ5ZX1i+873+",
+	"TazV18S8GxK/SeiSiB4aP0OR95oaHtfKre0SSsZFmtpG+rg+sTnEpGdsRzHumCkouSbsHLgnY/ZNaPTr",
+	"9vX5qeohfwtMr7W/zdvSV7Z7SYxwAj8no5ltucA2czQFaZ4DlYRxQvmMlBcyhCQVk7BxL4KQdZt/lyVu",
+	"mlU6rdF21UTsEpqsouANaoA89FqzJaL1Zj8iNoVi7xRhqq4TikhGGbcl/a5VTXB0n1yLy17ZGFN33tlO",
+	"A8/VAtVI12iNddOtbXu4iVrVec5BXlGc1w0FzCujJ7bsjGRAuSLPTyOy78KL9+7sOUJYIiBEE6Y047G2",
+	"oS/sYqz7/9ApWT/s0nWZ5/bX3ZKZbhNM37zCp1HZU/G75t/pgjPjL8vBNr64kEzP0D5xJgJQaVeIq8HI",
+	"qv2qGmCqdW5v/GAuBD+vbJuOJ1W+1uHSoDymZ8IY8E1nkrAst6abscSiEz5Xoe6c9lwKrGLnWtJY77nG",
+	"IDWlOSaHExgzjiU7MYZ3SwIbjJzwRmQI0TMFCcYCBHuuDx/tP3z3EdbCElsOjydwURn/Ce8tuk+lX5f4",
+	"LynmD5EkjfpsFZb1/Sf8hBt7VorCleW4Nms9NbsUsTVofE20zuaEy1yCMpZuVqSaDRRMzCsnPKd6Sqpr",
+	"lXbJ/nv/Z516GGye2npl3o6i6MqYLuLMyKgT3uxRuqUIPllVVvt6DVzXmX0Qt9iPTnijM7qCSBNVvSZe",
+	"VDFSoEPSks/9oNGFFexEw2g4wJfM9NE2OuM5cJqzYDe4HQ2j27bbYYoHYWuKbb7vm88T8FRBvIOlG6rI",
+	"QZ4zJcxeU2OSGDIb7kNEDlyYpWqPr7XqBWVa7dXXxmCmiRsNQFIh8hGNz4wuTuxdI+gbwGUulBnFNc6T",
+	"eCqYjbcN7OtG3lWXJB0kwW7wfdCuXblzl9LOcPjabk9yMyy4OimXIjY0wQgSO4eoJXqC3eenYaCKLKNy",
+	"FuwGjx0JI7IzHJKLKUuhPOk4Cnrzivzg+PjpHik4LfQUuGaYTbAjb2E53Cq+pYImZERTyuPKmxMynoLS",
+	"kmrkphmH1ewMkXul2Hrw+KBTxINsZNrW50ESkWft1YUkZWdASlx5eXVYTvn1sctuw+5+RrSwFG/1J0XW",
+	"F0RkLpqsWn0pCZdyvdq3ZTvKa1uHiOEJm/XHJFbVIwF8wjiU1N4jd4e3y4ub0DAo0KlV00In4oI7aJzv",
+	"bMU0pyOWstJy8mLkJ7ZpFfuOsR7ANbOOYCbc/Ch4bpFYSAiNbsHlouIRYzIGqgsJqjVbZBkQGW7ZOsKQ",
+	"NH8PSynZrs/t28aPZiWELDhH59HIFuYiOVYqoFdEuGiNbJbkbuTwwu5BkyY3RF7XyvCCrLW4Un8tFwwl",
+	"Nm8p/9vVyeyUjNScd8I+KtfsOD9HDac+vxJCjArD8aRS2evTovuGhSseVomX1LnoprNuajJ0NHu1fbX1",
+	"iiVXKwhThUubNzE+n2s0dPloLVBGVqypvUUtXJ0y6Q2j6N6wvlzxZWGLft2dgeb9oHNz4XptCVenb1CG",
+	"rn9hYET2CRd8oEFmWPFkfLyYSqzLOAQtZ4P9sbZJp8b1gI1fvLCqt3l1bWHcEr9GAVaL3rMWqyF+iLUX",
+	"g1ykKTGebuoETYK+quUrMrm8oOxyoOmZsCaeKygOjKTChsA2anxrrR+xSA2uQu9lkhveJXnqR39l1y7E",
+	"/WOm9GH11NwWfJht3O+0+DZHn9eUWRMCMlVXH7hCS8dhsj1cfFZSli06LHdXdQL5F9TKJJSJXay9EYXN",
+	"DuyVdxuVZ9yWBpUZAt8yq6RCsOBG0u3hzp1wNcVGVLHYVlI56vRJCtSYh04P6CrM2/KHb6nqEhFRaLet",
+	"E24J38NQmAu8nAHkNhlg1t7fs4FKd3ua+SE03u33Hx2XtKmSrIkAZb0YHwlcLUy9+zIFh3sKwsDM47s7",
+	"6E3KtFZCxiPWnjQKYpp77Vxis9dBTZ1msgmmG1iPDS/B3X+Hxxht9XotuY30pRiDNufImGohoXbxVBNq",
+	"by18E7LqNAxyoTxipH2zW7Dp8J2LHywOMHjwtsvpvBYI+O+fu2qHodwFJx0c7qzm5fz9vTdHgl0xVuvb",
+	"RUdkn6sLkIrsDHfqwEvD9DC2vU3zYnRpAQyww6D9m02fuRTxoJxw4Bhh7cqrFXrGxk9cPgds/r2NlIf4",
+	"/WtDSrj6DXch9byEXVUv90DwMq7uLorph/N1OYKns128A5lIGBfKyucTbt+wLMK4zAsu9AuWpEDuDO83",
+	"fP9mx0F9NamQxg9SVRfKQmHLxgeJvW6hq43rXqrTbwqeLffbusQ17zBOYqpimkB/FciXgxprZvwmfgN2",
+	"b1zPLDKdq5PctogfHdvaoOU3Xb8WS7hRK8UTVP94HVvdKN+4EDoi7yF3bFsmafYIvAlLeMWDBUusEio8",
+	"/G1nIb9KyfKG1JU/rfpNVleHNsfdOt+3FLmYitSmHW52sn3qyhYx3UhdVe2vy6ID3a7dNyY/2hMtECLt",
+	"3tDXYXMuVYZrdprv2SbzVs1riALGvfNNFBtHPt6+/sPsbVde6yx/rdCybctvHl7Y2Ex6rl8cSxewhdx2",
+	"k1c/4H81gaVpHTOsgceIPCwk9niVgWNqZc4eqWT8NexihPCgnORaciYVE7VMxlg3/rGYqFUhyEMsYMZW",
+	"AwauvkrBSzJB473qJGJqUZQCLxtpGY0b9dRWUav1YzTbw5VBmjfp/pd3u3pQ/1hMSkp2LqwNXpvJ1Ukb",
+	"p2JClJZAM9Jb/zrd/tcqP9fDeLPXemHEsdmjsxLra4YOd64VOdz+nxQ5xG6MrzJmNtdLtSRu9lUExlZp",
+	"kVZTm1dJrGhwc//LEbU3yEFia6gb7Zjf8NNndLZaacYe4VNvGjeNzv5FeVJRcK3Cr8rGWI6I6v+Aqa9s",
+	"wSL3GikT+HoR0E6Z1sVsz0+NEGisC6uM7BLqPr51y55WxFauM2RdSbV88NOr/w4AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -203,6 +203,13 @@ func (s *Server) routeGuard(rt route, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A space name the Host API could never create ("*" means every
+		// space in grants; "/" breaks Location) is refused before anything
+		// reads it.
+		if err := s.space.check(r.PathValue("space")); r.PathValue("space") != "" && err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
 		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="takohost"`)

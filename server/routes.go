@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -108,4 +109,43 @@ func (m *guardedMux) Handle(pattern string, h http.Handler) {
 		return
 	}
 	m.ServeMux.Handle(pattern, m.s.routeGuard(rt, h))
+}
+
+// nameRule is the rule a path parameter's value must meet: the length and
+// pattern of its schema in the OpenAPI document (components.parameters).
+type nameRule struct {
+	param    string
+	min, max int
+	re       *regexp.Regexp
+}
+
+func paramRule(doc map[string]any, param string) (*nameRule, error) {
+	comps, _ := doc["components"].(map[string]any)
+	params, _ := comps["parameters"].(map[string]any)
+	p, _ := params[param].(map[string]any)
+	schema, _ := p["schema"].(map[string]any)
+	pattern, _ := schema["pattern"].(string)
+	minLen, _ := schema["minLength"].(float64)
+	maxLen, _ := schema["maxLength"].(float64)
+	if pattern == "" || maxLen == 0 {
+		return nil, fmt.Errorf("server: the OpenAPI document's %q parameter has no pattern and maxLength", param)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("server: the OpenAPI document's %q parameter pattern: %w", param, err)
+	}
+	return &nameRule{param: param, min: int(minLen), max: int(maxLen), re: re}, nil
+}
+
+// check refuses a value the rule does not allow, quoting at most 64 bytes
+// of it.
+func (n *nameRule) check(v string) error {
+	if len(v) >= n.min && len(v) <= n.max && n.re.MatchString(v) {
+		return nil
+	}
+	shown := v
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	return invalidRequest("the %s name %q is not valid: %d to %d characters of %s", n.param, shown, n.min, n.max, n.re.String())
 }

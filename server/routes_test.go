@@ -66,3 +66,28 @@ func TestARouteWithoutAnEntryIsRefused(t *testing.T) {
 		t.Fatalf("missing %v", m.missing)
 	}
 }
+
+// A space name the Host API could never create is refused on every route
+// with {space}, before authentication and before anything reads it: "*"
+// (every space, in grants), "/" (its Location would not resolve), NUL,
+// U+202E, upper case and 64+ characters (#14).
+func TestSpaceNamesFollowTheOpenAPIParameter(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, bad := range []string{"%2A", "a%2Fb", "a%00b", "a%E2%80%AEb", "ABC", "-a", "a-", strings.Repeat("a", 64), strings.Repeat("a", 5000)} {
+		for _, route := range []string{res(bad), res(bad) + "/u1", "/v2/spaces/" + bad + "/operations/op1", res(bad) + "/u1/fetch/x"} {
+			r := h.do("GET", route, tAdmin, nil)
+			h.expect(r, 400, "invalid_request")
+			if !strings.Contains(r.str("detail"), "space name") {
+				t.Errorf("GET %.80s: detail %q does not name the space", route, r.str("detail"))
+			}
+			if d := r.str("detail"); len(d) > 300 {
+				t.Errorf("GET %.80s: a %d-byte detail echoes the whole name", route, len(d))
+			}
+		}
+	}
+	// The longest and shortest valid names pass the rule (an empty space of
+	// the admin's grant lists nothing).
+	for _, ok := range []string{"a", "0-z", strings.Repeat("a", 63)} {
+		h.expect(h.do("GET", res(ok), tAdmin, nil), 200, "")
+	}
+}

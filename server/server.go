@@ -73,6 +73,7 @@ type Server struct {
 	handler http.Handler
 	mux     *http.ServeMux
 	openapi map[string]any
+	space   *nameRule // the space path parameter's rule
 	caps    map[string]any
 	ready   func() error
 	observe func(route string, status int, d time.Duration)
@@ -105,6 +106,9 @@ func New(opts Options) (*Server, error) {
 
 	routes, err := routesFromOpenAPI(s.openapi)
 	if err != nil {
+		return nil, err
+	}
+	if s.space, err = paramRule(s.openapi, "space"); err != nil {
 		return nil, err
 	}
 	mux := &guardedMux{ServeMux: http.NewServeMux(), s: s, routes: routes}

@@ -213,6 +213,21 @@ func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request
 	body, _ := io.ReadAll(req.Body)
 	rec := httptest.NewRecorder()
 	rec.Header().Set("X-Seen-Auth", req.Header.Get("Authorization"))
+	rec.Header().Set("X-Seen-Cookie", req.Header.Get("Cookie"))
+	rec.Header().Set("X-Seen-Proxy-Auth", req.Header.Get("Proxy-Authorization"))
+	if req.Header.Get("X-Forge") != "" {
+		// A worker answering like the host would, with framing that
+		// disagrees with its body.
+		rec.Header().Set("Content-Type", "application/problem+json")
+		rec.Header().Set("X-Request-Id", "forged")
+		rec.Header().Set("Takohost-Response-Source", "host")
+		rec.Header().Set("Set-Cookie", "session=stolen; Path=/")
+		rec.WriteHeader(401)
+		fmt.Fprint(rec, `{"code":"unauthenticated"}`)
+		res := rec.Result()
+		res.Header.Set("Content-Length", "99999")
+		return res, nil
+	}
 	rec.WriteHeader(201)
 	fmt.Fprintf(rec, "%s %s %s %s", req.Method, req.URL.String(), v.UID, body)
 	return rec.Result(), nil

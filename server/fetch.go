@@ -40,7 +40,9 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wreq.Header = r.Header.Clone()
-	wreq.Header.Del("Authorization")
+	for _, h := range inboundStripped {
+		wreq.Header.Del(h)
+	}
 	wreq.ContentLength = int64(len(body))
 	resp, err := s.workers.Fetch(ctx, v, wreq)
 	if err != nil {
@@ -49,19 +51,44 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
-		if strings.EqualFold(k, "X-Request-Id") {
+		if outboundStripped[http.CanonicalHeaderKey(k)] {
 			continue
 		}
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
 	}
+	w.Header().Set(ResponseSourceHeader, "worker")
 	status := resp.StatusCode
 	if status < 200 || status > 599 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
 	_, _ = io.Copy(w, resp.Body)
+}
+
+// ResponseSourceHeader marks every response the worker's fetch handler
+// made, so that a client tells a worker's 401 problem from the host's.
+const ResponseSourceHeader = "Takohost-Response-Source"
+
+// inboundStripped are the request headers a worker never sees: the
+// caller's credentials for the host (and any cookie of the host's origin)
+// and the hop-by-hop headers of the client's connection.
+var inboundStripped = []string{
+	"Authorization", "Proxy-Authorization", "Cookie",
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// outboundStripped are the response headers the host sets itself or never
+// lets a worker set: the framing (the host frames the body it copies; a
+// worker's Content-Length that disagreed with its body would break the
+// client's connection), hop-by-hop headers, the host's own request ID and
+// response source, and cookies (the host's origin is shared by every
+// worker, and it forwards no Cookie back).
+var outboundStripped = map[string]bool{
+	"Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
+	"Proxy-Connection": true, "Trailer": true, "Upgrade": true,
+	"X-Request-Id": true, ResponseSourceHeader: true, "Set-Cookie": true,
 }
 
 // workerPath is the part of the escaped request path after .../fetch/.

@@ -23,6 +23,23 @@ func TestFetchRoute(t *testing.T) {
 	if r.status != 201 || !strings.HasPrefix(string(r.body), "GET http://worker.invalid/ ") {
 		t.Fatalf("fetch without path: %d %q", r.status, r.body)
 	}
+	if r.header.Get(ResponseSourceHeader) != "worker" {
+		t.Fatalf("a worker's response is not marked as the worker's: %v", r.header)
+	}
+	// The caller's credentials for the host's origin never reach the worker.
+	r = h.do("GET", res("s1")+"/"+w+"/fetch/x", tAdmin, nil, "Cookie", "c=1", "Proxy-Authorization", "Basic eA==")
+	if r.header.Get("X-Seen-Cookie") != "" || r.header.Get("X-Seen-Proxy-Auth") != "" {
+		t.Fatalf("the worker saw Cookie %q, Proxy-Authorization %q", r.header.Get("X-Seen-Cookie"), r.header.Get("X-Seen-Proxy-Auth"))
+	}
+	// A worker cannot break the response's framing, set a cookie on the
+	// host's origin, or pass for the host (#14).
+	r = h.do("GET", res("s1")+"/"+w+"/fetch/x", tAdmin, nil, "X-Forge", "1")
+	if r.status != 401 || string(r.body) != `{"code":"unauthenticated"}` {
+		t.Fatalf("forged answer: %d %q", r.status, r.body)
+	}
+	if r.header.Get("Set-Cookie") != "" || r.header.Get("X-Request-Id") == "forged" || r.header.Get(ResponseSourceHeader) != "worker" {
+		t.Fatalf("the worker set host headers: %v", r.header)
+	}
 	h.expect(h.do("GET", res("s1")+"/"+w+"/fetch/x", tAdmin, nil, "X-Throw", "1"), 500, "worker_error")
 	// Invoking needs editor on ModuleWorker.
 	h.expect(h.do("GET", res("s1")+"/"+w+"/fetch/x", tViewer, nil), 403, "forbidden")

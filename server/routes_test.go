@@ -91,3 +91,26 @@ func TestSpaceNamesFollowTheOpenAPIParameter(t *testing.T) {
 		h.expect(h.do("GET", res(ok), tAdmin, nil), 200, "")
 	}
 }
+
+// A malformed query parameter is named in the Host API's words, never in
+// the generated parser's (#14).
+func TestQueryParameterProblems(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, c := range []struct{ query, want string }{
+		{"?limit=abc", `the parameter "limit" must be a decimal integer`},
+		{"?limit=1e3", `the parameter "limit" must be a decimal integer`},
+		{"?limit=1&limit=2", `the parameter "limit"`},
+	} {
+		r := h.do("GET", res("s1")+c.query, tAdmin, nil)
+		h.expect(r, 400, "invalid_request")
+		d := r.str("detail")
+		if !strings.Contains(d, c.want) || strings.Contains(d, "strconv") || strings.Contains(d, "parsing") {
+			t.Errorf("%s: detail %q, want it to say %q in the API's words", c.query, d, c.want)
+		}
+	}
+	r := h.do("DELETE", res("s1")+"/nope?ifIdle=maybe", tAdmin, nil)
+	h.expect(r, 400, "invalid_request")
+	if d := r.str("detail"); !strings.Contains(d, `"ifIdle" must be true or false`) {
+		t.Errorf("ifIdle=maybe: detail %q", d)
+	}
+}

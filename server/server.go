@@ -73,7 +73,8 @@ type Server struct {
 	handler http.Handler
 	mux     *http.ServeMux
 	openapi map[string]any
-	space   *nameRule // the space path parameter's rule
+	space   *nameRule         // the space path parameter's rule
+	params  map[string]string // query parameter name -> schema type
 	caps    map[string]any
 	ready   func() error
 	observe func(route string, status int, d time.Duration)
@@ -111,6 +112,7 @@ func New(opts Options) (*Server, error) {
 	if s.space, err = paramRule(s.openapi, "space"); err != nil {
 		return nil, err
 	}
+	s.params = paramTypes(s.openapi)
 	mux := &guardedMux{ServeMux: http.NewServeMux(), s: s, routes: routes}
 	s.mux = mux.ServeMux
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
@@ -122,7 +124,7 @@ func New(opts Options) (*Server, error) {
 	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
 		BaseRouter: mux,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, invalidRequest("%v", err))
+			s.writeProblem(w, r, s.paramProblem(err))
 		},
 	})
 	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch", s.serveFetch)

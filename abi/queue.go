@@ -17,6 +17,7 @@ package abi
 import (
 	"context"
 	"errors"
+	"strings"
 )
 
 // Limits from AtLeastOnceQueue 0.2.0 §producer Binding and QueueConsumer 0.3.0.
@@ -34,15 +35,33 @@ var (
 	ErrUnknownMessage     = errors.New("no message with that ID is in this batch")
 	ErrAlreadySettled     = errors.New("the message is already settled")
 	ErrBackendUnavailable = errors.New("the queue backend is unavailable")
-	ErrInvalidBody        = errors.New("the message body must be a string, an ArrayBuffer or an ArrayBufferView of at least one byte")
-	ErrMessageTooLarge    = errors.New("the message body is larger than 127000 bytes")
-	ErrBatchTooLarge      = errors.New("a batch holds 1 to 100 messages")
+	// ErrInvalidBody covers the message and its options (the Forms' one
+	// name for both); the error wrapping it says which part is wrong.
+	ErrInvalidBody     = errors.New("the message or its options are not valid")
+	ErrMessageTooLarge = errors.New("the message body is larger than 127000 bytes")
+	ErrBatchTooLarge   = errors.New("a batch holds 1 to 100 messages")
 	// ErrInvalidDelay is an argument error, not a Form code: the JavaScript
 	// runtime reports it as a RangeError.
 	ErrInvalidDelay = errors.New("delaySeconds must be an integer from 0 to 43200")
 	// ErrUnknownQueue: the queue is not (or no longer) known to the engine.
 	ErrUnknownQueue = errors.New("the queue does not exist")
 )
+
+// BodyRule is what a message body must be, for the errors that blame it.
+const BodyRule = "a body is a string, an ArrayBuffer or an ArrayBufferView of at least one byte"
+
+// WorkerMessage is err's text for a worker: an invalid_body error says only what
+// its wrapper says (which part of the message or options is wrong), not the
+// sentinel's generic text after it.
+func WorkerMessage(err error) string {
+	msg := err.Error()
+	if errors.Is(err, ErrInvalidBody) {
+		if m := strings.TrimSuffix(msg, ": "+ErrInvalidBody.Error()); m != "" {
+			return m
+		}
+	}
+	return msg
+}
 
 // Code returns the stable code of err: the Form's Error.name for the
 // engine's errors ("unknown_batch", ...), "RangeError" for ErrInvalidDelay,

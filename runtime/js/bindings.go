@@ -85,7 +85,7 @@ func (in *instance) outgoingBody(v goja.Value) (abi.OutgoingMessage, error) {
 	var b []byte
 	switch {
 	case v == nil || goja.IsUndefined(v) || goja.IsNull(v):
-		return abi.OutgoingMessage{}, fmt.Errorf("the body is missing: %w", abi.ErrInvalidBody)
+		return abi.OutgoingMessage{}, fmt.Errorf("the body is missing (%s): %w", abi.BodyRule, abi.ErrInvalidBody)
 	default:
 		// Not Export: goja's Export of an empty typed array at the end of
 		// its buffer makes an out-of-bounds pointer (checkptr aborts under
@@ -99,12 +99,12 @@ func (in *instance) outgoingBody(v goja.Value) (abi.OutgoingMessage, error) {
 			return abi.OutgoingMessage{}, fmt.Errorf("%v: %w", err, abi.ErrInvalidBody)
 		}
 		if !ok {
-			return abi.OutgoingMessage{}, fmt.Errorf("a body of type %s: %w", jsType(v), abi.ErrInvalidBody)
+			return abi.OutgoingMessage{}, fmt.Errorf("a body of type %s (%s): %w", jsType(v), abi.BodyRule, abi.ErrInvalidBody)
 		}
 		b = vb
 	}
 	if len(b) == 0 {
-		return abi.OutgoingMessage{}, fmt.Errorf("the body is empty: %w", abi.ErrInvalidBody)
+		return abi.OutgoingMessage{}, fmt.Errorf("the body is empty (%s): %w", abi.BodyRule, abi.ErrInvalidBody)
 	}
 	if len(b) > abi.MaxBodyBytes {
 		return abi.OutgoingMessage{}, fmt.Errorf("%d bytes: %w", len(b), abi.ErrMessageTooLarge)

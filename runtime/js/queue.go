@@ -173,7 +173,7 @@ func (in *instance) settle(call func(ctx context.Context) error) goja.Value {
 
 // codeError makes the rejection value of a delivery error.
 func (in *instance) codeError(err error) goja.Value {
-	return in.newError(abi.Code(err), err.Error())
+	return in.newError(abi.Code(err), abi.WorkerMessage(err))
 }
 
 // ctxObject is the handler's third argument: waitUntil(promise) extends the

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -32,7 +34,22 @@ func (s sender) Send(ctx context.Context, principal, space, queueUID string, msg
 	if err != nil || q.Space != space || q.FormURL != schemas.FormAtLeastOnceQueue || q.State == store.StateDeleting {
 		return nil, fmt.Errorf("%w: the queue %s does not exist in space %q", abi.ErrBackendUnavailable, queueUID, space)
 	}
-	return s.h.eng.Send(ctx, queueUID, msgs)
+	ids, err := s.h.eng.Send(ctx, queueUID, msgs)
+	return ids, workerSendError(s.h.log, queueUID, err)
+}
+
+// workerSendError is the error a worker sees for a failed send: the Form's
+// codes as they are, but a backend failure without the store's own text,
+// which can name the host's files. The host's log keeps the cause.
+func workerSendError(log *slog.Logger, queueUID string, err error) error {
+	if err == nil || abi.Code(err) != "backend_unavailable" || errors.Is(err, abi.ErrUnknownQueue) {
+		return err
+	}
+	log.Warn("a producer send failed", "queue", queueUID, "err", err)
+	if errors.Is(err, store.ErrNoSpace) {
+		return fmt.Errorf("%w: the host's disk is nearly full; nothing was sent", abi.ErrBackendUnavailable)
+	}
+	return fmt.Errorf("%w: the host could not make the send durable; nothing was sent, the host's log says why", abi.ErrBackendUnavailable)
 }
 
 // resolver maps a ModuleWorker to its selected version's queue handler at

@@ -188,5 +188,8 @@
 // host restarts although the entries are not persisted. console arguments are joined by
 // spaces, strings as they are, other values in a short inspect format,
 // Errors by their stack. With Options.LogSink set, lines go to the sink
-// instead (a sandbox process forwards them to the host's LogBook).
+// instead (a sandbox process forwards them to the host's LogBook). Viewers
+// read these logs, so every secret value of the version (MinRedactedSecret
+// bytes or more) is replaced by "[secret NAME]" in each line, console output
+// and exception messages alike.
 package js

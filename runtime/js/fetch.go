@@ -245,7 +245,7 @@ func (c *fetchCall) finish(res goja.Value) error {
 	return err
 }
 
-func (e *version) logError(msg string) { e.rt.addLog(e.v.WorkerUID, e.v.UID, "error", msg) }
+func (e *version) logError(msg string) { e.logLine("error", msg) }
 
 // httpResponse converts what responseParts returned.
 func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,6 +174,47 @@ type version struct {
 	prog  *Program
 	err   error
 	pool  *pool
+	// secrets hides the version's secret values in its log lines, which
+	// viewers read (an exception's message may quote one).
+	secrets *strings.Replacer
+}
+
+// MinRedactedSecret is the shortest secret value redacted from log lines;
+// shorter ones would hide ordinary text.
+const MinRedactedSecret = 4
+
+// secretRedactor replaces each secret value of v (MinRedactedSecret bytes
+// or more) with "[secret NAME]", longest first, or nil when there is none.
+func secretRedactor(v *abi.Version) *strings.Replacer {
+	type kv struct{ name, value string }
+	var list []kv
+	for name, value := range v.Secrets {
+		if len(value) >= MinRedactedSecret {
+			list = append(list, kv{name, value})
+		}
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if len(list[i].value) != len(list[j].value) {
+			return len(list[i].value) > len(list[j].value)
+		}
+		return list[i].name < list[j].name
+	})
+	pairs := make([]string, 0, 2*len(list))
+	for _, p := range list {
+		pairs = append(pairs, p.value, "[secret "+p.name+"]")
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// logLine adds msg to the worker's log with the version's secrets hidden.
+func (e *version) logLine(level, msg string) {
+	if e.secrets != nil {
+		msg = e.secrets.Replace(msg)
+	}
+	e.rt.addLog(e.v.WorkerUID, e.v.UID, level, msg)
 }
 
 // Compile returns v's Program, compiling it once per version UID (versions
@@ -193,6 +236,7 @@ func (rt *Runtime) version(v *abi.Version) (*version, error) {
 	e, ok := rt.versions[v.UID]
 	if !ok {
 		e = &version{rt: rt, v: copyVersion(v), ready: make(chan struct{})}
+		e.secrets = secretRedactor(&e.v)
 		e.pool = newPool(rt.opts.MaxRuntimes, e.newInstance)
 		rt.versions[v.UID] = e
 		rt.mu.Unlock()
@@ -272,7 +316,7 @@ func (in *instance) log(level, msg string) {
 	if in.rt == nil || in.ver == nil {
 		return
 	}
-	in.rt.addLog(in.ver.v.WorkerUID, in.ver.v.UID, level, msg)
+	in.ver.logLine(level, msg)
 }
 
 // run checks an instance out of the version's pool, runs f on it and

@@ -40,6 +40,13 @@ type Engine interface {
 	// ConsumerAttached reports whether the engine holds the consumer: what
 	// observed.consumerAttached says.
 	ConsumerAttached(ctx context.Context, consumerUID string) (bool, error)
+	// Inspect counts the queue's messages by state (the inspection
+	// extension and the conditional delete, spec/peers.md);
+	// abi.ErrUnknownQueue when the engine does not hold it.
+	Inspect(ctx context.Context, uid string) (delivery.QueueInspection, error)
+	// MessagePage lists up to limit messages after the cursor, in accept
+	// order, and whether more follow.
+	MessagePage(ctx context.Context, uid string, after delivery.Cursor, limit int) ([]delivery.MessageInfo, delivery.Cursor, bool, error)
 }
 
 // Workers is what the controller needs of the JavaScript runtime.

@@ -18,15 +18,6 @@ import (
 // The inspection extension (spec/peers.md §Inspection): counts by state
 // and a paged listing of a queue's messages, for viewers of the queue.
 
-// inspector is what inspection needs of the engine
-// (runtime/delivery.Engine implements it). It is not part of Engine so
-// that an engine without it still serves the Forms (inspection then
-// answers 501).
-type inspector interface {
-	Inspect(ctx context.Context, uid string) (delivery.QueueInspection, error)
-	MessagePage(ctx context.Context, uid string, after delivery.Cursor, limit int) ([]delivery.MessageInfo, delivery.Cursor, bool, error)
-}
-
 // Listing limits.
 const (
 	DefaultMessagePage = 20
@@ -42,7 +33,7 @@ type MessageView struct {
 	Truncated bool
 }
 
-func (c *Controller) queueToInspect(ctx context.Context, p *auth.Principal, space, uid string) (inspector, error) {
+func (c *Controller) queueToInspect(ctx context.Context, p *auth.Principal, space, uid string) (Engine, error) {
 	r, err := c.Resource(ctx, p, space, uid)
 	if err != nil {
 		return nil, err
@@ -50,11 +41,7 @@ func (c *Controller) queueToInspect(ctx context.Context, p *auth.Principal, spac
 	if r.FormURL != schemas.FormAtLeastOnceQueue {
 		return nil, problem.New(404, problem.CodeNotAQueue, "a %s has no messages to inspect: only an AtLeastOnceQueue does", c.forms.Name(r.FormURL))
 	}
-	in, ok := c.env.Engine.(inspector)
-	if !ok {
-		return nil, problem.New(501, problem.CodeNotAQueue, "this host's engine does not inspect queues")
-	}
-	return in, nil
+	return c.env.Engine, nil
 }
 
 func engineQueueErr(err error) error {
@@ -166,11 +153,7 @@ func (c *Controller) checkIdle(ctx context.Context, r store.Resource) error {
 	if r.FormURL != schemas.FormAtLeastOnceQueue {
 		return problem.InvalidRequest("ifIdle applies to an AtLeastOnceQueue only; a %s is deleted without it", c.forms.Name(r.FormURL))
 	}
-	in, ok := c.env.Engine.(inspector)
-	if !ok {
-		return problem.New(501, problem.CodeNotAQueue, "this host's engine does not inspect queues")
-	}
-	st, err := in.Inspect(ctx, r.UID)
+	st, err := c.env.Engine.Inspect(ctx, r.UID)
 	if errors.Is(err, abi.ErrUnknownQueue) {
 		return nil // the engine holds nothing of it
 	}

@@ -188,6 +188,20 @@ func (e *memEngine) ConsumerAttached(_ context.Context, uid string) (bool, error
 	return ok, nil
 }
 
+func (e *memEngine) Inspect(_ context.Context, uid string) (delivery.QueueInspection, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.queues[uid]; !ok {
+		return delivery.QueueInspection{}, abi.ErrUnknownQueue
+	}
+	return delivery.QueueInspection{}, nil
+}
+
+func (e *memEngine) MessagePage(ctx context.Context, uid string, after delivery.Cursor, _ int) ([]delivery.MessageInfo, delivery.Cursor, bool, error) {
+	_, err := e.Inspect(ctx, uid)
+	return nil, after, false, err
+}
+
 type noWorkers struct{}
 
 func (noWorkers) Compile(context.Context, *abi.Version) ([]string, error) {

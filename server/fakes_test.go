@@ -151,6 +151,24 @@ func (e *fakeEngine) ConsumerAttached(_ context.Context, uid string) (bool, erro
 	return ok, nil
 }
 
+// Inspect reports the fake's message count for the queue.
+func (e *fakeEngine) Inspect(_ context.Context, uid string) (delivery.QueueInspection, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.queues[uid]; !ok {
+		return delivery.QueueInspection{}, abi.ErrUnknownQueue
+	}
+	return delivery.QueueInspection{Messages: e.counts[uid]}, nil
+}
+
+// MessagePage lists nothing: the fake holds counts, not messages.
+func (e *fakeEngine) MessagePage(ctx context.Context, uid string, after delivery.Cursor, _ int) ([]delivery.MessageInfo, delivery.Cursor, bool, error) {
+	if _, err := e.Inspect(ctx, uid); err != nil {
+		return nil, after, false, err
+	}
+	return nil, after, false, nil
+}
+
 func (e *fakeEngine) has(kind, uid string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()

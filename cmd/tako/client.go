@@ -261,15 +261,21 @@ func kindOf(form string) string {
 
 // worker finds a worker by name.
 func (c *client) worker(ctx context.Context, name string) (api.Resource, error) {
-	workers, err := c.list(ctx, formWorker)
+	return c.named(ctx, formWorker, name)
+}
+
+// named finds the resource of form called name, or says the space has none.
+func (c *client) named(ctx context.Context, form, name string) (api.Resource, error) {
+	all, err := c.list(ctx, form)
 	if err != nil {
 		return api.Resource{}, err
 	}
-	w, ok := workers[name]
+	r, ok := all[name]
 	if !ok {
-		return w, &apiError{What: "worker " + name, Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no worker named %q", c.space, name)}
+		kind := kindOf(form)
+		return r, &apiError{What: kind + " " + name, Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no %s named %q", c.space, kind, name)}
 	}
-	return w, nil
+	return r, nil
 }
 
 // fetch sends one request to the worker's fetch route: POST with body,

@@ -89,13 +89,9 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 		if len(args) != 2 {
 			return usageError{fmt.Errorf("queues %s QUEUE", verb)}
 		}
-		qs, err := cl.list(ctx, formQueue)
+		r, err := cl.named(ctx, formQueue, args[1])
 		if err != nil {
 			return err
-		}
-		r, ok := qs[args[1]]
-		if !ok {
-			return &apiError{What: "queue " + args[1], Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no queue named %q", cl.space, args[1])}
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -140,13 +136,9 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 		if len(args) != 2 {
 			return usageError{fmt.Errorf("queues %s QUEUE", verb)}
 		}
-		qs, err := cl.list(ctx, formQueue)
+		r, err := cl.named(ctx, formQueue, args[1])
 		if err != nil {
 			return err
-		}
-		r, ok := qs[args[1]]
-		if !ok {
-			return &apiError{What: "queue " + args[1], Status: 404, Code: "not_found", Detail: fmt.Sprintf("space %s has no queue named %q", cl.space, args[1])}
 		}
 		d, err := cl.api.SetQueueDeliveryWithResponse(ctx, cl.space, r.Uid, api.QueueDeliveryRequest{Active: verb == "resume"})
 		if err != nil {

@@ -52,10 +52,6 @@ func (d *deliveryEvents) Stop(ctx context.Context) error {
 	}
 }
 
-type workerLogger interface {
-	Log(workerUID, versionUID, level, msg string)
-}
-
 func (d *deliveryEvents) loop() {
 	defer close(d.done)
 	for {
@@ -63,9 +59,7 @@ func (d *deliveryEvents) loop() {
 		case <-d.stop:
 			return
 		case ev := <-d.ch:
-			if l, ok := d.h.rt.(workerLogger); ok {
-				l.Log(ev.WorkerUID, "", "warn", d.describe(ev))
-			}
+			d.h.logs.Add(ev.WorkerUID, "", "warn", d.describe(ev))
 		}
 	}
 }

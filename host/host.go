@@ -54,6 +54,11 @@ type Host struct {
 	ctl        *controller.Controller
 	srv        *server.Server
 	metrics    *metrics
+	// logs keeps the workers' logs: files under DataDir/logs, or memory
+	// for ":memory:" (see js.OpenLogBook).
+	logs *js.LogBook
+	// stopping is closed when Shutdown begins, ending log long-polls.
+	stopping chan struct{}
 	// parts is the host's lifecycle: store, runtime, engine, controller,
 	// record expiry, started in that order and stopped in reverse.
 	parts lifecycle
@@ -97,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	h := &Host{cfg: cfg, log: cfg.Logger}
+	h := &Host{cfg: cfg, log: cfg.Logger, stopping: make(chan struct{})}
 	h.setNotReady("the store, runtime, engine and controller are starting")
 	h.metrics = newMetrics(h)
 
@@ -159,12 +164,20 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 
 	h.parts.add("store", storePart{close: h.st.Close})
+	if cfg.DataDir == MemoryDataDir {
+		h.logs = js.NewLogBook(0)
+	} else if h.logs, err = js.OpenLogBook(filepath.Join(cfg.DataDir, LogsDir), 0); err != nil {
+		h.closeStore()
+		return nil, fmt.Errorf("host: worker logs: %w", err)
+	}
+	h.parts.add("worker logs", &logsPart{h: h})
 	allowed := append(append([]string(nil), cfg.AllowedFetchHosts...), h.principals.AllowedFetchHosts...)
 	rtOpts := js.Options{
 		Sender:            sender{h},
 		AllowedFetchHosts: allowed,
 		InvocationTimeout: cfg.HandlerTimeout,
 		Logger:            cfg.Logger,
+		Logs:              h.logs,
 	}
 	switch {
 	case cfg.Runtime != nil:
@@ -181,6 +194,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			IdleTimeout:       cfg.SandboxIdleTimeout,
 			MaxSandboxes:      cfg.MaxSandboxes,
 			Logger:            cfg.Logger,
+			Logs:              h.logs,
 		})
 	}
 	if err != nil {
@@ -391,6 +405,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	h.shutdown = true
+	close(h.stopping)
 	h.setNotReady("the host is shutting down")
 	hs := h.httpSrv
 	ms := h.metSrv

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/takoform/queuehost/runtime/store"
 )
 
 // Part is one piece of the host with a lifecycle: the store, the
@@ -61,3 +63,26 @@ type storePart struct{ close func() error }
 
 func (storePart) Start(context.Context) error  { return nil }
 func (s storePart) Stop(context.Context) error { return s.close() }
+
+// LogsDir is the directory of DataDir that holds the workers' log files.
+const LogsDir = "logs"
+
+// logsPart removes, at start, the log files of workers deleted while the
+// host was not running (or by another host of a shared store), and closes
+// the open files at stop.
+type logsPart struct{ h *Host }
+
+func (p *logsPart) Start(ctx context.Context) error {
+	n, err := p.h.logs.Sweep(func(worker string) bool {
+		_, err := p.h.st.Resource(ctx, worker)
+		return !errors.Is(err, store.ErrNotFound)
+	})
+	if err != nil {
+		p.h.log.Warn("reading the worker logs directory", "error", err)
+	} else if n > 0 {
+		p.h.log.Info("removed the logs of deleted workers", "files", n)
+	}
+	return nil
+}
+
+func (p *logsPart) Stop(context.Context) error { return p.h.logs.Close() }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
@@ -97,10 +98,26 @@ func (w workers) Fetch(ctx context.Context, v *abi.Version, r *http.Request) (*h
 	return resp, nil
 }
 
-func (w workers) Logs(_ context.Context, workerUID string, after int64, limit int) ([]api.LogEntry, error) {
-	return w.h.rt.Logs(workerUID, after, limit), nil
+// Logs reads the worker's log; with wait > 0 and nothing after the
+// cursor, it first waits (at most wait, until the request ends or the host
+// shuts down) for a line to arrive.
+func (w workers) Logs(ctx context.Context, workerUID string, after int64, limit int, wait time.Duration) ([]api.LogEntry, error) {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-w.h.logs.Wait(workerUID, after):
+		case <-t.C:
+		case <-ctx.Done():
+		case <-w.h.stopping:
+		}
+	}
+	return toAPILogs(w.h.logs.List(workerUID, after, limit)), nil
 }
 
 func (w workers) Evict(versionUID string) { w.h.rt.Evict(versionUID) }
 
-func (w workers) ForgetWorker(workerUID string) { w.h.rt.ForgetWorker(workerUID) }
+func (w workers) ForgetWorker(workerUID string) {
+	w.h.rt.ForgetWorker(workerUID)
+	w.h.logs.Forget(workerUID)
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
@@ -251,7 +252,7 @@ func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request
 	return rec.Result(), nil
 }
 
-func (f *fakeWorkers) Logs(context.Context, string, int64, int) ([]api.LogEntry, error) {
+func (f *fakeWorkers) Logs(context.Context, string, int64, int, time.Duration) ([]api.LogEntry, error) {
 	return nil, nil
 }
 

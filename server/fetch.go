@@ -119,7 +119,13 @@ func (s *Server) GetWorkerLogs(ctx context.Context, req api.GetWorkerLogsRequest
 			return nil, invalidRequest("limit must be from 1 to 1000")
 		}
 	}
-	entries, err := s.workers.Logs(ctx, wr.UID, after, limit)
+	wait := 0
+	if req.Params.Wait != nil {
+		if wait = *req.Params.Wait; wait < 0 || wait > MaxWaitSeconds {
+			return nil, invalidRequest("wait must be an integer from 0 to %d", MaxWaitSeconds)
+		}
+	}
+	entries, err := s.workers.Logs(ctx, wr.UID, after, limit, secondsDuration(wait))
 	if err != nil {
 		return nil, problem.Unavailable(err)
 	}

@@ -31,7 +31,9 @@ type Workers interface {
 	// Authorization). An error means the handler threw or timed out.
 	Fetch(ctx context.Context, v *abi.Version, req *http.Request) (*http.Response, error)
 	// Logs returns up to limit entries of the worker's log with seq > after.
-	Logs(ctx context.Context, workerUID string, after int64, limit int) ([]api.LogEntry, error)
+	// With wait > 0 and no such entry yet, it first waits up to wait for
+	// one (or until ctx ends).
+	Logs(ctx context.Context, workerUID string, after int64, limit int, wait time.Duration) ([]api.LogEntry, error)
 }
 
 // Authenticator maps bearer tokens to principals (*auth.Config is one).

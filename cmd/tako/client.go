@@ -233,9 +233,15 @@ func (c *client) operation(ctx context.Context, id string, wait int) (api.Operat
 	return *r.JSON200, nil
 }
 
-func (c *client) logs(ctx context.Context, uid string, after int64) ([]api.LogEntry, error) {
+// logs reads the worker's log after the cursor; wait > 0 (seconds) lets
+// the host hold the request until a line arrives (the follow mode).
+func (c *client) logs(ctx context.Context, uid string, after int64, wait int) ([]api.LogEntry, error) {
 	limit := 1000
-	r, err := c.api.GetWorkerLogsWithResponse(ctx, c.space, uid, &api.GetWorkerLogsParams{After: &after, Limit: &limit})
+	p := &api.GetWorkerLogsParams{After: &after, Limit: &limit}
+	if wait > 0 {
+		p.Wait = &wait
+	}
+	r, err := c.api.GetWorkerLogsWithResponse(ctx, c.space, uid, p)
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func tailAll(ctx context.Context, cl *client, m *Manifest, out io.Writer) {
 				if !ok {
 					continue
 				}
-				items, err := cl.logs(ctx, r.Uid, after[r.Uid])
+				items, err := cl.logs(ctx, r.Uid, after[r.Uid], 0)
 				if err != nil {
 					continue
 				}

@@ -151,6 +151,23 @@ func TestTailFollowsAcrossARestart(t *testing.T) {
 	if n, m := strings.Count(out.String(), "hello, one"), strings.Count(out.String(), "hello, two"); n != 1 || m != 1 {
 		t.Fatalf("lines repeated or lost (one %d, two %d):\n%s", n, m, out.String())
 	}
+	// The log itself survived the restart: a plain tail reads both lines,
+	// in order, from the worker's file under the data directory.
+	all := waitLog(t, h, dir, "hello", "hello, two")
+	if i, j := strings.Index(all, "hello, one"), strings.Index(all, "hello, two"); i < 0 || j < i {
+		t.Fatalf("the log after the restart:\n%s", all)
+	}
+	logFile := filepath.Join(data, host.LogsDir, workerUID+".log")
+	if _, err := os.Stat(logFile); err != nil {
+		t.Fatalf("the worker's log file: %v", err)
+	}
+	// Deleting the worker frees its log.
+	if code, _, errs := tako(t, h, "delete", "-dir", dir); code != 0 {
+		t.Fatalf("delete: %d %s", code, errs)
+	}
+	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+		t.Fatalf("the deleted worker's log file is still there: %v", err)
+	}
 }
 
 // tokens create adds a principal to host.json whose token works, with its

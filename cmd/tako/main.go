@@ -289,8 +289,13 @@ func runTail(ctx context.Context, c *common, args []string, follow bool, stdout 
 	}
 	var after int64
 	enc := json.NewEncoder(stdout)
+	wait := 0
+	if follow {
+		// The host answers as soon as a line is logged (a long poll).
+		wait = 25
+	}
 	for {
-		items, err := cl.logs(ctx, w.Uid, after)
+		items, err := cl.logs(ctx, w.Uid, after, wait)
 		var ae *apiError
 		switch {
 		case err != nil && follow && ctx.Err() != nil:
@@ -317,13 +322,6 @@ func runTail(ctx context.Context, c *common, args []string, follow bool, stdout 
 		}
 		if !follow {
 			return nil
-		}
-		if len(items) == 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(500 * time.Millisecond):
-			}
 		}
 	}
 }

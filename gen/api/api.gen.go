@@ -617,9 +617,15 @@ type UpdateResourceParams struct {
 
 // GetWorkerLogsParams defines parameters for GetWorkerLogs.
 type GetWorkerLogsParams struct {
-	// After Return entries with seq greater than this.
+	// After Return entries with seq greater than this. seq increases for as long as the worker exists,
+	// across host restarts (it may jump forward, never back), so the last seq read is a lasting cursor.
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
 	Limit *int   `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Wait Seconds (0..60) to wait for an entry after the cursor when there is none yet: the answer comes as soon
+	// as one is logged, or empty when the wait ends (or the host shuts down). Follow a log by asking again
+	// with the last seq read.
+	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
 // ListQueueMessagesParams defines parameters for ListQueueMessages.
@@ -807,7 +813,7 @@ type ClientInterface interface {
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 	SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
+	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 	GetWorkerLogs(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1066,7 +1072,7 @@ func (c *Client) SetQueueDelivery(ctx context.Context, space Space, uid Uid, bod
 	return c.Client.Do(req)
 }
 
-// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
+// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 //
 // Corresponds with GET /v2/spaces/{space}/resources/{uid}/logs (the `GetWorkerLogs` operationId).
 func (c *Client) GetWorkerLogs(ctx context.Context, space Space, uid Uid, params *GetWorkerLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1822,6 +1828,18 @@ func NewGetWorkerLogsRequest(server string, space Space, uid Uid, params *GetWor
 
 		}
 
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2112,7 +2130,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 	SetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error)
 
-	// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output and uncaught handler errors).
+	// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3072,7 +3090,7 @@ func (c *ClientWithResponses) SetQueueDeliveryWithResponse(ctx context.Context, 
 	return ParseSetQueueDeliveryResponse(rsp)
 }
 
-// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output and uncaught handler errors).
+// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3709,7 +3727,7 @@ type ServerInterface interface {
 	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
 	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
 	SetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
-	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
+	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams)
 	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
@@ -4290,6 +4308,19 @@ func (siw *ServerInterfaceWrapper) GetWorkerLogs(w http.ResponseWriter, r *http.
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
 		}
 		return
 	}
@@ -5174,7 +5205,7 @@ type StrictServerInterface interface {
 	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
 	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
 	SetQueueDelivery(ctx context.Context, request SetQueueDeliveryRequestObject) (SetQueueDeliveryResponseObject, error)
-	// GetWorkerLogs Read a ModuleWorker's log stream (console output and uncaught handler errors).
+	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(ctx context.Context, request GetWorkerLogsRequestObject) (GetWorkerLogsResponseObject, error)
 	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
@@ -5648,119 +5679,123 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H3dbyTHde+/UugrYGfsnuaQ+2Ev+WBQuyubvivtmuTauHdJL2q6z8yU2V3VW1VNcrQiYN0bIbECww/J",
-	"S2C/BEgiBwhsIAGCIIARQP+KLMn+L4I6Vf05NV/krqQ87XCmuz7O+dX5PrWvglhkueDAtQp2XwU5lTQD",
-	"DRL/YglkudDA49n/hpn5JgEVS5ZrJniwG2xH0c7du+ScKTZKgewfPTg4IPGUShqbIUIyohKIkIQqQonS",
-	"soh1ISEZjBmkifmC8QnpnQRRFJ0E/SgIA2bGnQJNQAZhwGkGwW5wUK9jYBYSBiqeQkbNivQsN4/YsYKr",
-	"qzBg43epjqe4Ae9o44F9YPkwKqcxVIPkVE/rIexvYSDhZcEkJMGulgU0x8vo5WPgEz0Ndu/dDoOM8fLP",
-	"7dAMpkGaYX/6nA7eHw7un/bch8Hpt8qv+t97Kwg9CytYsmBZ5pdli+qOdWUeVrngCpDfIgdJDW/34xhy",
-	"DThPLLgGrs1Hmucpi/GJrZ8pA4FXjdHfkjAOdoP/tVVDasv+qraelCPbWdswOp4CqR4gFwYsbn7SE5JI",
-	"yFM6gyQkF0xPSQUGPTh0vxCzUYSP5TVuxvNce73zlH0s7ObMrxtQ8SoMcilGKWRL6OWe+PZmdHvqxvVQ",
-	"bZ+Tw3cekPt37n6HuMEjC1z7rhl6Xz8GqvQTHsOPCijgyUiBPLeEoEnCzFA0fSoN4zUzIBjTVEF3KuFe",
-	"I2JMukOSYbQTDUnv00/+9E//9sV//MtnP//w87/8z88//rX58Ff//OXf/vbzX/3+T///D19+/O9ffPTX",
-	"/V3y6oqMYCwkED0FMmZSaWInQELtkQyyEUhFBE9nZCwkuZhSjQ9PhdIkFnzMZAaJ4XfeWPqrIAOl6AQe",
-	"iMLSv0OwPJfikmVUA4nNI2Y77pUG5ChPCBeazEATGp9xcZFCMjHwS5iKqUwMHSSBy9zAwywiY5xlRRbs",
-	"DqvjyriGCcjgKgxeGio9umTKSlj3wEiIFChHhmmmU/PdQm5Vw4rRzyDWZtTus0c5xBtyVeUQL+fo5x/9",
-	"4+cf/7ofkQO7HUWMPOdwDtKw4RykIdhYiszJcmUoMzbinwmu5hmUQMrOQc4eQkpnRxALnqh5Rj2EMS1S",
-	"TRLzlFkh0HhaM8ixbI8MycUUOBEZ0xqSiOwTBTy5pYi44PZlNwW5YFxFZJ+TIk+Q/VPKDdMRYinVIPFV",
-	"XHFGLy0379zeGQ5Xcdct5hDMmWeCL9zUY2Fm1ESzDAgtN0GYImeQ69AisqQm0yUg8fnm0lGmgCJa1Ngt",
-	"4erIC8me+WpqlKuDqZlHgtKihGy5ye2d4f17rW3e8+zzqqlVni/c9OliLCM+PTh+IIFqOAQlChnDIbws",
-	"QOkNgfy2SBAmT58cHZOt850tVM9q6xX+e7Ul3egqIoh5c8Jzyc6phgOeF9rC+pymzFA4IXRCGVdW5Lwj",
-	"ZEaMek3ICKVR9kympJcZAwISApc01uksJFpSlhqCq5SqKWE8TosEkv78GXBjdIyEneGd73bNhI6iKdX8",
-	"mzMuwkCMx4Cf27Ns76xeXIuiDUnneB0Gl4OJGLgvjRaMDunFuxZJAdpbVoJt9FoHmEigsCKxG7QBSz/c",
-	"PLh8lOV69hrU5bsiKVL4iZBnIMkwuh0NEX72ix+DVMbkGUZ3o+Eu4k3CGCTwuK3sVHWeRaEVSwAlhBFz",
-	"EmIhE4V6Uk9BWcSqkChBmDbHnqYXdKbIqysDxZIO7e0t2v/TLks3IEL7gIkxofYsaaPMp9TsiAPp+ZVP",
-	"SPCPB4KrIisJF3qI2d+1MpyOFBiFLo15wWptPrfn9pZ8G+fnR1aXLd5w+wTevXv7nuc8tMlxTiUqRwWx",
-	"hJIgLRTsopixsuiH9Jwe4duEJUbGjpnRvr2fPt8f/F86eP/FW6fu03Bw/8Vbp6+G4b3bV2+FJJ5CfGZl",
-	"lUGTk2lCkhHEtFBoZ/P9pwfEANFygTjxNHvPTN9HeJ7TtABVKvWIvM14wvgkJOdU4gN2G27FaopuHgf7",
-	"txG6Tsc0iXbvToMVNZE9LPgB0FSj/9aWnEpTXeAn4EZTPQ/EGR7uOUO+KRPcW6eeiR6LySOu5WwltNvr",
-	"SOEc0uYyEhgVkyAMUjFBF3YsgjC4oJIHYQBSCulZZWU6eFyKMFDwstQVVFtNfO9O4DNAjH3wLktTptZ8",
-	"4dzC7Zn1IlfQDl4GrSlCt/l69a0BG5K2oq2f7o/Zxmp+n1zgebmljFhUIgUjDfNCIyILHtNiMjWyhScp",
-	"SIKEVyERaWLsLnQ0IvKUKoVHI6VKEwUvMTYxNhagFkQCTYjg80qbacjaH5Z5bdXer6rNUynpbI6+drQ2",
-	"1ZAyHqJZ4bchzZ5wII+OSIbveoROhEfWSMypuCBCT0G6hxVhWS6kNlqkdxJEW+bBk8DIsJPAfvYYNw3n",
-	"tyEi72zfv3N7eGc9i8ZjazRNmlrsNUVgNDj9lj9a4jEPykU26O6Iu5Dslmg3cLI8dkDP6G5uo2LGvTSP",
-	"bsmCm+M2oCMWZQn59JPmi/2oRLciCcQplaBq79ieDiPOz1kCao+4g0kUpBBrB3t2Dm0IhORiyuIpyQql",
-	"jbtgeG48vFk5RVJOOs/ucjWtk1FKxTHYIBs6wH4JSC8P7Fs7yHL3x3bn1IRBwdnLAtzPWhZQy7FVZ/Gw",
-	"NKjm0FAtfg4HDW57EFHHsjY/izHan2HpzAlpfDbQEBGjpgAlGYzHEGuSUyadcaMsNoxFOKC5A0a1DGPi",
-	"peJC7ZIcUE1vGdNqj8iC8/KvD3IqNaPpBwU/4+KC76HhyGP0WbaqL1URxwAJJFvWzUw+sEONKUshaY3k",
-	"Ofu4t2NmT3SlicxGBwbTPn/D7rWJGjOHGdrOgrzHxQVh4NbkhZJVs+tG08LAq/1CT8R77pEzxpPmgu22",
-	"zUKRp4Fhu2Gpd5mlK/pswfyIgubojqVBGDh2Gqem5JJxdZAzGPWt+Omd2a5uE+50dZWZBTff3ka56IqZ",
-	"YRMJrYkbB60+RJ4T9rSOpm5wvrrRUJKApixVNmxshN8PjEtlrN/zHQKXGjiKxzLeGIsEQiKtT3hgA4HW",
-	"iPDpuQTmYzxHmo5SIIrTM3gRUwU4Jul5Tu8jHNhq0LbDfvq81G/f8rrodlde9NjVrm2mODLjUuZNFWPI",
-	"Kk157LdQKzotxHFReko2rnT3/v1GlOnOcOi3ZnXqn89+scpgxV/LYaplhJZfDfiVCFsMvkelQNlQwjPj",
-	"WVrc7BJKfnj05D3yVJgtSsK4Fs7LR+KRkUhmiDNKjP9q1JQvaLqQ4bkdeDVdygcr+MzTwm7YQxB0xd8u",
-	"U2obkON4CmRk3iOUoBFQ2eYSYmDnoEjP4+eTTz/580e//ON//f1nH/72wKx6TGP44m9++cc//Ka/S7aj",
-	"KKOXuJwj9r5RoQnIOiqsQkI5OXhobC5MT95rJCSR1Ib+NtRQSrFbCq3giJgFK9A6hQy4JhnoqUhUMwtg",
-	"5IOWs7D53X6a4sD4C/4hgYxEYebCIEzPY9l5bGerEpoxwbv3Vkbdym2vfehx642wW22Dbbsw8AIrrExl",
-	"rAxArqFG7ECN1Tfg2IDbIjCWeHkN8Tkf/tbPZeHwdaKK1skpG5GKYc84ptWXparBeIlLW/h8KFzNvtY0",
-	"nkLiyxqtTCuFgXUH1ko8+Ym6ivo38IYWUL3KN1lpYQ6Vc2oMwViWFVbBumAnSdkYnVrzmSK18Nw+O3jo",
-	"k6I0eQxG0/6oRPGabgOekUrgtHTaditzsu1NELl3jQEkCt3ID1Wj3FudZaKXDwSPC2mWNGu9vHN3nSUc",
-	"gpYVIVpGE7ikEYMqDlKlZct03R6hmmTGeNom3yb1cKR+t51UWp03e7kxE1C8dhOHmyXrLJiu7zGWYsuN",
-	"0wHGQl7P8a/FEt/OTheczUUuKT700HFrwzOJRnFtDVtllQNIZS3V/Vizc3sYGaf2jxIY/V1yMQWMGjkV",
-	"f6sCxczG4c3zETm0gbXKEBDGtcUkRint9lxSFh8zEMQH58+xHXEeyLi33fpNlwJQNrHrFHQmjNFR5kRr",
-	"k2FUaMKFM1aUplKrPfuXORWpBJrMSn+ajBlnahrVfOhKZefczRtDdmFmidbbZ5gH6JkvSjLcUu4pTG1j",
-	"PFJPpSgmU6td8KF+tNJbqxYSlhTrYqqCyyo83TAp+2x5TnbrVcGSq60KNL1pC48uLFbisb9LMnoGNZub",
-	"eHPg7EkwVOobkFWI7eW0UNBfhiePgmxSdAUZl+QS8bkDbjZyjbDRqvNZD9zfbZzCqjhgNLNoCwkXF+uf",
-	"J4PXirIWrj241IOajvPodyfmgL+TssnURoGXCuTR7KgMeGyQf6HnlKXGEJhf9Y9tKWJILijTeFjRLMOF",
-	"rS7VwZoR8Bze91yBhat0tGLGFZvYKpWerYqpKjD6q2djDTJ1WA4ppvDWXjhKNpe27xxDMFSwki8xHETR",
-	"FxJjDg1StIdsPVNV3LRng8mSWQHlAlD9dRah5ewnlu5rkJBah6mk4Krxu6exwkDNts4SGhRuUMiXBxzN",
-	"tM82QncQfUw0MZk0/rqzdeYSbWuVCXkmeYQHrCwHqtXXVKSJIr3SV4matW23lM3QmhO9BmNsBmx/AguL",
-	"k/YnlR3t0mXlgsrSojH6sw4+VekVFxxa1EhEYXniWREvjPPT1ZJrq7GKhCW/avHh2eK8MFqoCBuSeZHw",
-	"frdO1W4YDirpiKm3VhDklnL2xqYxkMiGjYx1xcm+8c3fLsZjkAgZc9qRjZJNGKcpQVrtEcZtKEoCT8CW",
-	"6pV2BzKPx0DOmEGWrSgB2Xf1IxqjOAru3bEQEQrsoB5dojVkufYAbLu06tqORUi+jb9ggZ8sXZG2LPC6",
-	"NIYCHhg3iGEIXjotO98ZDod20XXsf8NAi2YZKE2zvE62dyav6/VC8uz4AXnG2SWBXMRTkuE7Fpp7Rpsa",
-	"L5bGUihVb7v0otYXgnguugtzxAlrbnQB/26Vul+K9gM+Fm/SVhHcePCqUdLps04MUY9bNQ7tKQ2l54ls",
-	"wd0hDaFlOEEB2Nj7GvUSi0H9sPaclSBjKleLYsOapxLOGVz49Y154JZyxwQRS3oljnfu3uuH7iy2Fm+e",
-	"86UKzGDHsuAx1ZAsns+c8lTwCfr+1J7T3C7Sb+ctSl658IjHEUA1yngtOJYf77k02BJ1/+Kioe9fjJco",
-	"/HqlzgjZ1xuiCotzbbqcaZLRGRlBbfOtBSjfEZ5D+fwKGzh0hK7zbk1QdZm+4Owf2Bqlpef/GiU6G5//",
-	"vK0bG35LVbhT1X3bCp4blubMEcGT9+JwqZ/SCRyLM+CrbZS5Ip45Ii4i9FMpkiIG6crrrmFevPQMowhw",
-	"bTzpBYX9n37Sqv/47MPf5W6Ass6vv0uAnz/nNINTMgEXRHGFfzzBGFcVhK0qVpMFnQTzLPPVMd9ZXfSz",
-	"oOoxWJJnv36sz9UKVQN1+dvlnYfH9eCbFrrVVcBaEMptXVa5lNJSVzRzVcLImJzGEJIxuwSXd1Lk2cHD",
-	"RdblF7/4+Re/+cVnP//w81/9vy8/+sR8+MXHf/67f/jsw999+fu/+PzX/7pHFsKneqUeBN/tR+RBKhQk",
-	"u6RRIFDakJglsQmQeUR06iI2ss06jGsO1WBazQwvp2q4bMSoZkVBxR+qjHaQQBMVdRoNmHLtMxJ0Iblx",
-	"pVwNY7NSuzpb1mHAiu7XVG+j6cSruxtdCXO/TYA3Kp4We75eVV6e9flWg0bybsNWgWaXwvy4SM9rNSDQ",
-	"BbUO12pN8FgxyDErLJwv6spj7HdYN+SKfVZV8ywwwW5c5WNbSJ3wK9tc636KivKOKA02VpSvDZMGcBz0",
-	"1qoNqk7jkpO6lnFyE0OhWsQ6BkJbLDyVgN0IGCLJhASCM5KxSFNxsUtyqlBCUIX2D45SHXkzNn7trOT1",
-	"E+tdM6RFKg8pj0pVfv3oBrhKCTGuDYNeacE1AxVVrzcSBgWkIs+O3xl817oE/bAbzBCy882PGVyEZDuK",
-	"mu78no1qHCHTSEw5F7ospWx2UZjNY08MWiy2EsM2SyhcZK25KCeu4tApKyLhZ1g+i2VkjGNPxQt8aU4k",
-	"+8MSbu8ftPb3QXdvVQD6munNDhxwKQ00zHF7ASKe4KrVNUp9RO6qUeWkKFFBSde2vGWNyZ5ZX1i+873+",
-	"TazV18S8GxK/SeiSiB4aP0OR95oaHtfKre0SSsZFmtpG+rg+sTnEpGdsRzHumCkouSbsHLgnY/ZNaPTr",
-	"9vX5qeohfwtMr7W/zdvSV7Z7SYxwAj8no5ltucA2czQFaZ4DlYRxQvmMlBcyhCQVk7BxL4KQdZt/lyVu",
-	"mlU6rdF21UTsEpqsouANaoA89FqzJaL1Zj8iNoVi7xRhqq4TikhGGbcl/a5VTXB0n1yLy17ZGFN33tlO",
-	"A8/VAtVI12iNddOtbXu4iVrVec5BXlGc1w0FzCujJ7bsjGRAuSLPTyOy78KL9+7sOUJYIiBEE6Y047G2",
-	"oS/sYqz7/9ApWT/s0nWZ5/bX3ZKZbhNM37zCp1HZU/G75t/pgjPjL8vBNr64kEzP0D5xJgJQaVeIq8HI",
-	"qv2qGmCqdW5v/GAuBD+vbJuOJ1W+1uHSoDymZ8IY8E1nkrAst6abscSiEz5Xoe6c9lwKrGLnWtJY77nG",
-	"IDWlOSaHExgzjiU7MYZ3SwIbjJzwRmQI0TMFCcYCBHuuDx/tP3z3EdbCElsOjydwURn/Ce8tuk+lX5f4",
-	"LynmD5EkjfpsFZb1/Sf8hBt7VorCleW4Nms9NbsUsTVofE20zuaEy1yCMpZuVqSaDRRMzCsnPKd6Sqpr",
-	"lXbJ/nv/Z516GGye2npl3o6i6MqYLuLMyKgT3uxRuqUIPllVVvt6DVzXmX0Qt9iPTnijM7qCSBNVvSZe",
-	"VDFSoEPSks/9oNGFFexEw2g4wJfM9NE2OuM5cJqzYDe4HQ2j27bbYYoHYWuKbb7vm88T8FRBvIOlG6rI",
-	"QZ4zJcxeU2OSGDIb7kNEDlyYpWqPr7XqBWVa7dXXxmCmiRsNQFIh8hGNz4wuTuxdI+gbwGUulBnFNc6T",
-	"eCqYjbcN7OtG3lWXJB0kwW7wfdCuXblzl9LOcPjabk9yMyy4OimXIjY0wQgSO4eoJXqC3eenYaCKLKNy",
-	"FuwGjx0JI7IzHJKLKUuhPOk4Cnrzivzg+PjpHik4LfQUuGaYTbAjb2E53Cq+pYImZERTyuPKmxMynoLS",
-	"kmrkphmH1ewMkXul2Hrw+KBTxINsZNrW50ESkWft1YUkZWdASlx5eXVYTvn1sctuw+5+RrSwFG/1J0XW",
-	"F0RkLpqsWn0pCZdyvdq3ZTvKa1uHiOEJm/XHJFbVIwF8wjiU1N4jd4e3y4ub0DAo0KlV00In4oI7aJzv",
-	"bMU0pyOWstJy8mLkJ7ZpFfuOsR7ANbOOYCbc/Ch4bpFYSAiNbsHlouIRYzIGqgsJqjVbZBkQGW7ZOsKQ",
-	"NH8PSynZrs/t28aPZiWELDhH59HIFuYiOVYqoFdEuGiNbJbkbuTwwu5BkyY3RF7XyvCCrLW4Un8tFwwl",
-	"Nm8p/9vVyeyUjNScd8I+KtfsOD9HDac+vxJCjArD8aRS2evTovuGhSseVomX1LnoprNuajJ0NHu1fbX1",
-	"iiVXKwhThUubNzE+n2s0dPloLVBGVqypvUUtXJ0y6Q2j6N6wvlzxZWGLft2dgeb9oHNz4XptCVenb1CG",
-	"rn9hYET2CRd8oEFmWPFkfLyYSqzLOAQtZ4P9sbZJp8b1gI1fvLCqt3l1bWHcEr9GAVaL3rMWqyF+iLUX",
-	"g1ykKTGebuoETYK+quUrMrm8oOxyoOmZsCaeKygOjKTChsA2anxrrR+xSA2uQu9lkhveJXnqR39l1y7E",
-	"/WOm9GH11NwWfJht3O+0+DZHn9eUWRMCMlVXH7hCS8dhsj1cfFZSli06LHdXdQL5F9TKJJSJXay9EYXN",
-	"DuyVdxuVZ9yWBpUZAt8yq6RCsOBG0u3hzp1wNcVGVLHYVlI56vRJCtSYh04P6CrM2/KHb6nqEhFRaLet",
-	"E24J38NQmAu8nAHkNhlg1t7fs4FKd3ua+SE03u33Hx2XtKmSrIkAZb0YHwlcLUy9+zIFh3sKwsDM47s7",
-	"6E3KtFZCxiPWnjQKYpp77Vxis9dBTZ1msgmmG1iPDS/B3X+Hxxht9XotuY30pRiDNufImGohoXbxVBNq",
-	"by18E7LqNAxyoTxipH2zW7Dp8J2LHywOMHjwtsvpvBYI+O+fu2qHodwFJx0c7qzm5fz9vTdHgl0xVuvb",
-	"RUdkn6sLkIrsDHfqwEvD9DC2vU3zYnRpAQyww6D9m02fuRTxoJxw4Bhh7cqrFXrGxk9cPgds/r2NlIf4",
-	"/WtDSrj6DXch9byEXVUv90DwMq7uLorph/N1OYKns128A5lIGBfKyucTbt+wLMK4zAsu9AuWpEDuDO83",
-	"fP9mx0F9NamQxg9SVRfKQmHLxgeJvW6hq43rXqrTbwqeLffbusQ17zBOYqpimkB/FciXgxprZvwmfgN2",
-	"b1zPLDKdq5PctogfHdvaoOU3Xb8WS7hRK8UTVP94HVvdKN+4EDoi7yF3bFsmafYIvAlLeMWDBUusEio8",
-	"/G1nIb9KyfKG1JU/rfpNVleHNsfdOt+3FLmYitSmHW52sn3qyhYx3UhdVe2vy6ID3a7dNyY/2hMtECLt",
-	"3tDXYXMuVYZrdprv2SbzVs1riALGvfNNFBtHPt6+/sPsbVde6yx/rdCybctvHl7Y2Ex6rl8cSxewhdx2",
-	"k1c/4H81gaVpHTOsgceIPCwk9niVgWNqZc4eqWT8NexihPCgnORaciYVE7VMxlg3/rGYqFUhyEMsYMZW",
-	"AwauvkrBSzJB473qJGJqUZQCLxtpGY0b9dRWUav1YzTbw5VBmjfp/pd3u3pQ/1hMSkp2LqwNXpvJ1Ukb",
-	"p2JClJZAM9Jb/zrd/tcqP9fDeLPXemHEsdmjsxLra4YOd64VOdz+nxQ5xG6MrzJmNtdLtSRu9lUExlZp",
-	"kVZTm1dJrGhwc//LEbU3yEFia6gb7Zjf8NNndLZaacYe4VNvGjeNzv5FeVJRcK3Cr8rGWI6I6v+Aqa9s",
-	"wSL3GikT+HoR0E6Z1sVsz0+NEGisC6uM7BLqPr51y55WxFauM2RdSbV88NOr/w4AAP//",
+	"1H1bjxzHeehfKfQRwBm7t3d2ebG5+2CsSMpeH0qkuaSNc7hroqb7m5nSdlc1q6pndkQtYJ0TIbECww/J",
+	"S2C/BEgiBwhsIAGCIIARQH9FlmT/i6C+qr5OzW2XlJUnzs50V3313a/FV0Esslxw4FoFB6+CnEqagQaJ",
+	"f7EEslxo4PH8f8PcfJOAiiXLNRM8OAj2omj/9m0yZYoNUyBHJ/eOj0k8oZLGZomQDKkEIiShilCitCxi",
+	"XUhIdkYM0sR8wfiY9E6DKIpOg34UhAEz606AJiCDMOA0g+AgOK7h2DGAhIGKJ5BRA5Ge5+YRu1ZweRkG",
+	"bPQu1fEED+BdbbRjH1i9jMppDNUiOdWTegn7WxhIeFkwCUlwoGUBzfUyevEQ+FhPgoM7N8MgY7z8cy80",
+	"i2mQZtmfPqc7Hwx27p713Ieds2+VX/W/91YQegArWLIELPPLKqC6a12ah1UuuAKkt8hBUkPboziGXAPu",
+	"EwuugWvzkeZ5ymJ8Yvd9ZVjgVWP1tySMgoPgf+3WLLVrf1W7j8qV7a5tNno6AVI9QGaGWdz+pCckkZCn",
+	"dA5JSGZMT0jFDHrnifuFmIMi+1ha42E8z7XhXcTsQ2EPZ37dAouXYZBLMUwhW4Ev98S3t8PbY7euB2tH",
+	"nDx55x65e+v2d4hbPLKMa981Sx/ph0CVfsRj+FEBBTwaKpBTiwiaJMwsRdPH0hBeM8MEI5oq6G4l3GtE",
+	"jEh3STKI9qMB6X326R//6d++/I9/+fxnH33xl//5xSe/Mh/+6p+/+tvffPHL3/3x///+q0/+/cuP/7p/",
+	"QF5dkiGMhASiJ0BGTCpN7AaIqEOSQTYEqYjg6ZyMhCSzCdX48EQoTWLBR0xmkBh65w3QXwUZKEXHcE8U",
+	"Fv8dhOW5FBcsoxpIbB4xx3GvNFiO8oRwockcNKHxORezFJKxYb+EqZjKxOBBErjIDXsYIDLGWVZkwcGg",
+	"ElfGNYxBBpdh8NJg6cEFU1bDugeGQqRAORJMM52a75ZSq1pWDN+HWJtVu8+e5BBvSVWVQ7yaol98/I9f",
+	"fPKrfkSO7XEUMfqcwxSkIcMUpEHYSIrM6XJlMDMy6p8JrhYJlEDKpiDn9yGl8xOIBU/UIqHuw4gWqSaJ",
+	"ecpACDSe1ARyJDskAzKbACciY1pDEpEjooAnNxQRM25fdluQGeMqIkecFHmC5J9QboiOLJZSDRJfRYgz",
+	"emGpeevm/mCwjroOmCdgZJ4JvvRQD4XZURPNMiC0PARhipxDrkPLkSU2mS4ZEp9vgo46BRTRoubdkl0d",
+	"eiE5NF9NjHF1bGr2kaC0KFm2POTe/uDundYx73jOedm0Ks+XHvpsOS8jf3r4+J4EquEJKFHIGJ7AywKU",
+	"3pKR3xYJssnjRydPye50fxfNs9p9hf9e7kq3uooI8ryR8FyyKdVwzPNCW7ae0pQZDCeEjinjyqqcd4TM",
+	"iDGvCRmiNsqeyZT0MuNAQELggsY6nYdES8pSg3CVUjUhjMdpkUDSX5QBt0bHSdgf3Ppu103oGJrSzL85",
+	"5yIMxGgE+Lm9y97+euBaGG1oOkfrMLjYGYsd96WxgtETOnvXclKA/pbVYFu91mFMRFBYodgt2mBLP7t5",
+	"+PJBluv5azCX74qkSOEnQp6DJIPoZjRA9rNf/BikMi7PILodDQ6Q3ySMQAKP28ZOVfIsCq1YAqghjJqT",
+	"EAuZKLSTegLKcqwKiRKEaSP2NJ3RuSKvLg0rlnhoH2/Z+R93SboFEtoCJkaEWlnSxphPqDkRB9LzG5+Q",
+	"4B/3BFdFViIu9CCzf2B1OB0qMAZdGveC1dZ84cztI/kOzqcn1pYtP3BbAm/fvnnHIw9tdEypROOoIJZQ",
+	"IqTFBQeoZqwu+iGd0hN8m7DE6NgRM9a399PnRzv/l+588OKtM/dpsHP3xVtnrwbhnZuXb4UknkB8bnWV",
+	"4San04QkQ4hpodDP5kePj4lhREsF4tTT/D2zfR/Zc0rTAlRp1CPyNuMJ4+OQTKnEB+wxHMRqgmEeB/u3",
+	"UbrOxjSRdudWgxQ1kj0k+AHQVGP81tacSlNd4CfgxlI9D8Q5CveCI9/UCe6tM89GD8X4Addyvpa123Ck",
+	"MIW0CUYCw2IchEEqxhjCjkQQBjMqeRAGIKWQHigr18ETUoSBgpelraDaWuI7twKfA2L8g3dZmjK14QtT",
+	"y27PbBS5BnfwMmhtEbrD19C3Fmxo2gq3frw/ZFub+SMyQ3m5oYxaVCIFow3zQiNHFjymxXhidAtPUpAE",
+	"Ea9CItLE+F0YaETkMVUKRSOlShMFLzE3MTIeoBZEAk2I4ItGm2nI2h9WRW3V2S+rw1Mp6XwBv3a1NtYQ",
+	"Mx6kWeW3Jc4ecSAPTkiG73qUToQiazTmRMyI0BOQ7mFFWJYLqY0V6Z0G0a558DQwOuw0sJ89zk0j+G2o",
+	"yFt7d2/dHNzazKPx+BpNl6ZWe00VGO2cfcufLfG4ByWQDbw75C5Fu0XaNYIsjx/QM7ab26yYCS/No7uy",
+	"4EbcduiQRVlCPvu0+WI/KrlbkQTilEpQdXRspcOo8ylLQB0SJ5hEQQqxdmzPptBmgZDMJiyekKxQ2oQL",
+	"huYmwpuXWyTlpovkLqFpSUapFUdgk2wYAPs1IL04tm/tI8ndH3sdqQmDgrOXBbiftSyg1mPrZPFJ6VAt",
+	"cEMF/AIfNKjt4Yg6l7W9LMbof4ZlMCekidlAQ0SMmQLUZDAaQaxJTpl0zo2yvGE8wh2aO8aowDAuXipm",
+	"6oDkgGZ617hWh0QWnJd/fZhTqRlNPyz4ORczfoiOI48xZtmtvlRFHAMkkOzaMDP50C41oiyFpLWSR/bx",
+	"bE+ZlejKEpmD7hie9sUb9qxNrjF7mKXtLkh7BC4IAweTl5Wsmd00mxYGXusXejLeC4+cM540AbbHNoAi",
+	"TQNDdkNSL5hlKPpsyf7IBc3VHUmDMHDkNEFNSSUT6iBlMOtb0dO7s4VuG+p0bZXZBQ/fPkYJdEXMsMkJ",
+	"rY0bglYLkUfCHtfZ1C3kq5sNJQloylJl08ZG+f3AhFTG+53uE7jQwFE9lvnGWCQQEmljwmObCLROhM/O",
+	"JbCY4znRdJgCUZyew4uYKsA1Sc8jvQ9wYWtB2wH72fPSvn3LG6LbU3m5x0K7sZvi0IygLLoqxpFVmvLY",
+	"76FWeFrKx0UZKdm80u27dxtZpluDgd+b1al/P/vFOocVfy2XqcAILb0a7Fdy2HLme1AqlC01PDORpeWb",
+	"A0LJD08evUceC3NESRjXwkX5iDwyFMkc+YwSE78aM+VLmi4leG4XXo+X8sGKfRZxYQ/sQQiG4m+XJbUt",
+	"0PF0AmRo3iOUoBNQ+eYSYmBTUKTnifPJZ5/+6eNf/OG//v7zj35zbKAe0Ri+/Jtf/OH3v+4fkL0oyugF",
+	"gnPCPjAmNAFZZ4VVSCgnx/eNz4XlyTuNgiSi2uDfphpKLXZDoRccEQOwAq1TyIBrkoGeiEQ1qwBGP2g5",
+	"D5vfHaUpLoy/4B8SyFAUZi9MwvQ8np3Hd7YmoZkTvH1nbdatPPbGQo9Hb6Tdah9sz6WBl3hhZSljbQJy",
+	"AzNiF2pA32DHBrstY8aSX15Dfs7Hf5vXsnD5ulBF6+KUzUjFcGgC0+rL0tRgvsSVLXwxFEJzpDWNJ5D4",
+	"qkZry0phYMOBjQpPfqSuw/41oqElWK/qTVZbGKFyQY1BGMuywhpYl+wkKRthUGs+U8QWyu2z4/s+LUqT",
+	"h2As7Y9KLt4wbEAZqRROy6bttSone94CkXvXOECi0I36ULXKnfVVJnpxT/C4kAakeevl/dubgPAEtKwQ",
+	"0XKawBWNGFR5kKosW5brDgnVJDPO0x75NqmXI/W77aLS+rrZy62JgOq1WzjcrlhnmenqEWOpttw6HcZY",
+	"SusF+rVI4jvZ2RLZXBaS4kP3HbW2lEl0imtv2BqrHEAq66kexZpNrTAyTu0fJWP0D8hsApg1cib+RsUU",
+	"c5uHN89H5IlNrFWOgDChLRYxSm136Iqy+JhhQXxwUY7tiouMjGc7qN90JQBlC7vOQGfCOB1lTbR2GYaF",
+	"Jlw4Z0VpKrU6tH8ZqUgl0GRextNkxDhTk6imQ1cru+Bu0RmygBkQbbTPsA7QM1+UaLih3FNY2sZ8pJ5I",
+	"UYwn1rrgQ/1obbRWARKWGOvyVMUu6/jpmkXZZ6trsruvCpZc7lZM05u0+NGlxUp+7B+QjJ5DTeYmvznm",
+	"7EkwWOobJqs4tpfTQkF/FT95DGQTo2vQuKKWiM8dc3OQK6SN1slnvXD/oCGFVXPAcG65LSRczDaXJ8Ov",
+	"FWYtu/bgQu/UeFzkficxx/ydlI0nNgu8UiEP5ydlwmOL+gudUpYaR2AR6h/bVsSQzCjTKKzoliFg61t1",
+	"sGcEPML7nmuwcJ2OVs24ZhPbpdKzXTFVB0Z//W6sgaYOySHFEt7GgKNmc2X7jhiCwYLVfImhIKq+kBh3",
+	"aCdFf8j2M1XNTYc2mSyZVVAuAdXfBAgt5z+xeN8AhdQGTCUG163flcaKB2qydUBoYLiBIV8dcDjXPt8I",
+	"w0GMMdHFZNLE687XWSi0bdQm5NnkAQpY2Q5Um6+JSBNFemWsEjV7224oW6E1Er0BYWwF7GgMS5uTjsaV",
+	"H+3KZSVAZWvRCONZxz5V6xUXHFrYSERhaeKBiBcm+OlayY3NWIXCkl61+vAccVEZLTWEDc28THm/W5dq",
+	"t0wHlXjE0lsrCXJDOX9j2xxIZNNGxrvi5MjE5m8XoxFIZBkj7UhGycaM05Qgrg4J4zYVJYEnYFv1Sr8D",
+	"icdjIOfMcJbtKAHZd/0jGrM4Cu7csiwiFNhFPbZEa8hy7WGwvdKrawcWIfk2/oINfrIMRdq6wBvSGAx4",
+	"2LiBDIPwMmjZ/85gMLBA17n/LRMtmmWgNM3yutje2bzu1wvJs6f3yDPOLgjkIp6QDN+xrHlorKmJYmks",
+	"hVL1scsoanMliHLRBcwhJ6yp0WX4d6vS/UpuP+Yj8SZ9FcFNBK8aLZ0+78Qg9Wmrx6G9pcH0IpItc3dQ",
+	"Q2iZTlAANve+Qb/Ecqa+X0fOSpARletVsSHNYwlTBjO/vTEP3FBOTJBjSa/k4/3bd/qhk8UW8OY5X6nA",
+	"LPZUFjymGpLl+xkpTwUfY+xPrZzmFki/n7eseOXSI55AAM0o47XiWC3eC2WwFeb+xaxh71+MVhj8GlLn",
+	"hBzpLbkKm3NtuZxpktE5GULt823EUD4RXuDyRQgbfOgQXdfdmkzVJfoS2T+2PUor5f8KLTpby3/eto2N",
+	"uKVq3Kn6vm0HzzVbcxaQ4Kl7cbjQj+kYnopz4Ot9lIUmngUkLkP0YymSIgbp2uuu4F689CyjCHBtIukl",
+	"jf2ffdrq//j8o9/mboGyz69/QIBPn3OawRkZg0uiuMY/nmCOq0rCVh2ryZJJgkWS+fqYb61v+lnS9Ris",
+	"qLNfPdfneoWqhbr07dLOQ+N68W0b3eouYC0I5bYvqwSl9NQVzVyXMBImpzGEZMQuwNWdFHl2fH+Zd/nl",
+	"z3/25a9//vnPPvril//vq48/NR9+/smf/u4fPv/ot1/97i+++NW/HpKl7FO9Ui+C7/Yjci8VCpID0mgQ",
+	"KH1IrJLYAsgiR3T6IrbyzTqEay7VIFpNDC+lanbZilDNjoKKPlQZ6yCBJirqDBow5cZnJOhCchNKuR7G",
+	"Zqd2JVs2YMCO7tfUb6Pp2Gu7G1MJC7+NgTc6npZHvl5TXsr64qhBo3i35ahAc0phcV3E55UGEOiSXocr",
+	"jSZ4vBikmFUWLhZ17TH2O+wbcs0+67p5lrhg1+7ysSOkTvmVY671PEWFeYeUBhkrzNeOSYNxHOtt1BtU",
+	"SeMKSd3IObmOo1ABsYmD0FYLjyXgNAKmSDIhgeCOZCTSVMwOSE4Vagiq0P/BVSqRN2vj185L3ryw3nVD",
+	"WqjyoPKkNOVXz26A65QQo9ox6JUeXDNRUc16I2JQQSry7Ok7O9+1IUE/7CYzhOx882MGs5DsRVEznD+0",
+	"WY0TJBqJKedCl62UzSkKc3iciUGPxXZi2GEJhUDWloty4joOnbEiEt7H9llsI2McZype4EsLKtmflnBn",
+	"/7B1vg+7Z6sS0Fcsb3bYAUFpcMMCtZdwxCOEWl2h1UfkrhtVjouSKyjp+pY3rDPZM/CF5Tvf61/HW31N",
+	"xLsm8puILpHowfEzVHmvaeBxo9raAaFkVKSpHaSPa4nNISY94zuKUcdNQc01ZlPgnorZN2HQrzvX58eq",
+	"B/0tZnqt823ekb5y3EtihhP4lAznduQCx8zRFaR5DlQSxgnlc1JeyBCSVIzDxr0IQtZj/l2SuG3W2bTG",
+	"2FWTY1fgZB0Gr9ED5MHXhiMRrTf7EbElFHunCFN1n1BEMsq4bel3o2qCY/jkRlwOy8GYevLOThp4rhao",
+	"VrrCaKzbbmPfw23U6s5zAfKa5rxuKmDRGD2ybWckA8oVeX4WkSOXXrxz69AhwiIBWTRhSjMea5v6winG",
+	"ev4Pg5LN0y7dkHnhfN0jme224enrd/g0Onsqetf0O1siM/62HBzjiwvJ9Bz9E+ciAJUWQoQGM6v2q2qB",
+	"ida5vfGDuRT8orFtBp5U+UaHS4fyKT0XxoFvBpOEZbl13YwnFp3yhQ51F7TnUmAXO9eSxvrQDQapCc2x",
+	"OJzAiHFs2YkxvVsi2PDIKW9khpB7JiDBeIBg5frJg6P77z7AXlhi2+FRApe18Z/y3rL7VPp1i/+KZv4Q",
+	"UdLoz1Zh2d9/yk+58WelKFxbjhuz1hNzShFbh8Y3ROt8TrjIJSjj6WZFqtmOgrF55ZTnVE9Ida3SATl6",
+	"7/9s0g+Dw1O7r8zbURRdGtdFnBsddcqbM0o3FMEnq85q36yBmzqzD+IR+9Epb0xGVyzS5Kpek19UMVSg",
+	"Q9LSz/2gMYUV7EeDaLCDL5ntoz0MxnPgNGfBQXAzGkQ37bTDBAVhd4Jjvh+Yz2PwdEG8g60bqshBTpkS",
+	"5qypcUkMmg31ISLHLs1SjcfXVnVGmVaH9bUxWGnixgKQVIh8SONzY4sTe9cIxgZwkQtlVnGD8ySeCGbz",
+	"bTv2daPvqkuSjpPgIPg+aDeu3LlLaX8weG23J7kdllydlEsRG5xgBolNIWqpnuDg+VkYqCLLqJwHB8FD",
+	"h8KI7A8GZDZhKZSSjqtgNK/ID54+fXxICk4LPQGuGVYT7Mq72A63jm6poAkZ0pTyuIrmhIwnoLSkGqlp",
+	"1mE1OUOkXqm27j087jTxIBmZtv15kETkWRu6kKTsHEjJV15aPSm3/PORyx7Dnn5OtLAYb80nRTYWRM5c",
+	"tlkFfakJV1K9OrclO+pr24eI6Qlb9cciVjUjAXzMOJTYPiS3BzfLi5vQMSgwqFWTQidixh1rTPd3Y5rT",
+	"IUtZ6Tl5eeQndmgV546xH8ANsw5hLtz+qHhukFhICI1tQXDR8IgRGQHVhQTV2i2yBIgMtWwfYUiav4el",
+	"lmz35/bt4EezE0IWnGPwaHQLc5kcqxUwKiJctFY2ILkbObxsd6+Jk2tyXtfL8DJZC7jSfq1WDCVv3lD+",
+	"tyvJ7LSM1JR3yj4qYXaUX8CGM59fCyKGhaF4UpnszXHRfcOyKwqrxEvqXHbTeTc1GjqWvTq+2n3Fkss1",
+	"iKnSpc2bGJ8vDBq6erQWqCMr0tTRohauT5n0BlF0Z1BfrviysE2/7s5A837Qublws7GEy7M3qEM3vzAw",
+	"IkeEC76jQWbY8WRivJhK7Mt4AlrOd45G2hadGtcDNn7xslV9zMsrK+OW+jUGsAL60HqsBvkh9l7s5CJN",
+	"iYl0U6doEoxVLV2RyOUFZRc7mp4L6+K5huLAaCocCGxzjQ/W+hHLqcFl6L1Mcsu7JM/83F/5tUv5/iFT",
+	"+kn11MIRfDzbuN9p+W2Ovqgpsy4EZKruPnCNlo7CZG+wXFZSli0TltvrJoH8ALUqCWVhF3tvRGGrA4fl",
+	"3UaljNvWoLJC4AOzKioES24k3Rvs3wrXY2xIFYttJ5XDTp+kQI176OyArtK8rXj4hqouERGFdsc65Rbx",
+	"PUyFucTLOUBuiwEG9v6hTVS629PMD6GJbr//4GmJm6rImghQNorxocD1wtSnL0tweKYgDMw+vruD3qRO",
+	"axVkPGrtUaMhpnnWziU2hx2uqctMtsB0De+xESW4++9QjNFXr2HJbaYvxRy0kSPjqoWEWuCpJtTeWvgm",
+	"dNVZGORCedRI+2a3YNvlOxc/WD7A5MHbrqbzWljAf//cZTsN5S446fDh/npaLt7fe31OsBBjt74FOiJH",
+	"XM1AKrI/2K8TLw3Xw/j2tsyL2aUlbIATBu3fbPnMlYh3yg13HCGsX3m5xs7Y/Imr54Ctv7c55T5+/9o4",
+	"JVz/hruQelHDruuXuyd4mVd3F8X0w8W+HMHT+QHegUwkjApl9fMpt29YEmFe5gUX+gVLUiC3BncbsX9z",
+	"4qC+mlRIEwepagplqbJlo+PEXrfQtcb1LNXZN4WfLfXbtsQN7zBOYqpimkB/HZOvZmrsmfG7+A22e+N2",
+	"ZpnrXEly2yN+8NT2Bq2+6fq1eMKNXimeoPnH69jqQfnGhdAReQ+pY8cySXNG4E14wmseLFhijVDhoW+7",
+	"Cvl1apY3ZK78ZdVvsrl6YmvcLfm+ochsIlJbdrieZPvMlW1iupa5qsZfV2UHulO7b0x/tDdaokTas6Gv",
+	"w+dcaQw3nDQ/tEPmrZ7XEBWMe+ebqDZOfLR9/cLsHVfeSJb/rKxlx5bfPHvhYDPpuXlxbF3AEXI7TV79",
+	"gP/VBLamddywBj9G5H4hccarTBxTq3MOSaXjr+AXIwvvlJtcSc+kYqxW6Rgbxj8UY7UuBfkEG5hx1ICB",
+	"669S8JKM0XmvJomYivBrxo1Xb1zTkf3/YFLBx2Xl2k1lAd5VE55yNxmHpQEJzvD33MTN+0WWm0VmVCah",
+	"K/YNaXzer/r7qqtd8foErOSZrxgfk7iQSsjlrizegNLyZLca9K1SaZsnjvYG22eOyvSvS+220sCUu/GP",
+	"+jIXe2jLixqL8Mxdvz0HbWfZLX+SWGAfjCJKCH7KqU2T4XjYGP8LDCEJZLmeV4vVqUn8v1qqcquaFMZZ",
+	"EzPej8g7mJfAouAY59rVORZrx5TxU17Z4BbdltPoG5qxLq/u9Si1h2JcCkrnPuLgtXnUna4Ag2mlJdCM",
+	"9Nq3JYfLr0quFC9Mzdb9VpbaJpdWBPRfiwndTM01x+2XJp2bY1pr1d2G2eP9KyWP9/4nJY9xIOfrTJsu",
+	"jNOtSJ1+HbnRdY5Ea67R6yesmXF0/9EVtZcIQmLb6BsTud9w6TNum1obyZzgU2+abxqXOywrlYuCaxV+",
+	"XW7mao6o/hug+tYenHOoOWUMf14OaFfN637G52dGCTTgwkYzC0I9yrlp59ua9NpVlqyb6VYvfnb53wEA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -182,10 +182,12 @@
 //
 // # Logs
 //
-// Each worker has a ring (a LogBook) of Options.LogEntries entries {seq, timeMillis,
-// level, message, versionUID}; seq starts at the ring's start time in
-// microseconds and increases by 1 per entry, so it keeps increasing across
-// host restarts although the entries are not persisted. console arguments are joined by
+// Each worker has a log (a LogBook) of Options.LogEntries entries {seq, timeMillis,
+// level, message, versionUID}; seq increases by 1 per entry. A host passes
+// a durable book (OpenLogBook, Options.Logs): one file per worker, so the
+// log and its seq survive restarts. An in-memory book starts a worker's
+// seq at the time in microseconds, so it keeps increasing across restarts
+// although its entries are gone. console arguments are joined by
 // spaces, strings as they are, other values in a short inspect format,
 // Errors by their stack. With Options.LogSink set, lines go to the sink
 // instead (a sandbox process forwards them to the host's LogBook). Viewers

@@ -67,6 +67,10 @@ type Options struct {
 	MaxAllocBytes int
 	// LogEntries is the size of each worker's log ring (default 1000).
 	LogEntries int
+	// Logs, when set, is the LogBook the runtime keeps worker logs in
+	// (a host passes a durable one, OpenLogBook); a new in-memory book of
+	// LogEntries per worker when nil.
+	Logs *LogBook
 	// Logger receives the host-side events (runtime discarded, compile
 	// failures); nil discards them.
 	Logger *slog.Logger
@@ -123,7 +127,11 @@ type Runtime struct {
 // New makes a Runtime.
 func New(opts Options) *Runtime {
 	opts = opts.withDefaults()
-	rt := &Runtime{opts: opts, versions: map[string]*version{}, logs: newLogBook(opts.LogEntries)}
+	logs := opts.Logs
+	if logs == nil {
+		logs = newLogBook(opts.LogEntries)
+	}
+	rt := &Runtime{opts: opts, versions: map[string]*version{}, logs: logs}
 	rt.client = rt.newFetchClient()
 	return rt
 }

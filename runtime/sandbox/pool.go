@@ -81,6 +81,9 @@ type Options struct {
 	// lines are dropped and counted.
 	LogEntries int
 	LogRate    int
+	// Logs, when set, is the LogBook worker logs are kept in (a host
+	// passes a durable one, js.OpenLogBook); a new in-memory book when nil.
+	Logs *js.LogBook
 	// FetchPerCall, FetchPerHost and FetchTotal cap outbound fetches: per
 	// invocation (concurrent; more wait), per destination host:port
 	// (connections) and for the whole host (concurrent).
@@ -166,8 +169,12 @@ func New(opts Options) (*Pool, error) {
 			return nil, fmt.Errorf("sandbox: finding the host's executable: %w", err)
 		}
 	}
+	logs := opts.Logs
+	if logs == nil {
+		logs = js.NewLogBook(opts.LogEntries)
+	}
 	p := &Pool{
-		opts: opts, exe: exe, logs: js.NewLogBook(opts.LogEntries), limiter: newLogLimiter(opts.LogRate),
+		opts: opts, exe: exe, logs: logs, limiter: newLogLimiter(opts.LogRate),
 		out:      newOutbound(opts),
 		procs:    map[string]*proc{},
 		handlers: map[string][]string{},

@@ -368,7 +368,7 @@ func (e *Engine) finalize(b *batch) {
 	e.finished.Add(1)
 	q.pump()
 	q.mu.Unlock()
-	e.addMoved(dlq, moved)
+	e.addMoved(dlq, moved, p.dlqPending)
 	e.notify()
 }
 
@@ -493,7 +493,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 			e.finalize(b)
 		}()
 	}
-	e.addMoved(dlq, moved)
+	e.addMoved(dlq, moved, p.dlqPending)
 	e.notify()
 	if err != nil {
 		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)

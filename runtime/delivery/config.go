@@ -11,6 +11,12 @@ type QueueConfig struct {
 	// already running finish and settle as usual (retries and
 	// dead-lettering included). Clearing it resumes delivery at once.
 	Paused bool
+	// Serialized is the host extension "serialized queue" (the Offering
+	// "serialized", spec/peers.md §Serialized queues): messages are
+	// delivered strictly in accept order, one batch at a time, taken from
+	// the head only when no batch of the queue is in flight; a retried
+	// head stays the head. Fixed when the queue is added.
+	Serialized bool
 }
 
 // ConsumerConfig is what the engine needs of a QueueConsumer 0.3.0 resource.

@@ -161,4 +161,9 @@
 //  16. RemoveQueue drops the queue's messages durably (DropQueue), closes
 //     its batches and forgets any consumer still attached; the API layer
 //     refuses to delete a queue that is referenced.
+//  17. A serialized queue (QueueConfig.Serialized, the Offering
+//     "serialized") is delivered strictly in accept order, one batch at a
+//     time, from its head only; a retried or delayed head blocks what is
+//     behind it; its IDs carry the accept order across restarts. See
+//     serial.go.
 package delivery

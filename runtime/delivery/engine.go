@@ -254,7 +254,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Unlock()
 	loaded := make([][]*msg, len(qs))
 	for i, q := range qs {
-		ms, err := e.load(ctx, q.uid)
+		ms, err := e.load(ctx, q.uid, q.serial)
 		if err != nil {
 			return err
 		}
@@ -277,24 +277,49 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) load(ctx context.Context, uid string) ([]*msg, error) {
+func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, error) {
 	sms, err := e.store.Messages(ctx, uid)
 	if err != nil {
 		return nil, backendErr(fmt.Errorf("loading the messages of queue %s: %w", uid, err))
 	}
 	now := e.nowMs()
-	// The store keeps no accept order within a millisecond; ID order is
-	// the stable stand-in after a restart.
-	sort.Slice(sms, func(i, j int) bool {
-		if sms[i].AcceptedAt != sms[j].AcceptedAt {
-			return sms[i].AcceptedAt < sms[j].AcceptedAt
+	// A serialized queue's IDs carry its accept order (serial.go).
+	var seqs map[string]uint64
+	if serial {
+		seqs = make(map[string]uint64, len(sms))
+		for _, sm := range sms {
+			s, ok := serialSeq(sm.ID)
+			if !ok {
+				e.log.Warn("delivery: a message of a serialized queue has no accept sequence in its ID; ordering the queue by accept time", "queue", uid, "id", sm.ID)
+				seqs = nil
+				break
+			}
+			seqs[sm.ID] = s
 		}
-		return sms[i].ID < sms[j].ID
-	})
+	}
+	if seqs != nil {
+		sort.Slice(sms, func(i, j int) bool { return seqs[sms[i].ID] < seqs[sms[j].ID] })
+		if len(sms) > 0 {
+			e.raiseSeq(seqs[sms[len(sms)-1].ID])
+		}
+	} else {
+		// The store keeps no accept order within a millisecond; ID order
+		// is the stable stand-in after a restart.
+		sort.Slice(sms, func(i, j int) bool {
+			if sms[i].AcceptedAt != sms[j].AcceptedAt {
+				return sms[i].AcceptedAt < sms[j].AcceptedAt
+			}
+			return sms[i].ID < sms[j].ID
+		})
+	}
 	out := make([]*msg, 0, len(sms))
 	leased := 0
 	for _, sm := range sms {
-		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, e.seq.Add(1))
+		seq, ok := seqs[sm.ID]
+		if !ok {
+			seq = e.seq.Add(1)
+		}
+		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
 		if sm.Lease != "" {
 			// Unsettled in a batch of a run that ended: deliverable now.
 			leased++
@@ -403,13 +428,14 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 	if e.queue(cfg.UID) != nil {
 		return ErrQueueExists
 	}
-	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true}}
+	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true},
+		serial: cfg.Serialized, avail: msgOrder{bySeq: cfg.Serialized}}
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
 	if e.customID {
 		q.ids = map[string]*msg{}
 	}
 	if e.started.Load() {
-		ms, err := e.load(ctx, cfg.UID)
+		ms, err := e.load(ctx, cfg.UID, cfg.Serialized)
 		if err != nil {
 			return err
 		}
@@ -442,6 +468,9 @@ func (e *Engine) UpdateQueue(ctx context.Context, cfg QueueConfig) error {
 	defer q.mu.Unlock()
 	if q.removed {
 		return abi.ErrUnknownQueue
+	}
+	if cfg.Serialized != q.serial {
+		return fmt.Errorf("%w: whether a queue is serialized is fixed when it is added", ErrInvalidConfig)
 	}
 	q.cfg = cfg
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
@@ -688,11 +717,29 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 		return nil, abi.ErrUnknownQueue
 	}
 	defDelay := int(q.sendDelay.Load())
+	var ids []string
+	var seq uint64
+	if q.serial {
+		// Accept order is taken under the queue's lock, and nothing
+		// accepted after this send is delivered before it (serial.go).
+		q.mu.Lock()
+		first := q.reserveSeqs(len(msgs))
+		q.mu.Unlock()
+		defer func() {
+			q.mu.Lock()
+			q.endPending(first)
+			q.pump()
+			q.mu.Unlock()
+		}()
+		ids = e.serialIDs(q, first, len(msgs))
+		seq = first - 1
+	} else {
+		ids = e.newMessageIDs(q, len(msgs))
+		seq = e.seq.Add(uint64(len(msgs))) - uint64(len(msgs))
+	}
 	now := e.nowMs()
-	ids := e.newMessageIDs(q, len(msgs))
 	muts := make([]store.Mutation, len(msgs))
 	news := make([]*msg, len(msgs))
-	seq := e.seq.Add(uint64(len(msgs))) - uint64(len(msgs))
 	for i, m := range msgs {
 		delay := defDelay
 		if m.Delay != nil {

@@ -63,6 +63,11 @@ func visLess(a, b *msg) bool {
 	return a.seq < b.seq
 }
 
+// seqLess is the delivery order of a serialized queue (spec/peers.md
+// §Serialized queues): accept order only, whatever the visible times, so
+// that neither a send's delay nor a retry's moves a message past another.
+func seqLess(a, b *msg) bool { return a.seq < b.seq }
+
 // expLess is the retention order. Retention is one duration per queue, so
 // the deadline order is the accept order whatever the current setting.
 func expLess(a, b *msg) bool {
@@ -91,7 +96,8 @@ func expLess(a, b *msg) bool {
 // whole order is compacted once stale entries outnumber live ones, so
 // memory stays within about twice the live count.
 type msgOrder struct {
-	byExpiry bool // expLess and expGen; otherwise visLess and visGen
+	byExpiry bool // expLess and expGen; otherwise visLess (seqLess with bySeq) and visGen
+	bySeq    bool // a serialized queue's available order: seqLess and visGen
 	run      []entry
 	head     int // run[head:] is the run
 	heap     []entry
@@ -110,8 +116,11 @@ type entry struct {
 const mergeLimit = 4096
 
 func (o *msgOrder) less(a, b *msg) bool {
-	if o.byExpiry {
+	switch {
+	case o.byExpiry:
 		return expLess(a, b)
+	case o.bySeq:
+		return seqLess(a, b)
 	}
 	return visLess(a, b)
 }

@@ -45,6 +45,16 @@ type queue struct {
 	consumer *consumer
 	batches  map[string]*batch // dispatching, running or closing
 
+	// serial: cfg.Serialized, fixed at AddQueue (see serial.go). avail is
+	// then in accept order (bySeq) and holds every ready message, visible
+	// or not; delayed stays empty.
+	serial bool
+	// pending lists the first accept sequence number of each write that
+	// is adding messages to a serialized queue (a Send, a dead-letter
+	// move into it) and has not ended: no message accepted after it may be
+	// delivered before it is in memory (see serial.go).
+	pending []uint64
+
 	// Background store work: messages found expired, and messages that
 	// exhausted their deliveries, waiting for (or in) their store write.
 	toExpire   []*msg
@@ -113,7 +123,7 @@ func (q *queue) insertSent(ms []*msg, now int64) {
 	for _, m := range ms {
 		q.add(m)
 		m.inExp = true
-		if m.visibleAt <= now {
+		if q.serial || m.visibleAt <= now {
 			m.where = inAvail
 			avail = append(avail, m)
 		} else {
@@ -138,7 +148,7 @@ func (q *queue) add(m *msg) {
 // pushVis adds a ready message to the available order when it is visible
 // at now, else to the delayed one. mu held.
 func (q *queue) pushVis(m *msg, now int64) {
-	if m.visibleAt <= now {
+	if q.serial || m.visibleAt <= now {
 		m.where = inAvail
 		q.avail.push(m)
 	} else {
@@ -261,7 +271,11 @@ func (q *queue) pump() {
 		go e.removeExpired(q, list)
 	}
 	if c := q.consumer; c != nil && !c.detaching {
-		if !q.cfg.Paused {
+		switch {
+		case q.cfg.Paused:
+		case q.serial:
+			q.dispatchSerial(c, now)
+		default:
 			q.dispatch(c, now)
 		}
 		if len(q.toExhaust) > 0 && !q.exhausting && now >= q.opRetryAt {
@@ -329,7 +343,9 @@ func (q *queue) rearm(now int64) {
 	if (len(q.toExpire) > 0 && !q.expiring) || (len(q.toExhaust) > 0 && !q.exhausting && q.consumer != nil) {
 		consider(q.opRetryAt)
 	}
-	if c := q.consumer; c != nil && !c.detaching && !q.cfg.Paused && c.inflight < c.cfg.MaxConcurrency {
+	if c := q.consumer; c != nil && q.serial {
+		q.rearmSerial(c, now, consider)
+	} else if c != nil && !c.detaching && !q.cfg.Paused && c.inflight < c.cfg.MaxConcurrency {
 		if c.backoffUntil > now {
 			if q.avail.Len() > 0 || q.delayed.Len() > 0 {
 				consider(c.backoffUntil)
@@ -456,7 +472,7 @@ func (e *Engine) runExhaust(q *queue, p *plan) {
 	}
 	q.pump()
 	q.mu.Unlock()
-	e.addMoved(dlq, moved)
+	e.addMoved(dlq, moved, p.dlqPending)
 }
 
 // plan is a set of final dispositions of messages of one queue, written in
@@ -471,6 +487,9 @@ type plan struct {
 	dead    []*msg
 	dlqUID  string
 	gone    []*msg // found missing from the store while committing
+	// dlqPending: the first accept sequence number commit reserved in a
+	// serialized DLQ for the moved messages; addMoved ends the mark.
+	dlqPending uint64
 }
 
 func (p *plan) empty() bool {
@@ -540,6 +559,24 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 		}
 		dlq.mu.Lock()
 		removed, delay := dlq.removed, int64(dlq.cfg.DeliveryDelaySeconds)*1000
+		var first uint64
+		if !removed && dlq.serial {
+			// The moved messages take their places in the serialized
+			// DLQ's accept order now; nothing accepted after them is
+			// delivered before they are in its memory (addMoved).
+			first = dlq.reserveSeqs(len(p.dead))
+			rq := dlq
+			defer func() {
+				if err != nil || moved == nil {
+					rq.mu.Lock()
+					rq.endPending(first)
+					rq.pump()
+					rq.mu.Unlock()
+				} else {
+					p.dlqPending = first
+				}
+			}()
+		}
 		dlq.mu.Unlock()
 		if removed {
 			return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
@@ -553,6 +590,10 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 		if err != nil {
 			return nil, nil, err
 		}
+		var newIDs []string
+		if dlq.serial {
+			newIDs = e.serialIDs(dlq, first, len(p.dead))
+		}
 		var dead, gone []*msg
 		for i, m := range p.dead {
 			body := bodies[i]
@@ -560,12 +601,18 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 				gone = append(gone, m)
 				continue
 			}
-			id := e.newMessageIDs(dlq, 1)[0]
+			var id string
+			var seq uint64
+			if dlq.serial {
+				id, seq = newIDs[i], first+uint64(i)
+			} else {
+				id, seq = e.newMessageIDs(dlq, 1)[0], e.seq.Add(1)
+			}
 			muts = append(muts, store.AcceptMessage{
 				Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
 				Body:    body,
 			})
-			moved = append(moved, newMsg(id, now, now+delay, 0, len(body), e.seq.Add(1)))
+			moved = append(moved, newMsg(id, now, now+delay, 0, len(body), seq))
 			dead = append(dead, m)
 		}
 		remove(dead, store.RemovedDeadLettered)
@@ -616,12 +663,17 @@ func (q *queue) applyPlan(p *plan, now int64) {
 	}
 }
 
-// addMoved adds dead-lettered messages, already durable, to the DLQ.
-func (e *Engine) addMoved(dlq *queue, moved []*msg) {
+// addMoved adds dead-lettered messages, already durable, to the DLQ, and
+// ends the serialized DLQ's pending mark of the move (pending: 0 when
+// none).
+func (e *Engine) addMoved(dlq *queue, moved []*msg, pending uint64) {
 	if dlq == nil || len(moved) == 0 {
 		return
 	}
 	dlq.mu.Lock()
+	if pending != 0 {
+		dlq.endPending(pending)
+	}
 	if !dlq.removed {
 		now := e.nowMs()
 		for _, m := range moved {

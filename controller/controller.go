@@ -18,8 +18,12 @@ const (
 	// MaxModuleBytes is the runtime's limit on a WorkerVersion's modules
 	// (spec/runtime-abi.md §WorkerVersion).
 	MaxModuleBytes = 4 << 20
-	// OfferingEmbedded is the one offering of the reference host.
+	// OfferingEmbedded is the default offering of every Form.
 	OfferingEmbedded = "embedded"
+	// OfferingSerialized is the host extension "serialized queue" of
+	// AtLeastOnceQueue (spec/peers.md §Serialized queues): delivery in
+	// accept order, one batch at a time. Fixed at creation.
+	OfferingSerialized = "serialized"
 )
 
 // Engine is what the controller needs of the delivery engine

@@ -19,7 +19,7 @@ var _ Form = QueueForm{}
 
 func (QueueForm) URL() string         { return schemas.FormAtLeastOnceQueue }
 func (QueueForm) Name() string        { return "AtLeastOnceQueue 0.2.0" }
-func (QueueForm) Offerings() []string { return []string{OfferingEmbedded} }
+func (QueueForm) Offerings() []string { return []string{OfferingEmbedded, OfferingSerialized} }
 
 func (QueueForm) Validate(spec, pi []byte) ([]schemas.Violation, error) {
 	return schemas.ValidateResource(schemas.FormAtLeastOnceQueue, spec, pi)
@@ -98,7 +98,8 @@ func queueConfigOf(r store.Resource) (delivery.QueueConfig, error) {
 	if err != nil {
 		return delivery.QueueConfig{}, err
 	}
-	c := delivery.QueueConfig{UID: r.UID, Name: r.Name, MessageRetentionSeconds: sp.MessageRetentionSeconds, Paused: r.Paused}
+	c := delivery.QueueConfig{UID: r.UID, Name: r.Name, MessageRetentionSeconds: sp.MessageRetentionSeconds, Paused: r.Paused,
+		Serialized: r.Offering == OfferingSerialized}
 	if sp.DeliveryDelaySeconds != nil {
 		c.DeliveryDelaySeconds = *sp.DeliveryDelaySeconds
 	}

@@ -494,3 +494,42 @@ func mustScope(t *testing.T, principal, space, method, path string) string {
 	}
 	return idem.Scope
 }
+
+// TestSerializedOffering: AtLeastOnceQueue is served in the offerings
+// "embedded" (the default) and "serialized" (the ext-serialized host
+// extension); another Form, or another name, is unknown_offering and
+// creates nothing; an update keeps the offering.
+func TestSerializedOffering(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.do("POST", res("s1"), tAdmin, map[string]any{"name": "sq", "formUrl": fQueue, "offering": "serialized", "spec": queueSpec()})
+	h.expect(r, 202, "")
+	if op := h.waitDone("s1", r.str("id")); op.str("state") != "succeeded" {
+		t.Fatalf("create: %s", op.body)
+	}
+	uid := r.str("resourceUid")
+	if got := h.do("GET", res("s1")+"/"+uid, tAdmin, nil); got.str("offering") != "serialized" {
+		t.Fatalf("offering reads %q: %s", got.str("offering"), got.body)
+	}
+	h.mustPut("s1", uid, map[string]any{"messageRetentionSeconds": 120})
+	if got := h.do("GET", res("s1")+"/"+uid, tAdmin, nil); got.str("offering") != "serialized" {
+		t.Fatalf("after an update the offering reads %q", got.str("offering"))
+	}
+	q := h.mustCreate("s1", "q", fQueue, queueSpec())
+	if got := h.do("GET", res("s1")+"/"+q, tAdmin, nil); got.str("offering") != "embedded" {
+		t.Fatalf("default offering %q", got.str("offering"))
+	}
+	r = h.do("POST", res("s1"), tAdmin, map[string]any{"name": "sq2", "formUrl": fQueue, "offering": "Serialized", "spec": queueSpec()})
+	h.expect(r, 422, "unknown_offering")
+	if d := r.str("detail"); !strings.Contains(d, `"embedded"`) || !strings.Contains(d, `"serialized"`) {
+		t.Fatalf("detail does not name the queue's offerings: %s", r.body)
+	}
+	w, _ := h.worker("s1", "w")
+	r = h.do("POST", res("s1"), tAdmin, map[string]any{"name": "c", "formUrl": fConsumer, "offering": "serialized", "spec": consumerSpec(uid, w)})
+	h.expect(r, 422, "unknown_offering")
+	if !slices.Contains(r.pointers(), "/offering") {
+		t.Fatalf("pointer: %s", r.body)
+	}
+	if n := len(h.list("s1", tAdmin)); n != 4 {
+		t.Fatalf("resources after the refusals: %d, want 4 (two queues, a worker and its version)", n)
+	}
+}

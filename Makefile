@@ -7,7 +7,7 @@ PKGS    := ./...
 # The PostgreSQL server the torture run on PostgreSQL creates its database on.
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate build run test conform bench torture fuzz vet fmt check-generated
+.PHONY: all generate build run test conform bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots check-console
 
 all: build
 
@@ -65,3 +65,27 @@ fuzz:
 check-generated: generate
 	git diff --exit-code -- gen features/COVERAGE.md
 	@test -z "$$(git status --porcelain -- gen features/COVERAGE.md)" || { git status --porcelain -- gen features/COVERAGE.md; echo "untracked generated files"; exit 1; }
+
+## console: rebuild the web console's committed assets (console/dist) from console/web with esbuild's Go API (no Node.js)
+console:
+	$(GO) run ./console/build
+
+## check-console: fail when console/dist is not what console/web builds to
+check-console:
+	$(GO) run ./console/build -check
+
+## console-vendor: refresh the console's vendored libraries (uPlot, highlight.js) from console/e2e's npm lock
+console-vendor:
+	cd console/e2e && npm ci --no-audit --no-fund
+	cp console/e2e/node_modules/uplot/dist/uPlot.esm.js console/e2e/node_modules/uplot/dist/uPlot.min.css console/e2e/node_modules/uplot/LICENSE console/web/vendor/uplot/
+	cp console/e2e/node_modules/@highlightjs/cdn-assets/es/core.min.js console/e2e/node_modules/@highlightjs/cdn-assets/es/languages/javascript.min.js \
+	  console/e2e/node_modules/@highlightjs/cdn-assets/styles/a11y-light.min.css console/e2e/node_modules/@highlightjs/cdn-assets/LICENSE console/web/vendor/highlightjs/
+	$(MAKE) console
+
+## console-test: type-check the console and run its browser tests in headless Chromium (Debian's chromium; npm ci in console/e2e)
+console-test:
+	cd console/e2e && npm ci --no-audit --no-fund && npx tsc -p ../web/tsconfig.json && npm test
+
+## console-screenshots: docs/console/*.png, each main page at 1280x800
+console-screenshots:
+	cd console/e2e && npm ci --no-audit --no-fund && node screenshots.mjs

@@ -34,6 +34,8 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"PUT /v2/spaces/{space}/resources/{uid}/delivery":    {action: auth.Write, body: "queue-delivery-request.json"},
 		"GET /v2/spaces/{space}/resources/{uid}/stats":       {action: auth.Read},
 		"GET /v2/spaces/{space}/resources/{uid}/messages":    {action: auth.Read},
+		"GET /console/":                                      {public: true},
+		"GET /console":                                       {public: true},
 	}
 	if len(routes) != len(want) {
 		t.Fatalf("%d routes, want %d: %v", len(routes), len(want), routes)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/console"
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/gen/api"
 )
@@ -131,6 +132,10 @@ func New(opts Options) (*Server, error) {
 	})
 	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch", s.serveFetch)
 	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch/{path...}", s.serveFetch)
+	// The web console: static files beside the Host API, public like
+	// /healthz (they hold no data; the console calls /v2/ with a token).
+	mux.Handle("GET /console/", console.Handler())
+	mux.Handle("GET /console", console.Handler())
 	if len(mux.missing) > 0 {
 		return nil, fmt.Errorf("server: routes without a route guard entry in the OpenAPI document: %s", strings.Join(mux.missing, ", "))
 	}

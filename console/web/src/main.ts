@@ -1,0 +1,588 @@
+import { ApiError, FORMS, Kind, Operation, Page, Problem, Resource, call, enc, formName, hostRoutes, kindOf, listAll, session, setUnauthenticatedHandler, spacePath } from "./api";
+import { Child, ago, append, badge, bytes, dl, duration, h, replace } from "./dom";
+import { BacklogChart } from "./chart";
+import { highlight } from "./code";
+import { messageDetail, previewLine } from "./message";
+
+// ---- routing: #/login, #/s/{space}, #/s/{space}/r/{uid}, #/s/{space}/ops
+
+type Cleanup = () => void;
+let cleanups: Cleanup[] = [];
+function onLeave(f: Cleanup) { cleanups.push(f); }
+let generation = 0;
+
+const main = () => document.getElementById("main") as HTMLElement;
+
+setUnauthenticatedHandler((p) => {
+  session.token = null;
+  loginNotice = p;
+  location.hash = "#/login";
+});
+let loginNotice: Problem | null = null;
+
+function link(href: string, ...children: Child[]) { return h("a", { href }, ...children); }
+function resHref(space: string, uid: string) { return "#/s/" + enc(space) + "/r/" + enc(uid); }
+
+export function problemBox(e: unknown): HTMLElement {
+  const p: Problem = e instanceof ApiError ? e.problem : { title: "The console failed", status: 0, detail: String(e) };
+  return h("div", { class: "problem", role: "alert" },
+    h("strong", null, p.title),
+    " ", h("span", { class: "muted" }, [p.status ? String(p.status) : "", p.code ? " " + p.code : ""].join("")),
+    p.detail ? h("p", null, p.detail) : null,
+    p.errors?.length ? h("ul", null, p.errors.map((x) => h("li", null, [x.pointer, x.detail ?? x.message ?? JSON.stringify(x)].filter(Boolean).join(": ")))) : null,
+    p.requestId ? h("p", { class: "muted" }, "request " + p.requestId) : null);
+}
+
+function nav(space: string | null) {
+  const n = document.getElementById("nav")!;
+  if (!session.token) { replace(n); return; }
+  const input = h("input", { id: "space-switch", name: "space", value: space ?? "", autocomplete: "off", required: true, pattern: "[a-z0-9]([a-z0-9-]*[a-z0-9])?" });
+  replace(n,
+    space ? link("#/s/" + enc(space), "Resources") : null,
+    space ? link("#/s/" + enc(space) + "/ops", "Operations") : null,
+    h("span", { class: "spacer" }),
+    h("form", { onsubmit: (ev: Event) => { ev.preventDefault(); location.hash = "#/s/" + enc(input.value.trim()); } },
+      h("label", { for: "space-switch" }, "Space"), input, h("button", { type: "submit", class: "secondary" }, "Open")),
+    h("button", { type: "button", class: "secondary", onclick: () => { session.token = null; location.hash = "#/login"; } }, "Sign out"));
+}
+
+async function render() {
+  cleanups.forEach((f) => f());
+  cleanups = [];
+  const gen = ++generation;
+  const root = main();
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  if (!session.token || parts[0] === "login" || parts[0] === "") {
+    if (session.token && parts[0] === "" && session.space) { location.hash = "#/s/" + enc(session.space); return; }
+    nav(null);
+    return loginView(root);
+  }
+  if (parts[0] !== "s" || !parts[1]) { location.hash = "#/login"; return; }
+  const space = parts[1];
+  session.space = space;
+  nav(space);
+  replace(root, h("p", { class: "muted" }, "Loading…"));
+  try {
+    if (parts.length === 2) await resourcesView(root, space, gen);
+    else if (parts[2] === "ops") await operationsView(root, space, gen);
+    else if (parts[2] === "r" && parts[3]) await resourceView(root, space, parts[3], gen);
+    else replace(root, h("h1", null, "Not found"), h("p", null, "No console page at this address."));
+  } catch (e) {
+    if (gen === generation) replace(root, problemBox(e));
+  }
+  if (gen === generation) {
+    const h1 = root.querySelector("h1");
+    document.title = (h1?.textContent ? h1.textContent + " · " : "") + "takohost console";
+  }
+}
+
+window.addEventListener("hashchange", () => { void render().then(() => main().focus()); });
+window.addEventListener("DOMContentLoaded", () => { void render(); });
+
+// ---- login
+
+function loginView(root: HTMLElement) {
+  const token = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const space = h("input", { id: "space", autocomplete: "off", required: true, value: session.space ?? "", pattern: "[a-z0-9]([a-z0-9-]*[a-z0-9])?" });
+  const out = h("div", { "aria-live": "polite" });
+  if (loginNotice) { out.append(problemBox(new ApiError(loginNotice))); loginNotice = null; }
+  const form = h("form", {
+    class: "login", onsubmit: async (ev: Event) => {
+      ev.preventDefault();
+      replace(out);
+      try {
+        await call("GET", spacePath(space.value.trim(), "/resources?limit=1"), undefined, { token: token.value.trim(), quiet401: true });
+        session.token = token.value.trim();
+        location.hash = "#/s/" + enc(space.value.trim());
+      } catch (e) {
+        replace(out, problemBox(e));
+      }
+    },
+  },
+    h("label", { for: "token" }, "Token"), token,
+    h("label", { for: "space" }, "Space"), space,
+    h("button", { type: "submit" }, "Sign in"));
+  replace(root,
+    h("h1", null, "Sign in"),
+    h("p", null, "Enter a Host API token (the admin token is in the host's data directory, ", h("code", null, "admin-token"), "). It is kept in this tab only (sessionStorage) and sent as an Authorization header; it never appears in an address."),
+    form, out);
+  token.focus();
+}
+
+// ---- resources of a space, one server-side page at a time
+
+const TABS: [string, string, string | null][] = [
+  ["all", "All", null], ["queues", "Queues", FORMS.queue], ["workers", "Workers", FORMS.worker],
+  ["versions", "Versions", FORMS.version], ["consumers", "Consumers", FORMS.consumer],
+];
+
+async function resourcesView(root: HTMLElement, space: string, gen: number) {
+  const tab = sessionStorage.getItem("takohost.console.tab") ?? "queues";
+  const current = TABS.find((t) => t[0] === tab) ?? TABS[1];
+  const tokens: (string | undefined)[] = [undefined];
+  let pageNo = 0;
+  const body = h("div");
+  const tabs = h("div", { class: "tabs", role: "group", "aria-label": "Resource kind" }, TABS.map(([id, label]) =>
+    h("button", { type: "button", "aria-pressed": id === current[0] ? "true" : "false", onclick: () => { sessionStorage.setItem("takohost.console.tab", id); void render(); } }, label)));
+  replace(root, h("div", { class: "crumbs" }, "Space ", h("strong", null, space)), h("h1", null, space + ": " + current[1].toLowerCase()), tabs, body);
+  const load = async () => {
+    const q = new URLSearchParams({ limit: "50" });
+    if (current[2]) q.set("formUrl", current[2]);
+    const t = tokens[pageNo];
+    if (t) q.set("pageToken", t);
+    let page: Page<Resource>;
+    try {
+      page = await call<Page<Resource>>("GET", spacePath(space, "/resources?" + q));
+    } catch (e) { replace(body, problemBox(e)); return; }
+    if (gen !== generation) return;
+    tokens[pageNo + 1] = page.nextPageToken;
+    const rows = page.items.map((r) => h("tr", null,
+      h("td", null, link(resHref(space, r.uid), r.name)),
+      h("td", null, formName(r.formUrl)),
+      h("td", null, badge(r.state)),
+      h("td", null, observedSummary(r)),
+      h("td", null, h("time", { datetime: r.updateTime, title: r.updateTime }, ago(Date.parse(r.updateTime))))));
+    replace(body,
+      page.items.length === 0 && pageNo === 0 ? h("p", null, "No " + current[1].toLowerCase() + " in this space.") :
+        h("table", null, h("caption", { class: "visually-hidden" }, current[1] + " of " + space),
+          h("thead", null, h("tr", null, ["Name", "Form", "State", "Observed", "Updated"].map((x) => h("th", { scope: "col" }, x)))),
+          h("tbody", null, rows)),
+      pager(pageNo, !!page.nextPageToken, page.items.length, (d) => { pageNo += d; void load(); }));
+  };
+  await load();
+}
+
+function pager(pageNo: number, hasNext: boolean, count: number, go: (d: number) => void): HTMLElement {
+  return h("div", { class: "pager", role: "navigation", "aria-label": "Pages" },
+    h("button", { type: "button", class: "secondary", disabled: pageNo === 0, onclick: () => go(-1) }, "Previous page"),
+    h("span", null, "Page " + (pageNo + 1) + " · " + count + " shown"),
+    h("button", { type: "button", class: "secondary", disabled: !hasNext, onclick: () => go(1) }, "Next page"));
+}
+
+function observedSummary(r: Resource): string {
+  const o = r.observed ?? {};
+  switch (kindOf(r.formUrl)) {
+    case "queue": return o.messageCount !== undefined ? o.messageCount + " messages" : "";
+    case "consumer": return o.consumerAttached ? "attached" : o.consumerAttached === false ? "not attached" : "";
+    case "worker": return (r.spec?.handlers ?? []).join(", ");
+    case "version": return (r.spec?.modules ?? []).length + " modules";
+  }
+  return "";
+}
+
+// ---- references: outgoing from the spec, incoming found by reading the
+// space's consumers, versions and workers (never its queues: a queue
+// references nothing, and a space may hold 10 000 of them).
+
+interface Ref { label: string; uid: string; name?: string; kind?: Kind }
+
+async function references(space: string, r: Resource): Promise<{ out: Ref[]; in: Ref[]; complete: boolean; consumers: Resource[]; versions: Resource[] }> {
+  const out: Ref[] = [];
+  const s = r.spec ?? {};
+  const kind = kindOf(r.formUrl);
+  if (kind === "consumer") {
+    if (s.queue) out.push({ label: "consumes queue", uid: s.queue.resourceUid });
+    if (s.worker) out.push({ label: "feeds worker", uid: s.worker.resourceUid });
+    if (s.deadLetterQueue) out.push({ label: "dead-letters to", uid: s.deadLetterQueue.resourceUid });
+  } else if (kind === "worker") {
+    if (s.version) out.push({ label: "selected version", uid: s.version.resourceUid });
+  } else if (kind === "version") {
+    if (s.worker) out.push({ label: "version of worker", uid: s.worker.resourceUid });
+    for (const b of s.queueProducerBindings ?? []) out.push({ label: "binds queue as env." + b.name, uid: b.resource.resourceUid });
+  }
+  const inc: Ref[] = [];
+  let complete = true;
+  let consumers: Resource[] = [], versions: Resource[] = [];
+  if (kind === "queue" || kind === "worker") {
+    const c = await listAll(space, FORMS.consumer);
+    complete &&= c.complete;
+    consumers = c.items;
+    for (const x of c.items) {
+      const xs = x.spec ?? {};
+      if (xs.queue?.resourceUid === r.uid) inc.push({ label: "consumed by", uid: x.uid, name: x.name, kind: "consumer" });
+      if (xs.deadLetterQueue?.resourceUid === r.uid) inc.push({ label: "dead-letter queue of", uid: x.uid, name: x.name, kind: "consumer" });
+      if (xs.worker?.resourceUid === r.uid) inc.push({ label: "fed by consumer", uid: x.uid, name: x.name, kind: "consumer" });
+    }
+    const v = await listAll(space, FORMS.version);
+    complete &&= v.complete;
+    for (const x of v.items) {
+      const xs = x.spec ?? {};
+      if (xs.worker?.resourceUid === r.uid) { versions.push(x); inc.push({ label: "version", uid: x.uid, name: x.name, kind: "version" }); }
+      for (const b of xs.queueProducerBindings ?? []) {
+        if (b.resource?.resourceUid === r.uid) inc.push({ label: "sent to by version (env." + b.name + ")", uid: x.uid, name: x.name, kind: "version" });
+      }
+    }
+  } else if (kind === "version") {
+    const w = await listAll(space, FORMS.worker);
+    complete &&= w.complete;
+    for (const x of w.items) if (x.spec?.version?.resourceUid === r.uid) inc.push({ label: "selected by worker", uid: x.uid, name: x.name, kind: "worker" });
+  }
+  // Name the outgoing references (one GET each; a spec holds a few).
+  await Promise.all(out.map(async (o) => {
+    try { const x = await call<Resource>("GET", spacePath(space, "/resources/" + enc(o.uid))); o.name = x.name; o.kind = kindOf(x.formUrl); }
+    catch { o.name = undefined; }
+  }));
+  return { out, in: inc, complete, consumers, versions };
+}
+
+function refList(space: string, refs: Ref[], empty: string): HTMLElement {
+  if (refs.length === 0) return h("p", { class: "muted" }, empty);
+  return h("ul", null, refs.map((x) => h("li", null, x.label + " ",
+    x.name ? link(resHref(space, x.uid), x.name) : h("span", null, x.uid, " ", h("em", null, "(missing)")),
+    x.kind ? h("span", { class: "muted" }, " · " + x.kind) : null)));
+}
+
+// ---- one resource
+
+async function resourceView(root: HTMLElement, space: string, uid: string, gen: number) {
+  const r = await call<Resource>("GET", spacePath(space, "/resources/" + enc(uid)));
+  if (gen !== generation) return;
+  const kind = kindOf(r.formUrl);
+  const refsBox = h("div", null, h("p", { class: "muted" }, "Finding references…"));
+  const specific = h("div");
+  replace(root,
+    h("div", { class: "crumbs" }, link("#/s/" + enc(space), space), " / ", kind),
+    h("h1", null, r.name, " ", badge(r.state)),
+    h("div", { class: "cols" },
+      h("section", { "aria-labelledby": "h-about" },
+        h("h2", { id: "h-about" }, "Resource"),
+        dl([["Form", formName(r.formUrl)], ["UID", r.uid], ["State", r.state], ["Generation", r.generation],
+          ["Created", r.createTime], ["Updated", r.updateTime]]),
+        h("h3", null, "Observed"), h("pre", { tabindex: "0", "aria-label": "Observed" }, JSON.stringify(r.observed, null, 2))),
+      h("section", { "aria-labelledby": "h-refs" }, h("h2", { id: "h-refs" }, "References"), refsBox)),
+    specific);
+  const refs = await references(space, r).catch((e) => { replace(refsBox, problemBox(e)); return null; });
+  if (gen !== generation) return;
+  if (refs) {
+    replace(refsBox,
+      h("h3", null, "From this " + kind), refList(space, refs.out, "None."),
+      h("h3", null, "To this " + kind), refList(space, refs.in, "Nothing in this space refers to it."),
+      refs.complete ? null : h("p", { class: "notice" }, "Only the first 5 000 consumers, versions and workers of the space were read for references."));
+  }
+  if (kind === "queue") await queueView(specific, space, r, refs?.consumers.filter((c) => c.spec?.queue?.resourceUid === r.uid) ?? [], gen);
+  else if (kind === "worker") await workerView(specific, space, r, refs?.versions ?? [], gen);
+  else if (kind === "version") versionView(specific, space, r, null);
+  else if (kind === "consumer") append(specific, [h("h2", null, "Settings"), consumerSettings(r)]);
+}
+
+function consumerSettings(c: Resource): HTMLElement {
+  const s = c.spec ?? {};
+  return dl([["Batch size", s.maxBatchSize], ["Batch timeout", s.maxBatchTimeoutSeconds + " s"], ["Concurrency", s.maxConcurrency],
+    ["Retries", s.maxRetries], ["Retry delay", s.retryDelaySeconds + " s"], ["Dead-letter queue", s.deadLetterQueue ? "yes" : "none"]]);
+}
+
+// ---- queue
+
+interface Stats {
+  queueUid: string; messages: number; bytes: number; oldestAgeSeconds: number; batchesInFlight: number; active: boolean;
+  byState: { available: number; delayed: number; retryWaiting: number; inFlight: number; removing: number };
+}
+
+// canWrite asks the host whether this token may change the queue without
+// changing anything: a pause request with an empty body is refused 403 for
+// a principal that may not write in the space, and 400 (the body) for one
+// that may.
+async function canWrite(space: string, uid: string): Promise<{ ok: boolean; reason: string }> {
+  try {
+    await call("PUT", spacePath(space, "/resources/" + enc(uid) + "/delivery"), {});
+    return { ok: true, reason: "" };
+  } catch (e) {
+    const p = (e as ApiError).problem;
+    if (p?.status === 403) return { ok: false, reason: "Your token may read this space but not change it (" + (p.detail ?? p.title) + ")." };
+    return { ok: true, reason: "" };
+  }
+}
+
+async function queueView(root: HTMLElement, space: string, q: Resource, consumers: Resource[], gen: number) {
+  const statsBox = h("div", { class: "grid", "aria-live": "off" });
+  const statsErr = h("div");
+  const chartBox = h("div", { class: "chart", id: "backlog-chart", role: "img", "aria-label": "Backlog over the last hour" });
+  const actions = h("div", { class: "actions" });
+  const actionOut = h("div", { "aria-live": "polite" });
+  const msgs = h("div");
+  replace(root,
+    h("h2", null, "Messages now"), statsErr, statsBox,
+    h("h2", null, "Backlog, last hour"),
+    h("p", { class: "muted" }, "Messages by state, sampled from the host's counts every 2 s while a console tab shows the queue (kept in this tab)."),
+    chartBox,
+    h("h2", null, "Delivery"), actions, actionOut,
+    h("h2", null, "Consumer"),
+    consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
+      h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(c)))),
+    h("h2", null, "Browse messages"), msgs);
+  const chart = new BacklogChart(chartBox, space + "/" + q.uid);
+  onLeave(() => chart.destroy());
+  let last: Stats | null = null;
+  const tick = async () => {
+    try {
+      const s = await call<Stats>("GET", spacePath(space, "/resources/" + enc(q.uid) + "/stats"));
+      if (gen !== generation) return;
+      last = s;
+      replace(statsErr);
+      chart.add(Date.now() / 1000, s);
+      replace(statsBox, ...[
+        ["Messages", s.messages], ["Available", s.byState.available], ["In flight", s.byState.inFlight],
+        ["Retry waiting", s.byState.retryWaiting], ["Delayed", s.byState.delayed], ["Removing", s.byState.removing],
+        ["Batches in flight", s.batchesInFlight], ["Oldest", duration(s.oldestAgeSeconds)], ["Bytes", bytes(s.bytes)],
+        ["Delivery", s.active ? "delivering" : "paused"],
+      ].map(([k, v]) => h("div", { class: "stat", "data-stat": String(k) }, h("div", { class: "k" }, String(k)), h("div", { class: "v" }, String(v)))));
+      renderActions();
+    } catch (e) { if (gen === generation) replace(statsErr, problemBox(e)); }
+  };
+  const timer = setInterval(() => void tick(), 2000);
+  onLeave(() => clearInterval(timer));
+  const [perm, routes] = await Promise.all([canWrite(space, q.uid), hostRoutes()]);
+  const base = "/v2/spaces/{space}/resources/{uid}";
+  const extra: { label: string; method: string; path: string; confirm: string; danger: boolean }[] = [];
+  for (const [verb, label, confirm, danger] of [
+    ["purge", "Purge", "Delete every message this queue holds? This cannot be undone.", true],
+    ["redrive", "Redrive", "Move the dead-lettered messages back to the queue they came from?", false],
+  ] as const) {
+    for (const m of ["POST", "PUT"]) if (routes.has(m + " " + base + "/" + verb)) extra.push({ label, method: m, path: "/" + verb, confirm, danger });
+  }
+  const renderActions = () => {
+    const active = last?.active;
+    const btn = (label: string, danger: boolean, run: () => void) => h("button", {
+      type: "button", class: danger ? "danger" : "", disabled: !perm.ok || last === null,
+      "aria-describedby": perm.ok ? null : "action-reason", onclick: run,
+    }, label);
+    replace(actions,
+      active === false
+        ? btn("Resume delivery", false, () => confirmThen("Resume delivery of " + q.name + "?", () => setDelivery(true)))
+        : btn("Pause delivery", false, () => confirmThen("Pause delivery of " + q.name + "? Messages stay on the queue; no new batch starts.", () => setDelivery(false))),
+      extra.map((x) => btn(x.label, x.danger, () => confirmThen(x.confirm, () => runExtra(x.method, x.path, x.label)))),
+      perm.ok ? null : h("span", { id: "action-reason", class: "reason" }, perm.reason),
+      extra.length === 0 ? h("span", { class: "reason" }, "Purge and redrive: this host's API has no such route.") : null);
+  };
+  const setDelivery = async (active: boolean) => {
+    try {
+      await call("PUT", spacePath(space, "/resources/" + enc(q.uid) + "/delivery"), { active });
+      replace(actionOut, h("p", { class: "notice", role: "status" }, active ? "Delivery resumed." : "Delivery paused."));
+      await tick();
+    } catch (e) { replace(actionOut, problemBox(e)); }
+  };
+  const runExtra = async (method: string, path: string, label: string) => {
+    try {
+      const res = await call<any>(method, spacePath(space, "/resources/" + enc(q.uid) + path), {});
+      if (res && typeof res.id === "string" && typeof res.state === "string") {
+        rememberOp(space, res.id);
+        await followOperation(actionOut, space, res as Operation, label);
+      } else {
+        replace(actionOut, h("div", { class: "notice", role: "status" }, label + " done.", h("pre", null, JSON.stringify(res, null, 2))));
+      }
+      await tick();
+      await loadPage();
+    } catch (e) { replace(actionOut, problemBox(e)); }
+  };
+  renderActions();
+  await tick();
+
+  // The message browser: server-side pages (limit 20), oldest accepted first.
+  const tokens: (string | undefined)[] = [undefined];
+  let pageNo = 0;
+  const table = h("div");
+  const detail = h("div", { id: "message-detail" });
+  append(msgs, [table, detail]);
+  const loadPage = async () => {
+    const qs = new URLSearchParams({ limit: "20" });
+    if (tokens[pageNo]) qs.set("pageToken", tokens[pageNo]!);
+    try {
+      const page = await call<Page<any>>("GET", spacePath(space, "/resources/" + enc(q.uid) + "/messages?" + qs));
+      if (gen !== generation) return;
+      tokens[pageNo + 1] = page.nextPageToken;
+      const rows = page.items.map((m) => {
+        const open = h("button", { type: "button", class: "secondary", "aria-label": "Open message " + m.id, onclick: () => {
+          table.querySelectorAll("tr.selected").forEach((x) => x.classList.remove("selected"));
+          tr.classList.add("selected");
+          replace(detail, messageDetail(m));
+          (detail.querySelector("h3") as HTMLElement | null)?.focus();
+        } }, "Open");
+        const tr = h("tr", { "data-message-id": m.id },
+          h("td", null, open),
+          h("td", null, h("code", null, m.id)),
+          h("td", null, m.state), h("td", { class: "num" }, m.attempts),
+          h("td", null, ago(m.acceptTimeMillis)), h("td", { class: "num" }, bytes(m.size)),
+          h("td", null, previewLine(m)));
+        return tr;
+      });
+      replace(table,
+        page.items.length === 0 && pageNo === 0 ? h("p", null, "The queue holds no message.") :
+          h("table", null, h("caption", { class: "visually-hidden" }, "Messages of " + q.name),
+            h("thead", null, h("tr", null, ["", "ID", "State", "Attempts", "Accepted", "Size", "Preview"].map((x) => h("th", { scope: "col" }, x || h("span", { class: "visually-hidden" }, "Open"))))),
+            h("tbody", null, rows)),
+        pager(pageNo, !!page.nextPageToken, page.items.length, (d) => { pageNo += d; void loadPage(); }),
+        h("button", { type: "button", class: "secondary", onclick: () => { void loadPage(); } }, "Refresh messages"));
+    } catch (e) { replace(table, problemBox(e)); }
+  };
+  await loadPage();
+}
+
+function confirmThen(question: string, run: () => void) {
+  const d = h("dialog", { "aria-labelledby": "confirm-q" },
+    h("p", { id: "confirm-q" }, question),
+    h("div", { class: "actions" },
+      h("button", { type: "button", class: "secondary", onclick: () => { d.close(); d.remove(); } }, "Cancel"),
+      h("button", { type: "button", id: "confirm-ok", onclick: () => { d.close(); d.remove(); run(); } }, "Confirm")));
+  document.body.append(d);
+  d.showModal();
+}
+
+// ---- Operations
+
+function rememberOp(space: string, id: string) {
+  const key = "takohost.console.ops." + space;
+  const ids: string[] = JSON.parse(sessionStorage.getItem(key) ?? "[]");
+  if (!ids.includes(id)) ids.unshift(id);
+  sessionStorage.setItem(key, JSON.stringify(ids.slice(0, 50)));
+}
+
+async function followOperation(box: HTMLElement, space: string, op: Operation, label: string) {
+  for (;;) {
+    replace(box, h("div", { class: "notice", role: "status" }, label + ": Operation ", h("code", null, op.id), " ", badge(op.state), " effect ", op.effect,
+      op.error ? problemBox(new ApiError(op.error)) : null));
+    if (!["pending", "running", "reconciling"].includes(op.state)) return;
+    op = await call<Operation>("GET", spacePath(space, "/operations/" + enc(op.id) + "?wait=10"));
+  }
+}
+
+async function operationsView(root: HTMLElement, space: string, gen: number) {
+  const routes = await hostRoutes();
+  const listing = routes.has("GET /v2/spaces/{space}/operations");
+  const body = h("div");
+  const state = h("select", { id: "op-state" }, ["", "pending", "running", "succeeded", "failed", "reconciling"].map((s) => h("option", { value: s }, s || "any")));
+  const idInput = h("input", { id: "op-id", autocomplete: "off" });
+  const found = h("div", { "aria-live": "polite" });
+  replace(root,
+    h("div", { class: "crumbs" }, link("#/s/" + enc(space), space), " / operations"),
+    h("h1", null, "Operations"),
+    h("form", { class: "filters", onsubmit: async (ev: Event) => {
+      ev.preventDefault();
+      try { replace(found, opTable(space, [await call<Operation>("GET", spacePath(space, "/operations/" + enc(idInput.value.trim())))])); }
+      catch (e) { replace(found, problemBox(e)); }
+    } }, h("label", { for: "op-id" }, "Operation ID"), idInput, h("button", { type: "submit", class: "secondary" }, "Look up")),
+    found,
+    listing ? h("div", { class: "filters" }, h("label", { for: "op-state" }, "State"), state) : null,
+    body);
+  if (listing) {
+    const tokens: (string | undefined)[] = [undefined];
+    let pageNo = 0;
+    const load = async () => {
+      const qs = new URLSearchParams({ limit: "50" });
+      if (tokens[pageNo]) qs.set("pageToken", tokens[pageNo]!);
+      if (state.value) qs.set("state", state.value);
+      try {
+        const page = await call<Page<Operation>>("GET", spacePath(space, "/operations?" + qs));
+        if (gen !== generation) return;
+        tokens[pageNo + 1] = page.nextPageToken;
+        replace(body, opTable(space, page.items), pager(pageNo, !!page.nextPageToken, page.items.length, (d) => { pageNo += d; void load(); }));
+      } catch (e) { replace(body, problemBox(e)); }
+    };
+    state.addEventListener("change", () => { tokens.length = 1; pageNo = 0; void load(); });
+    await load();
+    return;
+  }
+  const ids: string[] = JSON.parse(sessionStorage.getItem("takohost.console.ops." + space) ?? "[]");
+  const ops = (await Promise.all(ids.map((id) => call<Operation>("GET", spacePath(space, "/operations/" + enc(id))).catch(() => null)))).filter((x): x is Operation => x !== null);
+  if (gen !== generation) return;
+  replace(body,
+    h("p", { class: "notice" }, "This host's API has no route listing a space's Operations: shown are the ones started from this tab, and any looked up by ID."),
+    ops.length ? opTable(space, ops) : h("p", { class: "muted" }, "None started from this tab."));
+}
+
+function opTable(space: string, ops: Operation[]): HTMLElement {
+  return h("table", null, h("caption", { class: "visually-hidden" }, "Operations"),
+    h("thead", null, h("tr", null, ["ID", "Kind", "Resource", "State", "Effect", "Error", "Updated"].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", null, ops.map((o) => h("tr", null,
+      h("td", null, h("code", null, o.id)), h("td", null, o.kind),
+      h("td", null, link(resHref(space, o.resourceUid), o.resourceUid)),
+      h("td", null, badge(o.state)), h("td", null, o.effect),
+      h("td", null, o.error ? [h("strong", null, o.error.title), o.error.detail ? ": " + o.error.detail : ""] : ""),
+      h("td", null, ago(Date.parse(o.updateTime)))))));
+}
+
+// ---- worker and version
+
+const LEVELS = ["debug", "log", "info", "warn", "error"];
+
+async function workerView(root: HTMLElement, space: string, w: Resource, versions: Resource[], gen: number) {
+  const selected = w.spec?.version?.resourceUid as string | undefined;
+  const versionBox = h("div");
+  const level = h("select", { id: "log-level" }, h("option", { value: "" }, "all levels"), LEVELS.map((l) => h("option", { value: l }, l + " and above")));
+  const text = h("input", { id: "log-text", type: "search", autocomplete: "off" });
+  const paused = h("input", { id: "log-pause", type: "checkbox" });
+  const logBox = h("div", { class: "log", id: "log", role: "log", "aria-label": "Worker log", tabindex: "0" });
+  const logErr = h("div");
+  replace(root,
+    h("h2", null, "Handlers"), h("p", null, (w.spec?.handlers ?? []).join(", ")),
+    h("h2", null, "Versions"),
+    versions.length === 0 ? h("p", { class: "muted" }, "No version of this worker.") :
+      h("table", null, h("caption", { class: "visually-hidden" }, "Versions"),
+        h("thead", null, h("tr", null, ["Version", "State", "Selected", "Created"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", null, versions.map((v) => h("tr", null, h("td", null, link(resHref(space, v.uid), v.name)), h("td", null, badge(v.state)),
+          h("td", null, v.uid === selected ? "selected" : ""), h("td", null, v.createTime))))),
+    h("h2", null, "Live log"),
+    h("div", { class: "filters" },
+      h("label", { for: "log-level" }, "Level"), level,
+      h("label", { for: "log-text" }, "Text"), text,
+      h("label", null, paused, " Pause tail")),
+    logErr, logBox,
+    h("p", { class: "muted" }, "Recent invocations with their duration and outcome: this host's API has no route for them yet."),
+    versionBox);
+  if (selected) {
+    try {
+      const v = await call<Resource>("GET", spacePath(space, "/resources/" + enc(selected)));
+      if (gen === generation) versionView(versionBox, space, v, "Selected version: " + v.name);
+    } catch (e) { replace(versionBox, problemBox(e)); }
+  }
+  const entries: any[] = [];
+  let after = 0;
+  const draw = () => {
+    const min = level.value ? LEVELS.indexOf(level.value) : 0;
+    const t = text.value.toLowerCase();
+    const shown = entries.filter((e) => LEVELS.indexOf(e.level) >= min && (!t || String(e.message).toLowerCase().includes(t)));
+    const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
+    replace(logBox, shown.length === 0 ? h("div", { class: "muted" }, entries.length ? "No line matches the filters." : "No log line yet.") :
+      shown.slice(-500).map((e) => h("div", { class: "lvl-" + e.level },
+        h("time", { datetime: new Date(e.timeMillis).toISOString() }, new Date(e.timeMillis).toLocaleTimeString()),
+        h("strong", null, e.level), " ", e.message)));
+    if (atEnd) logBox.scrollTop = logBox.scrollHeight;
+  };
+  level.addEventListener("change", draw);
+  text.addEventListener("input", draw);
+  const poll = async () => {
+    if (paused.checked) return;
+    try {
+      const page = await call<any>("GET", spacePath(space, "/resources/" + enc(w.uid) + "/logs?limit=1000&after=" + after));
+      if (gen !== generation) return;
+      replace(logErr);
+      const items = page.items ?? page.entries ?? [];
+      if (items.length) {
+        entries.push(...items);
+        after = items[items.length - 1].seq;
+        if (entries.length > 5000) entries.splice(0, entries.length - 5000);
+      }
+      draw();
+    } catch (e) { if (gen === generation) replace(logErr, problemBox(e)); }
+  };
+  const timer = setInterval(() => void poll(), 1500);
+  onLeave(() => clearInterval(timer));
+  await poll();
+}
+
+function versionView(root: HTMLElement, space: string, v: Resource, title: string | null) {
+  const s = v.spec ?? {};
+  const vars = Object.entries<string>(s.vars ?? {});
+  const bindings: any[] = s.queueProducerBindings ?? [];
+  append(root, [
+    title ? h("h2", null, title) : null,
+    h("h3", null, "Vars"),
+    vars.length ? dl(vars.map(([k, x]) => [k, x])) : h("p", { class: "muted" }, "None."),
+    h("h3", null, "Bindings"),
+    bindings.length ? h("ul", null, bindings.map((b) => h("li", null, h("code", null, "env." + b.name), " → queue ", link(resHref(space, b.resource.resourceUid), b.resource.resourceUid)))) : h("p", { class: "muted" }, "None."),
+    h("p", { class: "muted" }, "Secrets are write-only: the Host API never returns them, so the console cannot show them."),
+    h("h3", null, "Modules"),
+    (s.modules ?? []).map((m: any) => h("section", { class: "module" },
+      h("h4", null, m.name, m.name === s.mainModule ? " (main module)" : ""),
+      m.content === undefined ? h("p", { class: "muted" }, "Content not loaded.") : highlight(m.content, m.name + " source"))),
+  ]);
+}

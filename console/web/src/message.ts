@@ -1,0 +1,86 @@
+import { Child, dl, h, replace } from "./dom";
+
+const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated"]);
+
+function decode(b64: string): Uint8Array {
+  const s = atob(b64);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
+}
+
+// asText is the preview as text when it is UTF-8 without control
+// characters (a truncated preview may end inside a character), else null.
+function asText(b: Uint8Array, truncated: boolean): string | null {
+  for (let cut = 0; cut <= (truncated ? 3 : 0); cut++) {
+    try {
+      const s = new TextDecoder("utf-8", { fatal: true }).decode(b.subarray(0, b.length - cut));
+      return /[\u0000-\u0008\u000e-\u001f\u007f]/.test(s) ? null : s;
+    } catch { /* try one byte shorter */ }
+  }
+  return null;
+}
+
+function hex(b: Uint8Array): string {
+  const lines: string[] = [];
+  for (let i = 0; i < b.length; i += 16) {
+    const row = Array.from(b.subarray(i, i + 16));
+    const hx = row.map((x) => x.toString(16).padStart(2, "0")).join(" ");
+    const ascii = row.map((x) => (x >= 32 && x < 127 ? String.fromCharCode(x) : ".")).join("");
+    lines.push(i.toString(16).padStart(6, "0") + "  " + hx.padEnd(47) + "  " + ascii);
+  }
+  return lines.join("\n");
+}
+
+export function previewLine(m: any): string {
+  const b = decode(m.bodyPreview);
+  const t = asText(b, m.bodyTruncated);
+  if (t === null) return "binary: " + Array.from(b.subarray(0, 12)).map((x) => x.toString(16).padStart(2, "0")).join(" ") + (b.length > 12 ? " …" : "");
+  const one = t.replace(/\s+/g, " ");
+  return one.length > 80 ? one.slice(0, 80) + "…" : one + (m.bodyTruncated ? "…" : "");
+}
+
+// deadLetterInfo is what the host says of where a dead-lettered message
+// came from and why: any member of the listing beyond the inspection
+// extension's own (the dead-letter metadata, where the host records it).
+function deadLetterInfo(m: any): [string, Child][] {
+  const out: [string, Child][] = [];
+  const walk = (prefix: string, v: any) => {
+    if (v && typeof v === "object" && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) walk(prefix ? prefix + "." + k : k, x);
+    else out.push([prefix, typeof v === "string" ? v : JSON.stringify(v)]);
+  };
+  for (const [k, v] of Object.entries(m)) if (!KNOWN.has(k)) walk(k, v);
+  return out;
+}
+
+export function messageDetail(m: any): HTMLElement {
+  const b = decode(m.bodyPreview);
+  const text = asText(b, m.bodyTruncated);
+  let json: string | null = null;
+  if (text !== null && !m.bodyTruncated) {
+    try { json = JSON.stringify(JSON.parse(text), null, 2); } catch { json = null; }
+  }
+  const views: [string, string | null][] = [["Text", text], ["JSON", json], ["Hex", hex(b)]];
+  const pre = h("pre", { id: "message-body", tabindex: "0", "aria-label": "Message body" });
+  const buttons = views.map(([name, v]) => h("button", {
+    type: "button", "aria-pressed": "false", disabled: v === null, title: v === null ? "The body is not " + (name === "JSON" ? "complete JSON" : "UTF-8 text") : null,
+    onclick: () => show(name),
+  }, name));
+  const show = (name: string) => {
+    views.forEach(([n], i) => buttons[i].setAttribute("aria-pressed", n === name ? "true" : "false"));
+    pre.textContent = views.find(([n]) => n === name)![1] ?? "";
+  };
+  const dead = deadLetterInfo(m);
+  const box = h("section", { class: "message", "aria-labelledby": "message-title" },
+    h("h3", { id: "message-title", tabindex: "-1" }, "Message " + m.id),
+    dl([["State", m.state], ["Attempts", m.attempts], ["Accepted", new Date(m.acceptTimeMillis).toISOString()],
+      ["Visible from", new Date(m.visibleAtMillis).toISOString()], ["Size", m.size + " bytes"]]),
+    dead.length ? h("div", { class: "notice", id: "dead-letter" }, h("strong", null, "Dead-lettered"), dl(dead)) : null,
+    h("div", { class: "tabs", role: "group", "aria-label": "Body view" }, buttons),
+    m.bodyTruncated ? h("p", { class: "muted" }, "The preview holds the body's first " + b.length + " of " + m.size + " bytes.") : null,
+    pre);
+  show(json !== null ? "JSON" : text !== null ? "Text" : "Hex");
+  return box;
+}
+
+

@@ -1,0 +1,4 @@
+declare module "*/uPlot.esm.js" {
+  import uPlot from "uplot";
+  export default uPlot;
+}

@@ -12,7 +12,7 @@ type Version struct {
 	UID        string
 	Space      string
 	WorkerUID  string // the ModuleWorker this version belongs to; logs are kept per worker
-	Principal  string // the principal the version runs as (its creator)
+	Principal  string // the ID of the principal that created the version (auth.Principal.ID)
 	MainModule string
 	Modules    []Module
 	Vars       map[string]string
@@ -33,12 +33,31 @@ type Binding struct {
 }
 
 // Sender is how producer Bindings reach the queues. The host's
-// implementation authorises principal for the queue at call time, then
-// sends through the delivery engine; it returns the host-issued IDs in input
+// implementation authorises, at call time, creator (the version's
+// Principal) and, when ctx carries one (Invoker), the principal whose
+// request invoked the worker: both must be allowed to send. It then sends
+// through the delivery engine and returns the host-issued IDs in input
 // order only after the messages are durable. Its errors are the queue ABI's
-// (Code names them).
+// (Code names them). Runtimes pass the invocation's context, so that a send
+// made during a fetch invocation carries its invoker; a queue delivery has
+// none.
 type Sender interface {
-	Send(ctx context.Context, principal, space, queueUID string, msgs []OutgoingMessage) ([]string, error)
+	Send(ctx context.Context, creator, space, queueUID string, msgs []OutgoingMessage) ([]string, error)
+}
+
+type invokerKey struct{}
+
+// WithInvoker returns ctx carrying the ID of the principal whose request
+// invokes a worker (the fetch route).
+func WithInvoker(ctx context.Context, principalID string) context.Context {
+	return context.WithValue(ctx, invokerKey{}, principalID)
+}
+
+// Invoker is the ID of the principal whose request invoked the worker, if
+// ctx carries one.
+func Invoker(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(invokerKey{}).(string)
+	return id, ok
 }
 
 // CompileError reports modules that cannot be loaded: a syntax error, an

@@ -8,14 +8,22 @@
 // absence shows in the timing. Grants are per space and narrowed by Form URL
 // because the Forms say a reference grants no permission: the server asks
 // Can for the exact (space, Form, action) of each resource it touches, and
-// the producer Binding asks it again at every send, for the principal the
-// WorkerVersion runs as.
+// the producer Binding asks it again at every send, for the version's
+// creator and, when a request invoked the worker, for the invoking principal.
+//
+// Authority is tied to a principal's ID, never to its name: the ID is
+// generated when the principal is created, kept in host.json, and is what
+// resources record as their creator. A principal revoked and later created
+// again under the same name gets another ID, so it does not inherit what
+// the old one created. host.json files written before IDs existed are
+// migrated on their first load (see Config.Migrate).
 package auth
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -84,7 +92,14 @@ func (g Grant) coversForm(formURL string) bool {
 
 // Principal is one identity of host.json.
 type Principal struct {
+	// ID is immutable and never reused: what resources record as their
+	// creator and what authority is tied to.
+	ID   string `json:"id"`
 	Name string `json:"name"`
+	// LegacyName is set only on principals that existed when host.json was
+	// migrated to IDs: resources created before that record their creator
+	// by name, and that name means this principal (and no later one).
+	LegacyName string `json:"legacyName,omitempty"`
 	// TokenSHA256 is the lower-case hex SHA-256 of the bearer token.
 	TokenSHA256 string  `json:"tokenSha256"`
 	Grants      []Grant `json:"grants"`
@@ -134,7 +149,12 @@ func (p *Principal) CanAny(space string, a Action) bool {
 
 // Config is the content of host.json.
 type Config struct {
-	Principals []Principal `json:"principals"`
+	// PrincipalIDs is true once every principal has an ID: from then on a
+	// principal without one (added by hand) gets a new ID and no
+	// LegacyName, so it cannot claim what an earlier principal of its name
+	// created.
+	PrincipalIDs bool        `json:"principalIds"`
+	Principals   []Principal `json:"principals"`
 	// AllowedFetchHosts lists host[:port] patterns workers' outbound fetch
 	// may reach.
 	AllowedFetchHosts []string `json:"allowedFetchHosts,omitempty"`
@@ -170,8 +190,40 @@ func (c *Config) Authenticate(token string) (*Principal, bool) {
 	return found, found != nil
 }
 
-// Principal finds a principal by name (the producer Binding authorises the
-// principal a WorkerVersion runs as).
+// ByID finds a principal by its ID.
+func (c *Config) ByID(id string) (*Principal, bool) {
+	if c == nil || id == "" {
+		return nil, false
+	}
+	for i := range c.Principals {
+		if c.Principals[i].ID == id {
+			return &c.Principals[i], true
+		}
+	}
+	return nil, false
+}
+
+// Creator finds the principal a resource's recorded creator means: the
+// principal of that ID, or, for a record written before principal IDs (it
+// holds a name), the principal that had that name when host.json was
+// migrated. A principal created later under the same name is never found.
+func (c *Config) Creator(recorded string) (*Principal, bool) {
+	if p, ok := c.ByID(recorded); ok {
+		return p, true
+	}
+	if c == nil || recorded == "" {
+		return nil, false
+	}
+	for i := range c.Principals {
+		if c.Principals[i].LegacyName == recorded {
+			return &c.Principals[i], true
+		}
+	}
+	return nil, false
+}
+
+// Principal finds a principal by name (tako tokens; authority never goes
+// by name: see ByID and Creator).
 func (c *Config) Principal(name string) (*Principal, bool) {
 	if c == nil {
 		return nil, false
@@ -184,10 +236,53 @@ func (c *Config) Principal(name string) (*Principal, bool) {
 	return nil, false
 }
 
-// Validate checks host.json's invariants: unique non-empty names, 64-hex
-// digests, known roles, non-empty spaces.
+// IDPrefix starts every principal ID.
+const IDPrefix = "pr_"
+
+// NewPrincipalID returns a fresh principal ID: IDPrefix and 26 characters
+// of base32 (128 random bits).
+func NewPrincipalID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return IDPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])), nil
+}
+
+// Migrate gives every principal without an ID a new one, and reports
+// whether it changed c. On a host.json written before IDs existed
+// (PrincipalIDs false), each principal also keeps its name as LegacyName,
+// so that the resources it created before (which name it) stay its own;
+// afterwards PrincipalIDs is true and a principal without an ID is a new
+// one, which gets no LegacyName.
+func (c *Config) Migrate() (bool, error) {
+	changed := false
+	for i := range c.Principals {
+		p := &c.Principals[i]
+		if p.ID != "" {
+			continue
+		}
+		id, err := NewPrincipalID()
+		if err != nil {
+			return false, err
+		}
+		p.ID, changed = id, true
+		if !c.PrincipalIDs {
+			p.LegacyName = p.Name
+		}
+	}
+	if !c.PrincipalIDs {
+		c.PrincipalIDs, changed = true, true
+	}
+	return changed, nil
+}
+
+// Validate checks host.json's invariants: unique non-empty names and IDs,
+// unique legacy names, 64-hex digests, known roles, non-empty spaces.
 func (c *Config) Validate() error {
 	seen := map[string]bool{}
+	ids := map[string]bool{}
+	legacy := map[string]bool{}
 	for i, p := range c.Principals {
 		if p.Name == "" {
 			return fmt.Errorf("principals[%d]: name is empty", i)
@@ -196,6 +291,19 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("principals[%d]: duplicate name %q", i, p.Name)
 		}
 		seen[p.Name] = true
+		if p.ID == "" {
+			return fmt.Errorf("principal %q: id is empty", p.Name)
+		}
+		if ids[p.ID] {
+			return fmt.Errorf("principal %q: duplicate id %q", p.Name, p.ID)
+		}
+		ids[p.ID] = true
+		if p.LegacyName != "" {
+			if legacy[p.LegacyName] {
+				return fmt.Errorf("principal %q: duplicate legacyName %q", p.Name, p.LegacyName)
+			}
+			legacy[p.LegacyName] = true
+		}
 		if b, err := hex.DecodeString(p.TokenSHA256); err != nil || len(b) != sha256.Size {
 			return fmt.Errorf("principal %q: tokenSha256 must be 64 hex digits", p.Name)
 		}
@@ -218,7 +326,9 @@ const (
 	AdminName      = "admin"
 )
 
-// Load reads and validates a host.json.
+// Load reads and validates a host.json. A file with principals that have
+// no ID is migrated (Migrate) and written back before Load returns, so
+// that the IDs it hands out are the ones every later start reads.
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -230,10 +340,28 @@ func Load(path string) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	changed, err := c.Migrate()
+	if err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if changed {
+		if err := Save(path, &c); err != nil {
+			return nil, fmt.Errorf("%s: writing the principals' new IDs: %w", path, err)
+		}
+	}
 	return &c, nil
+}
+
+// Save replaces host.json atomically (0600).
+func Save(path string, c *Config) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'), 0o600)
 }
 
 // NewToken returns a fresh random bearer token: 32 bytes, base64url
@@ -253,15 +381,21 @@ func NewAdmin() (*Config, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return &Config{Principals: []Principal{adminPrincipal(tok)}}, tok, nil
+	p, err := adminPrincipal(tok)
+	if err != nil {
+		return nil, "", err
+	}
+	return &Config{PrincipalIDs: true, Principals: []Principal{p}}, tok, nil
 }
 
-func adminPrincipal(token string) Principal {
+func adminPrincipal(token string) (Principal, error) {
+	id, err := NewPrincipalID()
 	return Principal{
+		ID:          id,
 		Name:        AdminName,
 		TokenSHA256: HashToken(token),
 		Grants:      []Grant{{Space: AllSpaces, Role: RoleEditor}},
-	}
+	}, err
 }
 
 // EnsureAdmin loads <dataDir>/host.json, creating it on first start with an
@@ -286,12 +420,12 @@ func EnsureAdmin(dataDir string) (*Config, string, error) {
 		if err := writeFileAtomic(tokPath, []byte(tok+"\n"), 0o600); err != nil {
 			return nil, "", err
 		}
-		cfg := &Config{Principals: []Principal{adminPrincipal(tok)}, AllowedFetchHosts: []string{}}
-		b, err := json.MarshalIndent(cfg, "", "  ")
+		admin, err := adminPrincipal(tok)
 		if err != nil {
 			return nil, "", err
 		}
-		if err := writeFileAtomic(cfgPath, append(b, '\n'), 0o600); err != nil {
+		cfg := &Config{PrincipalIDs: true, Principals: []Principal{admin}, AllowedFetchHosts: []string{}}
+		if err := Save(cfgPath, cfg); err != nil {
 			return nil, "", err
 		}
 	} else if err != nil {

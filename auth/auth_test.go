@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,11 +132,90 @@ func TestLoadRejectsBadConfig(t *testing.T) {
 		"role":    `{"principals":[{"name":"a","tokenSha256":"` + HashToken("x") + `","grants":[{"space":"s","role":"owner"}]}]}`,
 		"digest":  `{"principals":[{"name":"a","tokenSha256":"abc","grants":[]}]}`,
 		"dup":     `{"principals":[{"name":"a","tokenSha256":"` + HashToken("x") + `"},{"name":"a","tokenSha256":"` + HashToken("y") + `"}]}`,
+		"dupid":   `{"principalIds":true,"principals":[{"id":"pr_1","name":"a","tokenSha256":"` + HashToken("x") + `"},{"id":"pr_1","name":"b","tokenSha256":"` + HashToken("y") + `"}]}`,
 	} {
 		p := filepath.Join(dir, name+".json")
 		os.WriteFile(p, []byte(body), 0o600)
 		if _, err := Load(p); err == nil {
 			t.Errorf("%s: Load accepted %s", name, body)
 		}
+	}
+}
+
+// A host.json written before principal IDs is migrated on its first load:
+// every principal gets an ID, written back, and keeps its name as
+// LegacyName so that the resources it created before (which recorded the
+// name) stay its own. A principal added later under a revoked one's name
+// gets a new ID and no LegacyName: it inherits nothing.
+func TestPrincipalIDsMigrationAndNameReuse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ConfigFile)
+	legacy := `{"principals":[` +
+		`{"name":"admin","tokenSha256":"` + HashToken("t-admin") + `","grants":[{"space":"*","role":"editor"}]},` +
+		`{"name":"alice","tokenSha256":"` + HashToken("t-alice") + `","grants":[{"space":"s","role":"editor"}]}]}`
+	if err := os.WriteFile(path, []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, ok := cfg.Principal("alice")
+	if !ok || !strings.HasPrefix(alice.ID, IDPrefix) || alice.LegacyName != "alice" || !cfg.PrincipalIDs {
+		t.Fatalf("migrated alice: %+v (principalIds %v)", alice, cfg.PrincipalIDs)
+	}
+	// Written back: the next load reads the same IDs.
+	again, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2, _ := again.Principal("alice"); a2.ID != alice.ID {
+		t.Fatalf("the ID changed between loads: %s then %s", alice.ID, a2.ID)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("host.json after migration: %v %v", fi, err)
+	}
+	// A record of before the migration names alice; one of after, her ID.
+	for _, rec := range []string{"alice", alice.ID} {
+		if p, ok := again.Creator(rec); !ok || p.ID != alice.ID {
+			t.Errorf("Creator(%q) = %v %v, want alice", rec, p, ok)
+		}
+	}
+	// Revoke alice and add a new "alice" by hand, without an ID.
+	kept := again.Principals[:0]
+	for _, p := range again.Principals {
+		if p.Name != "alice" {
+			kept = append(kept, p)
+		}
+	}
+	again.Principals = append(kept, Principal{Name: "alice", TokenSHA256: HashToken("t-alice-2"), Grants: []Grant{{Space: "s", Role: RoleEditor}}})
+	b, _ := json.Marshal(again)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	third, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, _ := third.Principal("alice")
+	if nw.ID == "" || nw.ID == alice.ID || nw.LegacyName != "" {
+		t.Fatalf("the new alice: %+v (old ID %s)", nw, alice.ID)
+	}
+	for _, rec := range []string{"alice", alice.ID} {
+		if p, ok := third.Creator(rec); ok {
+			t.Errorf("Creator(%q) found %s %s: a new principal of the name revived the old one's authority", rec, p.Name, p.ID)
+		}
+	}
+	if p, ok := third.Creator(nw.ID); !ok || p.Name != "alice" {
+		t.Errorf("Creator(new ID) = %v %v", p, ok)
+	}
+}
+
+func TestNewAdminHasID(t *testing.T) {
+	cfg, _, err := NewAdmin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil || !strings.HasPrefix(cfg.Principals[0].ID, IDPrefix) {
+		t.Fatalf("%+v %v", cfg.Principals, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
@@ -97,7 +98,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 	rec := store.Resource{
 		UID: newID("r-"), Space: space, Name: req.Name, FormURL: f.URL(), Offering: offering,
 		Spec: spec, Observed: emptyObject, State: store.StateCreating,
-		Generation: 1, ETag: etagOf(1, spec), CreateTime: now, UpdateTime: now, Creator: p.Name,
+		Generation: 1, ETag: etagOf(1, spec), CreateTime: now, UpdateTime: now, Creator: p.ID,
 	}
 	prepErr := f.Prepare(ctx, c.env, &rec, req.PrivateInputs)
 
@@ -132,8 +133,11 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 		return store.Operation{}, false, problem.Unprocessable(problem.CodeLimitExceeded, "a space holds at most %d resources", c.opts.MaxResourcesPerSpace)
 	}
 	sp := c.space(space, rec.UID, p)
-	// 7, 8. References.
+	// 7, 8. References, and the queues whose messages the code would run on.
 	if err := c.checkReferences(ctx, sp, f, spec); err != nil {
+		return store.Operation{}, false, err
+	}
+	if err := c.checkQueueAuthority(ctx, sp, f, nil, spec); err != nil {
 		return store.Operation{}, false, err
 	}
 	// 9. Form rules.
@@ -145,7 +149,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 	}
 	desired := rec
 	desired.State, desired.PrivateInputs = store.StateActive, nil
-	pl := plan{kind: KindCreate, space: space, uid: rec.UID, formURL: f.URL(), principal: p.Name, record: rec, desired: &desired, idem: req.Idempotency}
+	pl := plan{kind: KindCreate, space: space, uid: rec.UID, formURL: f.URL(), principal: p.ID, record: rec, desired: &desired, idem: req.Idempotency}
 	op, err = c.accept(ctx, pl, unlock)
 	return op, false, err
 }
@@ -182,6 +186,9 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 	if err := c.checkReferences(ctx, sp, f, spec); err != nil {
 		return store.Operation{}, false, err
 	}
+	if err := c.checkQueueAuthority(ctx, sp, f, &cur, spec); err != nil {
+		return store.Operation{}, false, err
+	}
 	next := cur
 	next.Spec = spec
 	if err := f.Admit(ctx, sp, next, true); err != nil {
@@ -191,7 +198,7 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 	if fl, busy := c.inflightOf(uid); busy {
 		return store.Operation{}, false, problem.Conflict(problem.CodeOperationInProgress, "Operation %s on this resource has not finished", fl.id)
 	}
-	pl := plan{kind: KindUpdate, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, idem: req.Idempotency}
+	pl := plan{kind: KindUpdate, space: space, uid: uid, formURL: cur.FormURL, principal: p.ID, idem: req.Idempotency}
 	if cur.State == store.StateActive && sameJSON(cur.Spec, spec) {
 		pl.noop = true
 	} else {
@@ -248,7 +255,7 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 	}
 	rec := cur
 	rec.State = store.StateDeleting
-	pl := plan{kind: KindDelete, space: space, uid: uid, formURL: cur.FormURL, principal: p.Name, record: rec, idem: req.Idempotency}
+	pl := plan{kind: KindDelete, space: space, uid: uid, formURL: cur.FormURL, principal: p.ID, record: rec, idem: req.Idempotency}
 	op, err := c.accept(ctx, pl, unlock)
 	return op, false, err
 }
@@ -321,6 +328,118 @@ func (c *Controller) checkReferences(ctx context.Context, sp *Space, f Form, spe
 				denied = problem.Forbidden("a reference grants no permission: the principal may not read the referenced resource's Form")
 			}
 			denied.WithPointer(rf.Pointer, fmt.Sprintf("read permission on %s is required", c.forms.Name(rf.FormURL)))
+		}
+	}
+	if denied != nil {
+		return denied
+	}
+	return nil
+}
+
+// checkQueueAuthority is the rest of step 8: code that a QueueConsumer
+// runs on a queue's messages reads them and settles them (an
+// acknowledgement deletes a message, a retry can move it to the
+// dead-letter queue), so whoever decides what that code is needs editor on
+// AtLeastOnceQueue in the space, for every queue the consumer reads or
+// dead-letters into (spec/host-api.md §Authentication and authorisation):
+// creating a QueueConsumer or giving one another dead-letter queue,
+// creating a WorkerVersion of a worker a QueueConsumer feeds, and
+// selecting another version of such a worker. prev is the stored record on an update, nil on a create.
+func (c *Controller) checkQueueAuthority(ctx context.Context, sp *Space, f Form, prev *store.Resource, spec []byte) error {
+	var denied *problem.Problem
+	deny := func(pointer, why string) {
+		if denied == nil {
+			denied = problem.Forbidden("changing the code that consumes a queue needs editor on %s for the queues it consumes", c.forms.Name(schemas.FormAtLeastOnceQueue))
+		}
+		denied.WithPointer(pointer, why)
+	}
+	// consumed lists the queues (consumed and dead-letter) of the
+	// consumers that feed worker.
+	consumed := func(worker string) ([]string, error) {
+		users, err := sp.ReferencedBy(ctx, worker)
+		if err != nil {
+			return nil, err
+		}
+		var qs []string
+		for _, u := range users {
+			if u.Resource.FormURL != schemas.FormQueueConsumer {
+				continue
+			}
+			cs, err := decodeSpec[api.QueueConsumerSpec](u.Resource.Spec)
+			if err != nil {
+				return nil, err
+			}
+			qs = append(qs, cs.Queue.ResourceUid)
+			if cs.DeadLetterQueue != nil {
+				qs = append(qs, cs.DeadLetterQueue.ResourceUid)
+			}
+		}
+		return qs, nil
+	}
+	mayEdit := func(queues []string) bool {
+		for _, q := range queues {
+			r, ok, err := sp.Get(ctx, q)
+			form := schemas.FormAtLeastOnceQueue
+			if err == nil && ok {
+				form = r.FormURL
+			}
+			if !sp.principal.Can(sp.name, form, auth.Write) {
+				return false
+			}
+		}
+		return true
+	}
+	switch f.URL() {
+	case schemas.FormQueueConsumer:
+		cs, err := decodeSpec[api.QueueConsumerSpec](spec)
+		if err != nil {
+			return err
+		}
+		if prev == nil && !mayEdit([]string{cs.Queue.ResourceUid}) {
+			deny(ptrConsumerQueue, "the consumer's worker would read and settle this queue's messages: editor on the queue is required")
+		}
+		oldDLQ := ""
+		if prev != nil {
+			if ps, err := decodeSpec[api.QueueConsumerSpec](prev.Spec); err == nil && ps.DeadLetterQueue != nil {
+				oldDLQ = ps.DeadLetterQueue.ResourceUid
+			}
+		}
+		if cs.DeadLetterQueue != nil && cs.DeadLetterQueue.ResourceUid != oldDLQ && !mayEdit([]string{cs.DeadLetterQueue.ResourceUid}) {
+			deny(ptrConsumerDLQ, "the consumer would move messages into this queue: editor on the queue is required")
+		}
+	case schemas.FormWorkerVersion:
+		vs, err := decodeSpec[api.WorkerVersionSpec](spec)
+		if err != nil {
+			return err
+		}
+		qs, err := consumed(vs.Worker.ResourceUid)
+		if err != nil {
+			return err
+		}
+		if !mayEdit(qs) {
+			deny("/spec/worker/resourceUid", "a QueueConsumer feeds this worker: a version of it may run on the queue's messages, so editor on the queues it consumes is required")
+		}
+	case schemas.FormModuleWorker:
+		if prev == nil {
+			return nil // a new worker has no consumer yet
+		}
+		nw, err := decodeSpec[api.ModuleWorkerSpec](spec)
+		if err != nil {
+			return err
+		}
+		old, err := decodeSpec[api.ModuleWorkerSpec](prev.Spec)
+		if err != nil {
+			return err
+		}
+		if nw.Version == nil || (old.Version != nil && old.Version.ResourceUid == nw.Version.ResourceUid) {
+			return nil // the code does not change
+		}
+		qs, err := consumed(sp.Self())
+		if err != nil {
+			return err
+		}
+		if !mayEdit(qs) {
+			deny("/spec/version/resourceUid", "a QueueConsumer feeds this worker: selecting another version changes the code that runs on the queue's messages, so editor on the queues it consumes is required")
 		}
 	}
 	if denied != nil {

@@ -210,7 +210,7 @@ func (noWorkers) Compile(context.Context, *abi.Version) ([]string, error) {
 func (noWorkers) Evict(string)        {}
 func (noWorkers) ForgetWorker(string) {}
 
-var admin = &auth.Principal{Name: "admin", Grants: []auth.Grant{{Space: "*", Role: auth.RoleEditor}}}
+var admin = &auth.Principal{ID: "pr_admin", Name: "admin", Grants: []auth.Grant{{Space: "*", Role: auth.RoleEditor}}}
 
 func newTestController(t *testing.T, forms ...Form) (*Controller, store.Store) {
 	t.Helper()

@@ -1,8 +1,10 @@
 @HostAPI-v2 @authorization
 Feature: Authorisation
   Every route needs a token; roles are per space and may be narrowed to
-  Forms; a reference grants no permission; producer Binding calls are
-  authorised at call time for the principal the WorkerVersion runs as.
+  Forms; a reference grants no permission; changing the code that consumes
+  a queue needs editor on the queue; producer Binding calls are authorised
+  at call time for the version's creator and for the principal whose
+  request invoked the worker.
 
   Background:
     Given a queue "q"
@@ -83,3 +85,41 @@ Feature: Authorisation
       {"op": "send", "body": {"string": "{\"tag\":\"x\"}"}}
       """
     Then the call rejects with "backend_unavailable"
+
+  @QueueConsumer-0.3.0 @WorkerVersion-0.5.0 @ModuleWorker-0.3.0
+  @needs-sender
+  Scenario: changing the code behind an attached consumer needs editor on the queues it consumes
+    Given a consumer "c" of "q" by "w"
+    And an unselected version "w-v2" of "w" with producer binding TASKS to "q"
+    When I act as the "sender" principal
+    And I create a version "w-v3" of "w" with:
+      """
+      {}
+      """
+    Then the request is refused with 403 "forbidden"
+    And the problem points at "/spec/worker/resourceUid"
+    And the listing holds exactly 0 resources named "w-v3"
+    When I replace the spec of "w" with:
+      """
+      {"handlers": ["fetch", "queue"], "version": {"resourceUid": "{{uid:w-v2}}"}}
+      """
+    Then the request is refused with 403 "forbidden"
+    And the problem points at "/spec/version/resourceUid"
+    And the spec of "w" reads {"handlers": ["fetch", "queue"], "version": {"resourceUid": "{{uid:w-v1}}"}}
+
+  @AtLeastOnceQueue-0.2.0 @producer-binding @Q-BIND-13
+  @needs-sender
+  Scenario: a producer call needs the rights of the principal that invoked the worker, not only its creator's
+    Given a worker "pw" with producer binding TASKS to "q"
+    When I act as the "sender" principal
+    And I make "pw" call "TASKS" with:
+      """
+      {"op": "send", "body": {"string": "{\"tag\":\"inv-1\"}"}}
+      """
+    Then the call rejects with "backend_unavailable"
+    When I act as the "admin" principal
+    And I make "pw" call "TASKS" with:
+      """
+      {"op": "send", "body": {"string": "{\"tag\":\"inv-2\"}"}}
+      """
+    Then the call resolves with 1 message ID

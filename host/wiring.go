@@ -19,17 +19,26 @@ import (
 	"github.com/takoform/queuehost/schemas"
 )
 
-// sender authorises every producer Binding call at call time, for the
-// principal the WorkerVersion runs as (a reference grants no permission),
-// then sends through the engine. A refusal is backend_unavailable, the only
-// rejection the Form names; its message (which the runtime logs to the
-// worker's log) says why.
+// sender authorises every producer Binding call at call time (a reference
+// grants no permission), then sends through the engine: the version's
+// creator, found by the ID the version recorded (never by name), must be
+// allowed to send, and so must the principal whose request invoked the
+// worker, when one did (spec/host-api.md §Authentication and
+// authorisation). A refusal is backend_unavailable, the only rejection the
+// Form names; its message (which the runtime logs to the worker's log) says
+// why.
 type sender struct{ h *Host }
 
-func (s sender) Send(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
-	p, ok := s.h.principals.Principal(principal)
+func (s sender) Send(ctx context.Context, creator, space, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+	p, ok := s.h.principals.Creator(creator)
 	if !ok || !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {
-		return nil, fmt.Errorf("%w: principal %q may not send to AtLeastOnceQueue resources in space %q", abi.ErrBackendUnavailable, principal, space)
+		return nil, fmt.Errorf("%w: the version's creator may not send to AtLeastOnceQueue resources in space %q", abi.ErrBackendUnavailable, space)
+	}
+	if inv, ok := abi.Invoker(ctx); ok {
+		ip, found := s.h.principals.ByID(inv)
+		if !found || !ip.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {
+			return nil, fmt.Errorf("%w: the principal that invoked the worker may not send to AtLeastOnceQueue resources in space %q", abi.ErrBackendUnavailable, space)
+		}
 	}
 	q, err := s.h.st.Resource(ctx, queueUID)
 	if err != nil || q.Space != space || q.FormURL != schemas.FormAtLeastOnceQueue || q.State == store.StateDeleting {

@@ -434,7 +434,7 @@ func TestSecretsNeverReturned(t *testing.T) {
 		t.Fatal("secret in the Operation's intent")
 	}
 	v, err := controller.VersionFromResource(stored)
-	if err != nil || v.Secrets["TOKEN"] != secret || v.Principal != "admin" {
+	if err != nil || v.Secrets["TOKEN"] != secret || v.Principal != "pr_admin" {
 		t.Fatalf("version %+v %v", v, err)
 	}
 	// A PUT without privateInputs keeps them.

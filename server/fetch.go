@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
@@ -44,7 +45,10 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 		wreq.Header.Del(h)
 	}
 	wreq.ContentLength = int64(len(body))
-	resp, err := s.workers.Fetch(ctx, v, wreq)
+	// The worker's producer Binding calls during this invocation need the
+	// invoking principal's rights as well as its creator's.
+	wreq = wreq.WithContext(abi.WithInvoker(ctx, principal(ctx).ID))
+	resp, err := s.workers.Fetch(wreq.Context(), v, wreq)
 	if err != nil {
 		s.writeProblem(w, r, problem.New(http.StatusInternalServerError, problem.CodeWorkerError, "the worker's fetch handler failed; its log says why"))
 		return

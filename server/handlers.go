@@ -54,7 +54,7 @@ func rawPI(p *json.RawMessage) []byte {
 
 func (s *Server) CreateResource(ctx context.Context, req api.CreateResourceRequestObject) (api.CreateResourceResponseObject, error) {
 	ri := info(ctx)
-	idem, err := newIdempotency(req.Params.IdempotencyKey, ri.principal.Name, req.Space, http.MethodPost, resourcesPath(req.Space), ri.body)
+	idem, err := newIdempotency(req.Params.IdempotencyKey, ri.principal.ID, req.Space, http.MethodPost, resourcesPath(req.Space), ri.body)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (s *Server) CreateResource(ctx context.Context, req api.CreateResourceReque
 
 func (s *Server) UpdateResource(ctx context.Context, req api.UpdateResourceRequestObject) (api.UpdateResourceResponseObject, error) {
 	ri := info(ctx)
-	idem, err := newIdempotency(req.Params.IdempotencyKey, ri.principal.Name, req.Space, http.MethodPut, resourcesPath(req.Space)+"/"+req.Uid, ri.body)
+	idem, err := newIdempotency(req.Params.IdempotencyKey, ri.principal.ID, req.Space, http.MethodPut, resourcesPath(req.Space)+"/"+req.Uid, ri.body)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (s *Server) DeleteResource(ctx context.Context, req api.DeleteResourceReque
 	if req.Params.IfIdle != nil && *req.Params.IfIdle {
 		cond = []byte("ifIdle") // a key reused with another condition is idempotency_key_reuse
 	}
-	idem, err := newIdempotency(req.Params.IdempotencyKey, p.Name, req.Space, http.MethodDelete, resourcesPath(req.Space)+"/"+req.Uid, cond)
+	idem, err := newIdempotency(req.Params.IdempotencyKey, p.ID, req.Space, http.MethodDelete, resourcesPath(req.Space)+"/"+req.Uid, cond)
 	if err != nil {
 		return nil, err
 	}

@@ -35,13 +35,20 @@ const (
 )
 
 func testAuth() *auth.Config {
-	return &auth.Config{Principals: []auth.Principal{
+	c := &auth.Config{Principals: []auth.Principal{
 		{Name: "admin", TokenSHA256: auth.HashToken(tAdmin), Grants: []auth.Grant{{Space: "*", Role: auth.RoleEditor}}},
 		{Name: "viewer", TokenSHA256: auth.HashToken(tViewer), Grants: []auth.Grant{{Space: "s1", Role: auth.RoleViewer}}},
 		{Name: "queue-editor", TokenSHA256: auth.HashToken(tQueueEd), Grants: []auth.Grant{{Space: "s1", Role: auth.RoleEditor, Forms: []string{fQueue}}}},
 		{Name: "no-worker", TokenSHA256: auth.HashToken(tNoWorker), Grants: []auth.Grant{{Space: "s1", Role: auth.RoleEditor, Forms: []string{fQueue, fConsumer}}}},
 		{Name: "other", TokenSHA256: auth.HashToken(tOther), Grants: []auth.Grant{{Space: "s2", Role: auth.RoleEditor}}},
 	}}
+	// Fixed IDs: a restarted harness builds its config again and must find
+	// the same principals.
+	for i := range c.Principals {
+		c.Principals[i].ID = "pr_" + c.Principals[i].Name
+	}
+	c.PrincipalIDs = true
+	return c
 }
 
 type harness struct {

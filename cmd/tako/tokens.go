@@ -64,11 +64,12 @@ func runTokens(c *common, dataDir string, grants grantFlags, args []string, stdo
 		if c.output == "json" {
 			type row struct {
 				Name   string       `json:"name"`
+				ID     string       `json:"id"`
 				Grants []auth.Grant `json:"grants"`
 			}
 			rows := []row{}
 			for _, p := range cfg.Principals {
-				rows = append(rows, row{p.Name, p.Grants})
+				rows = append(rows, row{p.Name, p.ID, p.Grants})
 			}
 			return json.NewEncoder(stdout).Encode(rows)
 		}
@@ -98,7 +99,13 @@ func runTokens(c *common, dataDir string, grants grantFlags, args []string, stdo
 		if err != nil {
 			return err
 		}
-		cfg.Principals = append(cfg.Principals, auth.Principal{Name: args[1], TokenSHA256: auth.HashToken(tok), Grants: grants})
+		// A new ID, never the one of an earlier principal of this name:
+		// what that one created does not become this one's.
+		id, err := auth.NewPrincipalID()
+		if err != nil {
+			return err
+		}
+		cfg.Principals = append(cfg.Principals, auth.Principal{ID: id, Name: args[1], TokenSHA256: auth.HashToken(tok), Grants: grants})
 		if err := cfg.Validate(); err != nil {
 			return usageError{fmt.Errorf("tokens create: %w", err)}
 		}
@@ -106,7 +113,7 @@ func runTokens(c *common, dataDir string, grants grantFlags, args []string, stdo
 			return err
 		}
 		if c.output == "json" {
-			return json.NewEncoder(stdout).Encode(map[string]any{"name": args[1], "token": tok, "grants": []auth.Grant(grants)})
+			return json.NewEncoder(stdout).Encode(map[string]any{"name": args[1], "id": id, "token": tok, "grants": []auth.Grant(grants)})
 		}
 		fmt.Fprintf(stdout, "%s\n", tok)
 		fmt.Fprintf(stderr, "tako: principal %s added to %s; the token above is shown only now; it works from the host's next start\n", args[1], path)

@@ -59,6 +59,11 @@ func tagOf(spec any) string {
 // invokeSend drives a producer Binding through the kit worker's fetch
 // handler: POST .../fetch/send?binding=NAME with the call description.
 func (w *world) invokeSend(ctx context.Context, worker, binding string, call map[string]any) (*callResult, error) {
+	return w.invokeSendAs(ctx, w.admin(), worker, binding, call)
+}
+
+// invokeSendAs is invokeSend with the fetch request made by cl's principal.
+func (w *world) invokeSendAs(ctx context.Context, cl *Client, worker, binding string, call map[string]any) (*callResult, error) {
 	rs, err := w.resource(worker)
 	if err != nil {
 		return nil, err
@@ -75,7 +80,7 @@ func (w *world) invokeSend(ctx context.Context, worker, binding string, call map
 		}
 	}
 	before := time.Now()
-	r, err := w.admin().Do(ctx, "POST", resPath(rs.space, rs.uid)+"/fetch/send?binding="+url.QueryEscape(binding), call, nil)
+	r, err := cl.Do(ctx, "POST", resPath(rs.space, rs.uid)+"/fetch/send?binding="+url.QueryEscape(binding), call, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +201,29 @@ func registerProducerSteps(sc *godog.ScenarioContext) {
 			return fmt.Errorf("the call must be a JSON object")
 		}
 		cr, err := w.invokeSend(ctx, wk, b, call)
+		if err != nil {
+			return err
+		}
+		w.call = cr
+		return nil
+	})
+	// The fetch request that makes the call is the current principal's:
+	// the call then needs its rights as well as the version's creator's.
+	sc.Step(`^I make "([^"]*)" call "([^"]*)" with:$`, func(ctx context.Context, wk, b string, doc *godog.DocString) error {
+		w := get(ctx)
+		v, err := w.expandJSON(doc.Content)
+		if err != nil {
+			return err
+		}
+		call, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("the call must be a JSON object")
+		}
+		cl, err := w.client(ctx)
+		if err != nil {
+			return err
+		}
+		cr, err := w.invokeSendAs(ctx, cl, wk, b, call)
 		if err != nil {
 			return err
 		}

@@ -151,6 +151,13 @@ func matrixPrincipals() []harness.Principal {
 		// route is another Form to it.
 		{Name: "narrow", Token: harness.NewToken(), Grants: []harness.Grant{{Space: spaceA, Role: "editor", Forms: []string{harness.FormQueue}}}},
 		{Name: "other", Token: harness.NewToken(), Grants: []harness.Grant{{Space: spaceB, Role: "editor"}}},
+		// An editor of the worker Forms and of consumers who may only read
+		// queues: it may change code, but not code that consumes a queue,
+		// and its invocations may not send.
+		{Name: "coder", Token: harness.NewToken(), Grants: []harness.Grant{
+			{Space: spaceA, Role: "editor", Forms: []string{harness.FormWorker, harness.FormVersion, harness.FormConsumer}},
+			{Space: spaceA, Role: "viewer", Forms: []string{harness.FormQueue}},
+		}},
 	}
 }
 

@@ -27,6 +27,11 @@ type Config struct {
 	// (DefaultClusterTTL when zero): how long a standby host on the same
 	// database waits after the active host died before it takes over.
 	ClusterTTL time.Duration
+	// ClusterActive, with StoreURL, makes every host on the database
+	// active: each serves the whole Host API and delivers the queues it
+	// owns by lease (spec/cluster.md). Without it, one host at a time is
+	// active and the others wait as standbys.
+	ClusterActive bool
 	// HostID names this host in the database's leases and membership;
 	// hostname-pid-random when empty.
 	HostID string

@@ -45,7 +45,8 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	st         store.Store
-	active     *activeStore // the store on PostgreSQL, when cfg.StoreURL is set
+	active     *activeStore // the store on PostgreSQL, when cfg.StoreURL is set (active/standby)
+	cluster    *cluster     // the store on PostgreSQL with cfg.ClusterActive (several active hosts)
 	principals *auth.Config
 	adminToken string
 	eng        *delivery.Engine
@@ -116,12 +117,18 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			if cfg.HostID == "" {
 				cfg.HostID = newHostID()
 			}
-			if h.active, err = becomeActive(ctx, pg, cfg.HostID, cfg.Listen, cfg.ClusterTTL, cfg.Logger); err != nil {
+			if cfg.ClusterActive {
+				h.cluster = newCluster(pg, cfg.HostID, cfg.Listen, cfg.ClusterTTL, cfg.Logger)
+			} else if h.active, err = becomeActive(ctx, pg, cfg.HostID, cfg.Listen, cfg.ClusterTTL, cfg.Logger); err != nil {
 				pg.Close()
 			}
 		}
 		if err == nil {
-			h.st = h.active
+			if h.cluster != nil {
+				h.st = clusterStore{Store: h.cluster.pg, c: h.cluster}
+			} else {
+				h.st = h.active
+			}
 			if cfg.DataDir == MemoryDataDir {
 				h.principals, h.adminToken, err = auth.NewAdmin()
 			} else {
@@ -205,14 +212,34 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.versions = controller.NewVersions(h.st)
 	events := newDeliveryEvents(h)
 	h.parts.add("delivery events", events)
-	h.eng = delivery.New(h.st, resolver{h}, delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: h.metrics.observeBatch, OnEvent: events.post})
+	engOpts := delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: h.metrics.observeBatch, OnEvent: events.post}
+	engStore := h.st
+	var ctlEngine controller.Engine
+	if h.cluster != nil {
+		// Several active hosts: the engine holds the queues this host
+		// owns, its delivery writes fenced by their leases.
+		engStore, engOpts.Remote = fencedStore{Store: h.cluster.pg, c: h.cluster}, h.cluster
+	}
+	h.eng = delivery.New(engStore, resolver{h}, engOpts)
+	ctlEngine = h.eng
+	if h.cluster != nil {
+		h.cluster.eng = h.eng
+		ctlEngine = clusterEngine{h.cluster}
+	}
+	if h.cluster != nil {
+		h.parts.add("cluster leases", clusterLeases{h.cluster})
+	}
 	h.parts.add("delivery engine", h.eng)
 	h.ctl, err = controller.New(controller.Options{
-		Store: h.st, Engine: h.eng, Workers: workers{h}, Versions: h.versions,
+		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
 	})
 	if err == nil {
 		h.parts.add("controller", h.ctl)
+		if h.cluster != nil {
+			h.cluster.reindex = h.ctl.Reindex
+			h.parts.add("cluster", h.cluster)
+		}
 		h.parts.add("record expiry", &expiry{h: h})
 		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest})
 	}

@@ -37,6 +37,7 @@ func run(args []string) int {
 	data := fs.String("data", "./data", `data directory (journal, host.json, admin-token); ":memory:" keeps nothing`)
 	storeURL := fs.String("store", "", "PostgreSQL connection string (postgres://user@host:5432/db?pool_max_conns=N) to keep the store in, shared by every host on it; empty: the journal in -data")
 	clusterTTL := fs.Duration("cluster-ttl", host.DefaultClusterTTL, "with -store: the active host's lease; a standby host on the same database takes over this long after the active one died")
+	clusterActive := fs.Bool("cluster-active", false, "with -store: every host on the database is active and delivers its share of the queues (leases per queue, spec/cluster.md); without it one host is active and the others wait as standbys")
 	listen := fs.String("listen", "127.0.0.1:8787", "TCP address of the Host API")
 	metricsListen := fs.String("metrics-listen", "", "TCP address to serve GET /metrics (Prometheus) on, unauthenticated (e.g. 127.0.0.1:9187); empty: none")
 	allow := fs.String("allow-fetch", "", "comma-separated host[:port] patterns workers' outbound fetch may reach")
@@ -48,7 +49,7 @@ func run(args []string) int {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg := host.Config{
-		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, Listen: *listen, MetricsListen: *metricsListen, HandlerTimeout: *handlerTimeout,
+		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, ClusterActive: *clusterActive, Listen: *listen, MetricsListen: *metricsListen, HandlerTimeout: *handlerTimeout,
 		ShutdownGrace: *grace, Logger: logger, UnsafeInProcessWorkers: *unsafeWorkers,
 	}
 	for _, h := range strings.Split(*allow, ",") {

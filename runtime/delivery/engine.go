@@ -54,6 +54,12 @@ type Options struct {
 	// expired, once durable. It is called with the queue's lock held: it
 	// must not block or call the engine.
 	OnEvent func(Event)
+	// Remote, when set, makes the engine one of several sharing a store
+	// (spec/cluster.md): sends and dead-letter moves into a queue the
+	// engine does not hold go to the store and Remote is told. The engine
+	// then also indexes its messages by ID, so that Adopt can add those
+	// another engine accepted.
+	Remote Remote
 }
 
 // Engine is the delivery engine: it accepts messages, delivers them in
@@ -70,6 +76,7 @@ type Engine struct {
 	customID       bool // newID came from Options.NewID
 	observeBatch   func(BatchObservation)
 	onEvent        func(Event)
+	remote         Remote
 
 	ctx    context.Context // background work; cancelled when Stop returns
 	cancel context.CancelFunc
@@ -108,6 +115,7 @@ func New(st store.Store, res abi.Resolver, opts Options) *Engine {
 		newID:          opts.NewID,
 		observeBatch:   opts.ObserveBatch,
 		onEvent:        opts.OnEvent,
+		remote:         opts.Remote,
 		queues:         map[string]*queue{},
 		consumers:      map[string]*consumer{},
 		running:        map[string]*batch{},
@@ -431,7 +439,7 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true},
 		serial: cfg.Serialized, avail: msgOrder{bySeq: cfg.Serialized}}
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
-	if e.customID {
+	if e.customID || e.remote != nil {
 		q.ids = map[string]*msg{}
 	}
 	if e.started.Load() {
@@ -483,14 +491,22 @@ func (e *Engine) UpdateQueue(ctx context.Context, cfg QueueConfig) error {
 // ErrUnknownBatch); a consumer still attached is dropped with it. Removing
 // an unknown queue is a no-op.
 func (e *Engine) RemoveQueue(ctx context.Context, uid string) error {
+	return e.removeQueue(ctx, uid, true)
+}
+
+// removeQueue is RemoveQueue; with drop false the stored messages stay
+// (Unload).
+func (e *Engine) removeQueue(ctx context.Context, uid string, drop bool) error {
 	q := e.queue(uid)
 	if q == nil {
 		return nil
 	}
 	q.life.Lock()
 	defer q.life.Unlock()
-	if err := e.store.Apply(ctx, store.DropQueue{Queue: uid}); err != nil {
-		return backendErr(err)
+	if drop {
+		if err := e.store.Apply(ctx, store.DropQueue{Queue: uid}); err != nil {
+			return backendErr(err)
+		}
 	}
 	q.mu.Lock()
 	q.removed = true
@@ -709,7 +725,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 	}
 	q := e.queue(queueUID)
 	if q == nil {
-		return nil, abi.ErrUnknownQueue
+		return e.sendRemote(ctx, queueUID, msgs)
 	}
 	q.life.RLock()
 	defer q.life.RUnlock()

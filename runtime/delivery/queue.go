@@ -548,79 +548,96 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 		}
 		muts = append(muts, store.RemoveMessages{Queue: q.uid, IDs: ids, Reason: reason})
 	}
+	var remoteDLQ []string // IDs accepted into a dead-letter queue another engine holds
 	if len(p.dead) > 0 {
 		dlq = e.queue(p.dlqUID)
 		if dlq == nil {
-			return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
-		}
-		if dlq != q {
-			dlq.life.RLock()
-			defer dlq.life.RUnlock()
-		}
-		dlq.mu.Lock()
-		removed, delay := dlq.removed, int64(dlq.cfg.DeliveryDelaySeconds)*1000
-		var first uint64
-		if !removed && dlq.serial {
-			// The moved messages take their places in the serialized
-			// DLQ's accept order now; nothing accepted after them is
-			// delivered before they are in its memory (addMoved).
-			first = dlq.reserveSeqs(len(p.dead))
-			rq := dlq
+			delay, ok := e.remoteQueue(p.dlqUID)
+			if !ok {
+				return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
+			}
+			accepts, ids, dead, gone, rerr := e.remoteDead(ctx, q, p, delay)
+			if rerr != nil {
+				return nil, nil, rerr
+			}
+			muts = append(muts, accepts...)
+			remove(dead, store.RemovedDeadLettered)
+			remoteDLQ = ids
 			defer func() {
-				if err != nil || moved == nil {
-					rq.mu.Lock()
-					rq.endPending(first)
-					rq.pump()
-					rq.mu.Unlock()
+				if err == nil {
+					p.dead, p.gone = dead, append(p.gone, gone...)
+				}
+			}()
+		} else {
+			if dlq != q {
+				dlq.life.RLock()
+				defer dlq.life.RUnlock()
+			}
+			dlq.mu.Lock()
+			removed, delay := dlq.removed, int64(dlq.cfg.DeliveryDelaySeconds)*1000
+			var first uint64
+			if !removed && dlq.serial {
+				// The moved messages take their places in the serialized
+				// DLQ's accept order now; nothing accepted after them is
+				// delivered before they are in its memory (addMoved).
+				first = dlq.reserveSeqs(len(p.dead))
+				rq := dlq
+				defer func() {
+					if err != nil || moved == nil {
+						rq.mu.Lock()
+						rq.endPending(first)
+						rq.pump()
+						rq.mu.Unlock()
+					} else {
+						p.dlqPending = first
+					}
+				}()
+			}
+			dlq.mu.Unlock()
+			if removed {
+				return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
+			}
+			now := e.nowMs()
+			ids := make([]string, len(p.dead))
+			for i, m := range p.dead {
+				ids[i] = m.id
+			}
+			bodies, err := e.store.Bodies(ctx, q.uid, ids)
+			if err != nil {
+				return nil, nil, err
+			}
+			var newIDs []string
+			if dlq.serial {
+				newIDs = e.serialIDs(dlq, first, len(p.dead))
+			}
+			var dead, gone []*msg
+			for i, m := range p.dead {
+				body := bodies[i]
+				if body == nil {
+					gone = append(gone, m)
+					continue
+				}
+				var id string
+				var seq uint64
+				if dlq.serial {
+					id, seq = newIDs[i], first+uint64(i)
 				} else {
-					p.dlqPending = first
+					id, seq = e.newMessageIDs(dlq, 1)[0], e.seq.Add(1)
+				}
+				muts = append(muts, store.AcceptMessage{
+					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
+					Body:    body,
+				})
+				moved = append(moved, newMsg(id, now, now+delay, 0, len(body), seq))
+				dead = append(dead, m)
+			}
+			remove(dead, store.RemovedDeadLettered)
+			defer func() {
+				if err == nil {
+					p.dead, p.gone = dead, append(p.gone, gone...)
 				}
 			}()
 		}
-		dlq.mu.Unlock()
-		if removed {
-			return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
-		}
-		now := e.nowMs()
-		ids := make([]string, len(p.dead))
-		for i, m := range p.dead {
-			ids[i] = m.id
-		}
-		bodies, err := e.store.Bodies(ctx, q.uid, ids)
-		if err != nil {
-			return nil, nil, err
-		}
-		var newIDs []string
-		if dlq.serial {
-			newIDs = e.serialIDs(dlq, first, len(p.dead))
-		}
-		var dead, gone []*msg
-		for i, m := range p.dead {
-			body := bodies[i]
-			if body == nil {
-				gone = append(gone, m)
-				continue
-			}
-			var id string
-			var seq uint64
-			if dlq.serial {
-				id, seq = newIDs[i], first+uint64(i)
-			} else {
-				id, seq = e.newMessageIDs(dlq, 1)[0], e.seq.Add(1)
-			}
-			muts = append(muts, store.AcceptMessage{
-				Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
-				Body:    body,
-			})
-			moved = append(moved, newMsg(id, now, now+delay, 0, len(body), seq))
-			dead = append(dead, m)
-		}
-		remove(dead, store.RemovedDeadLettered)
-		defer func() {
-			if err == nil {
-				p.dead, p.gone = dead, append(p.gone, gone...)
-			}
-		}()
 	}
 	remove(p.ack, store.RemovedAcknowledged)
 	remove(p.expire, store.RemovedExpired)
@@ -633,6 +650,9 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
 		return nil, nil, err
+	}
+	if len(remoteDLQ) > 0 {
+		e.remote.Accepted(p.dlqUID, remoteDLQ)
 	}
 	return moved, dlq, nil
 }

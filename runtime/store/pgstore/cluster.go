@@ -244,3 +244,89 @@ func (s *Store) Listen(ctx context.Context, channel string, f func(payload strin
 	})
 	return func() { cancel(); wg.Wait() }, nil
 }
+
+// MessagesOf reads the records (not the bodies) of the given messages of
+// a queue; IDs not stored are left out. The owner of a queue adopts with
+// it the messages another host accepted.
+func (s *Store) MessagesOf(ctx context.Context, queue string, ids []string) ([]store.Message, error) {
+	return retryRead(ctx, s, func() ([]store.Message, error) {
+		if err := s.check(ctx); err != nil {
+			return nil, err
+		}
+		rows, err := s.pool.Query(ctx, `SELECT `+messageCols+` FROM store_messages WHERE queue = $1 AND id = ANY($2)`, queue, ids)
+		if err != nil {
+			return nil, s.readErr(err)
+		}
+		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Message, error) { return scanMessage(row) })
+		if err != nil {
+			return nil, s.readErr(err)
+		}
+		return out, nil
+	})
+}
+
+// RenewAll extends, in one statement, every lease of ls that is still
+// current (same holder and epoch, not expired), and returns those renewed;
+// a lease left out has moved on (fenced).
+func (s *Store) RenewAll(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(ls))
+	holders := make([]string, len(ls))
+	epochs := make([]int64, len(ls))
+	for i, l := range ls {
+		names[i], holders[i], epochs[i] = l.Name, l.Holder, l.Epoch
+	}
+	return retryRead(ctx, s, func() ([]store.Lease, error) {
+		if err := s.check(ctx); err != nil {
+			return nil, err
+		}
+		rows, err := s.pool.Query(ctx, `
+			UPDATE store_leases l SET expires = now() + $4 * interval '1 microsecond'
+			FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(name, holder, epoch)
+			WHERE l.name = x.name AND l.holder = x.holder AND l.epoch = x.epoch AND l.expires > now()
+			RETURNING l.name, l.holder, l.epoch, l.expires`, names, holders, epochs, micros(ttl))
+		if err != nil {
+			return nil, s.readErr(err)
+		}
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Lease, error) { return scanLease(r) })
+		if err != nil {
+			return nil, s.readErr(err)
+		}
+		return out, nil
+	})
+}
+
+// Revoke ends whoever holds the lease on name now: the epoch moves on and
+// the lease is free, so that the holder's next fenced write is refused
+// (ErrFenced) and any host may take it. A host that must stop another's
+// work on a queue at once (deleting its consumer) revokes its lease; the
+// revocation waits for a fenced write in progress, as Acquire does. The
+// release is announced on ReleasedChannel.
+func (s *Store) Revoke(ctx context.Context, name string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `WITH r AS (
+			UPDATE store_leases SET holder = '', epoch = epoch + 1, expires = now()
+			WHERE name = $1 RETURNING name)
+		SELECT pg_notify($2, name) FROM r`, name, ReleasedChannel); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}
+
+// NotifyAll sends every payload of payloads on channel in one statement.
+func (s *Store) NotifyAll(ctx context.Context, channel string, payloads []string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, payloads); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}

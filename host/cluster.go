@@ -1,0 +1,1010 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/runtime/store/pgstore"
+	"github.com/takoform/queuehost/schemas"
+)
+
+// Several active hosts on one PostgreSQL database (spec/cluster.md, phase
+// 2). Every host serves the whole Host API; the delivery of each queue is
+// owned by one live host at a time through the lease "queue/<uid>", whose
+// epoch fences every delivery write of the owner (pgstore.ApplyFenced, the
+// check inside the write's transaction). Queues are placed on the live
+// members by rendezvous hashing; a host acquires the leases of the queues
+// that hash to it and releases those that hash elsewhere, so ownership
+// moves when a host joins or dies (a dead host's leases expire after the
+// ttl). A send on any host is durable on commit and NOTIFYs the owner,
+// which adopts the message at once; resource changes NOTIFY every host,
+// which re-reads the resource and updates its engine.
+
+// Notification channels of the cluster.
+const (
+	// sendChannel: "<queue uid> <id>,<id>,...": messages accepted into a
+	// queue by a host that does not own it; "" on the queue part asks
+	// for a full re-read.
+	sendChannel = "takohost_send"
+	// resourceChannel: "<origin host id> <resource uid>": a resource
+	// record was written.
+	resourceChannel = "takohost_resources"
+)
+
+func queueLease(uid string) string { return "queue/" + uid }
+
+// cluster is the host's part of a cluster of active hosts: the queues'
+// ownership, the engine as the controller sees it (every queue, held or
+// not), the notifications.
+type cluster struct {
+	pg   *pgstore.Store
+	id   string
+	addr string
+	ttl  time.Duration
+	log  *slog.Logger
+	eng  *delivery.Engine
+	// reindex, when set, is told of resource records changed by another
+	// host (the controller's reference index).
+	reindex func(ctx context.Context, uid string)
+
+	// own serialises ownership changes and the engine calls that depend
+	// on ownership; mu (a leaf) guards the maps.
+	own       sync.Mutex
+	mu        sync.Mutex
+	queues    map[string]delivery.QueueConfig
+	consumers map[string]delivery.ConsumerConfig
+	byQueue   map[string]string // queue UID -> consumer UID
+	owned     map[string]store.Lease
+	members   []string
+	renewedAt time.Time
+
+	kick     chan struct{}
+	pmu      sync.Mutex
+	sends    map[string][]string // queue -> IDs to announce
+	sendKick chan struct{}
+	adopts   map[string][]string // queue -> IDs to adopt; nil slice: re-read all
+	adoptKck chan struct{}
+	changes  []string // resource UIDs changed by other hosts
+	chKick   chan struct{}
+
+	stops  []func()
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newCluster(pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog.Logger) *cluster {
+	return &cluster{
+		pg: pg, id: id, addr: addr, ttl: ttl, log: log,
+		queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{},
+		byQueue: map[string]string{}, owned: map[string]store.Lease{},
+		kick: make(chan struct{}, 1), sends: map[string][]string{}, sendKick: make(chan struct{}, 1),
+		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1),
+	}
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// tick is how often placement, heartbeat and renewal run.
+func (c *cluster) tick() time.Duration { return max(c.ttl/5, 50*time.Millisecond) }
+
+// rescanEvery is how often every owned queue is re-read from the store, in
+// case a notification was lost (a host died between its commit and its
+// NOTIFY).
+func (c *cluster) rescanEvery() time.Duration { return max(3*c.ttl, 5*time.Second) }
+
+// Start listens, joins and takes this host's share of the queues before
+// the host reports ready.
+func (c *cluster) Start(ctx context.Context) error {
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	for _, l := range []struct {
+		ch string
+		f  func(string)
+	}{{sendChannel, c.onSend}, {resourceChannel, c.onResource}, {pgstore.ReleasedChannel, func(string) { poke(c.kick) }}} {
+		stop, err := c.pg.Listen(bg, l.ch, l.f)
+		if err != nil {
+			cancel()
+			c.stopListeners()
+			return fmt.Errorf("cluster: listening on %s: %w", l.ch, err)
+		}
+		c.stops = append(c.stops, stop)
+	}
+	c.place(ctx)
+	c.log.Info("cluster: active host on the shared database", "host", c.id, "members", len(c.members), "queuesOwned", len(c.owned), "leaseTTL", c.ttl.String())
+	c.wg.Go(func() { c.loop(bg) })
+	c.wg.Go(func() { c.sendLoop(bg) })
+	c.wg.Go(func() { c.adoptLoop(bg) })
+	c.wg.Go(func() { c.changeLoop(bg) })
+	return nil
+}
+
+func (c *cluster) stopListeners() {
+	for _, s := range c.stops {
+		s()
+	}
+	c.stops = nil
+}
+
+// Stop stops placement and the notifications. The leases stay held until
+// the engine has stopped (its running batches may still settle), then
+// clusterLeases releases them.
+func (c *cluster) Stop(ctx context.Context) error {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	c.stopListeners()
+	return nil
+}
+
+// clusterLeases is the part that, stopped after the engine, releases
+// every owned queue's lease (another host takes it over at once) and
+// leaves the membership.
+type clusterLeases struct{ c *cluster }
+
+func (clusterLeases) Start(context.Context) error { return nil }
+
+func (p clusterLeases) Stop(ctx context.Context) error {
+	c := p.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	ls := make([]store.Lease, 0, len(c.owned))
+	for _, l := range c.owned {
+		ls = append(ls, l)
+	}
+	c.owned = map[string]store.Lease{}
+	c.mu.Unlock()
+	_ = c.pg.Leave(ctx, c.id)
+	for _, l := range ls {
+		_ = c.pg.Release(ctx, l)
+	}
+	return nil
+}
+
+func (c *cluster) loop(ctx context.Context) {
+	t := time.NewTicker(c.tick())
+	defer t.Stop()
+	rescan := time.NewTicker(c.rescanEvery())
+	defer rescan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.kick:
+		case <-rescan.C:
+			c.adoptAll()
+			continue
+		}
+		c.place(ctx)
+	}
+}
+
+// rendezvous is the live member a queue hashes to.
+func rendezvous(uid string, members []string) string {
+	best, bestH := "", uint64(0)
+	for _, m := range members {
+		h := fnv.New64a()
+		h.Write([]byte(uid))
+		h.Write([]byte{0})
+		h.Write([]byte(m))
+		if v := h.Sum64(); best == "" || v > bestH {
+			best, bestH = m, v
+		}
+	}
+	return best
+}
+
+// place heartbeats, renews the owned leases (unloading those that moved
+// on), then acquires the queues that hash to this host and releases those
+// that hash to another live host.
+func (c *cluster) place(ctx context.Context) {
+	c.own.Lock()
+	defer c.own.Unlock()
+	start := time.Now()
+	if err := c.pg.Heartbeat(ctx, store.Member{ID: c.id, Addr: c.addr}, c.ttl); err != nil && ctx.Err() == nil {
+		c.log.Warn("cluster: heartbeat failed", "err", err)
+	}
+	c.mu.Lock()
+	held := make([]store.Lease, 0, len(c.owned))
+	for _, l := range c.owned {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+	if len(held) > 0 {
+		renewed, err := c.pg.RenewAll(ctx, held, c.ttl)
+		switch {
+		case err == nil:
+			ok := map[string]store.Lease{}
+			for _, l := range renewed {
+				ok[l.Name] = l
+			}
+			for _, l := range held {
+				uid := strings.TrimPrefix(l.Name, "queue/")
+				if n, found := ok[l.Name]; found {
+					c.mu.Lock()
+					c.owned[uid] = n
+					c.mu.Unlock()
+				} else {
+					c.log.Warn("cluster: lost the lease of a queue; another host delivers it now", "queue", uid, "epoch", l.Epoch)
+					c.unloadLocked(ctx, uid, false)
+				}
+			}
+			c.mu.Lock()
+			c.renewedAt = start
+			c.mu.Unlock()
+		case ctx.Err() != nil:
+			return
+		default:
+			c.mu.Lock()
+			stale := time.Since(c.renewedAt) > c.ttl
+			c.mu.Unlock()
+			c.log.Warn("cluster: renewing the queues' leases failed", "err", err, "givingUp", stale)
+			if stale {
+				// The leases may have expired: stop delivering (every
+				// write would be fenced anyway).
+				for _, l := range held {
+					c.unloadLocked(ctx, strings.TrimPrefix(l.Name, "queue/"), false)
+				}
+			}
+			return
+		}
+	} else {
+		c.mu.Lock()
+		c.renewedAt = start
+		c.mu.Unlock()
+	}
+	ms, err := c.pg.Members(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("cluster: reading the members failed", "err", err)
+		}
+		return
+	}
+	members := make([]string, 0, len(ms))
+	self := false
+	for _, m := range ms {
+		members = append(members, m.ID)
+		self = self || m.ID == c.id
+	}
+	if !self {
+		members = append(members, c.id)
+	}
+	sort.Strings(members)
+	c.mu.Lock()
+	c.members = members
+	var want, drop []string
+	for uid := range c.queues {
+		_, mine := c.owned[uid]
+		if rendezvous(uid, members) == c.id {
+			if !mine {
+				want = append(want, uid)
+			}
+		} else if mine {
+			drop = append(drop, uid)
+		}
+	}
+	for uid := range c.owned {
+		if _, known := c.queues[uid]; !known {
+			drop = append(drop, uid)
+		}
+	}
+	c.mu.Unlock()
+	for _, uid := range drop {
+		c.unloadLocked(ctx, uid, true)
+	}
+	for _, uid := range want {
+		l, err := c.pg.Acquire(ctx, queueLease(uid), c.id, c.ttl)
+		if err != nil {
+			if !errors.Is(err, store.ErrLeaseHeld) && ctx.Err() == nil {
+				c.log.Warn("cluster: taking a queue's lease failed", "queue", uid, "err", err)
+			}
+			continue
+		}
+		c.loadLocked(ctx, uid, l)
+	}
+}
+
+// loadLocked makes the engine hold a queue whose lease this host just
+// took: its messages are loaded (unsettled ones are delivered again) and
+// its consumer attached. own held.
+func (c *cluster) loadLocked(ctx context.Context, uid string, l store.Lease) {
+	c.mu.Lock()
+	cfg, known := c.queues[uid]
+	c.owned[uid] = l
+	cuid := c.byQueue[uid]
+	ccfg, hasC := c.consumers[cuid]
+	c.mu.Unlock()
+	fail := func(what string, err error) {
+		c.log.Warn("cluster: "+what, "queue", uid, "err", err)
+		c.mu.Lock()
+		delete(c.owned, uid)
+		c.mu.Unlock()
+		_ = c.eng.Unload(ctx, uid)
+		_ = c.pg.Release(ctx, l)
+	}
+	if !known {
+		fail("a queue to load is gone", errors.New("unknown queue"))
+		return
+	}
+	if err := c.eng.AddQueue(ctx, cfg); err != nil && !errors.Is(err, delivery.ErrQueueExists) {
+		fail("loading a queue failed", err)
+		return
+	}
+	if hasC && c.consumerLive(ctx, cuid) {
+		if err := c.eng.Attach(ctx, ccfg); err != nil && !errors.Is(err, delivery.ErrConsumerConflict) {
+			c.log.Warn("cluster: attaching a consumer failed", "queue", uid, "consumer", cuid, "err", err)
+		}
+	}
+	c.log.Info("cluster: delivering a queue", "queue", uid, "epoch", l.Epoch)
+	// Sends committed while the queue was loading announced themselves
+	// before it was held: read them now.
+	c.queueAdopt(uid, nil)
+}
+
+// consumerLive: the stored consumer is not being created or deleted (a
+// host that revoked the queue's lease to detach it has written deleting).
+func (c *cluster) consumerLive(ctx context.Context, uid string) bool {
+	r, err := c.pg.Resource(ctx, uid)
+	return err == nil && r.State != store.StateDeleting && r.State != store.StateCreating
+}
+
+// unloadLocked makes the engine forget a queue (without deleting its
+// messages) and, with release, gives its lease up. own held.
+func (c *cluster) unloadLocked(ctx context.Context, uid string, release bool) {
+	c.mu.Lock()
+	l, ok := c.owned[uid]
+	delete(c.owned, uid)
+	c.mu.Unlock()
+	if err := c.eng.Unload(ctx, uid); err != nil {
+		c.log.Warn("cluster: unloading a queue failed", "queue", uid, "err", err)
+	}
+	if ok && release {
+		if err := c.pg.Release(ctx, l); err != nil {
+			c.log.Warn("cluster: releasing a queue's lease failed", "queue", uid, "err", err)
+		}
+		c.log.Info("cluster: handed a queue over", "queue", uid)
+	}
+}
+
+func (c *cluster) leaseOf(uid string) (store.Lease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.owned[uid]
+	return l, ok
+}
+
+func (c *cluster) isOwned(uid string) bool {
+	_, ok := c.leaseOf(uid)
+	return ok
+}
+
+// fenced is told that a queue's lease moved on under a write.
+func (c *cluster) fenced(uid string) {
+	c.log.Warn("cluster: a delivery write was fenced: another host owns the queue now", "queue", uid)
+	go func() {
+		c.own.Lock()
+		defer c.own.Unlock()
+		if _, ok := c.leaseOf(uid); ok {
+			c.unloadLocked(context.Background(), uid, false)
+		}
+		poke(c.kick)
+	}()
+}
+
+// ---- notifications ----
+
+// Queue and Accepted: delivery.Remote, for queues another host owns.
+func (c *cluster) Queue(uid string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg, ok := c.queues[uid]
+	return cfg.DeliveryDelaySeconds, ok
+}
+
+func (c *cluster) Accepted(queueUID string, ids []string) {
+	c.pmu.Lock()
+	c.sends[queueUID] = append(c.sends[queueUID], ids...)
+	c.pmu.Unlock()
+	poke(c.sendKick)
+}
+
+// sendLoop announces accepted messages, every waiting one in one
+// statement.
+func (c *cluster) sendLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.sendKick:
+		}
+		c.pmu.Lock()
+		sends := c.sends
+		c.sends = map[string][]string{}
+		c.pmu.Unlock()
+		var payloads []string
+		for q, ids := range sends {
+			// A payload is at most 8000 bytes: 100 IDs of 32 digits fit.
+			for len(ids) > 0 {
+				n := min(len(ids), 100)
+				payloads = append(payloads, q+" "+strings.Join(ids[:n], ","))
+				ids = ids[n:]
+			}
+		}
+		if err := c.pg.NotifyAll(ctx, sendChannel, payloads); err != nil && ctx.Err() == nil {
+			c.log.Warn("cluster: announcing sends failed; the owners find them at their next re-read", "err", err)
+		}
+	}
+}
+
+func (c *cluster) onSend(payload string) {
+	if payload == "" {
+		c.adoptAll()
+		return
+	}
+	q, ids, _ := strings.Cut(payload, " ")
+	if !c.isOwned(q) {
+		return
+	}
+	c.queueAdopt(q, strings.Split(ids, ","))
+}
+
+func (c *cluster) adoptAll() {
+	c.mu.Lock()
+	uids := make([]string, 0, len(c.owned))
+	for uid := range c.owned {
+		uids = append(uids, uid)
+	}
+	c.mu.Unlock()
+	for _, uid := range uids {
+		c.queueAdopt(uid, nil)
+	}
+	poke(c.chKick)
+}
+
+// queueAdopt schedules the adoption of ids (nil: every stored message) by
+// the owned queue uid.
+func (c *cluster) queueAdopt(uid string, ids []string) {
+	c.pmu.Lock()
+	cur, ok := c.adopts[uid]
+	switch {
+	case ids == nil || (ok && cur == nil):
+		c.adopts[uid] = nil
+	default:
+		c.adopts[uid] = append(cur, ids...)
+	}
+	c.pmu.Unlock()
+	poke(c.adoptKck)
+}
+
+func (c *cluster) adoptLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.adoptKck:
+		}
+		c.pmu.Lock()
+		adopts := c.adopts
+		c.adopts = map[string][]string{}
+		c.pmu.Unlock()
+		for uid, ids := range adopts {
+			if !c.isOwned(uid) {
+				continue
+			}
+			var ms []store.Message
+			var err error
+			if ids == nil {
+				ms, err = c.pg.Messages(ctx, uid)
+			} else {
+				ms, err = c.pg.MessagesOf(ctx, uid, ids)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				c.log.Warn("cluster: reading a queue's new messages failed; retrying", "queue", uid, "err", err)
+				c.queueAdopt(uid, ids)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if n := c.eng.Adopt(uid, ms); n > 0 && ids == nil {
+				c.log.Info("cluster: adopted messages found by a re-read", "queue", uid, "count", n)
+			}
+		}
+	}
+}
+
+// announce tells the other hosts that resource records changed.
+func (c *cluster) announce(uids []string) {
+	if len(uids) == 0 {
+		return
+	}
+	ps := make([]string, len(uids))
+	for i, u := range uids {
+		ps[i] = c.id + " " + u
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.pg.NotifyAll(ctx, resourceChannel, ps); err != nil {
+		c.log.Warn("cluster: announcing a resource change failed; the other hosts find it at their next re-read", "err", err)
+	}
+}
+
+func (c *cluster) onResource(payload string) {
+	origin, uid, _ := strings.Cut(payload, " ")
+	if payload != "" && origin == c.id {
+		return
+	}
+	c.pmu.Lock()
+	c.changes = append(c.changes, uid) // "" (a reconnect): re-read everything
+	c.pmu.Unlock()
+	poke(c.chKick)
+}
+
+func (c *cluster) changeLoop(ctx context.Context) {
+	t := time.NewTicker(c.rescanEvery())
+	defer t.Stop()
+	for {
+		all := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.chKick:
+		case <-t.C:
+			all = true
+		}
+		c.pmu.Lock()
+		changes := c.changes
+		c.changes = nil
+		c.pmu.Unlock()
+		seen := map[string]bool{}
+		for _, uid := range changes {
+			if uid == "" {
+				all = true
+			}
+		}
+		if all {
+			c.resyncAll(ctx)
+			continue
+		}
+		for _, uid := range changes {
+			if seen[uid] {
+				continue
+			}
+			seen[uid] = true
+			c.resync(ctx, uid)
+		}
+	}
+}
+
+// resyncAll re-reads every queue and consumer (after a lost
+// notification connection, and periodically).
+func (c *cluster) resyncAll(ctx context.Context) {
+	qs, err := c.pg.Resources(ctx, "", schemas.FormAtLeastOnceQueue)
+	if err != nil {
+		return
+	}
+	cs, err := c.pg.Resources(ctx, "", schemas.FormQueueConsumer)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, r := range append(qs, cs...) {
+		seen[r.UID] = true
+		c.apply(ctx, r.UID, r, true)
+	}
+	c.mu.Lock()
+	var gone []string
+	for uid := range c.queues {
+		if !seen[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	for uid := range c.consumers {
+		if !seen[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	c.mu.Unlock()
+	for _, uid := range gone {
+		c.apply(ctx, uid, store.Resource{}, false)
+	}
+}
+
+// resync re-reads one resource another host changed.
+func (c *cluster) resync(ctx context.Context, uid string) {
+	r, err := c.pg.Resource(ctx, uid)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.apply(ctx, uid, store.Resource{}, false)
+	case err != nil:
+		c.log.Warn("cluster: re-reading a changed resource failed", "resource", uid, "err", err)
+		return
+	default:
+		c.apply(ctx, uid, r, true)
+	}
+	if c.reindex != nil {
+		c.reindex(ctx, uid)
+	}
+}
+
+// apply brings the engine in step with a stored queue or consumer (found
+// false: gone).
+func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found bool) {
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	_, isQ := c.queues[uid]
+	_, isC := c.consumers[uid]
+	c.mu.Unlock()
+	if found {
+		isQ = r.FormURL == schemas.FormAtLeastOnceQueue
+		isC = r.FormURL == schemas.FormQueueConsumer
+	}
+	switch {
+	case isQ && (!found || r.State == store.StateDeleting):
+		c.mu.Lock()
+		delete(c.queues, uid)
+		c.mu.Unlock()
+		if c.isOwned(uid) {
+			c.unloadLocked(ctx, uid, true)
+		}
+	case isQ:
+		cfg, err := controller.QueueConfigOf(r)
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		_, had := c.queues[uid]
+		c.queues[uid] = cfg
+		c.mu.Unlock()
+		if c.isOwned(uid) {
+			_ = c.eng.UpdateQueue(ctx, cfg)
+		} else if !had {
+			poke(c.kick)
+		}
+	case isC && (!found || r.State == store.StateDeleting || r.State == store.StateCreating):
+		c.mu.Lock()
+		cfg, had := c.consumers[uid]
+		delete(c.consumers, uid)
+		if had && c.byQueue[cfg.QueueUID] == uid {
+			delete(c.byQueue, cfg.QueueUID)
+		}
+		c.mu.Unlock()
+		if had && c.isOwned(cfg.QueueUID) {
+			dctx, cancel := context.WithTimeout(ctx, c.ttl)
+			_ = c.eng.Detach(dctx, uid)
+			cancel()
+		}
+	case isC:
+		cfg, err := controller.ConsumerConfigOf(r)
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		c.consumers[uid] = cfg
+		c.byQueue[cfg.QueueUID] = uid
+		c.mu.Unlock()
+		if c.isOwned(cfg.QueueUID) {
+			if att, _ := c.eng.ConsumerAttached(ctx, uid); att {
+				_ = c.eng.UpdateConsumer(ctx, cfg)
+			} else if err := c.eng.Attach(ctx, cfg); err != nil {
+				c.log.Warn("cluster: attaching a consumer changed on another host failed", "consumer", uid, "err", err)
+			}
+		}
+	}
+}
+
+// ---- the engine as the controller sees it (controller.Engine) ----
+
+// clusterEngine is the controller's view of the delivery engine on a host
+// of a cluster: every queue and consumer is known, the engine holds only
+// the owned ones.
+type clusterEngine struct{ c *cluster }
+
+func (ce clusterEngine) AddQueue(ctx context.Context, cfg delivery.QueueConfig) error {
+	c := ce.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	_, had := c.queues[cfg.UID]
+	c.queues[cfg.UID] = cfg
+	c.mu.Unlock()
+	if c.isOwned(cfg.UID) {
+		if err := c.eng.AddQueue(ctx, cfg); err != nil && !errors.Is(err, delivery.ErrQueueExists) {
+			return err
+		}
+	} else if !had {
+		poke(c.kick)
+	}
+	return nil
+}
+
+func (ce clusterEngine) UpdateQueue(ctx context.Context, cfg delivery.QueueConfig) error {
+	c := ce.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	_, had := c.queues[cfg.UID]
+	if had {
+		c.queues[cfg.UID] = cfg
+	}
+	c.mu.Unlock()
+	if !had {
+		return abi.ErrUnknownQueue
+	}
+	if c.isOwned(cfg.UID) {
+		return c.eng.UpdateQueue(ctx, cfg)
+	}
+	return nil
+}
+
+// RemoveQueue deletes the queue's messages. When another host owns it,
+// its lease is revoked first, so that no delivery write of the owner can
+// land after the drop.
+func (ce clusterEngine) RemoveQueue(ctx context.Context, uid string) error {
+	c := ce.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	delete(c.queues, uid)
+	c.mu.Unlock()
+	if c.isOwned(uid) {
+		if err := c.eng.RemoveQueue(ctx, uid); err != nil {
+			return err
+		}
+		c.unloadLocked(ctx, uid, true)
+		return nil
+	}
+	if err := c.pg.Revoke(ctx, queueLease(uid)); err != nil {
+		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	if err := c.pg.Apply(ctx, store.DropQueue{Queue: uid}); err != nil {
+		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	return nil
+}
+
+func (ce clusterEngine) known(uid string) bool {
+	ce.c.mu.Lock()
+	defer ce.c.mu.Unlock()
+	_, ok := ce.c.queues[uid]
+	return ok
+}
+
+func (ce clusterEngine) QueueStats(ctx context.Context, uid string) (int, error) {
+	if ce.c.isOwned(uid) {
+		if n, err := ce.c.eng.QueueStats(ctx, uid); err == nil {
+			return n, nil
+		}
+	}
+	if !ce.known(uid) {
+		return 0, abi.ErrUnknownQueue
+	}
+	n, err := ce.c.pg.MessageCount(ctx, uid)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	return n, nil
+}
+
+func (ce clusterEngine) Attach(ctx context.Context, cfg delivery.ConsumerConfig) error {
+	c := ce.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	if _, ok := c.queues[cfg.QueueUID]; !ok {
+		c.mu.Unlock()
+		return abi.ErrUnknownQueue
+	}
+	if other, ok := c.byQueue[cfg.QueueUID]; ok && other != cfg.UID {
+		c.mu.Unlock()
+		return delivery.ErrConsumerConflict
+	}
+	if _, ok := c.consumers[cfg.UID]; ok {
+		c.mu.Unlock()
+		return delivery.ErrConsumerConflict
+	}
+	c.consumers[cfg.UID] = cfg
+	c.byQueue[cfg.QueueUID] = cfg.UID
+	c.mu.Unlock()
+	if c.isOwned(cfg.QueueUID) {
+		if err := c.eng.Attach(ctx, cfg); err != nil {
+			c.mu.Lock()
+			delete(c.consumers, cfg.UID)
+			delete(c.byQueue, cfg.QueueUID)
+			c.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+func (ce clusterEngine) UpdateConsumer(ctx context.Context, cfg delivery.ConsumerConfig) error {
+	c := ce.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	old, ok := c.consumers[cfg.UID]
+	if ok && (old.QueueUID != cfg.QueueUID || old.WorkerUID != cfg.WorkerUID) {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: queue and worker of a consumer are immutable", delivery.ErrInvalidConfig)
+	}
+	if ok {
+		c.consumers[cfg.UID] = cfg
+	}
+	c.mu.Unlock()
+	if !ok {
+		return delivery.ErrUnknownConsumer
+	}
+	if c.isOwned(cfg.QueueUID) {
+		return c.eng.UpdateConsumer(ctx, cfg)
+	}
+	return nil
+}
+
+// Detach stops the consumer. On the queue's owner, the engine's Detach
+// (running batches end, nothing unsettled is acknowledged). On another
+// host, the queue's lease is revoked: from then on no settlement or
+// delivery of the former owner can be recorded (the stop boundary), and
+// the owner, fenced, unloads the queue; whoever takes it next loads it
+// without the consumer, whose record says deleting.
+func (ce clusterEngine) Detach(ctx context.Context, uid string) error {
+	c := ce.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.mu.Lock()
+	cfg, ok := c.consumers[uid]
+	c.mu.Unlock()
+	if !ok {
+		return c.eng.Detach(ctx, uid)
+	}
+	if c.isOwned(cfg.QueueUID) {
+		if err := c.eng.Detach(ctx, uid); err != nil {
+			return err
+		}
+	} else if err := c.pg.Revoke(ctx, queueLease(cfg.QueueUID)); err != nil {
+		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	c.mu.Lock()
+	delete(c.consumers, uid)
+	if c.byQueue[cfg.QueueUID] == uid {
+		delete(c.byQueue, cfg.QueueUID)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+func (ce clusterEngine) ConsumerAttached(ctx context.Context, uid string) (bool, error) {
+	ce.c.mu.Lock()
+	defer ce.c.mu.Unlock()
+	_, ok := ce.c.consumers[uid]
+	return ok, nil
+}
+
+// Inspect: the owner's engine, or (another host owns the queue) the
+// stored messages: leased ones count as in flight.
+func (ce clusterEngine) Inspect(ctx context.Context, uid string) (delivery.QueueInspection, error) {
+	if ce.c.isOwned(uid) {
+		if in, err := ce.c.eng.Inspect(ctx, uid); err == nil {
+			return in, nil
+		}
+	}
+	ce.c.mu.Lock()
+	cfg, ok := ce.c.queues[uid]
+	ce.c.mu.Unlock()
+	if !ok {
+		return delivery.QueueInspection{}, abi.ErrUnknownQueue
+	}
+	ms, err := ce.c.pg.Messages(ctx, uid)
+	if err != nil {
+		return delivery.QueueInspection{}, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	return delivery.InspectStored(ms, cfg, time.Now().UTC().UnixMilli()), nil
+}
+
+func (ce clusterEngine) MessagePage(ctx context.Context, uid string, after delivery.Cursor, limit int) ([]delivery.MessageInfo, delivery.Cursor, bool, error) {
+	if ce.c.isOwned(uid) {
+		if p, n, more, err := ce.c.eng.MessagePage(ctx, uid, after, limit); err == nil {
+			return p, n, more, nil
+		}
+	}
+	if !ce.known(uid) {
+		return nil, delivery.Cursor{}, false, abi.ErrUnknownQueue
+	}
+	ms, err := ce.c.pg.Messages(ctx, uid)
+	if err != nil {
+		return nil, delivery.Cursor{}, false, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	p, n, more := delivery.PageStored(ms, after, limit, time.Now().UTC().UnixMilli())
+	return p, n, more, nil
+}
+
+// ---- the stores ----
+
+// clusterStore is the store as the controller and the API write it: every
+// write that changes a resource record is announced to the other hosts.
+type clusterStore struct {
+	*pgstore.Store
+	c *cluster
+}
+
+func (s clusterStore) Apply(ctx context.Context, muts ...store.Mutation) error {
+	if err := s.Store.Apply(ctx, muts...); err != nil {
+		return err
+	}
+	var uids []string
+	for _, m := range muts {
+		switch m := m.(type) {
+		case store.PutResource:
+			uids = append(uids, m.Resource.UID)
+		case store.DeleteResource:
+			uids = append(uids, m.UID)
+		}
+	}
+	s.c.announce(uids)
+	return nil
+}
+
+// Close: the cluster part closes nothing; the store part closes the
+// database.
+func (s clusterStore) Close() error { return s.Store.Close() }
+
+// fencedStore is the store as the delivery engine writes it: a write of a
+// queue's deliveries, settlements and removals commits only while this
+// host holds the queue's lease, checked in the write's transaction. Sends
+// (AcceptMessage alone) are not fenced: any host accepts them.
+type fencedStore struct {
+	*pgstore.Store
+	c *cluster
+}
+
+func (s fencedStore) Apply(ctx context.Context, muts ...store.Mutation) error {
+	q := ""
+	for _, m := range muts {
+		switch m := m.(type) {
+		case store.DeliverMessages:
+			q = m.Queue
+		case store.RetryMessage:
+			q = m.Queue
+		case store.RemoveMessages:
+			q = m.Queue
+		case store.DropQueue:
+			q = m.Queue
+		}
+		if q != "" {
+			break
+		}
+	}
+	if q == "" {
+		return s.Store.Apply(ctx, muts...)
+	}
+	l, ok := s.c.leaseOf(q)
+	if !ok {
+		return fmt.Errorf("%w: %w: queue %s is not owned by this host", store.ErrUnavailable, store.ErrFenced, q)
+	}
+	err := s.Store.ApplyFenced(ctx, l, muts...)
+	if errors.Is(err, store.ErrFenced) {
+		s.c.fenced(q)
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}

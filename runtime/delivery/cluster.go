@@ -1,0 +1,227 @@
+package delivery
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+// Several engines sharing one store (spec/cluster.md): each holds the
+// queues whose delivery its host owns; the others' queues are remote. A
+// send or a dead-letter move into a remote queue is written to the store
+// and announced through Remote, whose owner then adopts the messages.
+
+// Remote is what an engine of a cluster knows of the queues other engines
+// hold.
+type Remote interface {
+	// Queue reports whether uid is a queue held elsewhere, and its
+	// deliveryDelaySeconds.
+	Queue(uid string) (deliveryDelaySeconds int, ok bool)
+	// Accepted is told, after they are durable, of messages accepted into
+	// a queue held elsewhere, so that its owner can adopt them. It must
+	// not block.
+	Accepted(queueUID string, ids []string)
+}
+
+func (e *Engine) remoteQueue(uid string) (int, bool) {
+	if e.remote == nil {
+		return 0, false
+	}
+	return e.remote.Queue(uid)
+}
+
+// sendRemote is Send into a queue this engine does not hold.
+func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+	delay, ok := e.remoteQueue(queueUID)
+	if !ok {
+		return nil, abi.ErrUnknownQueue
+	}
+	ids := make([]string, len(msgs))
+	for i := range ids {
+		ids[i] = randomID()
+	}
+	now := e.nowMs()
+	muts := make([]store.Mutation, len(msgs))
+	for i, m := range msgs {
+		d := delay
+		if m.Delay != nil {
+			d = *m.Delay
+		}
+		muts[i] = store.AcceptMessage{
+			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: now + int64(d)*1000, Size: len(m.Body)},
+			Body:    m.Body,
+		}
+	}
+	if err := e.store.Apply(ctx, muts...); err != nil {
+		return nil, backendErr(err)
+	}
+	e.remote.Accepted(queueUID, ids)
+	return ids, nil
+}
+
+// Unload forgets a queue without deleting its messages: its delivery moved
+// to another engine. Its batches are closed without acknowledging anything
+// (their settlements answer ErrUnknownBatch); what they held stays leased
+// in the store, and the next owner delivers it again. Unloading an unknown
+// queue is a no-op.
+func (e *Engine) Unload(ctx context.Context, uid string) error {
+	return e.removeQueue(ctx, uid, false)
+}
+
+// Holds reports whether the engine holds the queue.
+func (e *Engine) Holds(uid string) bool {
+	q := e.queue(uid)
+	if q == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.removed
+}
+
+// Adopt adds to a held queue the stored messages it does not hold yet
+// (accepted by another engine, or found by a re-read of the store), and
+// returns how many it added. A message leased by a batch of another
+// engine is unsettled, as at Start. Adopting a message the engine has just
+// removed is safe: the delivery finds its record gone and forgets it.
+// Only with Options.Remote (the engine indexes messages by ID).
+func (e *Engine) Adopt(uid string, sms []store.Message) int {
+	q := e.queue(uid)
+	if q == nil || e.remote == nil {
+		return 0
+	}
+	sort.Slice(sms, func(i, j int) bool {
+		if sms[i].AcceptedAt != sms[j].AcceptedAt {
+			return sms[i].AcceptedAt < sms[j].AcceptedAt
+		}
+		return sms[i].ID < sms[j].ID
+	})
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.removed || q.ids == nil {
+		return 0
+	}
+	now := e.nowMs()
+	n := 0
+	for _, sm := range sms {
+		if sm.Queue != uid && sm.Queue != "" {
+			continue
+		}
+		if _, ok := q.ids[sm.ID]; ok {
+			continue
+		}
+		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, e.seq.Add(1))
+		if sm.Lease != "" && m.visibleAt > now {
+			m.visibleAt = now
+		}
+		q.insert(m, now)
+		n++
+	}
+	if n > 0 {
+		q.pump()
+	}
+	return n
+}
+
+// storedState is the inspection state of a stored message, as a host that
+// does not deliver its queue sees it: a lease means a batch holds it.
+func storedState(m store.Message, now int64) string {
+	switch {
+	case m.Lease != "":
+		return MsgInFlight
+	case m.VisibleAt <= now:
+		return MsgAvailable
+	case m.Attempts > 0:
+		return MsgRetryWaiting
+	}
+	return MsgDelayed
+}
+
+// InspectStored is Inspect computed from a queue's stored messages, for a
+// queue another engine holds.
+func InspectStored(ms []store.Message, cfg QueueConfig, now int64) QueueInspection {
+	out := QueueInspection{Messages: len(ms), Paused: cfg.Paused,
+		ByState: map[string]int{MsgAvailable: 0, MsgDelayed: 0, MsgRetryWaiting: 0, MsgInFlight: 0, MsgRemoving: 0}}
+	batches := map[string]bool{}
+	oldest := int64(0)
+	for _, m := range ms {
+		out.Bytes += int64(m.Size)
+		out.ByState[storedState(m, now)]++
+		if m.Lease != "" {
+			batches[m.Lease] = true
+		}
+		if oldest == 0 || m.AcceptedAt < oldest {
+			oldest = m.AcceptedAt
+		}
+	}
+	out.Batches = len(batches)
+	if oldest != 0 && now > oldest {
+		out.OldestAge = time.Duration(now-oldest) * time.Millisecond
+	}
+	return out
+}
+
+// PageStored is MessagePage over a queue's stored messages, in accept
+// order (ID order within a millisecond; the cursor's Seq counts the
+// messages of its millisecond).
+func PageStored(ms []store.Message, after Cursor, limit int, now int64) ([]MessageInfo, Cursor, bool) {
+	if limit <= 0 {
+		limit = 1
+	}
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].AcceptedAt != ms[j].AcceptedAt {
+			return ms[i].AcceptedAt < ms[j].AcceptedAt
+		}
+		return ms[i].ID < ms[j].ID
+	})
+	var page []MessageInfo
+	var next Cursor
+	seq, prev := uint64(0), int64(-1)
+	for _, m := range ms {
+		if m.AcceptedAt != prev {
+			seq, prev = 0, m.AcceptedAt
+		}
+		seq++
+		if m.AcceptedAt < after.AcceptedAt || (m.AcceptedAt == after.AcceptedAt && seq <= after.Seq) {
+			continue
+		}
+		if len(page) == limit {
+			return page, next, true
+		}
+		page = append(page, MessageInfo{ID: m.ID, AcceptedAt: m.AcceptedAt, VisibleAt: m.VisibleAt, Attempts: m.Attempts, Size: m.Size, State: storedState(m, now)})
+		next = Cursor{AcceptedAt: m.AcceptedAt, Seq: seq}
+	}
+	return page, next, false
+}
+
+// remoteDead prepares the dead-letter move of p.dead into a queue another
+// engine holds: the accepts into it (new IDs), and which messages move
+// and which were found gone.
+func (e *Engine) remoteDead(ctx context.Context, q *queue, p *plan, delaySeconds int) (muts []store.Mutation, newIDs []string, dead, gone []*msg, err error) {
+	ids := make([]string, len(p.dead))
+	for i, m := range p.dead {
+		ids[i] = m.id
+	}
+	bodies, err := e.store.Bodies(ctx, q.uid, ids)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	now := e.nowMs()
+	for i, m := range p.dead {
+		if bodies[i] == nil {
+			gone = append(gone, m)
+			continue
+		}
+		id := randomID()
+		muts = append(muts, store.AcceptMessage{
+			Message: store.Message{Queue: p.dlqUID, ID: id, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(bodies[i])},
+			Body:    bodies[i],
+		})
+		newIDs = append(newIDs, id)
+		dead = append(dead, m)
+	}
+	return muts, newIDs, dead, gone, nil
+}

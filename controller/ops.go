@@ -396,8 +396,15 @@ func (c *Controller) settleFailure(ctx context.Context, op store.Operation, fail
 	var muts []store.Mutation
 	switch {
 	case absent:
+		// Viewers read this Operation: the engine's or store's own text
+		// (which can name the host's files) stays in the host's log, where
+		// drive wrote it.
 		p := problem.New(http.StatusServiceUnavailable, problem.CodeBackendUnavailable,
-			"the delivery engine did not take the change (%v); nothing was changed", cause)
+			"the delivery engine did not take the change; nothing was changed, the host's log says why")
+		if errors.Is(cause, store.ErrNoSpace) {
+			p = problem.New(http.StatusServiceUnavailable, problem.CodeBackendUnavailable,
+				"the host's disk is nearly full: the delivery engine did not take the change; nothing was changed")
+		}
 		doc, _ := json.Marshal(p.Document("/v2/spaces/"+op.Space+"/resources/"+uid, ""))
 		op.State, op.Effect, op.Error = store.OpFailed, store.EffectNone, doc
 		muts = append(muts, store.DeleteResource{UID: uid})

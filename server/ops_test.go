@@ -155,13 +155,25 @@ func TestAttachFailureIsFailedWithoutEffect(t *testing.T) {
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
 	w, _ := h.worker("s1", "w")
 	h.eng.mu.Lock()
-	h.eng.failAttach = errString("engine refused")
+	// The engine's error names a host file, as a store's does.
+	const hostPath = "/var/lib/takohost/data/journal/00000007.seg"
+	h.eng.failAttach = errString("engine refused: write " + hostPath + ": no space left on device")
 	h.eng.mu.Unlock()
 	r := h.create("s1", "c", fConsumer, consumerSpec(q, w))
 	h.expect(r, 202, "")
 	op := h.waitDone("s1", r.str("id"))
 	if op.str("state") != "failed" || op.str("effect") != "none" || op.str("error", "code") != "backend_unavailable" {
 		t.Fatalf("op: %s", op.body)
+	}
+	// A viewer reads the failed Operation: its backend_unavailable says
+	// what happened, never the host's files (the host's log keeps them).
+	vop := h.do("GET", "/v2/spaces/s1/operations/"+r.str("id"), tViewer, nil)
+	h.expect(vop, 200, "")
+	if strings.Contains(string(vop.body), hostPath) || strings.Contains(string(vop.body), "engine refused") {
+		t.Fatalf("the Operation's error shows the engine's own text to a viewer: %s", vop.body)
+	}
+	if !strings.Contains(h.log.String(), hostPath) {
+		t.Fatal("the host's log lost the cause")
 	}
 	h.expect(h.getRes("s1", r.str("resourceUid")), 404, "not_found")
 	h.eng.mu.Lock()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"net/http"
 
 	api "github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
@@ -63,4 +64,47 @@ func (s *Server) mustBe(name string) string {
 		return "must be true or false"
 	}
 	return "is not valid"
+}
+
+// canonicalIntegers refuses an integer query parameter that is not written
+// the one way the Host API writes integers: decimal digits without a
+// leading zero or a plus sign, "-" only before a non-zero value. The
+// generated parser (strconv) reads "-0" and "007" as 0 and 7, so a request
+// could carry a value the host never writes back (#14). The fetch route's
+// query belongs to the worker and is not checked.
+func (s *Server) canonicalIntegers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for name, vals := range r.URL.Query() {
+			if s.params[name] != "integer" {
+				continue
+			}
+			for _, v := range vals {
+				if !canonicalInteger(v) {
+					s.writeProblem(w, r, invalidRequest("the parameter %q must be a decimal integer written without a sign, leading zeros or -0 (a negative value starts with - and a non-zero digit)", name))
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// canonicalInteger reports whether v is 0 or an optional "-" followed by
+// a non-zero digit and digits.
+func canonicalInteger(v string) bool {
+	if v == "0" {
+		return true
+	}
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if v == "" || v[0] < '1' || v[0] > '9' {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

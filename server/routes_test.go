@@ -102,6 +102,10 @@ func TestQueryParameterProblems(t *testing.T) {
 		{"?limit=abc", `the parameter "limit" must be a decimal integer`},
 		{"?limit=1e3", `the parameter "limit" must be a decimal integer`},
 		{"?limit=1&limit=2", `the parameter "limit"`},
+		// strconv reads these as 0 and 7: refused, not normalised.
+		{"?limit=-0", `the parameter "limit" must be a decimal integer`},
+		{"?limit=007", `the parameter "limit" must be a decimal integer`},
+		{"?limit=+5", `the parameter "limit" must be a decimal integer`},
 	} {
 		r := h.do("GET", res("s1")+c.query, tAdmin, nil)
 		h.expect(r, 400, "invalid_request")
@@ -110,6 +114,19 @@ func TestQueryParameterProblems(t *testing.T) {
 			t.Errorf("%s: detail %q, want it to say %q in the API's words", c.query, d, c.want)
 		}
 	}
+	// The logs route's after and wait, and an Operation's wait, alike.
+	w, _ := h.worker("s1", "w")
+	for _, path := range []string{res("s1") + "/" + w + "/logs?after=-0", res("s1") + "/" + w + "/logs?wait=-0", "/v2/spaces/s1/operations/op-x?wait=00"} {
+		r := h.do("GET", path, tAdmin, nil)
+		h.expect(r, 400, "invalid_request")
+		if d := r.str("detail"); !strings.Contains(d, "must be a decimal integer") {
+			t.Errorf("%s: detail %q", path, d)
+		}
+	}
+	// Canonical values still pass, and the fetch route's query is the
+	// worker's business.
+	h.expect(h.do("GET", res("s1")+"/"+w+"/logs?after=0&limit=10&wait=0", tAdmin, nil), 200, "")
+	h.expect(h.do("GET", res("s1")+"?limit=500", tAdmin, nil), 200, "")
 	r := h.do("DELETE", res("s1")+"/nope?ifIdle=maybe", tAdmin, nil)
 	h.expect(r, 400, "invalid_request")
 	if d := r.str("detail"); !strings.Contains(d, `"ifIdle" must be true or false`) {

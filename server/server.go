@@ -129,6 +129,7 @@ func New(opts Options) (*Server, error) {
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, s.paramProblem(err))
 		},
+		Middlewares: []api.MiddlewareFunc{s.canonicalIntegers},
 	})
 	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch", s.serveFetch)
 	mux.HandleFunc("/v2/spaces/{space}/resources/{uid}/fetch/{path...}", s.serveFetch)

@@ -301,6 +301,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerCheckerSteps(sc)
 	registerExtSteps(sc)
 	registerInspectSteps(sc)
+	registerSerialSteps(sc)
 }
 
 func (w *world) unlock() {

@@ -40,7 +40,15 @@ func resPath(space, uid string) string { return "/v2/spaces/" + space + "/resour
 // create POSTs a resource as the current principal; on 202 it waits for the
 // Operation and records the alias when it succeeds.
 func (w *world) create(ctx context.Context, space, alias, form string, spec any, privateInputs any) (*Response, error) {
+	return w.createIn(ctx, space, alias, form, "", spec, privateInputs)
+}
+
+// createIn creates in an offering ("": the host's default).
+func (w *world) createIn(ctx context.Context, space, alias, form, offering string, spec any, privateInputs any) (*Response, error) {
 	body := map[string]any{"name": alias, "formUrl": form, "spec": spec}
+	if offering != "" {
+		body["offering"] = offering
+	}
 	if privateInputs != nil {
 		body["privateInputs"] = privateInputs
 	}

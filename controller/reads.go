@@ -139,6 +139,21 @@ func (c *Controller) Operation(ctx context.Context, p *auth.Principal, space, id
 	if err != nil {
 		return store.Operation{}, problem.Unavailable(err)
 	}
+	if err := c.mayReadOperation(ctx, p, space, op); err != nil {
+		return store.Operation{}, err
+	}
+	if wait > 0 && !op.Done() {
+		op, err = c.Wait(ctx, op.ID, wait)
+		if err != nil {
+			return store.Operation{}, problem.Unavailable(err)
+		}
+	}
+	return op, nil
+}
+
+// mayReadOperation is nil when p may read op: it may read the Form of the
+// resource op changes.
+func (c *Controller) mayReadOperation(ctx context.Context, p *auth.Principal, space string, op store.Operation) error {
 	form := FormOfOperation(op)
 	if form == "" {
 		// Journaled before Operations had a FormURL and Done (so without
@@ -151,17 +166,11 @@ func (c *Controller) Operation(ctx context.Context, p *auth.Principal, space, id
 	if form == "" {
 		for _, f := range c.forms.list {
 			if !p.Can(space, f.URL(), auth.Read) {
-				return store.Operation{}, problem.Forbidden("the principal may not read every Form in this space, which reading this Operation needs")
+				return problem.Forbidden("the principal may not read every Form in this space, which reading this Operation needs")
 			}
 		}
 	} else if !p.Can(space, form, auth.Read) {
-		return store.Operation{}, problem.Forbidden("the principal may not read %s resources in this space", c.forms.Name(form))
+		return problem.Forbidden("the principal may not read %s resources in this space", c.forms.Name(form))
 	}
-	if wait > 0 && !op.Done() {
-		op, err = c.Wait(ctx, op.ID, wait)
-		if err != nil {
-			return store.Operation{}, problem.Unavailable(err)
-		}
-	}
-	return op, nil
+	return nil
 }

@@ -260,6 +260,14 @@ func (s faultyStore) ResourcesView(ctx context.Context, space, formURL string) (
 	return s.Store.Resources(ctx, space, formURL)
 }
 
+// Operations passes store.OperationLister through.
+func (s faultyStore) Operations(ctx context.Context, q store.OperationQuery) ([]store.Operation, error) {
+	if l, ok := s.Store.(store.OperationLister); ok {
+		return l.Operations(ctx, q)
+	}
+	return nil, errors.New("host: the store does not list Operations")
+}
+
 // CountResources passes store.ResourceCounter through, or counts a listing.
 func (s faultyStore) CountResources(ctx context.Context, space string) (int, error) {
 	if c, ok := s.Store.(store.ResourceCounter); ok {

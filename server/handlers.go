@@ -170,6 +170,38 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 // at least one item.
 const MaxPageBytes = 16 << 20
 
+func (s *Server) ListOperations(ctx context.Context, req api.ListOperationsRequestObject) (api.ListOperationsResponseObject, error) {
+	var state, resource, token string
+	if req.Params.State != nil {
+		state = string(*req.Params.State)
+	}
+	if req.Params.ResourceUid != nil {
+		resource = *req.Params.ResourceUid
+	}
+	if req.Params.PageToken != nil {
+		token = *req.Params.PageToken
+	}
+	limit := controller.DefaultOperationPageSize
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+		if limit < 1 || limit > controller.MaxOperationPageSize {
+			return nil, invalidRequest("limit must be an integer from 1 to %d", controller.MaxOperationPageSize)
+		}
+	}
+	list, next, err := s.ctl.OperationPage(ctx, principal(ctx), req.Space, state, resource, token, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListOperations200JSONResponse{Items: make([]api.Operation, 0, len(list))}
+	for _, op := range list {
+		out.Items = append(out.Items, toAPIOperation(op))
+	}
+	if next != "" {
+		out.NextPageToken = &next
+	}
+	return out, nil
+}
+
 func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestObject) (api.GetOperationResponseObject, error) {
 	wait := 0
 	if req.Params.Wait != nil {

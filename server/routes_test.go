@@ -27,6 +27,7 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"DELETE /v2/spaces/{space}/resources/{uid}":          {action: auth.Write},
 		"GET /v2/spaces/{space}/resources/{uid}/logs":        {action: auth.Read},
 		"/v2/spaces/{space}/resources/{uid}/fetch/{path...}": {action: auth.Write},
+		"GET /v2/spaces/{space}/operations":                  {action: auth.Read},
 		"GET /v2/spaces/{space}/operations/{id}":             {action: auth.Read},
 		"/v2/spaces/{space}/resources/{uid}/fetch":           {action: auth.Write},
 		"GET /v2/spaces/{space}/resources/{uid}":             {action: auth.Read},

@@ -16,6 +16,7 @@
 //	                                    one's counts by state, its oldest messages; pause or resume it
 //	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
 //	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals of D/host.json
+//	tako ops    list [-state S] [-resource NAME] [-limit N]  the space's recent Operations, newest first
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
 //	tako health                         whether the host is live and ready
 //
@@ -80,6 +81,8 @@ commands:
   send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
   tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME] [-data DIR]
                                  principals in DIR/host.json (effective at the host's next start)
+  ops    list [-state S] [-resource NAME] [-limit N]
+                                 the space's recent Operations, newest first
   ops    wait|get ID             an Operation (wait: until it finishes)
   health                         GET /healthz and /readyz
 
@@ -151,6 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	data := ""
 	delay := -1
 	var grants grantFlags
+	var of opsFlags
 	follow := false
 	switch cmd {
 	case "apply", "delete":
@@ -167,7 +171,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "tokens":
 		fs.StringVar(&data, "data", "data", "the host's data directory (its host.json)")
 		fs.Var(&grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
-	case "ops", "health", "queues":
+	case "ops":
+		fs.StringVar(&of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")
+		fs.StringVar(&of.resource, "resource", "", "list: only the Operations of this resource (its name or UID)")
+		fs.IntVar(&of.limit, "limit", 20, "list: the most Operations to print, newest first")
+	case "health", "queues":
 	default:
 		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
 		return exitUsage
@@ -195,7 +203,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "tail":
 		err = runTail(ctx, &c, pos, follow, stdout)
 	case "ops":
-		err = runOps(ctx, &c, pos, stdout)
+		err = runOps(ctx, &c, pos, of, stdout)
 	case "fetch":
 		err = runFetch(ctx, &c, pos, data, stdout)
 	case "dev":
@@ -326,9 +334,12 @@ func runTail(ctx context.Context, c *common, args []string, follow bool, stdout 
 	}
 }
 
-func runOps(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+func runOps(ctx context.Context, c *common, args []string, of opsFlags, stdout io.Writer) error {
+	if len(args) == 1 && args[0] == "list" {
+		return runOpsList(ctx, c, of, stdout)
+	}
 	if len(args) != 2 || (args[0] != "wait" && args[0] != "get") {
-		return usageError{errors.New("ops: wait ID or get ID (the host has no route that lists Operations)")}
+		return usageError{errors.New("ops: list [-state S] [-resource NAME] [-limit N], wait ID or get ID")}
 	}
 	cl, err := c.client(nil)
 	if err != nil {

@@ -210,6 +210,33 @@ func (e ResourceState) Valid() bool {
 	}
 }
 
+// Defines values for ListOperationsParamsState.
+const (
+	ListOperationsParamsStateFailed      ListOperationsParamsState = "failed"
+	ListOperationsParamsStatePending     ListOperationsParamsState = "pending"
+	ListOperationsParamsStateReconciling ListOperationsParamsState = "reconciling"
+	ListOperationsParamsStateRunning     ListOperationsParamsState = "running"
+	ListOperationsParamsStateSucceeded   ListOperationsParamsState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the ListOperationsParamsState enum.
+func (e ListOperationsParamsState) Valid() bool {
+	switch e {
+	case ListOperationsParamsStateFailed:
+		return true
+	case ListOperationsParamsStatePending:
+		return true
+	case ListOperationsParamsStateReconciling:
+		return true
+	case ListOperationsParamsStateRunning:
+		return true
+	case ListOperationsParamsStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListResourcesParamsView.
 const (
 	Basic ListResourcesParamsView = "basic"
@@ -327,6 +354,14 @@ type OperationKind string
 
 // OperationState defines model for Operation.State.
 type OperationState string
+
+// OperationList defines model for OperationList.
+type OperationList struct {
+	Items []Operation `json:"items"`
+
+	// NextPageToken Present when more items follow: pass it as pageToken for the next page.
+	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
 
 // Problem RFC 9457 problem details with the Host API v2 extension members code, requestId and errors.
 type Problem struct {
@@ -567,6 +602,23 @@ type Uid = string
 // OperationAccepted One create, update or delete. state and effect pair only as spec/host-api.md §Operations allows: pending/none; running/none|partial|unknown; reconciling/unknown; succeeded/applied|none; failed/none|partial.
 type OperationAccepted = Operation
 
+// ListOperationsParams defines parameters for ListOperations.
+type ListOperationsParams struct {
+	State *ListOperationsParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// ResourceUid Only the Operations of this resource.
+	ResourceUid *string `form:"resourceUid,omitempty" json:"resourceUid,omitempty"`
+
+	// Limit The most items one page holds (default 50).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// PageToken The nextPageToken of the previous page; absent for the first page.
+	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
+}
+
+// ListOperationsParamsState defines parameters for ListOperations.
+type ListOperationsParamsState string
+
 // GetOperationParams defines parameters for GetOperation.
 type GetOperationParams struct {
 	// Wait Seconds to wait for the Operation to finish (0..60).
@@ -746,6 +798,13 @@ type ClientInterface interface {
 	// Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
+	//
+	// Operations are kept until a day after they finish, so this is the recent history of the space's changes.
+	//
+	// Corresponds with GET /v2/spaces/{space}/operations (the `ListOperations` operationId).
+	ListOperations(ctx context.Context, space Space, params *ListOperationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	//
 	// Corresponds with GET /v2/spaces/{space}/operations/{id} (the `GetOperation` operationId).
@@ -885,6 +944,23 @@ func (c *Client) GetCapabilities(ctx context.Context, reqEditors ...RequestEdito
 // Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
+//
+// Operations are kept until a day after they finish, so this is the recent history of the space's changes.
+//
+// Corresponds with GET /v2/spaces/{space}/operations (the `ListOperations` operationId).
+func (c *Client) ListOperations(ctx context.Context, space Space, params *ListOperationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOperationsRequest(c.Server, space, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1215,6 +1291,103 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListOperationsRequest constructs an http.Request for the ListOperations method
+func NewListOperationsRequest(server string, space Space, params *ListOperationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/operations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceUid != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resourceUid", *params.ResourceUid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PageToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pageToken", *params.PageToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2053,6 +2226,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
+	// ListOperationsWithResponse List the space's recent Operations (those the principal may read), newest first, a page at a time.
+	//
+	// Operations are kept until a day after they finish, so this is the recent history of the space's changes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/operations (the `ListOperations` operationId).
+	ListOperationsWithResponse(ctx context.Context, space Space, params *ListOperationsParams, reqEditors ...RequestEditorFn) (*ListOperationsResponse, error)
+
 	// GetOperationWithResponse Read an Operation; with wait, long-poll until it is done or the wait ends.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2317,6 +2499,54 @@ func (r GetOpenAPIResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenAPIResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListOperationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OperationList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListOperationsResponse) GetJSON200() *OperationList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListOperationsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListOperationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOperationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOperationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListOperationsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2947,6 +3177,21 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
+// ListOperationsWithResponse List the space's recent Operations (those the principal may read), newest first, a page at a time.
+//
+// Operations are kept until a day after they finish, so this is the recent history of the space's changes.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/operations (the `ListOperations` operationId).
+func (c *ClientWithResponses) ListOperationsWithResponse(ctx context.Context, space Space, params *ListOperationsParams, reqEditors ...RequestEditorFn) (*ListOperationsResponse, error) {
+	rsp, err := c.ListOperations(ctx, space, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOperationsResponse(rsp)
+}
+
 // GetOperationWithResponse Read an Operation; with wait, long-poll until it is done or the wait ends.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3234,6 +3479,39 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListOperationsResponse parses an HTTP response from a ListOperationsWithResponse call
+func ParseListOperationsResponse(rsp *http.Response) (*ListOperationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOperationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OperationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -3703,6 +3981,9 @@ type ServerInterface interface {
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	// (GET /v2/openapi.json)
 	GetOpenAPI(w http.ResponseWriter, r *http.Request)
+	// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
+	// (GET /v2/spaces/{space}/operations)
+	ListOperations(w http.ResponseWriter, r *http.Request, space Space, params ListOperationsParams)
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	// (GET /v2/spaces/{space}/operations/{id})
 	GetOperation(w http.ResponseWriter, r *http.Request, space Space, id string, params GetOperationParams)
@@ -3794,6 +4075,87 @@ func (siw *ServerInterfaceWrapper) GetOpenAPI(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOpenAPI(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListOperations operation middleware
+func (siw *ServerInterfaceWrapper) ListOperations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOperationsParams
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", r.URL.Query(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "state", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "resourceUid" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "resourceUid", r.URL.Query(), &params.ResourceUid, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "resourceUid"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resourceUid", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "pageToken" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "pageToken", r.URL.Query(), &params.PageToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "pageToken"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "pageToken", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListOperations(w, r, space, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4559,6 +4921,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/readyz", wrapper.GetReadiness)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/capabilities", wrapper.GetCapabilities)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/openapi.json", wrapper.GetOpenAPI)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations", wrapper.ListOperations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations/{id}", wrapper.GetOperation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources", wrapper.ListResources)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources", wrapper.CreateResource)
@@ -4683,6 +5046,46 @@ func (response GetOpenAPI200JSONResponse) VisitGetOpenAPIResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOperationsRequestObject struct {
+	Space  Space `json:"space"`
+	Params ListOperationsParams
+}
+
+type ListOperationsResponseObject interface {
+	VisitListOperationsResponse(w http.ResponseWriter) error
+}
+
+type ListOperations200JSONResponse OperationList
+
+func (response ListOperations200JSONResponse) VisitListOperationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOperationsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListOperationsdefaultApplicationProblemPlusJSONResponse) VisitListOperationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5181,6 +5584,9 @@ type StrictServerInterface interface {
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	// (GET /v2/openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
+	// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
+	// (GET /v2/spaces/{space}/operations)
+	ListOperations(ctx context.Context, request ListOperationsRequestObject) (ListOperationsResponseObject, error)
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	// (GET /v2/spaces/{space}/operations/{id})
 	GetOperation(ctx context.Context, request GetOperationRequestObject) (GetOperationResponseObject, error)
@@ -5344,6 +5750,33 @@ func (sh *strictHandler) GetOpenAPI(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetOpenAPIResponseObject); ok {
 		if err := validResponse.VisitGetOpenAPIResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListOperations operation middleware
+func (sh *strictHandler) ListOperations(w http.ResponseWriter, r *http.Request, space Space, params ListOperationsParams) {
+	var request ListOperationsRequestObject
+
+	request.Space = space
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOperations(ctx, request.(ListOperationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOperations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListOperationsResponseObject); ok {
+		if err := validResponse.VisitListOperationsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5679,123 +6112,126 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1bbyTHeehfKfQRsDN2sznkXuwlHwxqd2XTZ6Vdk1wb5yzpRU33NzMldlf1VlXPcLQiYJ0TIbECww/J",
-	"S2C/BEgiBwhsIAGCIIARQH9FlmT/i6C+qr5ODWeG3JWVpx3OdFd99d2vta+CWGS54MC1CvZeBTmVNAMN",
-	"Ev9iCWS50MDj+f+GufkmARVLlmsmeLAX7ETR7t27ZMoUG6ZADo4fHB6SeEIljc0SIRlSCURIQhWhRGlZ",
-	"xLqQkGyNGKSJ+YLxMemdBlEUnQb9KAgDZtadAE1ABmHAaQbBXnBYw7FlAAkDFU8gowYiPc/NI3at4PIy",
-	"DNjoXarjCR7Au9poyz5w9TIqpzFUi+RUT+ol7G9hIOFlwSQkwZ6WBTTXy+jFY+BjPQn27t0Og4zx8s+d",
-	"0CymQZplf/qcbn0w2Lp/1nMfts6+VX7V/95bQegBrGDJErDML1cB1V3r0jyscsEVIL1FDpIa2h7EMeQa",
-	"cJ9YcA1cm480z1MW4xPb7yvDAq8aq78lYRTsBf9ru2apbfur2n5Srmx3bbPRyQRI9QCZGWZx+5OekERC",
-	"ntI5JCGZMT0hFTPorSP3CzEHRfaxtMbDeJ5rw7uI2cfCHs78ugEWL8Mgl2KYQnYFvtwT394Mb0/duh6s",
-	"HXBy9M4Dcv/O3e8Qt3hkGde+a5Y+0I+BKv2Ex/CjAgp4MlQgpxYRNEmYWYqmT6UhvGaGCUY0VdDdSrjX",
-	"iBiR7pJkEO1GA9L77NM//tO/ffkf//L5zz764i//84tPfmU+/NU/f/W3v/nil7/74////Vef/PuXH/91",
-	"f4+8uiRDGAkJRE+AjJhUmtgNEFH7JINsCFIRwdM5GQlJZhOq8eGJUJrEgo+YzCAx9M4boL8KMlCKjuGB",
-	"KCz+OwjLcykuWEY1kNg8Yo7jXmmwHOUJ4UKTOWhC43MuZikkY8N+CVMxlYnBgyRwkRv2MEBkjLOsyIK9",
-	"QSWujGsYgwwuw+ClwdKjC6ashnUPDIVIgXIkmGY6Nd8tpVa1rBi+D7E2q3afPc4h3pCqKof4aop+8fE/",
-	"fvHJr/oRObTHUcTocw5TkIYMU5AGYSMpMqfLlcHMyKh/JrhaJFACKZuCnD+ElM6PIRY8UYuEeggjWqSa",
-	"JOYpAyHQeFITyJFsnwzIbAKciIxpDUlEDogCntxSRMy4fdltQWaMq4gccFLkCZJ/QrkhOrJYSjVIfBUh",
-	"zuiFpead27uDwSrqOmCOwMg8E3zpoR4Ls6MmmmVAaHkIwhQ5h1yHliNLbDJdMiQ+3wQddQoookXNuyW7",
-	"OvRCsm++mhjj6tjU7CNBaVGybHnInd3B/XutY97znPOyaVWeLz302XJeRv708PEDCVTDEShRyBiO4GUB",
-	"Sm/IyG+LBNnk6ZPjE7I93d1G86y2X+G/l9vSra4igjxvJDyXbEo1HPK80JatpzRlBsMJoWPKuLIq5x0h",
-	"M2LMa0KGqI2yZzIlvcw4EJAQuKCxTuch0ZKy1CBcpVRNCONxWiSQ9BdlwK3RcRJ2B3e+23UTOoamNPNv",
-	"zrkIAzEaAX5u77Kzuxq4FkYbms7ROgwutsZiy31prGB0RGfvWk4K0N+yGmyj1zqMiQgKKxS7RRts6Wc3",
-	"D18+ynI9fw3m8l2RFCn8RMhzkGQQ3Y4GyH72ix+DVMblGUR3o8Ee8puEEUjgcdvYqUqeRaEVSwA1hFFz",
-	"EmIhE4V2Uk9AWY5VIVGCMG3EnqYzOlfk1aVhxRIP7eMtO//TLkk3QEJbwMSIUCtL2hjzCTUn4kB6fuMT",
-	"EvzjgeCqyErEhR5k9vesDqdDBcagS+NesNqaL5y5fSTfwfn02Nqy5QduS+Ddu7fveeShjY4plWgcFcQS",
-	"SoS0uGAP1YzVRT+kU3qMbxOWGB07Ysb69n76/GDr/9KtD168deY+Dbbuv3jr7NUgvHf78q2QxBOIz62u",
-	"MtzkdJqQZAgxLRT62fzg6SExjGipQJx6mr9ntu8je05pWoAqjXpE3mY8YXwckimV+IA9hoNYTTDM42D/",
-	"NkrX2Zgm0u7daZCiRrKHBD8AmmqM39qaU2mqC/wE3Fiq54E4R+FecOSbOsG9debZ6LEYP+JazleydhuO",
-	"FKaQNsFIYFiMgzBIxRhD2JEIwmBGJQ/CAKQU0gNl5Tp4QoowUPCytBVUW0t8707gc0CMf/AuS1Om1nxh",
-	"atntmY0iV+AOXgatLUJ3+Br61oINTVvh1o/3x2xjM39AZigvt5RRi0qkYLRhXmjkyILHtBhPjG7hSQqS",
-	"IOJVSESaGL8LA42IPKVKoWikVGmi4CXmJkbGA9SCSKAJEXzRaDMNWfvDVVFbdfbL6vBUSjpfwK9drY01",
-	"xIwHaVb5bYizJxzIo2OS4bsepROhyBqNOREzIvQEpHtYEZblQmpjRXqnQbRtHjwNjA47Dexnj3PTCH4b",
-	"KvLOzv07twd31vNoPL5G06Wp1V5TBUZbZ9/yZ0s87kEJZAPvDrlL0W6RdoMgy+MH9Izt5jYrZsJL8+i2",
-	"LLgRty06ZFGWkM8+bb7Yj0ruViSBOKUSVB0dW+kw6nzKElD7xAkmUZBCrB3bsym0WSAkswmLJyQrlDbh",
-	"gqG5ifDm5RZJuekiuUtoWpJRasUR2CQbBsB+DUgvDu1bu0hy98dOR2rCoODsZQHuZy0LqPXYKlk8Kh2q",
-	"BW6ogF/ggwa1PRxR57I2l8UY/c+wDOaENDEbaIiIMVOAmgxGI4g1ySmTzrlRljeMR7hFc8cYFRjGxUvF",
-	"TO2RHNBMbxvXap/IgvPyrw9zKjWj6YcFP+dixvfRceQxxizb1ZeqiGOABJJtG2YmH9qlRpSlkLRW8sg+",
-	"nu2EWYmuLJE56JbhaV+8Yc/a5Bqzh1na7oK0R+CCMHAweVnJmtl1s2lh4LV+oSfjvfDIOeNJE2B7bAMo",
-	"0jQwZDck9YJZhqLPluyPXNBc3ZE0CANHThPUlFQyoQ5SBrO+FT29O1voNqFO11aZXfDw7WOUQFfEDJuc",
-	"0Nq4IWi1EHkk7GmdTd1AvrrZUJKApixVNm1slN8PTEhlvN/pLoELDRzVY5lvjEUCIZE2Jjy0iUDrRPjs",
-	"XAKLOZ5jTYcpEMXpObyIqQJck/Q80vsIF7YWtB2wnz0v7du3vCG6PZWXeyy0a7spDs0IyqKrYhxZpSmP",
-	"/R5qhaelfFyUkZLNK929f7+RZbozGPi9WZ3697NfrHJY8ddymQqM0NKrwX4lhy1nvkelQtlQwzMTWVq+",
-	"2SOU/PD4yXvkqTBHlIRxLVyUj8gjQ5HMkc8oMfGrMVO+pOlSgud24dV4KR+s2GcRF/bAHoRgKP52WVLb",
-	"AB0nEyBD8x6hBJ2AyjeXEAObgiI9T5xPPvv0Tx//4g//9feff/SbQwP1iMbw5d/84g+//3V/j+xEUUYv",
-	"EJxj9oExoQnIOiusQkI5OXxofC4sT95rFCQR1Qb/NtVQarFbCr3giBiAFWidQgZckwz0RCSqWQUw+kHL",
-	"edj87iBNcWH8Bf+QQIaiMHthEqbn8ew8vrM1Cc2c4N17K7Nu5bHXFno8eiPtVvtgOy4NvMQLK0sZKxOQ",
-	"a5gRu1AD+gY7NthtGTOW/PIa8nM+/lu/loXL14UqWhenbEYqhn0TmFZflqYG8yWubOGLoRCaA61pPIHE",
-	"VzVaWVYKAxsOrFV48iN1FfZvEA0twXpVb7LawgiVC2oMwliWFdbAumQnSdkIg1rzmSK2UG6fHT70aVGa",
-	"PAZjaX9UcvGaYQPKSKVwWjZtp1U52fEWiNy7xgEShW7Uh6pV7q2uMtGLB4LHhTQgzVsv795dB4Qj0LJC",
-	"RMtpAlc0YlDlQaqybFmu2ydUk8w4Tzvk26RejtTvtotKq+tmLzcmAqrXbuFws2KdZabrR4yl2nLrdBhj",
-	"Ka0X6Nciie9kZ0tkc1lIig89dNTaUCbRKa69YWuscgCprKd6EGs2tcLIOLV/lIzR3yOzCWDWyJn4WxVT",
-	"zG0e3jwfkSObWKscAWFCWyxilNpu3xVl8THDgvjgohzbFRcZGc+2V7/pSgDKFnadgc6EcTrKmmjtMgwL",
-	"TbhwzorSVGq1b/8yUpFKoMm8jKfJiHGmJlFNh65WdsHdojNkATMg2mifYR2gZ74o0XBLuaewtI35SD2R",
-	"ohhPrHXBh/rRymitAiQsMdblqYpdVvHTDYuyz66uyW6/KlhyuV0xTW/S4keXFiv5sb9HMnoONZmb/OaY",
-	"syfBYKlvmKzi2F5OCwX9q/jJYyCbGF2BxitqifjcITcHuUbaaJV81gv39xpSWDUHDOeW20LCxWx9eTL8",
-	"WmHWsmsPLvRWjcdF7ncSc8jfSdl4YrPAVyrk4fy4THhsUH+hU8pS4wgsQv1j24oYkhllGoUV3TIEbHWr",
-	"DvaMgEd433MNFq7T0aoZ12xiu1R6tium6sDor96NNdDUITmkWMJbG3DUbK5s3xFDMFiwmi8xFETVFxLj",
-	"Dm2l6A/ZfqaquWnfJpMlswrKJaD66wCh5fwnFu9roJDagKnE4Kr1u9JY8UBNtg4IDQw3MOSrAw7n2ucb",
-	"YTiIMSa6mEyaeN35OguFtrXahDybPEIBK9uBavM1EWmiSK+MVaJmb9stZSu0RqLXIIytgB2MYWlz0sG4",
-	"8qNduawEqGwtGmE869inar3igkMLG4koLE08EPHCBD9dK7m2GatQWNKrVh+eIy4qo6WGsKGZlynvd+tS",
-	"7YbpoBKPWHprJUFuKedvbJoDiWzayHhXnByY2PztYjQCiSxjpB3JKNmYcZoSxNU+YdymoiTwBGyrXul3",
-	"IPF4DOScGc6yHSUg+65/RGMWR8G9O5ZFhAK7qMeWaA1Zrj0MtlN6de3AIiTfxl+wwU+WoUhbF3hDGoMB",
-	"Dxs3kGEQXgYtu98ZDAYW6Dr3v2GiRbMMlKZZXhfbO5vX/XoheXbygDzj7IJALuIJyfAdy5r7xpqaKJbG",
-	"UihVH7uMotZXgigXXcAccsKaGl2Gf7cq3V/J7Yd8JN6kryK4ieBVo6XT550YpJ60ehzaWxpMLyLZMncH",
-	"NYSW6QQFYHPva/RLLGfqh3XkrAQZUblaFRvSPJUwZTDz2xvzwC3lxAQ5lvRKPt69e68fOllsAW+e85UK",
-	"zGInsuAx1ZAs389IeSr4GGN/auU0t0D6/bxlxSuXHvEEAmhGGa8Vx9XivVAGu8Lcv5g17P2L0RUGv4bU",
-	"OSEHekOuwuZcWy5nmmR0ToZQ+3xrMZRPhBe4fBHCBh86RNd1tyZTdYm+RPYPbY/SlfJ/jRadjeU/b9vG",
-	"RtxSNe5Ufd+2g+eGrTkLSPDUvThc6Kd0DCfiHPhqH2WhiWcBicsQ/VSKpIhBuva6a7gXLz3LKAJcm0h6",
-	"SWP/Z5+2+j8+/+i3uVug7PPr7xHg0+ecZnBGxuCSKK7xjyeY46qSsFXHarJkkmCRZL4+5jurm36WdD0G",
-	"V9TZr5/rc71C1UJd+nZp56FxvfimjW51F7AWhHLbl1WCUnrqimauSxgJk9MYQjJiF+DqToo8O3y4zLv8",
-	"8uc/+/LXP//8Zx998cv/99XHn5oPP//kT3/3D59/9NuvfvcXX/zqX/fJUvapXqkXwXf7EXmQCgXJHmk0",
-	"CJQ+JFZJbAFkkSM6fREb+WYdwjWXahCtJoaXUjW7bESoZkdBRR+qjHWQQBMVdQYNmHLjMxJ0IbkJpVwP",
-	"Y7NTu5ItGzBgR/dr6rfRdOy13Y2phIXfxsAbHU/LI1+vKS9lfXHUoFG823BUoDmlsLgu4vNaAwh0Sa/D",
-	"tUYTPF4MUswqCxeLuvYY+x32Dblmn1XdPEtcsBt3+dgRUqf8yjHXep6iwrxDSoOMFeZrx6TBOI711uoN",
-	"qqTxCkldyzm5iaNQAbGOg9BWC08l4DQCpkgyIYHgjmQk0lTM9khOFWoIqtD/wVUqkTdr49fOS16/sN51",
-	"Q1qo8qDyuDTl189ugOuUEKPaMeiVHlwzUVHNeiNiUEEq8uzkna3v2pCgH3aTGUJ2vvkxg1lIdqKoGc7v",
-	"26zGMRKNxJRzoctWyuYUhTk8zsSgx2I7MeywhEIga8tFOXEdh85YEQnvY/sstpExjjMVL/ClBZXsT0u4",
-	"s3/YOt+H3bNVCehrljc77ICgNLhhgdpLOOIJQq2u0eojcteNKsdFyRWUdH3LW9aZ7Bn4wvKd7/Vv4q2+",
-	"JuLdEPlNRJdI9OD4Gaq81zTwuFZtbY9QMirS1A7Sx7XE5hCTnvEdxajjpqDmGrMpcE/F7Jsw6Ned6/Nj",
-	"1YP+FjO91vk270hfOe4lMcMJfEqGcztygWPm6ArSPAcqCeOE8jkpL2QISSrGYeNeBCHrMf8uSdw2q2xa",
-	"Y+yqybFX4GQVBm/QA+TB15ojEa03+xGxJRR7pwhTdZ9QRDLKuG3pd6NqgmP45EZc9svBmHryzk4aeK4W",
-	"qFa6xmis225t38Nt1OrOcwHyiua8bipg0Rg9sW1nJAPKFXl+FpEDl168d2ffIcIiAVk0YUozHmub+sIp",
-	"xnr+D4OS9dMu3ZB54XzdI5ntNuHpm3f4NDp7KnrX9DtbIjP+thwc44sLyfQc/RPnIgCVFkKEBjOr9qtq",
-	"gYnWub3xg7kU/KKxbQaeVPlGh0uH8oSeC+PAN4NJwrLcum7GE4tO+UKHugvacymwi51rSWO97waD1ITm",
-	"WBxOYMQ4tuzEmN4tEWx45JQ3MkPIPROQYDxAsHJ99Ojg4buPsBeW2HZ4lMBlbfynvLfsPpV+3eJ/RTN/",
-	"iChp9GersOzvP+Wn3PizUhSuLceNWeuJOaWIrUPjG6J1Pidc5BKU8XSzItVsS8HYvHLKc6onpLpWaY8c",
-	"vPd/1umHweGp7Vfm7SiKLo3rIs6NjjrlzRmlW4rgk1VntW/WwE2d2QfxiP3olDcmoysWaXJVr8kvqhgq",
-	"0CFp6ed+0JjCCnajQTTYwpfM9tEOBuM5cJqzYC+4HQ2i23baYYKCsD3BMd8PzOcxeLog3sHWDVXkIKdM",
-	"CXPW1LgkBs2G+hCRQ5dmqcbja6s6o0yr/fraGKw0cWMBSCpEPqTxubHFib1rBGMDuMiFMqu4wXkSTwSz",
-	"+bYt+7rRd9UlSYdJsBd8H7QbV+7cpbQ7GLy225PcDkuuTsqliA1OMIPEphC1VE+w9/wsDFSRZVTOg73g",
-	"sUNhRHYHAzKbsBRKScdVMJpX5AcnJ0/3ScFpoSfANcNqgl15G9vhVtEtFTQhQ5pSHlfRnJDxBJSWVCM1",
-	"zTqsJmeI1CvV1oPHh50mHiQj07Y/D5KIPGtDF5KUnQMp+cpLq6Nyyz8fuewx7OnnRAuL8dZ8UmRjQeTM",
-	"ZZtV0Jea8EqqV+e2ZEd9bfsQMT1hq/5YxKpmJICPGYcS2/vk7uB2eXETOgYFBrVqUuhEzLhjjenudkxz",
-	"OmQpKz0nL4/8xA6t4twx9gO4YdYhzIXbHxXPLRILCaGxLQguGh4xIiOgupCgWrtFlgCRoZbtIwxJ8/ew",
-	"1JLt/ty+HfxodkLIgnMMHo1uYS6TY7UCRkWEi9bKBiR3I4eX7R40cXJDzut6GV4mawFX2q+rFUPJm7eU",
-	"/+1KMjstIzXlnbKPSpgd5Rew4czn14KIYWEonlQme31cdN+w7IrCKvGSOpfddN5NjYaOZa+Or7ZfseRy",
-	"BWKqdGnzJsbnC4OGrh6tBerIijR1tKiF61MmvUEU3RvUlyu+LGzTr7sz0LwfdG4uXG8s4fLsDerQ9S8M",
-	"jMgB4YJvaZAZdjyZGC+mEvsyjkDL+dbBSNuiU+N6wMYvXraqj3l5bWXcUr/GAFZA71uP1SA/xN6LrVyk",
-	"KTGRbuoUTYKxqqUrErm8oOxiS9NzYV0811AcGE2FA4FtrvHBWj9iOTW4DL2XSW54l+SZn/srv3Yp3z9m",
-	"Sh9VTy0cwcezjfudlt/m6IuaMutCQKbq7gPXaOkoTHYGy2UlZdkyYbm7ahLID1CrklAWdrH3RhS2OrBf",
-	"3m1UyrhtDSorBD4wq6JCsORG0p3B7p1wNcaGVLHYdlI57PRJCtS4h84O6CrN24qHb6nqEhFRaHesU24R",
-	"38NUmEu8nAPkthhgYO/v20Sluz3N/BCa6Pb7j05K3FRF1kSAslGMDwWuF6Y+fVmCwzMFYWD28d0d9CZ1",
-	"Wqsg41FrTxoNMc2zdi6x2e9wTV1msgWmG3iPjSjB3X+HYoy+eg1LbjN9KeagjRwZVy0k1AJPNaH21sI3",
-	"oavOwiAXyqNG2je7BZsu37n4wfIBJg/edjWd18IC/vvnLttpKHfBSYcPd1fTcvH+3ptzgoUYu/Ut0BE5",
-	"4GoGUpHdwW6deGm4Hsa3t2VezC4tYQOcMGj/ZstnrkS8VW645Qhh/crLFXbG5k9cPQds/b3NKQ/x+9fG",
-	"KeHqN9yF1IsadlW/3APBy7y6uyimHy725QiezvfwDmQiYVQoq59PuX3DkgjzMi+40C9YkgK5M7jfiP2b",
-	"Ewf11aRCmjhIVVMoS5UtGx0m9rqFrjWuZ6nOvin8bKnftiVueIdxElMV0wT6q5j8aqbGnhm/i99guzdu",
-	"Z5a5zpUktz3iRye2N+jqm65fiyfc6JXiCZp/vI6tHpRvXAgdkfeQOnYskzRnBN6EJ7ziwYIl1ggVHvq2",
-	"q5Bfp2Z5Q+bKX1b9JpurI1vjbsn3LUVmE5HassPNJNtnrmwT043MVTX+elV2oDu1+8b0R3ujJUqkPRv6",
-	"OnzOK43hmpPm+3bIvNXzGqKCce98E9XGsY+2r1+YvePKa8nyn5W17Njym2cvHGwmPTcvjq0LOEJup8mr",
-	"H/C/msDWtI4b1uDHiDwsJM54lYljanXOPql0/DX8YmThrXKTa+mZVIzVVTrGhvGPxVitSkEeYQMzjhow",
-	"cP1VCl6SMTrv1SQRUxF+zbjx6o1rOrL/H0wq+LisXLupLMC7asJT7ibjsDQgwRn+npu4eb/IcrPIjMok",
-	"dMW+IY3P+1V/X3W1K16fgJU88xXjYxIXUgm53JXFG1BanuxGg75VKm39xNHOYPPMUZn+dandVhqYcjf+",
-	"UV/mYg9teVFjEZ6567fnoO0su+VPEgvsg1FECcFPObVpMhwPG+N/gSEkgSzX82qxOjWJ/1dLVW5Vk8I4",
-	"a2LG+xF5B/MSWBQc41y7Osdi7ZgyfsorG9yi23IafUMz1uXVvR6l9liMS0Hp3EccvDaPutMVYDCttASa",
-	"kV77tuRw+VXJleKFqdm638pS2+TSFQH912JC11NzzXH7pUnn5pjWSnW3ZvZ491rJ453/ScljHMj5OtOm",
-	"C+N0V6ROv47c6CpHojXX6PUTVsw4uv/oitpLBCGxbfSNidxvuPQZt02tjGSO8ak3zTeNyx2WlcpFwbUK",
-	"vy4382qOqP4boPrWHpxzqDllDH9eDmhXzet+xudnRgk04MJGMwtCPcq5bufbivTadZasm+k2WPz7j07I",
-	"trOf20G7YWD5k90Hzy7/OwAA//8=",
+	"1H1tbyTHcfBfacwj4Hbt4XDJe7GP/GBQdyebfk66M8mz8TxH+tA7U7vb4kz3XHcPydWJgJVESKzA8Ifk",
+	"S2B/CZBEDhDYQAIEQQAjgP6KLMn+F0FX97xu7xvJO8mfbm93pru63qu6qvgqiEWWCw5cq2DnVZBTSTPQ",
+	"IPF/LIEsFxp4PP2/MDXfJKBiyXLNBA92gq0o2r57l5wxxYYpkL3DB/v7JJ5QSWOzREiGVAIRklBFKFFa",
+	"FrEuJCQbIwZpYr5gfEx6x0EURcdBPwrCgJl1J0ATkEEYcJpBsBPs13BsGEDCQMUTyKiBSE9z84hdK7i8",
+	"DAM2epfqeIIH8K422rAPLF5G5TSGapGc6km9hP0tDCS8LJiEJNjRsoDmehm9eAx8rCfBzr3bYZAxXv53",
+	"KzSLaZBm2Z8+pxsfDDbun/Tch42Tb5Vf9b/3VhB6ACtYMgcs88sioLprXZqHVS64AqS3yEFSQ9u9OIZc",
+	"A+4TC66Ba/OR5nnKYnxi831lWOBVY/W3JIyCneD/bNYstWl/VZtPypXtrm02OpoAqR4g54ZZ3P6kJySR",
+	"kKd0CklIzpmekIoZ9MaB+4WYgyL7WFrjYTzPteGdxexjYQ9nfl0Di5dhkEsxTCFbgC/3xLfXw9tTt64H",
+	"a3ucHLzzgNy/c/c7xC0eWca175ql9/RjoEo/4TH8qIACngwVyDOLCJokzCxF06fSEF4zwwQjmirobiXc",
+	"a0SMSHdJMoi2owHpffbpH//lP778r3/7/GcfffHX//3FJ78yH/7mX7/6+9988cvf/fEvf//VJ//55cd/",
+	"298hry7JEEZCAtETICMmlSZ2A0TULskgG4JURPB0SkZCkvMJ1fjwRChNYsFHTGaQGHrnDdBfBRkoRcfw",
+	"QBQW/x2E5bkUFyyjGkhsHjHHca80WI7yhHChyRQ0ofEpF+cpJGPDfglTMZWJwYMkcJEb9jBAZIyzrMiC",
+	"nUElroxrGIMMLsPgpcHSowumrIZ1DwyFSIFyJJhmOjXfzaVWtawYvg+xNqt2nz3MIV6TqiqHeDFFv/j4",
+	"n7/45Ff9iOzb4yhi9DmHM5CGDGcgDcJGUmROlyuDmZFR/0xwNUugBFJ2BnL6EFI6PYRY8ETNEuohjGiR",
+	"apKYpwyEQONJTSBHsl0yIOcT4ERkTGtIIrJHFPDkliLinNuX3RbknHEVkT1OijxB8k8oN0RHFkupBomv",
+	"IsQZvbDUvHN7ezBYRl0HzAEYmWeCzz3UY2F21ESzDAgtD0GYIqeQ69ByZIlNpkuGxOeboKNOAUW0qHm3",
+	"ZFeHXkh2zVcTY1wdm5p9JCgtSpYtD7m1Pbh/r3XMe55zXjatyvO5hz6Zz8vInx4+fiCBajgAJQoZwwG8",
+	"LEDpNRn5bZEgmzx9cnhENs+2N9E8q81X+O/lpnSrq4ggzxsJzyU7oxr2eV5oy9ZnNGUGwwmhY8q4sirn",
+	"HSEzYsxrQoaojbJnMiW9zDgQkBC4oLFOpyHRkrLUIFylVE0I43FaJJD0Z2XArdFxErYHd77bdRM6hqY0",
+	"86/PuQgDMRoBfm7vsrW9HLgWRhuaztE6DC42xmLDfWmsYHRAz9+1nBSgv2U12FqvdRgTERRWKHaLNtjS",
+	"z24evnyU5Xp6A+byXZEUKfxEyFOQZBDdjgbIfvaLH4NUxuUZRHejwQ7ym4QRSOBx29ipSp5FoRVLADWE",
+	"UXMSYiEThXZST0BZjlUhUYIwbcSepud0qsirS8OKJR7ax5t3/qddkq6BhLaAiRGhVpa0MeYTak7EgfT8",
+	"xick+J8HgqsiKxEXepDZ37E6nA4VGIMujXvBams+c+b2kXwH52eH1pbNP3BbAu/evX3PIw9tdJxRicZR",
+	"QSyhREiLC3ZQzVhd9EN6Rg/xbcISo2NHzFjf3k+f7238f7rxwYu3Ttynwcb9F2+dvBqE925fvhWSeALx",
+	"qdVVhpucThOSDCGmhUI/m+893SeGES0ViFNP0/fM9n1kzzOaFqBKox6RtxlPGB+H5IxKfMAew0GsJhjm",
+	"cbD/N0rX2Zgm0u7daZCiRrKHBD8AmmqM39qaU2mqC/wE3Fiq54E4ReGeceSbOsG9deLZ6LEYP+JaTpey",
+	"dhuOFM4gbYKRwLAYB2GQijGGsCMRhME5lTwIA5BSSA+UlevgCSnCQMHL0lZQbS3xvTuBzwEx/sG7LE2Z",
+	"WvGFM8tuz2wUuQR38DJobRG6w9fQtxZsaNoKt368P2Zrm/k9co7ycksZtahECkYb5oVGjix4TIvxxOgW",
+	"nqQgCSJehUSkifG7MNCIyFOqFIpGSpUmCl5ibmJkPEAtiASaEMFnjTbTkLU/LIraqrNfVoenUtLpDH7t",
+	"am2sIWY8SLPKb02cPeFAHh2SDN/1KJ0IRdZozIk4J0JPQLqHFWFZLqQ2VqR3HESb5sHjwOiw48B+9jg3",
+	"jeC3oSLvbN2/c3twZzWPxuNrNF2aWu01VWC0cfItf7bE4x6UQDbw7pA7F+0WadcIsjx+QM/Ybm6zYia8",
+	"NI9uyoIbcdugQxZlCfns0+aL/ajkbkUSiFMqQdXRsZUOo87PWAJqlzjBJApSiLVje3YGbRYIyfmExROS",
+	"FUqbcMHQ3ER403KLpNx0ltwlNC3JKLXiCGySDQNgvwakF/v2rW0kufvPVkdqwqDg7GUB7mctC6j12DJZ",
+	"PCgdqhluqICf4YMGtT0cUeey1pfFGP3PsAzmhDQxG2iIiDFTgJoMRiOINckpk865UZY3jEe4QXPHGBUY",
+	"xsVLxbnaITmgmd40rtUukQXn5f8+zKnUjKYfFvyUi3O+i44jjzFm2ay+VEUcAySQbNowM/nQLjWiLIWk",
+	"tZJH9vFsR8xKdGWJzEE3DE/74g171ibXmD3M0nYXpD0CF4SBg8nLStbMrppNCwOv9Qs9Ge+ZR04ZT5oA",
+	"22MbQJGmgSG7IakXzDIUfTZnf+SC5uqOpEEYOHKaoKakkgl1kDKY9a3o6d3ZQrcOdbq2yuyCh28fowS6",
+	"ImbY5ITWxg1Bq4VokYSt5CVcx1I38tJdUx0GHC70UzqGI3EKfDaj81QCBh2YhMqENEEZZCYUM+K4Q3Lj",
+	"ajBtxDcvVynjNGLWxq9dAnF+ZL3MZWgjy4PNp3Vueg1t1c0tkwQ0ZamySXhzhB+YANXEEmfbBC40cDQ2",
+	"ZfY2FgmERNoIe9+mVa1L5vMaEpjF76GmwxSI4vQUXsRUAa5Jeh5d+AgXtv5IO/1x8rz0Fr7lTXjYU3ll",
+	"0UK7Mis5NCMoPm5iXGnKY7+/X+FprlYoyrjTZunu3r/fyNndGQz8sYFO/fvZL5a5//hruUwFRmjp1WDB",
+	"ksPmM9+jUj2vaS+ZidMt3+wQSn54+OQ98lSYI0rCuBYuZ4LII0ORTJHPKDGCaYy+LwU9l+C5XXg5XsoH",
+	"K/aZxYU9sAchmNh4u7ygXAMdRxMgQ/MeoQRdqirSkRADOwNFep6sCfns0z99/Is//M8/fv7Rb/YN1CMa",
+	"w5d/94s//P7X/R2yFUUZvUBwDtkHxiFJQNY5dhUSysn+Q+PB4mXvvcb1LqLa4N8mbkqbcEthTBERA7AC",
+	"rVPIjJrMQE9Eopp3KkY/aDkNm9/tpSkujL/gfySQoSjMXpjS6nn8ZE8kYg1sM8N6997SHGZ57JWFHo/e",
+	"SGLWHu2WS6rP8WnLi6Gl6dwVjLJdqAF9gx0b7DaPGUt+uYFsp4//Vr8ZxOXraz9aX/XZ/F4MuybMr74s",
+	"TQ1mn9wlkC8iRWj2tKbxBBLfHdzSS7owsMHVStd4fqQuw/41Yss5WK9u76y2MELlQkSDMJZlhTWwpUuS",
+	"shGmCMxnithCuX22/9CnRWnyGIyl/VHJxSsGYSgjlcJp2bSt1j3Ulve6zb1r3ElR6MZtW7XKveV3dvTi",
+	"geBxIQ1I09bL23dXAeEAtKwQ0XKawF3BMaiyStUld3n5uUuoJplxnrbIt0m9HKnfbV/RLb+FfLk2EVC9",
+	"dq9h17v6tMx09fi7VFtunQ5jzKX1DP1aJPGd7GSObM4L8PGhh45aa8okOsW1N2yNVQ4glfVU92LNzqww",
+	"Mk7tf0rG6O+YWAJzcM7E36qYYmpvNczzETmwacrKERDS/I9pmxg1R9t1V9z4mGFBfHBWju2Ks4yMZ9up",
+	"33QXKspekzsDnQnjdJQ3zLXLMCw04cI5K0pTqdWu/Z+RilQCTaZldoKMGGdqEtV06GplFyrPOkMWMAOi",
+	"zZ0wvFXpmS9KNNxS7imM0TC7qydSFOOJtS74UD9aGvtWgIQlxro8VbHLMn665hX3s8U33JuvCpZcblZM",
+	"05u0+NElGUt+7O+QjJ5CTeYmvznm7EkwWOobJqs4tpfTQkF/ET95DGQTo0vQuOBmFp/b5+YgV0jCLZPP",
+	"euH+TkMKq1KL4dRyW0i4OF9dngy/Vpi17NqDC71R43GW+53E7PN3Ujae2Jz6QoU8nB6W6aM1Eib0jLLU",
+	"OAKzUP/YFnaG5JwyjcKKbhkCtrzwCStwwCO877lyFVc3atWMK92xNT89W2NU1bP0l+/GGmjqkBxSvBBd",
+	"GXDUbK4IoiOGYLBgNV9iKIiqLyTGHdpI0R+y1WFVqdiuTc1LZhWUS+f1VwFCy+lPLN5XQCG1AVOJwWXr",
+	"d6Wx4oGabB0QGhhuYMh3qzqcap9vhOEgxpjoYjJp4nXn68xcW65UdOXZ5BEKWFlcVZuviUgTRXplrBI1",
+	"KwVvKXvfbSR6BcLY+8S9Mcwt9dobV360u3wsASoLtUYYzzr2qQrZuODQwkYiCksTD0S8MMFP10qubMYq",
+	"FJb0qtWH54izymiuIWxo5nnK+9364nvNdFCJR7zIbCVBbinnb6ybA4ls2sh4V5zsmdj87WI0AoksY6Qd",
+	"ySjZmHGaEsTVLmHcpqIk8ARs4WPpdyDxeAzklBnOsvU5IPuuGkdjFkfBvTuWRYQCu6jHlmgNWa49DLZV",
+	"enXtwCIk38ZfsFxSlqFIWxd4QxqDAQ8bN5BhEF4GLdvfGQwGFuj6JmXNRItmGShNs7wuXehsXlc/huTZ",
+	"0QPyjLMLArmIJyTDdyxr7hpraqJYGkuhVH3sMopaXQmiXHQBc8gJa2p0Gf7dqhBiIbfv85F4nb6K4CaC",
+	"V40CWZ93YpB61KoYaW9pMD2LZMvcHdQQWqYTFIDNva9QfTKfqR/WkbMSZETlclVsSPNUwhmDc7+9MQ/c",
+	"Uk5MkGNJr+Tj7bv3+qGTxRbw5jnfVYFZ7EgWPKYakvn7GSlPBR9j7E+tnOYWSL+fN+8q0KVHPIEAmlHG",
+	"a8WxWLxnLhUXmPsX5w17/2K0wODXkDonZE+vyVVY6myLD5gmGZ2SIdQ+30oM5RPhGS6fhbDBhw7R9S1m",
+	"k6m6RJ8j+/u24muh/F+h4Glt+c/btrERt1RlUFUVva2Humah0wwSVrlFXfN+cwaJ8xD9VIqkiEG6YsUr",
+	"uBcvPcsoAlybSHpOm8Rnn7aqaT7/6Le5W6CsmuzvEOBnzznN4ISMwSVRXBklTzDHVSVhq/rfZE5fxizJ",
+	"fFXhd5aXUM2pIQ0WVC1cPdfnKq+qhbr07dLOQ+N68XXLBuuaai0I5bbKrQSl9NQVzVzNNRImpzGEZMQu",
+	"wN07KfJs/+E87/LLn//sy1///POfffTFL//iq48/NR9+/smf/uGfPv/ot1/97q+++NW/75K57FO9Ui+C",
+	"7/Yj8iAVCpId0ii3KH1IvCWxFyCzHNGpMlnLN+sQrrlUg2g1MbyUqtllLUI1Kwoq+lAsopBAExV12jaY",
+	"cs1IEnQhuQmlXEVos+69ki0bMGB9/A1VL2k69truRo/HzG9j4I36sfmRr9eUl7I+27jRuLxbs/Gi2fMx",
+	"uy7i80rtHHROrcOVGj08XgxSzCoLF4u6YiP7HVZhudKpZbVRc1ywa9dM2YZcp/zKpuG6O6XCvENKg4wV",
+	"5mvHpME4jvVWqrSqpHGBpL72OqsKiD/bMqsWqjyoPCxN+dWzG+AqJcSodgx6pQfXTFRUnfOIGFSQijw7",
+	"emfjuzYk6IfdZIaQnW9+zOA8JFtR1Aznd21W4xCJRmLKudBlYWqzJ8UcHjuM0GOxlRi29UQhkLXlopy4",
+	"+k1nrIiE97EYGcvIGMcOlRf40oxK9qcl3Nk/bJ3vw+7ZqgT0Fa83O+yAoDS4YYbaczjiCUKtrlDqI3JX",
+	"2yvHRckVlHR9y1vWmewZ+MLyne/1r+Ot3hDxron8JqJLJHpw/AxV3g21j650t7ZDKBkVaWrHEsS1xOYQ",
+	"k57xHcWo46ag5hqzM+CeG7NvQttkt0vSj1UP+lvMdKPdgt4GybJ5TmKGE/gZGU5tAws27aMrSPMcqCSM",
+	"E8qnpBxvEZJUjMPGlAkh66EJXZK4bZbZtEYTW5NjF+BkGQavUQPkwdeKDSatN/sRsVcodkILU3WdUEQy",
+	"yrhtkHCNf4Jj+OQahnbLNqO6j9H2bXgGNVQrXaHR2G23su/hNmpV57kAeUlxXjcVMGuMntiyM5IB5Yo8",
+	"P4nInksv3ruz6xBhkYAsmjClGY+1TX1hT2jdTYlByeppl27IPHO+7pHMduvw9PUrfBqVPRW9a/qdzJEZ",
+	"f1kONkXGhWR6iv6JcxGASgshQoOZVftVtcBE69zOT2EuBT9rbJuBJ1W+RuzSoTyip8I48M1gkrAst66b",
+	"8cSiYz5Toe6C9lwKrGLnWtJY77o2KzWhOV4OJzBiHEt2Ykzvlgg2PHLMG5kh5J4JSDAeIFi5Pni09/Dd",
+	"R1gLS2w5PErgvDL+Y96bN52mX5f4LyjmDxEljfpsFZb1/cf8mBt/VorCleW4pnU9MacUsXVofC3JzueE",
+	"i1yCMp5uVqSabSgYm1eOeU71hFRDqnbI3nv/b5V6GGxF23xl3o6i6NK4LuLU6Khj3uz4uqUIPllVVvt6",
+	"DVwPn30Qj9iPjnmjz7xikSZX9Zr8ooqhAh2Sln7uB42etmA7GkSDDXzJbB9tYTCeA6c5C3aC29Egum27",
+	"HSYoCJsTbJr+wHweg6cK4h0s3VBFDvKMKWHOmhqXxKDZUB8isu/SLNWwgdqqnlOm1W49hAdvmrixACQV",
+	"Ih/S+NTY4sRObsHYAC5yocwqbgwBiSeC2Xzbhn3d6Ltq5NR+EuwE3wftmr87k6m2B4Mbm0XldpgziCqX",
+	"IjY4wQwSO4OopXqCnecnYaCKLKNyGuwEjx0KI7I9GJDzCUuhlHRcBaN5RX5wdPR0lxScFnoCXDO8TbAr",
+	"b2I53DK6pYImZEhTyuMqmhMynoDSkmqkplmH1eQMkXql2nrweL9TxINkZNrW50ESkWdt6EKSslMgJV95",
+	"aXVQbvn1kcsew55+SrSwGG/1J0U2FkTOnLdZBX2pCRdSvTq3JTvqa1uHiOkJe+uPl1hVjwTwMeNQYnuX",
+	"3B3cLsdgoWNQYFCrJoVOxDl3rHG2vRnTnA5ZykrPycsjP7EtwNjFjfUArjV4CFPh9kfFc4vEQkJobAuC",
+	"i4ZHjMgIqC4kqNZukSVAZKhl6whD0vw9LLVkuz63bxs/mpUQsuAcg0ejW5jL5FitgFER4aK1sgHJzTfx",
+	"st2DJk6uyXldL8PLZC3gSvu1WDGUvHlL+d+uJLNTMlJT3in7qITZUX4GG858vhFEDAtD8aQy2avjovuG",
+	"ZVcUVokj/1x203k3NRo6lr06/nxpaDZGS8DxWsQEPSmhJKHTui5/6oqPXSqLqdJPkxAbECfMCPS0uiEy",
+	"EBh62uFh1ui3yfGYKV1vb9uYq3maz93MxpeFrRMuZ0m69G5Nihvu/b0MZzDEUzsfpoEqPKSdEoauUzWM",
+	"swNup/XXN/ASg7ilQBiuyKwRgkzV99euVM8pbHJ30J8HSsoyprtAuD6OZa0kfnhaqeiS7li8IQqbXt4t",
+	"Rw2V8mtrS8oUsw/MKis9F1+D7dnZGJcnr9GmtnuGPcL+pFFNUDNJSDicV8NUdjvoqhP0NjV/Dbvb8K/c",
+	"HLZS+JxoNhi3Z4voLKUYj1lOUywmMfam3wY5JNQei2pC7Wg9TJVpeiqsl+9qygPzMvaEtgXYd4b6Eaus",
+	"gsuTZbpr8xVLLpco9eqqpwNCp0na1dJogf5dxZZ1pksLp+ZIbxBF9+aLk3nfL03LWqreDK8uHR0bkT3C",
+	"Bd/QIDOs1jQ6JaYSa8oOQMvpxp7R/Z1BsY1fvCaxPubl9RkaW3cor4HetdG2QX6IdWMbuUhTZ7Csk5Rg",
+	"ns3SFYlcjqq8ccYNvWOF15wqPIf7q5h8Lt8bYT+onlrJeDYm/c2f63tFy7M1uJLpufvnb3pmABxSxWJb",
+	"Beqw0ycpUBPaOh9WV1dUrVzeLVWNkxKFdsc65hbxPUzju6TxKUBuLzIN7P1de8ni5miaH0JCFfn+o6MS",
+	"N1WBSCJKZ8yHAlfHN+td4ZmMF1Wkqc9rep06rXWZvMT8Ns/aGWf2NVngGpbc3lKk6CMbOTJh5psysmGQ",
+	"C+VRI+0Zn8G6y3dGAFk+wMTn2+4++kZYwD+J9LKdQnejrjp8uL2clrOT3K/PCRZi7DRyIQLZ4+ocpCLb",
+	"g+06adxwPSZUu5FXmBmfwwbYHdX+zV79u/KWjXLDDUcIGxNfLrEzNvfr7qLB1g61OeUhfn9jnBIuf8P9",
+	"aYJZDbus1veB4OWdoBsZ1g9nawoFT6c7OA2fSBgVyurnY27fsCTCnPILLvQLlqRA7gzuN/KWzW6peki1",
+	"kEQWJpx2HXRzlS0b7Scp+Kxx3Qd68k3hZ0v9ti1xjYeMk5iqmCbQX8bki5ka6/38Ln6D7V67nZnnOjeD",
+	"/YZH/OjI1jUu/psHN+IJN+o8eYLmHwdz1kM+Gn8aICLvIXVsSzlp9je9Dk94yYMFS6wRKjz0bVdQvEnN",
+	"8prMlb8k5Jtsrg5sfU5Lvm8pcj4Rqb0yvZ5k+8yVLcC8lrmqWvcXZQe6Ewdem/5obzRHibT72m/C51xo",
+	"DFeckrFrB2S06vVDVDDunW+i2jj00fbmhdk7amElWf5aWcuOXHj97IVDGUjPzbrAsiscf2EnYVQ/4B8d",
+	"wrLajhvW4MeIPCwk9qeWl17U6pxdUun4K/jFyMIb5SZX0jOpGKtFOsaG8Y/FWC1LQR5g8wW2STFwtaEK",
+	"XpIxOu9VFyRTEX7NuPHqjWs6sn8ZLBV8XFbduI5SwDlb4TF3Xb14rSnBGf6e6xZ8v8hys8g5lUnoChWG",
+	"ND7tV7XJ1ZBvHP2CVQjmK8bHJC6kEnK+K4u3RC1Pdq0hBVUqbfXE0dZg/cxRmf51qd1WGphy17pWD6Ky",
+	"h7a8qLGAiLk/xDAFbedwWP4kscAaPkWUEPyYU5smw9bWMf4xJCEJZLmeVovVqUn8q11VqYiaFMZZE+e8",
+	"H5F3MC+BBQ1jnMmhTrHQZEwZP+aVDW7RbT6NvqEZ63KIu0epPRbjUlA6k+mDG/OoOxVNBtNKS6AZ6bXn",
+	"5ofzh+ZXihfOzNb9VpbaJpcWBPRvxISupuaao0LmJp2bLaZL1d2K2ePtKyWPt/6cksfYTPgm06YzrcAL",
+	"UqdvIje6zJFo9WR7/YQl/dnuTx5SOwAVEtsC1Jgm8A2XPuO2qaWRzCE+9br5pjGYZl6Zjyi4VuGbcjMX",
+	"c0T1B+HqiWPYo1Vzyhi+Xg5oV/zUtdjPT4wSaMCFRbIWhLoNfdWq3SXptassWRcCr7H49x8dkU1nPzeD",
+	"drHT/Ce7D55c/m8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -122,6 +125,38 @@ func (c *core) UnfinishedOperations(ctx context.Context) ([]Operation, error) {
 	}
 	defer c.meta.RUnlock()
 	return c.st.unfinished(), nil
+}
+
+var _ OperationLister = (*core)(nil)
+
+// Operations lists a page of a space's Operations (OperationLister). It
+// visits every Operation the store holds: they expire after a day.
+func (c *core) Operations(ctx context.Context, q OperationQuery) ([]Operation, error) {
+	if err := c.rlockMeta(ctx); err != nil {
+		return nil, err
+	}
+	defer c.meta.RUnlock()
+	var out []Operation
+	for _, e := range c.st.ops {
+		o := e.o
+		if o.Space != q.Space || (q.State != "" && o.State != q.State) || (q.ResourceUID != "" && o.ResourceUID != q.ResourceUID) {
+			continue
+		}
+		if q.Before.ID != "" && !OperationBefore(o, q.Before) {
+			continue
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b Operation) int {
+		return cmp.Or(b.CreateTime.Compare(a.CreateTime), strings.Compare(b.ID, a.ID))
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	for i := range out {
+		out[i] = cloneOperation(out[i])
+	}
+	return out, nil
 }
 
 func (c *core) Idempotency(ctx context.Context, scope, key string) (IdempotencyRecord, error) {

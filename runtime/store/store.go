@@ -173,6 +173,36 @@ type ResourceCounter interface {
 	CountResources(ctx context.Context, space string) (int, error)
 }
 
+// OperationQuery selects one page of a space's Operations, newest first
+// (by CreateTime, then ID, both descending).
+type OperationQuery struct {
+	Space string
+	// State and ResourceUID filter when not empty.
+	State       string
+	ResourceUID string
+	// Before, when its ID is set, starts the page after that Operation's
+	// position (its CreateTime and ID): the last item of the previous page.
+	Before Operation
+	// Limit is the most items the page holds (at least 1).
+	Limit int
+}
+
+// OperationLister is optionally implemented by a Store that lists a
+// space's Operations (the Host API's Operation list). Operations expire
+// (ExpireRecords), so a listing is bounded by a day's changes.
+type OperationLister interface {
+	Operations(ctx context.Context, q OperationQuery) ([]Operation, error)
+}
+
+// OperationBefore reports whether a sorts after b in an OperationQuery's
+// order (newest first): a page that ends at b goes on with a.
+func OperationBefore(a, b Operation) bool {
+	if c := a.CreateTime.Compare(b.CreateTime); c != 0 {
+		return c < 0
+	}
+	return a.ID < b.ID
+}
+
 // Store is the durable state of the host. Implementations are safe for
 // concurrent use. Read methods return copies the caller may change, with
 // times in UTC and without a monotonic clock reading, so that a value reads

@@ -357,6 +357,35 @@ func (s *Store) unfinishedOperationsOnce(ctx context.Context) ([]store.Operation
 	return out, nil
 }
 
+var _ store.OperationLister = (*Store)(nil)
+
+// operationsOnce is one page of a space's Operations, newest first. The
+// table has no index by space: Operations expire after a day, so the scan
+// is bounded by a day's changes.
+func (s *Store) operationsOnce(ctx context.Context, q store.OperationQuery) ([]store.Operation, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	bs, bn := q.Before.CreateTime.Unix(), int32(q.Before.CreateTime.Nanosecond())
+	rows, err := s.pool.Query(ctx, `SELECT `+operationCols+` FROM store_operations
+		WHERE space = $1 AND ($2 = '' OR state = $2) AND ($3 = '' OR resource_uid = $3)
+		AND ($4 = '' OR (create_sec, create_nsec, id) < ($5, $6, $4))
+		ORDER BY create_sec DESC, create_nsec DESC, id DESC LIMIT $7`,
+		q.Space, q.State, q.ResourceUID, q.Before.ID, bs, bn, limit)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Operation, error) { return scanOperation(row) })
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	return out, nil
+}
+
 // ExpireRecords removes, in one transaction, the Done Operations last
 // updated before cutoff and the idempotency records created before cutoff
 // whose Operation is Done and as old, or gone. (Both deletes see the same

@@ -78,6 +78,11 @@ func (s *Store) UnfinishedOperations(ctx context.Context) ([]store.Operation, er
 	return retryRead(ctx, s, func() ([]store.Operation, error) { return s.unfinishedOperationsOnce(ctx) })
 }
 
+// Operations lists a page of a space's Operations (store.OperationLister).
+func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]store.Operation, error) {
+	return retryRead(ctx, s, func() ([]store.Operation, error) { return s.operationsOnce(ctx, q) })
+}
+
 func (s *Store) Idempotency(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
 	return retryRead(ctx, s, func() (store.IdempotencyRecord, error) { return s.idempotencyOnce(ctx, scope, key) })
 }

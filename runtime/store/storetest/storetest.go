@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("Resources", h.wrap(testResources))
 	t.Run("CountResources", h.wrap(testCountResources))
 	t.Run("Operations", h.wrap(testOperations))
+	t.Run("OperationList", h.wrap(testOperationList))
 	t.Run("Idempotency", h.wrap(testIdempotency))
 	t.Run("ExpireRecords", h.wrap(testExpireRecords))
 	t.Run("Messages", h.wrap(testMessages))
@@ -244,6 +245,65 @@ func operation(id string, state string, at int) store.Operation {
 		Intent:     json.RawMessage(`{"want":"` + id + `"}`),
 		CreateTime: t0.Add(time.Duration(at) * time.Second), UpdateTime: t0.Add(time.Hour),
 	}
+}
+
+// testOperationList: a store that lists Operations (store.OperationLister)
+// pages a space's newest first, filters by state and resource, and never
+// shows another space's, before and after a reopen.
+func testOperationList(e *env) {
+	ol, ok := e.s.(store.OperationLister)
+	if !ok {
+		e.Skip("the store does not implement store.OperationLister")
+	}
+	var muts []store.Mutation
+	for i := range 7 {
+		o := operation(fmt.Sprintf("op%d", i), store.OpSucceeded, i/2) // pairs share a CreateTime: the ID breaks the tie
+		o.Intent = nil
+		if i%3 == 0 {
+			o.State, o.ResourceUID = store.OpFailed, "u2"
+		}
+		muts = append(muts, store.PutOperation{Operation: o})
+	}
+	other := operation("other", store.OpSucceeded, 9)
+	other.Space, other.Intent = "s2", nil
+	muts = append(muts, store.PutOperation{Operation: other})
+	e.apply(muts...)
+	ids := func(q store.OperationQuery) []string {
+		list, err := ol.Operations(e.ctx, q)
+		if err != nil {
+			e.Fatal(err)
+		}
+		out := []string{}
+		for _, o := range list {
+			out = append(out, o.ID)
+		}
+		return out
+	}
+	e.reopen(func() {
+		ol = e.s.(store.OperationLister)
+		var pages [][]string
+		q := store.OperationQuery{Space: "s1", Limit: 3}
+		for {
+			page, err := ol.Operations(e.ctx, q)
+			if err != nil {
+				e.Fatal(err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			var p []string
+			for _, o := range page {
+				p = append(p, o.ID)
+			}
+			pages = append(pages, p)
+			q.Before = page[len(page)-1]
+		}
+		same(e.T, "pages of 3", pages, [][]string{{"op6", "op5", "op4"}, {"op3", "op2", "op1"}, {"op0"}})
+		same(e.T, "state failed", ids(store.OperationQuery{Space: "s1", State: store.OpFailed, Limit: 10}), []string{"op6", "op3", "op0"})
+		same(e.T, "resource u1", ids(store.OperationQuery{Space: "s1", ResourceUID: "u1", Limit: 10}), []string{"op5", "op4", "op2", "op1"})
+		same(e.T, "space s2", ids(store.OperationQuery{Space: "s2", Limit: 10}), []string{"other"})
+		same(e.T, "space s3", ids(store.OperationQuery{Space: "s3", Limit: 10}), []string{})
+	})
 }
 
 func testOperations(e *env) {

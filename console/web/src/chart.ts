@@ -20,7 +20,7 @@ export class BacklogChart {
     const width = Math.max(300, el.clientWidth - 10);
     this.plot = new uPlot({
       width, height: 220,
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(5, max * 1.1)] } },
+      scales: { x: { time: true, range: (_u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (_u, _min, max) => [0, Math.max(5, max * 1.1)] } },
       axes: [{}, { label: "messages" }],
       series: [
         {},

@@ -51,6 +51,7 @@ export function ago(ms: number): string {
 }
 
 export function duration(seconds: number): string {
+  if (seconds === 0) return "0 s";
   if (seconds < 1) return seconds.toFixed(2) + " s";
   if (seconds < 120) return Math.round(seconds) + " s";
   if (seconds < 7200) return Math.round(seconds / 60) + " min";

@@ -36,7 +36,7 @@ export function problemBox(e: unknown): HTMLElement {
 function nav(space: string | null) {
   const n = document.getElementById("nav")!;
   if (!session.token) { replace(n); return; }
-  const input = h("input", { id: "space-switch", name: "space", value: space ?? "", autocomplete: "off", required: true, pattern: "[a-z0-9]([a-z0-9-]*[a-z0-9])?" });
+  const input = h("input", { id: "space-switch", name: "space", value: space ?? "", autocomplete: "off", required: true, pattern: "[a-z0-9]([a-z0-9\\-]*[a-z0-9])?" });
   replace(n,
     space ? link("#/s/" + enc(space), "Resources") : null,
     space ? link("#/s/" + enc(space) + "/ops", "Operations") : null,
@@ -83,7 +83,7 @@ window.addEventListener("DOMContentLoaded", () => { void render(); });
 
 function loginView(root: HTMLElement) {
   const token = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
-  const space = h("input", { id: "space", autocomplete: "off", required: true, value: session.space ?? "", pattern: "[a-z0-9]([a-z0-9-]*[a-z0-9])?" });
+  const space = h("input", { id: "space", autocomplete: "off", required: true, value: session.space ?? "", pattern: "[a-z0-9]([a-z0-9\\-]*[a-z0-9])?" });
   const out = h("div", { "aria-live": "polite" });
   if (loginNotice) { out.append(problemBox(new ApiError(loginNotice))); loginNotice = null; }
   const form = h("form", {
@@ -262,13 +262,13 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
   if (kind === "queue") await queueView(specific, space, r, refs?.consumers.filter((c) => c.spec?.queue?.resourceUid === r.uid) ?? [], gen);
   else if (kind === "worker") await workerView(specific, space, r, refs?.versions ?? [], gen);
   else if (kind === "version") versionView(specific, space, r, null);
-  else if (kind === "consumer") append(specific, [h("h2", null, "Settings"), consumerSettings(r)]);
+  else if (kind === "consumer") append(specific, [h("h2", null, "Settings"), consumerSettings(space, r)]);
 }
 
-function consumerSettings(c: Resource): HTMLElement {
+function consumerSettings(space: string, c: Resource): HTMLElement {
   const s = c.spec ?? {};
   return dl([["Batch size", s.maxBatchSize], ["Batch timeout", s.maxBatchTimeoutSeconds + " s"], ["Concurrency", s.maxConcurrency],
-    ["Retries", s.maxRetries], ["Retry delay", s.retryDelaySeconds + " s"], ["Dead-letter queue", s.deadLetterQueue ? "yes" : "none"]]);
+    ["Retries", s.maxRetries], ["Retry delay", s.retryDelaySeconds + " s"], ["Dead-letter queue", s.deadLetterQueue ? link(resHref(space, s.deadLetterQueue.resourceUid), "the consumer's dead-letter queue") : "none (exhausted messages are discarded)"]]);
 }
 
 // ---- queue
@@ -308,7 +308,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     h("h2", null, "Delivery"), actions, actionOut,
     h("h2", null, "Consumer"),
     consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
-      h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(c)))),
+      h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(space, c)))),
     h("h2", null, "Browse messages"), msgs);
   const chart = new BacklogChart(chartBox, space + "/" + q.uid);
   onLeave(() => chart.destroy());
@@ -524,7 +524,7 @@ async function workerView(root: HTMLElement, space: string, w: Resource, version
     h("div", { class: "filters" },
       h("label", { for: "log-level" }, "Level"), level,
       h("label", { for: "log-text" }, "Text"), text,
-      h("label", null, paused, " Pause tail")),
+      h("label", null, paused, " Pause the tail")),
     logErr, logBox,
     h("p", { class: "muted" }, "Recent invocations with their duration and outcome: this host's API has no route for them yet."),
     versionBox);
@@ -549,24 +549,34 @@ async function workerView(root: HTMLElement, space: string, w: Resource, version
   };
   level.addEventListener("change", draw);
   text.addEventListener("input", draw);
-  const poll = async () => {
-    if (paused.checked) return;
-    try {
-      const page = await call<any>("GET", spacePath(space, "/resources/" + enc(w.uid) + "/logs?limit=1000&after=" + after));
-      if (gen !== generation) return;
-      replace(logErr);
-      const items = page.items ?? page.entries ?? [];
-      if (items.length) {
-        entries.push(...items);
-        after = items[items.length - 1].seq;
-        if (entries.length > 5000) entries.splice(0, entries.length - 5000);
+  // Follow the log: each request waits (long poll, up to 20 s) for an
+  // entry after the last one seen; leaving the page aborts it.
+  const abort = new AbortController();
+  onLeave(() => abort.abort());
+  paused.addEventListener("change", () => { if (!paused.checked) draw(); });
+  const follow = async () => {
+    let first = true;
+    while (!abort.signal.aborted) {
+      try {
+        const page = await call<any>("GET", spacePath(space, "/resources/" + enc(w.uid) + "/logs?limit=1000&after=" + after + (first ? "" : "&wait=20")), undefined, { signal: abort.signal });
+        first = false;
+        if (gen !== generation) return;
+        replace(logErr);
+        const items = page.items ?? [];
+        if (items.length) {
+          entries.push(...items);
+          after = items[items.length - 1].seq;
+          if (entries.length > 5000) entries.splice(0, entries.length - 5000);
+        }
+        if (!paused.checked) draw();
+      } catch (e) {
+        if (abort.signal.aborted || gen !== generation) return;
+        replace(logErr, problemBox(e));
+        await new Promise((r) => setTimeout(r, 3000));
       }
-      draw();
-    } catch (e) { if (gen === generation) replace(logErr, problemBox(e)); }
+    }
   };
-  const timer = setInterval(() => void poll(), 1500);
-  onLeave(() => clearInterval(timer));
-  await poll();
+  void follow();
 }
 
 function versionView(root: HTMLElement, space: string, v: Resource, title: string | null) {

@@ -39,10 +39,9 @@ func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.Out
 	if !ok {
 		return nil, abi.ErrUnknownQueue
 	}
-	ids := make([]string, len(msgs))
-	for i := range ids {
-		ids[i] = randomID()
-	}
+	// IDs carry an accept sequence number, in case the queue is
+	// serialized (its owner then orders it by them: serial.go).
+	ids := e.serialIDs(nil, e.serialSeqs(len(msgs)), len(msgs))
 	now := e.nowMs()
 	muts := make([]store.Mutation, len(msgs))
 	for i, m := range msgs {
@@ -113,7 +112,18 @@ func (e *Engine) Adopt(uid string, sms []store.Message) int {
 		if _, ok := q.ids[sm.ID]; ok {
 			continue
 		}
-		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, e.seq.Add(1))
+		seq := uint64(0)
+		if q.serial {
+			// Its place in accept order, whichever engine accepted it.
+			if s, ok := serialSeq(sm.ID); ok {
+				seq = s
+				e.raiseSerial(s)
+			}
+		}
+		if seq == 0 {
+			seq = e.seq.Add(1)
+		}
+		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
 		if sm.Lease != "" && m.visibleAt > now {
 			m.visibleAt = now
 		}
@@ -210,12 +220,13 @@ func (e *Engine) remoteDead(ctx context.Context, q *queue, p *plan, delaySeconds
 		return nil, nil, nil, nil, err
 	}
 	now := e.nowMs()
+	seqIDs := e.serialIDs(nil, e.serialSeqs(len(p.dead)), len(p.dead))
 	for i, m := range p.dead {
 		if bodies[i] == nil {
 			gone = append(gone, m)
 			continue
 		}
-		id := randomID()
+		id := seqIDs[i]
 		muts = append(muts, store.AcceptMessage{
 			Message: store.Message{Queue: p.dlqUID, ID: id, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(bodies[i])},
 			Body:    bodies[i],

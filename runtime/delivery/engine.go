@@ -95,6 +95,10 @@ type Engine struct {
 
 	track tracker
 	seq   atomic.Uint64 // accept order of messages
+	// sseq is the last accept sequence number of a serialized queue's
+	// message (or of a message sent to a queue another engine holds):
+	// clock-based, so that engines sharing a store number alike (serial.go).
+	sseq atomic.Uint64
 
 	delivered atomic.Int64 // batches handed to a handler
 	finished  atomic.Int64 // batches finalized after their handler ran
@@ -308,7 +312,7 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 	if seqs != nil {
 		sort.Slice(sms, func(i, j int) bool { return seqs[sms[i].ID] < seqs[sms[j].ID] })
 		if len(sms) > 0 {
-			e.raiseSeq(seqs[sms[len(sms)-1].ID])
+			e.raiseSerial(seqs[sms[len(sms)-1].ID])
 		}
 	} else {
 		// The store keeps no accept order within a millisecond; ID order

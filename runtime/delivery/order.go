@@ -66,7 +66,12 @@ func visLess(a, b *msg) bool {
 // seqLess is the delivery order of a serialized queue (spec/peers.md
 // §Serialized queues): accept order only, whatever the visible times, so
 // that neither a send's delay nor a retry's moves a message past another.
-func seqLess(a, b *msg) bool { return a.seq < b.seq }
+func seqLess(a, b *msg) bool {
+	if a.seq != b.seq {
+		return a.seq < b.seq
+	}
+	return a.id < b.id // two engines of a cluster, one number
+}
 
 // expLess is the retention order. Retention is one duration per queue, so
 // the deadline order is the accept order whatever the current setting.

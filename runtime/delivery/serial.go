@@ -34,7 +34,11 @@ import (
 //     sequence number as 16 hex digits, followed by 16 random hex digits
 //     (IDs stay opaque to workers, as the Form says). After a restart the
 //     engine orders the queue by that number and continues numbering after
-//     the largest.
+//     the largest. The number is the accept time in ms << seqShift, raised
+//     past every number issued before: engines of a cluster that accept
+//     messages into a queue another engine holds number them the same way
+//     (sendRemote, remoteDead), and the owner adopts them into their place
+//     (Adopt); across engines accept order is accept time (their clocks).
 //   - Writes in flight. Sequence numbers are taken under the queue's lock
 //     together with a "pending" mark, which ends when the write's messages
 //     are in memory (or the write failed): nothing accepted after a
@@ -60,9 +64,30 @@ func (q *queue) pendingMin() uint64 {
 // reserveSeqs takes n consecutive accept sequence numbers for a write into
 // a serialized queue and marks it pending; it returns the first. mu held.
 func (q *queue) reserveSeqs(n int) uint64 {
-	first := q.e.seq.Add(uint64(n)) - uint64(n) + 1
+	first := q.e.serialSeqs(n)
 	q.pending = append(q.pending, first)
 	return first
+}
+
+// seqShift: a serialized queue's sequence number is at least the accept
+// time in ms shifted left by it (room for a million sends a millisecond),
+// and greater than every number the engine issued or loaded before.
+const seqShift = 20
+
+// serialSeqs issues n consecutive accept sequence numbers of serialized
+// queues and returns the first. They are based on the clock so that the
+// engines of a cluster, which accept messages into one another's queues
+// (cluster.go), number them alike: by accept time across engines, by
+// accept order within one (even if its clock steps back).
+func (e *Engine) serialSeqs(n int) uint64 {
+	floor := uint64(max(e.nowMs(), 0)) << seqShift
+	for {
+		last := e.sseq.Load()
+		first := max(last+1, floor)
+		if e.sseq.CompareAndSwap(last, first+uint64(n)-1) {
+			return first
+		}
+	}
 }
 
 // endPending ends the pending mark of the write that reserved first. mu
@@ -150,7 +175,7 @@ func (q *queue) rearmSerial(c *consumer, now int64, consider func(int64)) {
 // serialIDs issues the IDs of n messages of a serialized queue whose
 // sequence numbers start at first: the number as 16 hex digits, then 16
 // random hex digits (or, with an injected NewID, its ID, checked against
-// the queue's IDs).
+// the queue's IDs). q is nil for a queue another engine holds.
 func (e *Engine) serialIDs(q *queue, first uint64, n int) []string {
 	ids := make([]string, n)
 	if !e.customID {
@@ -164,9 +189,12 @@ func (e *Engine) serialIDs(q *queue, first uint64, n int) []string {
 	for i := range ids {
 		for {
 			id := fmt.Sprintf("%016x", first+uint64(i)) + e.newID()
-			q.mu.Lock()
-			_, dup := q.ids[id]
-			q.mu.Unlock()
+			dup := false
+			if q != nil {
+				q.mu.Lock()
+				_, dup = q.ids[id]
+				q.mu.Unlock()
+			}
 			if !dup && len(id) <= abi.MaxIDLength {
 				ids[i] = id
 				break
@@ -191,11 +219,12 @@ func serialSeq(id string) (uint64, bool) {
 	return s, err == nil && s > 0
 }
 
-// raiseSeq makes the engine's next sequence number greater than s.
-func (e *Engine) raiseSeq(s uint64) {
+// raiseSerial makes the engine's next serialized sequence number greater
+// than s.
+func (e *Engine) raiseSerial(s uint64) {
 	for {
-		cur := e.seq.Load()
-		if cur >= s || e.seq.CompareAndSwap(cur, s) {
+		cur := e.sseq.Load()
+		if cur >= s || e.sseq.CompareAndSwap(cur, s) {
 			return
 		}
 	}

@@ -466,3 +466,61 @@ func TestSerialLoadOrdersBySequence(t *testing.T) {
 		t.Fatalf("after load: %v", got)
 	}
 }
+
+// remoteStub is the cluster's view of queues held by another engine.
+type remoteStub struct {
+	mu       sync.Mutex
+	queues   map[string]int
+	accepted map[string][]string
+}
+
+func (r *remoteStub) Queue(uid string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.queues[uid]
+	return d, ok
+}
+
+func (r *remoteStub) Accepted(q string, ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.accepted[q] = append(r.accepted[q], ids...)
+}
+
+// TestSerialAdoptTakesItsPlace: in a cluster, a message sent to a
+// serialized queue through another engine carries its accept sequence in
+// its ID; the owner adopts it into its place by accept time, ahead of a
+// later local send it learns of first.
+func TestSerialAdoptTakesItsPlace(t *testing.T) {
+	h := newHarness(t)
+	owner := h.newEngine(func(o *Options) { o.Remote = &remoteStub{queues: map[string]int{}, accepted: map[string][]string{}} })
+	other := &remoteStub{queues: map[string]int{"q": 0}, accepted: map[string][]string{}}
+	sender := h.newEngine(func(o *Options) { o.Remote = other })
+	h.e = owner
+	h.addSerial("q", 0, 3600)
+	h.start()
+	if err := sender.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.send("q", "a1")
+	h.clk.Advance(time.Millisecond)
+	remoteIDs, err := sender.Send(h.ctx, "q", []abi.OutgoingMessage{{Body: []byte("b1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(time.Millisecond)
+	h.send("q", "a2")
+	sms, err := h.st.Messages(h.ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := owner.Adopt("q", sms); n != 1 || !reflect.DeepEqual(other.accepted["q"], remoteIDs) {
+		t.Fatalf("adopted %d, announced %v", n, other.accepted["q"])
+	}
+	r := newRecorder(nil)
+	h.attach(consumerCfg("c", "q", "w"), r)
+	h.waitFinished(1)
+	if got := bodiesOf(r); !reflect.DeepEqual(got, [][]string{{"a1", "b1", "a2"}}) {
+		t.Fatalf("delivered %v, want a1, b1, a2 (accept time order across engines)", got)
+	}
+}

@@ -217,6 +217,28 @@ describe("console", { skip: reason ?? false }, () => {
     await ctx.close();
   });
 
+  test("Operations: listed newest first, filtered by state, linked to their resources and back", async (t) => {
+    const doc = await host.api("GET", "/v2/openapi.json");
+    if (!doc.paths["/v2/spaces/{space}/operations"]) { t.skip("this host's API has no Operations listing"); return; }
+    const page = await signIn(browser, host, host.adminToken);
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Operations" }).click();
+    const rows = page.locator("tr[data-operation-id]");
+    await rows.first().waitFor();
+    assert.ok((await rows.count()) >= 7, "the apply's Operations");
+    await page.getByLabel("State").selectOption("failed");
+    await page.getByText("No Operation matches.").waitFor();
+    await page.getByLabel("State").selectOption("succeeded");
+    await rows.first().waitFor();
+    for (const r of await rows.all()) assert.match(await r.textContent(), /succeeded/);
+    const row = rows.filter({ hasText: "create" }).filter({ has: page.getByRole("link", { name: "backlog", exact: true }) });
+    await row.getByRole("link", { name: "backlog" }).click();
+    await page.getByRole("heading", { name: "Operations" }).waitFor();
+    const own = page.locator("section[aria-labelledby=h-ops] tr[data-operation-id]");
+    await own.first().waitFor();
+    assert.match(await own.first().textContent(), /create.*succeeded.*applied/);
+    await page.context().close();
+  });
+
   test("axe-core finds no WCAG 2 A or AA violation on the main pages", async () => {
     const require = createRequire(import.meta.url);
     const axePath = require.resolve("axe-core/axe.min.js");

@@ -64,7 +64,7 @@ async function render() {
   replace(root, h("p", { class: "muted" }, "Loading…"));
   try {
     if (parts.length === 2) await resourcesView(root, space, gen);
-    else if (parts[2] === "ops") await operationsView(root, space, gen);
+    else if (parts[2]?.startsWith("ops")) await operationsView(root, space, gen, new URLSearchParams(parts[2].split("?")[1] ?? "").get("resource") ?? "");
     else if (parts[2] === "r" && parts[3]) await resourceView(root, space, parts[3], gen);
     else replace(root, h("h1", null, "Not found"), h("p", null, "No console page at this address."));
   } catch (e) {
@@ -259,6 +259,18 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
       h("h3", null, "To this " + kind), refList(space, refs.in, "Nothing in this space refers to it."),
       refs.complete ? null : h("p", { class: "notice" }, "Only the first 5 000 consumers, versions and workers of the space were read for references."));
   }
+  const routes = await hostRoutes();
+  if (routes.has("GET /v2/spaces/{space}/operations")) {
+    const box = h("section", { "aria-labelledby": "h-ops" });
+    specific.before(box);
+    try {
+      const page = await call<Page<Operation>>("GET", spacePath(space, "/operations?limit=5&resourceUid=" + enc(r.uid)));
+      if (gen !== generation) return;
+      replace(box, h("h2", { id: "h-ops" }, "Operations"),
+        page.items.length ? opTable(space, page.items) : h("p", { class: "muted" }, "No recent Operation."),
+        link("#/s/" + enc(space) + "/ops?resource=" + enc(r.uid), "All Operations of " + r.name));
+    } catch (e) { replace(box, h("h2", { id: "h-ops" }, "Operations"), problemBox(e)); }
+  }
   if (kind === "queue") await queueView(specific, space, r, refs?.consumers.filter((c) => c.spec?.queue?.resourceUid === r.uid) ?? [], gen);
   else if (kind === "worker") await workerView(specific, space, r, refs?.versions ?? [], gen);
   else if (kind === "version") versionView(specific, space, r, null);
@@ -445,7 +457,7 @@ async function followOperation(box: HTMLElement, space: string, op: Operation, l
   }
 }
 
-async function operationsView(root: HTMLElement, space: string, gen: number) {
+async function operationsView(root: HTMLElement, space: string, gen: number, resource: string) {
   const routes = await hostRoutes();
   const listing = routes.has("GET /v2/spaces/{space}/operations");
   const body = h("div");
@@ -461,7 +473,8 @@ async function operationsView(root: HTMLElement, space: string, gen: number) {
       catch (e) { replace(found, problemBox(e)); }
     } }, h("label", { for: "op-id" }, "Operation ID"), idInput, h("button", { type: "submit", class: "secondary" }, "Look up")),
     found,
-    listing ? h("div", { class: "filters" }, h("label", { for: "op-state" }, "State"), state) : null,
+    listing ? h("div", { class: "filters" }, h("label", { for: "op-state" }, "State"), state,
+      resource ? [h("span", null, "Resource ", link(resHref(space, resource), resource)), link("#/s/" + enc(space) + "/ops", "all resources")] : null) : null,
     body);
   if (listing) {
     const tokens: (string | undefined)[] = [undefined];
@@ -470,11 +483,12 @@ async function operationsView(root: HTMLElement, space: string, gen: number) {
       const qs = new URLSearchParams({ limit: "50" });
       if (tokens[pageNo]) qs.set("pageToken", tokens[pageNo]!);
       if (state.value) qs.set("state", state.value);
+      if (resource) qs.set("resourceUid", resource);
       try {
         const page = await call<Page<Operation>>("GET", spacePath(space, "/operations?" + qs));
         if (gen !== generation) return;
         tokens[pageNo + 1] = page.nextPageToken;
-        replace(body, opTable(space, page.items), pager(pageNo, !!page.nextPageToken, page.items.length, (d) => { pageNo += d; void load(); }));
+        replace(body, page.items.length || pageNo > 0 ? opTable(space, page.items) : h("p", null, "No Operation matches."), pager(pageNo, !!page.nextPageToken, page.items.length, (d) => { pageNo += d; void load(); }));
       } catch (e) { replace(body, problemBox(e)); }
     };
     state.addEventListener("change", () => { tokens.length = 1; pageNo = 0; void load(); });
@@ -490,14 +504,28 @@ async function operationsView(root: HTMLElement, space: string, gen: number) {
 }
 
 function opTable(space: string, ops: Operation[]): HTMLElement {
-  return h("table", null, h("caption", { class: "visually-hidden" }, "Operations"),
+  const links = new Map<string, HTMLAnchorElement[]>();
+  const resLink = (uid: string) => {
+    const a = link(resHref(space, uid), uid);
+    links.set(uid, [...(links.get(uid) ?? []), a]);
+    return a;
+  };
+  const table = h("table", null, h("caption", { class: "visually-hidden" }, "Operations"),
     h("thead", null, h("tr", null, ["ID", "Kind", "Resource", "State", "Effect", "Error", "Updated"].map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", null, ops.map((o) => h("tr", null,
+    h("tbody", null, ops.map((o) => h("tr", { "data-operation-id": o.id },
       h("td", null, h("code", null, o.id)), h("td", null, o.kind),
-      h("td", null, link(resHref(space, o.resourceUid), o.resourceUid)),
+      h("td", null, resLink(o.resourceUid)),
       h("td", null, badge(o.state)), h("td", null, o.effect),
       h("td", null, o.error ? [h("strong", null, o.error.title), o.error.detail ? ": " + o.error.detail : ""] : ""),
-      h("td", null, ago(Date.parse(o.updateTime)))))));
+      h("td", null, h("time", { datetime: o.updateTime, title: o.updateTime }, ago(Date.parse(o.updateTime))))))));
+  // Name the resources (one GET each of the page's distinct ones); a
+  // deleted one keeps its UID.
+  for (const [uid, as] of links) {
+    call<Resource>("GET", spacePath(space, "/resources/" + enc(uid)))
+      .then((r) => as.forEach((a) => { a.textContent = r.name; a.title = uid; }))
+      .catch(() => as.forEach((a) => a.after(" (gone)")));
+  }
+  return table;
 }
 
 // ---- worker and version

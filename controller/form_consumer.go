@@ -271,7 +271,7 @@ func consumerConfigOf(r store.Resource) (delivery.ConsumerConfig, error) {
 		return delivery.ConsumerConfig{}, err
 	}
 	c := delivery.ConsumerConfig{
-		UID: r.UID, QueueUID: sp.Queue.ResourceUid, WorkerUID: sp.Worker.ResourceUid,
+		UID: r.UID, Name: r.Name, QueueUID: sp.Queue.ResourceUid, WorkerUID: sp.Worker.ResourceUid,
 		MaxBatchSize: sp.MaxBatchSize, MaxBatchTimeoutSeconds: sp.MaxBatchTimeoutSeconds,
 		MaxConcurrency: sp.MaxConcurrency, MaxRetries: sp.MaxRetries, RetryDelaySeconds: sp.RetryDelaySeconds,
 	}

@@ -47,6 +47,17 @@ Feature: Queue inspection (host extension)
       """
     Then the listed message of "q" tagged "big" has a 256-byte preview of its 1000-byte body, truncated
 
+  Scenario: a dead-lettered message is listed with where it came from and why
+    Given a queue "q"
+    And a queue "dlq"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxRetries=1; deadLetterQueue=@dlq
+    When "w" sends {"tag":"m1","do":"retry"} through "TASKS"
+    Then message "m1" is delivered from "q" with attempts 1, 2
+    And the listed message of "dlq" tagged "m1" was dead-lettered from "q" by "c" after 2 attempts, reason "retries_exhausted"
+    When "w" sends {"tag":"m2","do":"ack"} through "TASKS"
+    Then the listed message of "q" tagged "m2" has no dead-letter metadata
+
   Scenario: a viewer reads the stats and the listing
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"

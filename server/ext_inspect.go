@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/takoform/queuehost/runtime/store"
 
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/gen/api"
@@ -45,10 +46,31 @@ func (s *Server) ListQueueMessages(ctx context.Context, req api.ListQueueMessage
 		out.Items[i] = api.QueueMessageInfo{
 			Id: m.ID, AcceptTimeMillis: m.AcceptedAt, VisibleAtMillis: m.VisibleAt, Attempts: m.Attempts, Size: m.Size,
 			State: api.QueueMessageInfoState(m.State), BodyPreview: m.Preview, BodyTruncated: m.Truncated,
+			DeadLetter: deadLetterView(m.DeadLetter),
 		}
 	}
 	if next != "" {
 		out.NextPageToken = &next
 	}
 	return out, nil
+}
+
+// deadLetterView is a listed message's dead-letter metadata
+// (spec/peers.md §Dead-letter metadata), nil when it has none.
+func deadLetterView(dl *store.DeadLetter) *api.QueueDeadLetter {
+	if dl == nil {
+		return nil
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return &api.QueueDeadLetter{
+		SourceQueueUid: dl.SourceQueue, SourceQueueName: opt(dl.SourceQueueName),
+		ConsumerUid: opt(dl.Consumer), ConsumerName: opt(dl.ConsumerName),
+		Reason: api.QueueDeadLetterReason(dl.Reason), Attempts: dl.Attempts,
+		OriginalMessageId: opt(dl.OriginalID), DeadLetteredAtMillis: dl.DeadLetteredAt,
+	}
 }

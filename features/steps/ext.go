@@ -116,6 +116,36 @@ type messageItem struct {
 	State            string `json:"state"`
 	BodyPreview      []byte `json:"bodyPreview"`
 	BodyTruncated    bool   `json:"bodyTruncated"`
+	DeadLetter       *struct {
+		SourceQueueUid    string `json:"sourceQueueUid"`
+		SourceQueueName   string `json:"sourceQueueName"`
+		ConsumerUid       string `json:"consumerUid"`
+		ConsumerName      string `json:"consumerName"`
+		Reason            string `json:"reason"`
+		Attempts          int    `json:"attempts"`
+		OriginalMessageId string `json:"originalMessageId"`
+	} `json:"deadLetter"`
+}
+
+// listedTagged waits until a's listing holds a message whose preview names
+// tag, and returns it.
+func (w *world) listedTagged(ctx context.Context, a, tag string) (messageItem, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		all, err := w.listMessages(ctx, a, 100)
+		if err != nil {
+			return messageItem{}, err
+		}
+		for _, m := range all {
+			if strings.Contains(string(m.BodyPreview), `"tag":"`+tag+`"`) {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return messageItem{}, fmt.Errorf("no listed message of %q has a preview naming tag %q", a, tag)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 type messagePage struct {
@@ -239,6 +269,43 @@ func registerInspectSteps(sc *godog.ScenarioContext) {
 			return nil
 		}
 		return fmt.Errorf("no listed message of %q has a preview naming tag %q", a, tag)
+	})
+	sc.Step(`^the listed message of "([^"]*)" tagged "([^"]*)" was dead-lettered from "([^"]*)" by "([^"]*)" after (\d+) attempts, reason "([^"]*)"$`,
+		func(ctx context.Context, a, tag, src, cons string, attempts int, reason string) error {
+			w := W(ctx)
+			m, err := w.listedTagged(ctx, a, tag)
+			if err != nil {
+				return err
+			}
+			qs, err := w.resource(src)
+			if err != nil {
+				return err
+			}
+			cs, err := w.resource(cons)
+			if err != nil {
+				return err
+			}
+			dl := m.DeadLetter
+			if dl == nil {
+				return fmt.Errorf("message %s of %q has no deadLetter", m.ID, a)
+			}
+			if dl.SourceQueueUid != qs.uid || dl.ConsumerUid != cs.uid || dl.Attempts != attempts || dl.Reason != reason || dl.OriginalMessageId == "" || dl.OriginalMessageId == m.ID {
+				return fmt.Errorf("message %s of %q: deadLetter %+v, want source %s, consumer %s, %d attempts, reason %s and its ID in the source", m.ID, a, *dl, qs.uid, cs.uid, attempts, reason)
+			}
+			if m.Attempts != 0 && m.State != "in_flight" {
+				return fmt.Errorf("message %s of %q: a dead-lettered message starts with attempts 0, has %d", m.ID, a, m.Attempts)
+			}
+			return nil
+		})
+	sc.Step(`^the listed message of "([^"]*)" tagged "([^"]*)" has no dead-letter metadata$`, func(ctx context.Context, a, tag string) error {
+		m, err := W(ctx).listedTagged(ctx, a, tag)
+		if err != nil {
+			return err
+		}
+		if m.DeadLetter != nil {
+			return fmt.Errorf("message %s of %q, sent directly, has deadLetter %+v", m.ID, a, *m.DeadLetter)
+		}
+		return nil
 	})
 	sc.Step(`^the listed message of "([^"]*)" tagged "([^"]*)" is in state "([^"]*)" with attempts (\d+)$`, func(ctx context.Context, a, tag, state string, attempts int) error {
 		all, err := W(ctx).listMessages(ctx, a, 100)

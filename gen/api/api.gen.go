@@ -156,6 +156,21 @@ func (e OperationState) Valid() bool {
 	}
 }
 
+// Defines values for QueueDeadLetterReason.
+const (
+	RetriesExhausted QueueDeadLetterReason = "retries_exhausted"
+)
+
+// Valid indicates whether the value is a known member of the QueueDeadLetterReason enum.
+func (e QueueDeadLetterReason) Valid() bool {
+	switch e {
+	case RetriesExhausted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QueueMessageInfoState.
 const (
 	Available    QueueMessageInfoState = "available"
@@ -415,6 +430,36 @@ type QueueConsumerSpec struct {
 	Worker Reference `json:"worker"`
 }
 
+// QueueDeadLetter Host extension (spec/peers.md §Dead-letter metadata): where a message that arrived by dead-lettering came from and why. Shown to viewers of the dead-letter queue only, never to a worker (the Forms give a dead-lettered message no portable link to its source).
+type QueueDeadLetter struct {
+	// Attempts The deliveries it had in the source queue.
+	Attempts int `json:"attempts"`
+
+	// ConsumerName That consumer's name when the message was dead-lettered.
+	ConsumerName *string `json:"consumerName,omitempty"`
+
+	// ConsumerUid The QueueConsumer whose maxRetries and deadLetterQueue moved it.
+	ConsumerUid *string `json:"consumerUid,omitempty"`
+
+	// DeadLetteredAtMillis UTC epoch milliseconds of the move.
+	DeadLetteredAtMillis int64 `json:"deadLetteredAtMillis"`
+
+	// OriginalMessageId Its message ID in the source queue.
+	OriginalMessageId *string `json:"originalMessageId,omitempty"`
+
+	// Reason Why it was dead-lettered: retries_exhausted (it had 1 + maxRetries deliveries).
+	Reason QueueDeadLetterReason `json:"reason"`
+
+	// SourceQueueName That queue's name when the message was dead-lettered.
+	SourceQueueName *string `json:"sourceQueueName,omitempty"`
+
+	// SourceQueueUid The UID of the queue the message was dead-lettered from.
+	SourceQueueUid string `json:"sourceQueueUid"`
+}
+
+// QueueDeadLetterReason Why it was dead-lettered: retries_exhausted (it had 1 + maxRetries deliveries).
+type QueueDeadLetterReason string
+
 // QueueDelivery Host extension (spec/peers.md §Active and inactive delivery): whether a queue's delivery is active. Read on a queue or on its consumer; changed on the queue.
 type QueueDelivery struct {
 	// Active false: the queue accepts sends and removes expired messages, but no batch starts; batches already running finish.
@@ -487,8 +532,11 @@ type QueueMessageInfo struct {
 	BodyPreview []byte `json:"bodyPreview"`
 
 	// BodyTruncated The body is longer than the preview.
-	BodyTruncated bool   `json:"bodyTruncated"`
-	Id            string `json:"id"`
+	BodyTruncated bool `json:"bodyTruncated"`
+
+	// DeadLetter Host extension (spec/peers.md §Dead-letter metadata): where a message that arrived by dead-lettering came from and why. Shown to viewers of the dead-letter queue only, never to a worker (the Forms give a dead-lettered message no portable link to its source).
+	DeadLetter *QueueDeadLetter `json:"deadLetter,omitempty"`
+	Id         string           `json:"id"`
 
 	// Size Body size in bytes.
 	Size  int                   `json:"size"`
@@ -6112,126 +6160,131 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1tbyTHcfBfacwj4Hbt4XDJe7GP/GBQdyebfk66M8mz8TxH+tA7U7vb4kz3XHcPydWJgJVESKzA8Ifk",
-	"S2B/CZBEDhDYQAIEQQAjgP6KLMn+F0FX97xu7xvJO8mfbm93pru63qu6qvgqiEWWCw5cq2DnVZBTSTPQ",
-	"IPF/LIEsFxp4PP2/MDXfJKBiyXLNBA92gq0o2r57l5wxxYYpkL3DB/v7JJ5QSWOzREiGVAIRklBFKFFa",
-	"FrEuJCQbIwZpYr5gfEx6x0EURcdBPwrCgJl1J0ATkEEYcJpBsBPs13BsGEDCQMUTyKiBSE9z84hdK7i8",
-	"DAM2epfqeIIH8K422rAPLF5G5TSGapGc6km9hP0tDCS8LJiEJNjRsoDmehm9eAx8rCfBzr3bYZAxXv53",
-	"KzSLaZBm2Z8+pxsfDDbun/Tch42Tb5Vf9b/3VhB6ACtYMgcs88sioLprXZqHVS64AqS3yEFSQ9u9OIZc",
-	"A+4TC66Ba/OR5nnKYnxi831lWOBVY/W3JIyCneD/bNYstWl/VZtPypXtrm02OpoAqR4g54ZZ3P6kJySR",
-	"kKd0CklIzpmekIoZ9MaB+4WYgyL7WFrjYTzPteGdxexjYQ9nfl0Di5dhkEsxTCFbgC/3xLfXw9tTt64H",
-	"a3ucHLzzgNy/c/c7xC0eWca175ql9/RjoEo/4TH8qIACngwVyDOLCJokzCxF06fSEF4zwwQjmirobiXc",
-	"a0SMSHdJMoi2owHpffbpH//lP778r3/7/GcfffHX//3FJ78yH/7mX7/6+9988cvf/fEvf//VJ//55cd/",
-	"298hry7JEEZCAtETICMmlSZ2A0TULskgG4JURPB0SkZCkvMJ1fjwRChNYsFHTGaQGHrnDdBfBRkoRcfw",
-	"QBQW/x2E5bkUFyyjGkhsHjHHca80WI7yhHChyRQ0ofEpF+cpJGPDfglTMZWJwYMkcJEb9jBAZIyzrMiC",
-	"nUElroxrGIMMLsPgpcHSowumrIZ1DwyFSIFyJJhmOjXfzaVWtawYvg+xNqt2nz3MIV6TqiqHeDFFv/j4",
-	"n7/45Ff9iOzb4yhi9DmHM5CGDGcgDcJGUmROlyuDmZFR/0xwNUugBFJ2BnL6EFI6PYRY8ETNEuohjGiR",
-	"apKYpwyEQONJTSBHsl0yIOcT4ERkTGtIIrJHFPDkliLinNuX3RbknHEVkT1OijxB8k8oN0RHFkupBomv",
-	"IsQZvbDUvHN7ezBYRl0HzAEYmWeCzz3UY2F21ESzDAgtD0GYIqeQ69ByZIlNpkuGxOeboKNOAUW0qHm3",
-	"ZFeHXkh2zVcTY1wdm5p9JCgtSpYtD7m1Pbh/r3XMe55zXjatyvO5hz6Zz8vInx4+fiCBajgAJQoZwwG8",
-	"LEDpNRn5bZEgmzx9cnhENs+2N9E8q81X+O/lpnSrq4ggzxsJzyU7oxr2eV5oy9ZnNGUGwwmhY8q4sirn",
-	"HSEzYsxrQoaojbJnMiW9zDgQkBC4oLFOpyHRkrLUIFylVE0I43FaJJD0Z2XArdFxErYHd77bdRM6hqY0",
-	"86/PuQgDMRoBfm7vsrW9HLgWRhuaztE6DC42xmLDfWmsYHRAz9+1nBSgv2U12FqvdRgTERRWKHaLNtjS",
-	"z24evnyU5Xp6A+byXZEUKfxEyFOQZBDdjgbIfvaLH4NUxuUZRHejwQ7ym4QRSOBx29ipSp5FoRVLADWE",
-	"UXMSYiEThXZST0BZjlUhUYIwbcSepud0qsirS8OKJR7ax5t3/qddkq6BhLaAiRGhVpa0MeYTak7EgfT8",
-	"xick+J8HgqsiKxEXepDZ37E6nA4VGIMujXvBams+c+b2kXwH52eH1pbNP3BbAu/evX3PIw9tdJxRicZR",
-	"QSyhREiLC3ZQzVhd9EN6Rg/xbcISo2NHzFjf3k+f7238f7rxwYu3Ttynwcb9F2+dvBqE925fvhWSeALx",
-	"qdVVhpucThOSDCGmhUI/m+893SeGES0ViFNP0/fM9n1kzzOaFqBKox6RtxlPGB+H5IxKfMAew0GsJhjm",
-	"cbD/N0rX2Zgm0u7daZCiRrKHBD8AmmqM39qaU2mqC/wE3Fiq54E4ReGeceSbOsG9deLZ6LEYP+JaTpey",
-	"dhuOFM4gbYKRwLAYB2GQijGGsCMRhME5lTwIA5BSSA+UlevgCSnCQMHL0lZQbS3xvTuBzwEx/sG7LE2Z",
-	"WvGFM8tuz2wUuQR38DJobRG6w9fQtxZsaNoKt368P2Zrm/k9co7ycksZtahECkYb5oVGjix4TIvxxOgW",
-	"nqQgCSJehUSkifG7MNCIyFOqFIpGSpUmCl5ibmJkPEAtiASaEMFnjTbTkLU/LIraqrNfVoenUtLpDH7t",
-	"am2sIWY8SLPKb02cPeFAHh2SDN/1KJ0IRdZozIk4J0JPQLqHFWFZLqQ2VqR3HESb5sHjwOiw48B+9jg3",
-	"jeC3oSLvbN2/c3twZzWPxuNrNF2aWu01VWC0cfItf7bE4x6UQDbw7pA7F+0WadcIsjx+QM/Ybm6zYia8",
-	"NI9uyoIbcdugQxZlCfns0+aL/ajkbkUSiFMqQdXRsZUOo87PWAJqlzjBJApSiLVje3YGbRYIyfmExROS",
-	"FUqbcMHQ3ER403KLpNx0ltwlNC3JKLXiCGySDQNgvwakF/v2rW0kufvPVkdqwqDg7GUB7mctC6j12DJZ",
-	"PCgdqhluqICf4YMGtT0cUeey1pfFGP3PsAzmhDQxG2iIiDFTgJoMRiOINckpk865UZY3jEe4QXPHGBUY",
-	"xsVLxbnaITmgmd40rtUukQXn5f8+zKnUjKYfFvyUi3O+i44jjzFm2ay+VEUcAySQbNowM/nQLjWiLIWk",
-	"tZJH9vFsR8xKdGWJzEE3DE/74g171ibXmD3M0nYXpD0CF4SBg8nLStbMrppNCwOv9Qs9Ge+ZR04ZT5oA",
-	"22MbQJGmgSG7IakXzDIUfTZnf+SC5uqOpEEYOHKaoKakkgl1kDKY9a3o6d3ZQrcOdbq2yuyCh28fowS6",
-	"ImbY5ITWxg1Bq4VokYSt5CVcx1I38tJdUx0GHC70UzqGI3EKfDaj81QCBh2YhMqENEEZZCYUM+K4Q3Lj",
-	"ajBtxDcvVynjNGLWxq9dAnF+ZL3MZWgjy4PNp3Vueg1t1c0tkwQ0ZamySXhzhB+YANXEEmfbBC40cDQ2",
-	"ZfY2FgmERNoIe9+mVa1L5vMaEpjF76GmwxSI4vQUXsRUAa5Jeh5d+AgXtv5IO/1x8rz0Fr7lTXjYU3ll",
-	"0UK7Mis5NCMoPm5iXGnKY7+/X+FprlYoyrjTZunu3r/fyNndGQz8sYFO/fvZL5a5//hruUwFRmjp1WDB",
-	"ksPmM9+jUj2vaS+ZidMt3+wQSn54+OQ98lSYI0rCuBYuZ4LII0ORTJHPKDGCaYy+LwU9l+C5XXg5XsoH",
-	"K/aZxYU9sAchmNh4u7ygXAMdRxMgQ/MeoQRdqirSkRADOwNFep6sCfns0z99/Is//M8/fv7Rb/YN1CMa",
-	"w5d/94s//P7X/R2yFUUZvUBwDtkHxiFJQNY5dhUSysn+Q+PB4mXvvcb1LqLa4N8mbkqbcEthTBERA7AC",
-	"rVPIjJrMQE9Eopp3KkY/aDkNm9/tpSkujL/gfySQoSjMXpjS6nn8ZE8kYg1sM8N6997SHGZ57JWFHo/e",
-	"SGLWHu2WS6rP8WnLi6Gl6dwVjLJdqAF9gx0b7DaPGUt+uYFsp4//Vr8ZxOXraz9aX/XZ/F4MuybMr74s",
-	"TQ1mn9wlkC8iRWj2tKbxBBLfHdzSS7owsMHVStd4fqQuw/41Yss5WK9u76y2MELlQkSDMJZlhTWwpUuS",
-	"shGmCMxnithCuX22/9CnRWnyGIyl/VHJxSsGYSgjlcJp2bSt1j3Ulve6zb1r3ElR6MZtW7XKveV3dvTi",
-	"geBxIQ1I09bL23dXAeEAtKwQ0XKawF3BMaiyStUld3n5uUuoJplxnrbIt0m9HKnfbV/RLb+FfLk2EVC9",
-	"dq9h17v6tMx09fi7VFtunQ5jzKX1DP1aJPGd7GSObM4L8PGhh45aa8okOsW1N2yNVQ4glfVU92LNzqww",
-	"Mk7tf0rG6O+YWAJzcM7E36qYYmpvNczzETmwacrKERDS/I9pmxg1R9t1V9z4mGFBfHBWju2Ks4yMZ9up",
-	"33QXKspekzsDnQnjdJQ3zLXLMCw04cI5K0pTqdWu/Z+RilQCTaZldoKMGGdqEtV06GplFyrPOkMWMAOi",
-	"zZ0wvFXpmS9KNNxS7imM0TC7qydSFOOJtS74UD9aGvtWgIQlxro8VbHLMn665hX3s8U33JuvCpZcblZM",
-	"05u0+NElGUt+7O+QjJ5CTeYmvznm7EkwWOobJqs4tpfTQkF/ET95DGQTo0vQuOBmFp/b5+YgV0jCLZPP",
-	"euH+TkMKq1KL4dRyW0i4OF9dngy/Vpi17NqDC71R43GW+53E7PN3Ujae2Jz6QoU8nB6W6aM1Eib0jLLU",
-	"OAKzUP/YFnaG5JwyjcKKbhkCtrzwCStwwCO877lyFVc3atWMK92xNT89W2NU1bP0l+/GGmjqkBxSvBBd",
-	"GXDUbK4IoiOGYLBgNV9iKIiqLyTGHdpI0R+y1WFVqdiuTc1LZhWUS+f1VwFCy+lPLN5XQCG1AVOJwWXr",
-	"d6Wx4oGabB0QGhhuYMh3qzqcap9vhOEgxpjoYjJp4nXn68xcW65UdOXZ5BEKWFlcVZuviUgTRXplrBI1",
-	"KwVvKXvfbSR6BcLY+8S9Mcwt9dobV360u3wsASoLtUYYzzr2qQrZuODQwkYiCksTD0S8MMFP10qubMYq",
-	"FJb0qtWH54izymiuIWxo5nnK+9364nvNdFCJR7zIbCVBbinnb6ybA4ls2sh4V5zsmdj87WI0AoksY6Qd",
-	"ySjZmHGaEsTVLmHcpqIk8ARs4WPpdyDxeAzklBnOsvU5IPuuGkdjFkfBvTuWRYQCu6jHlmgNWa49DLZV",
-	"enXtwCIk38ZfsFxSlqFIWxd4QxqDAQ8bN5BhEF4GLdvfGQwGFuj6JmXNRItmGShNs7wuXehsXlc/huTZ",
-	"0QPyjLMLArmIJyTDdyxr7hpraqJYGkuhVH3sMopaXQmiXHQBc8gJa2p0Gf7dqhBiIbfv85F4nb6K4CaC",
-	"V40CWZ93YpB61KoYaW9pMD2LZMvcHdQQWqYTFIDNva9QfTKfqR/WkbMSZETlclVsSPNUwhmDc7+9MQ/c",
-	"Uk5MkGNJr+Tj7bv3+qGTxRbw5jnfVYFZ7EgWPKYakvn7GSlPBR9j7E+tnOYWSL+fN+8q0KVHPIEAmlHG",
-	"a8WxWLxnLhUXmPsX5w17/2K0wODXkDonZE+vyVVY6myLD5gmGZ2SIdQ+30oM5RPhGS6fhbDBhw7R9S1m",
-	"k6m6RJ8j+/u24muh/F+h4Glt+c/btrERt1RlUFUVva2Humah0wwSVrlFXfN+cwaJ8xD9VIqkiEG6YsUr",
-	"uBcvPcsoAlybSHpOm8Rnn7aqaT7/6Le5W6CsmuzvEOBnzznN4ISMwSVRXBklTzDHVSVhq/rfZE5fxizJ",
-	"fFXhd5aXUM2pIQ0WVC1cPdfnKq+qhbr07dLOQ+N68XXLBuuaai0I5bbKrQSl9NQVzVzNNRImpzGEZMQu",
-	"wN07KfJs/+E87/LLn//sy1///POfffTFL//iq48/NR9+/smf/uGfPv/ot1/97q+++NW/75K57FO9Ui+C",
-	"7/Yj8iAVCpId0ii3KH1IvCWxFyCzHNGpMlnLN+sQrrlUg2g1MbyUqtllLUI1Kwoq+lAsopBAExV12jaY",
-	"cs1IEnQhuQmlXEVos+69ki0bMGB9/A1VL2k69truRo/HzG9j4I36sfmRr9eUl7I+27jRuLxbs/Gi2fMx",
-	"uy7i80rtHHROrcOVGj08XgxSzCoLF4u6YiP7HVZhudKpZbVRc1ywa9dM2YZcp/zKpuG6O6XCvENKg4wV",
-	"5mvHpME4jvVWqrSqpHGBpL72OqsKiD/bMqsWqjyoPCxN+dWzG+AqJcSodgx6pQfXTFRUnfOIGFSQijw7",
-	"emfjuzYk6IfdZIaQnW9+zOA8JFtR1Aznd21W4xCJRmLKudBlYWqzJ8UcHjuM0GOxlRi29UQhkLXlopy4",
-	"+k1nrIiE97EYGcvIGMcOlRf40oxK9qcl3Nk/bJ3vw+7ZqgT0Fa83O+yAoDS4YYbaczjiCUKtrlDqI3JX",
-	"2yvHRckVlHR9y1vWmewZ+MLyne/1r+Ot3hDxron8JqJLJHpw/AxV3g21j650t7ZDKBkVaWrHEsS1xOYQ",
-	"k57xHcWo46ag5hqzM+CeG7NvQttkt0vSj1UP+lvMdKPdgt4GybJ5TmKGE/gZGU5tAws27aMrSPMcqCSM",
-	"E8qnpBxvEZJUjMPGlAkh66EJXZK4bZbZtEYTW5NjF+BkGQavUQPkwdeKDSatN/sRsVcodkILU3WdUEQy",
-	"yrhtkHCNf4Jj+OQahnbLNqO6j9H2bXgGNVQrXaHR2G23su/hNmpV57kAeUlxXjcVMGuMntiyM5IB5Yo8",
-	"P4nInksv3ruz6xBhkYAsmjClGY+1TX1hT2jdTYlByeppl27IPHO+7pHMduvw9PUrfBqVPRW9a/qdzJEZ",
-	"f1kONkXGhWR6iv6JcxGASgshQoOZVftVtcBE69zOT2EuBT9rbJuBJ1W+RuzSoTyip8I48M1gkrAst66b",
-	"8cSiYz5Toe6C9lwKrGLnWtJY77o2KzWhOV4OJzBiHEt2Ykzvlgg2PHLMG5kh5J4JSDAeIFi5Pni09/Dd",
-	"R1gLS2w5PErgvDL+Y96bN52mX5f4LyjmDxEljfpsFZb1/cf8mBt/VorCleW4pnU9MacUsXVofC3JzueE",
-	"i1yCMp5uVqSabSgYm1eOeU71hFRDqnbI3nv/b5V6GGxF23xl3o6i6NK4LuLU6Khj3uz4uqUIPllVVvt6",
-	"DVwPn30Qj9iPjnmjz7xikSZX9Zr8ooqhAh2Sln7uB42etmA7GkSDDXzJbB9tYTCeA6c5C3aC29Egum27",
-	"HSYoCJsTbJr+wHweg6cK4h0s3VBFDvKMKWHOmhqXxKDZUB8isu/SLNWwgdqqnlOm1W49hAdvmrixACQV",
-	"Ih/S+NTY4sRObsHYAC5yocwqbgwBiSeC2Xzbhn3d6Ltq5NR+EuwE3wftmr87k6m2B4Mbm0XldpgziCqX",
-	"IjY4wQwSO4OopXqCnecnYaCKLKNyGuwEjx0KI7I9GJDzCUuhlHRcBaN5RX5wdPR0lxScFnoCXDO8TbAr",
-	"b2I53DK6pYImZEhTyuMqmhMynoDSkmqkplmH1eQMkXql2nrweL9TxINkZNrW50ESkWdt6EKSslMgJV95",
-	"aXVQbvn1kcsew55+SrSwGG/1J0U2FkTOnLdZBX2pCRdSvTq3JTvqa1uHiOkJe+uPl1hVjwTwMeNQYnuX",
-	"3B3cLsdgoWNQYFCrJoVOxDl3rHG2vRnTnA5ZykrPycsjP7EtwNjFjfUArjV4CFPh9kfFc4vEQkJobAuC",
-	"i4ZHjMgIqC4kqNZukSVAZKhl6whD0vw9LLVkuz63bxs/mpUQsuAcg0ejW5jL5FitgFER4aK1sgHJzTfx",
-	"st2DJk6uyXldL8PLZC3gSvu1WDGUvHlL+d+uJLNTMlJT3in7qITZUX4GG858vhFEDAtD8aQy2avjovuG",
-	"ZVcUVokj/1x203k3NRo6lr06/nxpaDZGS8DxWsQEPSmhJKHTui5/6oqPXSqLqdJPkxAbECfMCPS0uiEy",
-	"EBh62uFh1ui3yfGYKV1vb9uYq3maz93MxpeFrRMuZ0m69G5Nihvu/b0MZzDEUzsfpoEqPKSdEoauUzWM",
-	"swNup/XXN/ASg7ilQBiuyKwRgkzV99euVM8pbHJ30J8HSsoyprtAuD6OZa0kfnhaqeiS7li8IQqbXt4t",
-	"Rw2V8mtrS8oUsw/MKis9F1+D7dnZGJcnr9GmtnuGPcL+pFFNUDNJSDicV8NUdjvoqhP0NjV/Dbvb8K/c",
-	"HLZS+JxoNhi3Z4voLKUYj1lOUywmMfam3wY5JNQei2pC7Wg9TJVpeiqsl+9qygPzMvaEtgXYd4b6Eaus",
-	"gsuTZbpr8xVLLpco9eqqpwNCp0na1dJogf5dxZZ1pksLp+ZIbxBF9+aLk3nfL03LWqreDK8uHR0bkT3C",
-	"Bd/QIDOs1jQ6JaYSa8oOQMvpxp7R/Z1BsY1fvCaxPubl9RkaW3cor4HetdG2QX6IdWMbuUhTZ7Csk5Rg",
-	"ns3SFYlcjqq8ccYNvWOF15wqPIf7q5h8Lt8bYT+onlrJeDYm/c2f63tFy7M1uJLpufvnb3pmABxSxWJb",
-	"Beqw0ycpUBPaOh9WV1dUrVzeLVWNkxKFdsc65hbxPUzju6TxKUBuLzIN7P1de8ni5miaH0JCFfn+o6MS",
-	"N1WBSCJKZ8yHAlfHN+td4ZmMF1Wkqc9rep06rXWZvMT8Ns/aGWf2NVngGpbc3lKk6CMbOTJh5psysmGQ",
-	"C+VRI+0Zn8G6y3dGAFk+wMTn2+4++kZYwD+J9LKdQnejrjp8uL2clrOT3K/PCRZi7DRyIQLZ4+ocpCLb",
-	"g+06adxwPSZUu5FXmBmfwwbYHdX+zV79u/KWjXLDDUcIGxNfLrEzNvfr7qLB1g61OeUhfn9jnBIuf8P9",
-	"aYJZDbus1veB4OWdoBsZ1g9nawoFT6c7OA2fSBgVyurnY27fsCTCnPILLvQLlqRA7gzuN/KWzW6peki1",
-	"kEQWJpx2HXRzlS0b7Scp+Kxx3Qd68k3hZ0v9ti1xjYeMk5iqmCbQX8bki5ka6/38Ln6D7V67nZnnOjeD",
-	"/YZH/OjI1jUu/psHN+IJN+o8eYLmHwdz1kM+Gn8aICLvIXVsSzlp9je9Dk94yYMFS6wRKjz0bVdQvEnN",
-	"8prMlb8k5Jtsrg5sfU5Lvm8pcj4Rqb0yvZ5k+8yVLcC8lrmqWvcXZQe6Ewdem/5obzRHibT72m/C51xo",
-	"DFeckrFrB2S06vVDVDDunW+i2jj00fbmhdk7amElWf5aWcuOXHj97IVDGUjPzbrAsiscf2EnYVQ/4B8d",
-	"wrLajhvW4MeIPCwk9qeWl17U6pxdUun4K/jFyMIb5SZX0jOpGKtFOsaG8Y/FWC1LQR5g8wW2STFwtaEK",
-	"XpIxOu9VFyRTEX7NuPHqjWs6sn8ZLBV8XFbduI5SwDlb4TF3Xb14rSnBGf6e6xZ8v8hys8g5lUnoChWG",
-	"ND7tV7XJ1ZBvHP2CVQjmK8bHJC6kEnK+K4u3RC1Pdq0hBVUqbfXE0dZg/cxRmf51qd1WGphy17pWD6Ky",
-	"h7a8qLGAiLk/xDAFbedwWP4kscAaPkWUEPyYU5smw9bWMf4xJCEJZLmeVovVqUn8q11VqYiaFMZZE+e8",
-	"H5F3MC+BBQ1jnMmhTrHQZEwZP+aVDW7RbT6NvqEZ63KIu0epPRbjUlA6k+mDG/OoOxVNBtNKS6AZ6bXn",
-	"5ofzh+ZXihfOzNb9VpbaJpcWBPRvxISupuaao0LmJp2bLaZL1d2K2ePtKyWPt/6cksfYTPgm06YzrcAL",
-	"UqdvIje6zJFo9WR7/YQl/dnuTx5SOwAVEtsC1Jgm8A2XPuO2qaWRzCE+9br5pjGYZl6Zjyi4VuGbcjMX",
-	"c0T1B+HqiWPYo1Vzyhi+Xg5oV/zUtdjPT4wSaMCFRbIWhLoNfdWq3SXptassWRcCr7H49x8dkU1nPzeD",
-	"drHT/Ce7D55c/m8AAAD//w==",
+	"1H1fbyTH8dhXaUwE3K49HC55f+wjHwzq7mTTOenOR56F5Egfemdqd1uc7Z7r7tnl6kTASiIkVmD4IXkJ",
+	"7JcASeQAgQ0kQBAEMH6Avoosyf4WP3R1z9/t4e6SvJP8dLzdme7q+l/VVbWvg1hMM8GBaxXsvQ4yKukU",
+	"NEj8H0tgmgkNPF78S1iYTxJQsWSZZoIHe8FOFO3evUtmTLFhCuTg6MHhIYknVNLYLBGSIZVAhCRUEUqU",
+	"lnmscwnJ1ohBmpgPGB+T3kkQRdFJ0I+CMGBm3QnQBGQQBpxOIdgLDis4tgwgYaDiCUypgUgvMvOIXSu4",
+	"uAgDNnqf6niCB/CuNtqyD1y+jMpoDOUiGdWTagn7XRhIeJUzCUmwp2UO9fWm9Pwx8LGeBHv3bofBlPHi",
+	"vzuhWUyDNMv+6gXd+niwdf+05/7YOv1B8VH/J+8EoQewnCUdYJlvLgOqvdaFeVhlgitAeosMJDW0PYhj",
+	"yDTgPrHgGrg2f9IsS1mMT2x/pAwLvK6t/o6EUbAX/IvtiqW27bdq+0mxst21yUbHEyDlA2RumMXtT3pC",
+	"EglZSheQhGTO9ISUzKC3nrlviDkoso+lNR7G81wT3mXMPhb2cObbDbB4EQaZFMMUppfgyz3xw83w9tSt",
+	"68HaASfP3ntA7t+5+yPiFo8s49p3zdIH+jFQpZ/wGH6RQw5PhgrkzCKCJgkzS9H0qTSE18wwwYimCtpb",
+	"CfcaESPSXpIMot1oQHpffvG3//F/vvl//+urX3/69b///19//nvzx3/4n9/+5z9+/bs//+3f/uXbz//v",
+	"N5/9x/4eeX1BhjASEoieABkxqTSxGyCi9skUpkOQigieLshISDKfUI0PT4TSJBZ8xOQUEkPvrAb662AK",
+	"StExPBC5xX8LYVkmxTmbUg0kNo+Y47hXaixHeUK40GQBmtD4jIt5CsnYsF/CVExlYvAgCZxnhj0MEFPG",
+	"2TSfBnuDUlwZ1zAGGVyEwSuDpUfnTFkN6x4YCpEC5UgwzXRqPuukVrmsGH4EsTartp89yiDekKoqg/hy",
+	"in792X//+vPf9yNyaI+jiNHnHGYgDRlmIA3CRlJMnS5XBjMjo/6Z4GqZQAmkbAZy8RBSujiCWPBELRPq",
+	"IYxonmqSmKcMhEDjSUUgR7J9MiDzCXAipkxrSCJyQBTw5JYiYs7ty24LMmdcReSAkzxLkPwTyg3RkcVS",
+	"qkHiqwjxlJ5bat65vTsYrKKuA+YZGJlngnce6rEwO2qi2RQILQ5BmCJnkOnQcmSBTaYLhsTn66CjTgFF",
+	"tKh4t2BXh15I9s1HE2NcHZuafSQoLQqWLQ65szu4f69xzHuec17UrcqLzkOfdvMy8qeHjx9IoBqegRK5",
+	"jOEZvMpB6Q0Z+V2RIJs8fXJ0TLZnu9tontX2a/z3Ylu61VVEkOeNhGeSzaiGQ57l2rL1jKbMYDghdEwZ",
+	"V1blvCfklBjzmpAhaqPpc5mS3tQ4EJAQOKexThch0ZKy1CBcpVRNCONxmieQ9JdlwK3RchJ2B3d+3HYT",
+	"WoamMPNvzrkIAzEaAf7d3GVndzVwDYzWNJ2jdRicb43FlvvQWMHoGZ2/bzkpQH/LarCNXmsxJiIoLFHs",
+	"Fq2xpZ/dPHz5aJrpxQ2Yy/dFkqfwoZBnIMkguh0NkP3sB78EqYzLM4juRoM95DcJI5DA46axU6U8i1wr",
+	"lgBqCKPmJMRCJgrtpJ6AshyrQqIEYdqIPU3ndKHI6wvDigUemsfrOv/TNkk3QEJTwMSIUCtL2hjzCTUn",
+	"4kB6fuMTEvzPA8FVPi0QF3qQ2d+zOpwOFRiDLo17wSprvnTm5pF8B+ezI2vLug/clMC7d2/f88hDEx0z",
+	"KtE4KoglFAhpcMEeqhmri35OZ/QI3yYsMTp2xIz17f3qxcHWv6ZbH79859T9Ndi6//Kd09eD8N7ti3dC",
+	"Ek8gPrO6ynCT02lCkiHENFfoZ/ODp4fEMKKlAnHqafGB2b6P7DmjaQ6qMOoReZfxhPFxSGZU4gP2GA5i",
+	"NcEwj4P9v1G6zsbUkXbvTo0UFZI9JPgZ0FRj/NbUnEpTneNfwI2lehGIMxTuJUe+rhPcW6eejR6L8SOu",
+	"5WIlazfhSGEGaR2MBIb5OAiDVIwxhB2JIAzmVPIgDEBKIT1Qlq6DJ6QIAwWvCltBtbXE9+4EPgfE+Afv",
+	"szRlas0XZpbdntsocgXu4FXQ2CJ0h6+gbyxY07Qlbv14f8w2NvMHZI7ycksZtahECkYbZrlGjsx5TPPx",
+	"xOgWnqQgCSJehUSkifG7MNCIyFOqFIpGSpUmCl5hbmJkPEAtiASaEMGXjTbTMG3+cVnUVp79ojw8lZIu",
+	"lvBrV2tiDTHjQZpVfhvi7AkH8uiITPFdj9KJUGSNxpyIORF6AtI9rAibZkJqY0V6J0G0bR48CYwOOwns",
+	"3x7nphb81lTknZ37d24P7qzn0Xh8jbpLU6m9ugqMtk5/4M+WeNyDAsga3h1yO9FukXaNIMvjB/SM7eY2",
+	"K2bCS/Potsy5EbctOmTRNCFfflF/sR8V3K1IAnFKJagqOrbSYdT5jCWg9okTTKIghVg7tmczaLJASOYT",
+	"Fk/INFfahAuG5ibCWxRbJMWmy+QuoGlIRqEVR2CTbBgA+zUgPT+0b+0iyd1/dlpSEwY5Z69ycF9rmUOl",
+	"x1bJ4rPCoVrihhL4JT6oUdvDEVUua3NZjNH/DItgTkgTs4GGiBgzBajJYDSCWJOMMumcG2V5w3iEWzRz",
+	"jFGCYVy8VMzVHskAzfS2ca32icw5L/73SUalZjT9JOdnXMz5PjqOPMaYZbv8UOVxDJBAsm3DzOQTu9SI",
+	"shSSxkoe2cezHTMr0aUlMgfdMjztizfsWetcY/YwS9tdkPYIXBAGDiYvK1kzu242LQy81i/0ZLyXHjlj",
+	"PKkDbI9tAEWaBobshqReMItQ9HnH/sgF9dUdSYMwcOQ0QU1BJRPqIGUw61vS07uzhW4T6rRtldkFD988",
+	"RgF0ScywzgmNjWuCVgnRZRK2lpdwHUtdy0u3TXUYcDjXT+kYjsUZ8OWMzlMJGHRgEmoqpAnKYGpCMSOO",
+	"eyQzrgbTRnyzYpUiTiNmbfzYJRC7I+tVLkMTWR5sPq1y0xtoq3ZumSSgKUuVTcKbI/zMBKgmlpjtEjjX",
+	"wNHYFNnbWCQQEmkj7EObVrUumc9rSGAZv0eaDlMgitMzeBlTBbgm6Xl04SNc2PojzfTH6YvCW/iBN+Fh",
+	"T+WVRQvt2qzk0Iyg+LiJcaUpj/3+fomnTq2QF3GnzdLdvX+/lrO7Mxj4YwOd+vezH6xy//HbYpkSjNDS",
+	"q8aCBYd1M9+jQj1vaC+ZidMt3+wRSn5+9OQD8lSYI0rCuBYuZ4LII0ORLJDPKDGCaYy+LwXdSfDMLrwa",
+	"L8WDJfss48Ie2IMQTGy8W1xQboCO4wmQoXmPUIIuVRnpSIiBzUCRnidrQr784u+f/fav//Rfv/r0j4cG",
+	"6hGN4Zv/9Nu//uUP/T2yE0VTeo7gHLGPjUOSgKxy7CoklJPDh8aDxcvee7XrXUS1wb9N3BQ24ZbCmCIi",
+	"BmAFWqcwNWpyCnoiElW/UzH6QctFWP/sIE1xYfwG/yOBDEVu9sKUVs/jJ3siEWtg6xnWu/dW5jCLY68t",
+	"9Hj0WhKz8mh3XFK9w6ctLoZWpnPXMMp2oRr0NXassVsXMxb8cgPZTh//rX8ziMtX1360uuqz+b0Y9k2Y",
+	"X35YmBrMPrlLIF9EitAcaE3jCSS+O7iVl3RhYIOrta7x/Ehdhf1rxJYdWC9v76y2MELlQkSDMDad5tbA",
+	"Fi5JykaYIjB/U8QWyu3zw4c+LUqTx2As7S8KLl4zCEMZKRVOw6btNO6hdrzXbe5d406KXNdu28pV7q2+",
+	"s6PnDwSPc2lAWjRe3r27DgjPQMsSEQ2nCdwVHIMyq1RecheXn/uEajI1ztMO+SGpliPVu80rutW3kK82",
+	"JgKq1/Y17GZXn5aZrh5/F2rLrdNijE5aL9GvQRLfyU47ZLMrwMeHHpYcvqFUoltc+cPWXGUAUllf1Sy8",
+	"leLKxibShGra3zNRhKxfDOM9CZWSzWw6P6leY3xMYjoFe1eMcj1ZRORoIubcGMkZgzkWUFhZrr3pVIFR",
+	"saG7x9eC0EIv9IobT0XGbGagqb1beQV4aSCk1R4p42fWMitiHQCPMTY++TTTHok5RgBLmWGaTGhCGEfI",
+	"7XoW6NWFFoWm/8DlFNsbUbxOw0ecj2JDN7NTcbI5Vc0zR76goVjGRfHLJ2pq5PlEKKgLuiFZS4OSqTCE",
+	"ZjryRynFw5Ac6Crd39z5+fEDApmIJ2SKT7jiB8cGZoPIXY6uuCIQko0Zp6lzbA49pzzUqkTa4cMugnni",
+	"HOrqn5rLfThZGNovoX8P/UAG6iWcT2iusCbMMUmn9kQGLBIoS+97syMWcKTEJeyD57om79R26mSf59bj",
+	"Notbgb10G1QD0cr8TWvjkhZhJZ0djNbWnzXV2K09ra27Yd15EGvUS9yoCGr/U5hVq0PxBoOWlCq+tHfC",
+	"5vmIPLOXPGUYJaT5n9FfhVzvuwIhfKykgket4YrLNMSz7dXoZ6+jlS0ycuGNkUdV1udUAdcw10bB2lBP",
+	"aSq12rf/M5ojlUCTRZHbJSPGmZrUiN/2aTt5rGIsm3lmqCjQAtS0pH0KWR3vxvREinw8sb45PtRfzXmv",
+	"Kp5zGFvmKMcuq/jpmgVCzy+vD9p+nbPkYrtkmt6kwY/uiqbgx/4emdIzqMhc5zfHnD0JBkt9w2Qlx/Yy",
+	"miuvmSz5yRNe1DG6Ao2X1LXgc4fcHOQKVxir5LNauL9Xk8KyUG24sNwWEi7m68tTzUlwC5AenOutCo/L",
+	"3O8k5pC/l7LxxN5IXuo+DBdHRfJ9g3QznVGWGkdoGepf2rL4kMwp0yisGNQiYKu9GaxfBI/wfuCK/VzV",
+	"vVUzrvDRVkz2rGdXVgP2V+/GamhqkRxS9D/XBhw1mysha4khGCxYzZcYCqLqC1vWTMiq0HbfXmxKZhWU",
+	"uwzprwOElosPLd7XQCG16aYCg6vWb0tjyQMV2Vog1DBcw5CvJmW40NDhJyvM0KFfwCQZisRFikse3Vol",
+	"q55NHqGAVRFIYSUmIk0U6RWZnqheZ31L2WohI9FrEMZWYxyMobNQ9mBcZiFc6UYVdliyjTAb6NinLAPm",
+	"gjf920TkliYeiHg+HdZC57WKYWpmrERhQa9KfXiOuKyMOg1hTTN3Ke/3q7KhDZPpBR6xDKSRQr6lnL+x",
+	"aQY5skl3411xciAlXbybj0YgkWWMtCMZXThBEFf7JljARL4EnoAtGy/8DiQej4GcMcNZtroRZN/VMmrM",
+	"gSu4d8eyiImrcNFNQs6dwqtrpmVC8kP8BovNZZHIaeoCb0LIYMDDxjVkGIQXKZ/dHw0GAwt0dQ+9YZpa",
+	"sykoTadZVyR4UNWOh8SEhc85O/fEhvvGmpoonsZSKFUdu8hBra8EUS7agDnk1EKMNsO/X5aRXcrth3wk",
+	"3qSvIjiQlKlae4HPOzFIPW7U260VgCNzt1BTJV0UuIh1jcC8m6kfVjkUJciIytWq2JDmqYQZg7nf3pgH",
+	"biknJsixpFfw8e7de/3QyWIDePOcL+41ix3LnMdUQ9K9n5HyVPAxZk6pldPMAun385JGnm7lXU0tdu2u",
+	"AlEuM+2JItAGM15pnct1w1I9xyW+wst5zVl4ObrEW6ggdR7MxjkhzBzaui+myZQuyBAqh3EtbvTJ/5KI",
+	"LEPYSDcom+ktCkjqHNnmmA7FcWiLbS9VHleoNd1YeWRNw1oLesoK1LKByZaiXrPGdAkJ6xSwbFhasoTE",
+	"LkQ/lSLJY5CuTvwKvskrzzKKANcmDO/oUPvyi0Yh41ef/ilzCxQF6/09Anz2gtMpnJIxuAyMq2DnCV4v",
+	"lPdfZetF0tESt0wyX0POndXVqx3l+8ElBWNXv2ZxRa/lQm36tmnnoXG1+KYV21U7ixaEcltgXIBSuPmK",
+	"Tl27CxImozGEZMTOISkuFp4fPuxyTb/5za+/+cNvvvr1p1//7t98+9kX5o/ffP73//Lfvvr0T9/++d99",
+	"/fv/vU862ad8pVoE3+1H5EEqlE0/l5VuhQOKF9T27nmZI1oFfhs5di3C1ZeqEa0ihpdSFbtsRKh6MVdJ",
+	"H4oXMhJooqJWxxxT7v5Igs4lN3GYK8avtxyVsmWjDbxauqHCUU3HXttda69b+m4MvFa62x02e015IevL",
+	"PXO1uokNe97q7XbL6yI+r9RJRzvKzK7UY+fxYpBiVlm4QNbVedrPsADWVa2uKkvtcMGuXa5qZyE45VfM",
+	"a6gaA0vMO6TUyFhivnJMaozjWG+tItdSGi+R1Dde4loC8Q9b4dpAlQeVR4Upv3pqBFyRmhhVjkGv8ODq",
+	"WY5yaAkiBhWkIs+P39v6sQ0J+mE7EyJk65NfMpiHZCeK6rmAfZsSOUKikZhyLnTRE1BvBzSHx+ZO9Fhs",
+	"EZzt+lMIZGW5KCeudN4ZKyLhI+wDwQpexrE58CW+tKSS/TkNd/ZPGuf7pH22Mnt9xcqSFjsgKDVuWKJ2",
+	"B0c8QajVFaosRebaKuQ4L7iCkrZvecs6kz0DX1i885P+dbzVGyLeNZFfR3SBRA+On6PKu6HO/bUu5vYI",
+	"JaM8Te1EmLiS2Axi0jO+oxi13BTUXGM2A+65bvs+dKy3G9T9WPWgv8FMN9qo7e1NL/qWJaZHgc/IcGHr",
+	"IHBeCrqCNMuASsI4oXxBislCIUnFOKwN+BGymlfTJonbZpVNq/UP1zn2EpyswuA1yi89+Fqzt6/xZj8i",
+	"9v7FDsdiqirRjMiUMm5701zPteAYPrlezf2iw7NqIbctc54ZOeVKV5jx4LZb2/dwGzUKo12AvKIuup0K",
+	"WDZGT2zFL5kC5Yq8OI3IgctN3ruz7xBhkWDrrZjSjMfapr6wHb9qZMegZP20SztkXjpf+0hmu014+vrF",
+	"lbWiypLeFf1OO2TGXxGJ/ehxLpleoH/iXASg0kKI0GBa1n5ULjDROrOjq5jL3y8b23rgSZVvBkbhUB7T",
+	"M2Ec+HowSdg0s66b8cSiE77UHOSC9kwKbCDiWtJY77sOVzWhGd4sJzBiHOt9YkzvFgg2PHLCa5kh5B4s",
+	"1ewpACvXzx4dPHz/EbYhENuJhBLY1UF1wntdg8H6VXfVJX1UIaKk1hqjwqK16oSfcOPPSpG7mh43L0RP",
+	"zClFbB0a3zQI53PCeSZBGU93mqeabSkYm1dOeEb1hJTzAffIwQf/ap1iGuwC3n5t3o6i6MK4LuLM6KgT",
+	"Xm+2vaUIPlk2tfjavFz7tH0Qj9iPTnhtxEfJInWu6tX5ReVDBTokDf3cD2rtxMFuNIgGW/iS2T7awWA8",
+	"A04zFuwFt6NBdNs2mk1QELYnOK/iY/P3GDwlFO9h3YfKM5AzpoQ5a2pcEoNmQ32IyKFLs5RzXiqrOqdM",
+	"q/1q/hleU3FjAUgqRDak8ZmtD8ahWRgbwHkmlFnFTYAh8UQwm2/bsq8bfVdO+ztMgr3gp6Dd3I3WUMDd",
+	"weDGxgC6HTpmAGZSxAYnmEFiM4gaqifYe3EaBiqfTqlcBHvBY4fCiOwOBmQ+YSkUko6rYDSvyM+Oj5/u",
+	"k5zTXE+Aa4a3CXblbaylW0W3VNCEDGlKeVxGc0LGE1BaUo3UNOuwipwhUq9QWw8eH7YqgJCMTNviPkgi",
+	"8rwJXUhSdgak4CsvrZ4VW3535LLHsKdfEC0sxhutoZGNBZEzuzYroS804aVUL89tyY762hYxYnrClgzg",
+	"JVbZngZ8zDgU2N4ndwe3iwmE6BjkGNSqSa4TMeeONWa72zHN6JClrPCcvDzyoZ2+gAM0sJjATWUYwkK4",
+	"/VHx3CKxkBCWhdJoeMSIjIDqXIJq7BZZAkSGWrYIMST178NCSzZbI/q2565eRiFzzjF4NLqFuUyO1QoY",
+	"FREuGisbkNxoKS/bPajj5Jqc1/YyvEzWAK6wX5crhoI3byn/26VktupNKso7ZR8VMDvKL2HDmc+3gohh",
+	"biielCZ7fVy037DsisIqsZrcZTfLSvICDS3LXh6/WxrqMykk4GRDYoKelFCS0EXVErVwlcsulcVU4adJ",
+	"iA2IE2YEelHeEBkIDD3t3EZr9JvkeMyUrra3EyTKUcYv3LjcV7ktMi7G+Lr0bkWKGx67cBEuYYindjRX",
+	"DVV4SDugEV2ncg5yC9zW1AXfrGEM4lYCcYztIGiEYKqq+2tX5+cUNrk76HeBkrIp020gXAvdqi4+PzyN",
+	"VHRBd6z8ELlNL+8XU94K+bWFKUWK2QdmmZXuxNdgd3ks0cXpG7SpzXENHmF/UqsmqJgkJBzm5Ryr/Ra6",
+	"qgS9Tc1fw+7W/Cs3ArMQPieaNcbt2Qo8SynGY5bRFItJjL3pN0EOCbXHoppQO9UUU2Wangnr5buC9MC8",
+	"jO34TQH2naF6xCqr4OJ0le7afs2SixVKvbzqaYHQmk/hamm0QP+uZMsq06WFU3OkN4iie93iZN73S9Oq",
+	"bta3w6srp3ZH5IBwwbc0yCmWehqdElOJBWnPQMvF1oHR/a0Z3bVvvCaxOubF9Rka+34or4Det9G2QX6I",
+	"RWdbmUhTZ7Csk5Rgns3SFYlcTAm+ccYNvRPdNxzo3sH9ZUzeyfdG2J+VT61lPGtDVrtHql/R8uwMrmR6",
+	"7v7jm54lAIdUsdiWkDrs9EkK1IS2zofV5RVVI5d3S5WT/ESu3bFOuEV8D9P4Lml8BpDZi0wDe3/fXrK4",
+	"Ecbmi5BQRX766LjATVkgkojCGfOhwNXxLXtXeCbjReVp6vOa3qROa1wmrzC/9bO2Jkl+Rxa4giWztxQp",
+	"+shGjkyY+baMbBhkQnnUSHO8crDp8q3pa5YPMPH5rruPvhEW8A+Bvmim0N2UwRYf7q6m5fKPaFyfEyzE",
+	"2KbkQgRywBU2+e8Odqukcc31wHZ3fE25rnIfG2BrVfM7e/Xvylu2ig23HCFsTHyxws7Y3K+7iwZbO9Tk",
+	"lIf4+Y1xSrj6DferMMsadlWt7wPBiztBN62xHy7XFAqeLvbwh0iIhFGurH4+4fYNSyLMKb/kQr9kSQrk",
+	"zuB+LW9Zb7WqxkAISWRuwmnXftepbNnoMEnBZ42rJtLT7ws/W+o3bYnrWmScxFTFNIH+Kia/nKmx3s/v",
+	"4tfY7o3bmS7XuR7s1zziR8e2rvHyn5u5EU+4VufJEzT/OBO5mq9U+1WWiHyA1LH96KTeHPUmPOEVD+Ys",
+	"sUYo99C3WUHxNjXLGzJX/pKQ77O5embrcxryfUuR+USk9sr0epLtM1e2APNa5qrs+78sO9AeV/DG9Edz",
+	"ow4l0myKvwmf81JjuOaIjX07XaNRrx+ignHvfB/VxpGPtjcvzN45DWvJ8nfKWnZew5tnL5zoQHpuUAaW",
+	"XeHsDDtGo/wCf+8Ny2pbbliNHyPyMJfY3FpcelGrc/ZJqeOv4BcjC28Vm1xJz6RirC7TMTaMfyzGalUK",
+	"8hk2X2CbFANXG6rgFRmj8162UDIV4ceMG6/euKYj+6OMqeDjourGtaMCjjgMT7hrCcZrTQnO8Pdct+BH",
+	"+TQzi8ypTIpJYkMan/XL2uTy9xVwbgxWIZiPcHZZLpWQ3a4s3hI1PNmNJhyUqbT1E0c7g80zR0X616V2",
+	"G2lgyl3rWjUD0B66nBplL6vxN3AWoO0QD8ufJBZYw6eIEoKfcGrTZNgXO8bfoROSwDTTi2oEVZmaxB9M",
+	"LEtF1CQ3zpqY835E3sO8BBY0jHGghzrDQpMxZfyElza4QbduGn1PM9bF72d4lNpjMS4EpfWjIMGNedSt",
+	"iiaDaaUl0CnpNX+yJOz+vZJS8cLMbN1vZKltcumSgP6tmND11Fx9zkhn0rneYrpS3a2ZPd69UvJ45x8p",
+	"eYzNhG8zbbrUCnxJ6vRt5EZXORKNnmyvn7CiP9v92iy1s6chsS1AtVEE33PpM26bWhnJHOFTb5pvalNt",
+	"usp8RM61Ct+Wm3k5R5S/xVmNK8MerYpTxvDdckCz4qeqxX5xapRADS4skrUgVG3o61btrkivXWXJqhB4",
+	"g8V/+uiYbDv7uR00i526n2w/eHrxzwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

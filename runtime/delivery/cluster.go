@@ -124,6 +124,7 @@ func (e *Engine) Adopt(uid string, sms []store.Message) int {
 			seq = e.seq.Add(1)
 		}
 		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
+		m.dl = sm.DeadLetter
 		if sm.Lease != "" && m.visibleAt > now {
 			m.visibleAt = now
 		}
@@ -228,8 +229,9 @@ func (e *Engine) remoteDead(ctx context.Context, q *queue, p *plan, delaySeconds
 		}
 		id := seqIDs[i]
 		muts = append(muts, store.AcceptMessage{
-			Message: store.Message{Queue: p.dlqUID, ID: id, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(bodies[i])},
-			Body:    bodies[i],
+			Message: store.Message{Queue: p.dlqUID, ID: id, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(bodies[i]),
+				DeadLetter: p.deadLetter(q, m, now)},
+			Body: bodies[i],
 		})
 		newIDs = append(newIDs, id)
 		dead = append(dead, m)

@@ -22,6 +22,7 @@ type QueueConfig struct {
 // ConsumerConfig is what the engine needs of a QueueConsumer 0.3.0 resource.
 type ConsumerConfig struct {
 	UID                    string
+	Name                   string // the resource name; dead-letter metadata records it
 	QueueUID               string
 	WorkerUID              string
 	MaxBatchSize           int

@@ -332,6 +332,7 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 			seq = e.seq.Add(1)
 		}
 		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
+		m.dl = sm.DeadLetter
 		if sm.Lease != "" {
 			// Unsettled in a batch of a run that ended: deliverable now.
 			leased++

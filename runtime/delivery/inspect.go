@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/store"
 )
 
 // Message states of the inspection extension (spec/peers.md
@@ -38,6 +39,9 @@ type MessageInfo struct {
 	Attempts   int
 	Size       int
 	State      string
+	// DeadLetter is the message's dead-letter metadata, nil when it did
+	// not arrive by dead-lettering. The caller must not change it.
+	DeadLetter *store.DeadLetter
 }
 
 // Cursor is where a listing page ended: the last message's accept time
@@ -162,7 +166,7 @@ func (e *Engine) MessagePage(_ context.Context, uid string, after Cursor, limit 
 	}
 	page = make([]MessageInfo, len(ms))
 	for k, m := range ms {
-		page[k] = MessageInfo{ID: m.id, AcceptedAt: m.acceptedAt, VisibleAt: m.visibleAt, Attempts: m.attempts, Size: m.size, State: stateOf(m, now)}
+		page[k] = MessageInfo{ID: m.id, AcceptedAt: m.acceptedAt, VisibleAt: m.visibleAt, Attempts: m.attempts, Size: m.size, State: stateOf(m, now), DeadLetter: m.dl}
 	}
 	if len(ms) > 0 {
 		last := ms[len(ms)-1]

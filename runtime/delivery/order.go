@@ -1,5 +1,7 @@
 package delivery
 
+import "github.com/takoform/queuehost/runtime/store"
+
 // msgState says where a message is in the engine's lifecycle.
 type msgState uint8
 
@@ -45,6 +47,10 @@ type msg struct {
 	// visibility or expiry order: an entry of an order is live only while
 	// it carries the message's current generation (see msgOrder).
 	visGen, expGen uint32
+	// dl is the dead-letter metadata of a message that arrived by
+	// dead-lettering (store.Message.DeadLetter); nil otherwise. Operators
+	// read it (inspection, redrive); it never reaches a handler.
+	dl *store.DeadLetter
 }
 
 func newMsg(id string, acceptedAt, visibleAt int64, attempts, size int, seq uint64) *msg {

@@ -433,6 +433,7 @@ func (q *queue) startExhaust(c *consumer, now int64) {
 	var p plan
 	p.q = q
 	p.dlqUID = c.cfg.DeadLetterQueueUID
+	p.consumerUID, p.consumerName = c.cfg.UID, c.cfg.Name
 	list := q.toExhaust
 	q.toExhaust = nil
 	for _, m := range list {
@@ -487,6 +488,9 @@ type plan struct {
 	dead    []*msg
 	dlqUID  string
 	gone    []*msg // found missing from the store while committing
+	// consumerUID and consumerName name the consumer whose settings
+	// dead-letter p.dead (the dead-letter metadata).
+	consumerUID, consumerName string
 	// dlqPending: the first accept sequence number commit reserved in a
 	// serialized DLQ for the moved messages; addMoved ends the mark.
 	dlqPending uint64
@@ -517,6 +521,7 @@ func (p *plan) retryOrExhaust(m *msg, visibleAt, now int64, cfg ConsumerConfig) 
 	case m.attempts >= 1+cfg.MaxRetries:
 		if cfg.DeadLetterQueueUID != "" {
 			p.dlqUID = cfg.DeadLetterQueueUID
+			p.consumerUID, p.consumerName = cfg.UID, cfg.Name
 			p.dead = append(p.dead, m)
 		} else {
 			p.discard = append(p.discard, m)
@@ -624,11 +629,14 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 				} else {
 					id, seq = e.newMessageIDs(dlq, 1)[0], e.seq.Add(1)
 				}
+				dl := p.deadLetter(q, m, now)
 				muts = append(muts, store.AcceptMessage{
-					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
+					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body), DeadLetter: dl},
 					Body:    body,
 				})
-				moved = append(moved, newMsg(id, now, now+delay, 0, len(body), seq))
+				nm := newMsg(id, now, now+delay, 0, len(body), seq)
+				nm.dl = dl
+				moved = append(moved, nm)
 				dead = append(dead, m)
 			}
 			remove(dead, store.RemovedDeadLettered)

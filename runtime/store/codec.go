@@ -40,6 +40,10 @@ const (
 	// recPutResource2 is recPutResource with the resource's Paused flag
 	// (u8) after Creator; recPutResource is still read (Paused false).
 	recPutResource2
+	// recAcceptMessage2 is recAcceptMessage with the message's dead-letter
+	// metadata (Message.DeadLetter) after Lease; written only for a
+	// message that has it.
+	recAcceptMessage2
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -158,13 +162,27 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			if len(m.Body) > journal.MaxPayload {
 				return nil, nil, fmt.Errorf("store: message body of %d bytes is too large", len(m.Body))
 			}
-			e.u8(recAcceptMessage)
+			if msg.DeadLetter != nil {
+				e.u8(recAcceptMessage2)
+			} else {
+				e.u8(recAcceptMessage)
+			}
 			e.str(msg.Queue)
 			e.str(msg.ID)
 			e.varint(msg.AcceptedAt)
 			e.varint(msg.VisibleAt)
 			e.uvarint(uint64(max(msg.Attempts, 0)))
 			e.str(msg.Lease)
+			if dl := msg.DeadLetter; dl != nil {
+				e.str(dl.SourceQueue)
+				e.str(dl.SourceQueueName)
+				e.str(dl.Consumer)
+				e.str(dl.ConsumerName)
+				e.str(dl.Reason)
+				e.uvarint(uint64(max(dl.Attempts, 0)))
+				e.str(dl.OriginalID)
+				e.varint(dl.DeadLetteredAt)
+			}
 			meta[i].crc = journal.Checksum(m.Body)
 			e.b = binary.LittleEndian.AppendUint32(e.b, meta[i].crc)
 			e.uvarint(uint64(len(m.Body)))
@@ -390,7 +408,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 		case recDeleteIdempotency:
 			scope := d.str()
 			muts = append(muts, DeleteIdempotency{Scope: scope, Key: d.str()})
-		case recAcceptMessage:
+		case recAcceptMessage, recAcceptMessage2:
 			var msg Message
 			msg.Queue = d.str()
 			msg.ID = d.str()
@@ -402,6 +420,22 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			}
 			msg.Attempts = int(attempts)
 			msg.Lease = d.str()
+			if t == recAcceptMessage2 {
+				var dl DeadLetter
+				dl.SourceQueue = d.str()
+				dl.SourceQueueName = d.str()
+				dl.Consumer = d.str()
+				dl.ConsumerName = d.str()
+				dl.Reason = d.str()
+				n := d.uvarint()
+				if n > 1<<31-1 {
+					d.fail("dead-letter attempts %d out of range", n)
+				}
+				dl.Attempts = int(n)
+				dl.OriginalID = d.str()
+				dl.DeadLetteredAt = d.varint()
+				msg.DeadLetter = &dl
+			}
 			crc := d.raw(4)
 			size := d.uvarint()
 			m.bodyOff = int32(d.off)

@@ -52,6 +52,7 @@ const (
 	RemovedExpired      = "expired"
 	RemovedDiscarded    = "discarded"     // retries exhausted, no dead-letter queue
 	RemovedDeadLettered = "dead_lettered" // moved; the AcceptMessage for the new one is in the same Apply
+	RemovedRedriven     = "redriven"      // moved back by a redrive; the AcceptMessage for the new one is in the same Apply
 )
 
 // RemoveMessages deletes messages from a queue for Reason.

@@ -30,6 +30,10 @@ type state struct {
 	metaLive map[uint64]int64
 	live     map[uint64]int64
 	leases   leaseTable
+	// deadLetters holds the dead-letter metadata of the messages that
+	// have it (Message.DeadLetter), few next to the rest: a side map keeps
+	// msgEntry small and pointer-free.
+	deadLetters map[msgKey]*DeadLetter
 
 	// bodies holds message bodies when there is no journal to read them
 	// from (Memory); nil for Journaled.
@@ -38,6 +42,7 @@ type state struct {
 }
 
 type nameKey struct{ space, name string }
+type msgKey struct{ queue, id string }
 type idemKey struct{ scope, key string }
 
 type anchor struct {
@@ -488,6 +493,11 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 				s.tidy(m.Queue, q)
 			}
 		case DropQueue:
+			for k := range s.deadLetters {
+				if k.queue == m.Queue {
+					delete(s.deadLetters, k)
+				}
+			}
 			if q := s.queues[m.Queue]; q != nil {
 				for i := range q.msgs {
 					if e := &q.msgs[i]; !e.removed() {
@@ -533,6 +543,15 @@ func (s *state) accept(m *AcceptMessage, seg uint64, bodyOff int64, crc uint32) 
 	}
 	q.indexKey(id, k, isHex, i, &e)
 	q.msgs[i] = e
+	if dl := m.Message.DeadLetter; dl != nil {
+		if s.deadLetters == nil {
+			s.deadLetters = map[msgKey]*DeadLetter{}
+		}
+		c := *dl
+		s.deadLetters[msgKey{m.Message.Queue, id}] = &c
+	} else if ok && s.deadLetters != nil {
+		delete(s.deadLetters, msgKey{m.Message.Queue, id})
+	}
 }
 
 // forget drops what the state holds for a message that goes: its live
@@ -552,6 +571,9 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 		return
 	}
 	s.forget(name, &q.msgs[i], len(id))
+	if s.deadLetters != nil {
+		delete(s.deadLetters, msgKey{name, id})
+	}
 	q.msgs[i] = msgEntry{}
 	q.unindexKey(id, k, isHex, i)
 	q.dead++
@@ -670,7 +692,19 @@ func (s *state) messageOf(queue, id string, e *msgEntry) Message {
 		Attempts:   int(e.attempts),
 		Lease:      s.leases.name(e.lease),
 		Size:       int(e.size),
+		DeadLetter: s.deadLetter(queue, id),
 	}
+}
+
+// deadLetter is a copy of a message's dead-letter metadata, nil when it
+// has none.
+func (s *state) deadLetter(queue, id string) *DeadLetter {
+	dl, ok := s.deadLetters[msgKey{queue, id}]
+	if !ok {
+		return nil
+	}
+	c := *dl
+	return &c
 }
 
 func (s *state) messages(queue string) []Message {

@@ -164,6 +164,35 @@ type Message struct {
 	// unsettled and delivers it again.
 	Lease string `json:"lease,omitempty"`
 	Size  int    `json:"size"` // body length in bytes
+	// DeadLetter is set on a message that arrived by dead-lettering: where
+	// it came from and why. It is host-side bookkeeping for operators (the
+	// inspection listing, redrive), never part of what a worker sees: the
+	// Forms give a dead-lettered message no portable link to its source.
+	DeadLetter *DeadLetter `json:"deadLetter,omitempty"`
+}
+
+// Dead-letter reasons.
+const (
+	// ReasonRetriesExhausted: the message had 1 + maxRetries deliveries.
+	ReasonRetriesExhausted = "retries_exhausted"
+)
+
+// DeadLetter is the dead-letter metadata of a message (spec/peers.md
+// §Dead-letter metadata): Wippy's x_dead_letter_reason and
+// x_original_queue, RabbitMQ's x-death. The names are those the resources
+// had when the message was dead-lettered.
+type DeadLetter struct {
+	SourceQueue     string `json:"sourceQueue"` // UID
+	SourceQueueName string `json:"sourceQueueName,omitempty"`
+	Consumer        string `json:"consumer,omitempty"` // UID of the QueueConsumer
+	ConsumerName    string `json:"consumerName,omitempty"`
+	Reason          string `json:"reason"`
+	// Attempts is the deliveries the message had in its source queue.
+	Attempts int `json:"attempts"`
+	// OriginalID is the message's ID in its source queue.
+	OriginalID string `json:"originalId,omitempty"`
+	// DeadLetteredAt is UTC epoch milliseconds.
+	DeadLetteredAt int64 `json:"deadLetteredAt"`
 }
 
 // ResourceCounter is optionally implemented by a Store that counts a

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -522,20 +523,34 @@ func (w *writer) flushAccepts(ctx context.Context) error {
 	acc, vis := make([]int64, n), make([]int64, n)
 	att, size := make([]int32, n), make([]int32, n)
 	bodies := make([][]byte, n)
+	dls := make([]*string, n)
 	for i, a := range run {
 		m := &a.Message
 		queues[i], ids[i], lease[i] = m.Queue, m.ID, m.Lease
 		acc[i], vis[i], att[i], size[i], bodies[i] = m.AcceptedAt, m.VisibleAt, int32(m.Attempts), int32(len(a.Body)), a.Body
+		dls[i] = deadLetterJSON(m.DeadLetter)
 	}
-	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[])
+	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body, dead_letter)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[], $9::text[]::jsonb[])
 		ON CONFLICT (queue, id) DO UPDATE SET accepted_at = EXCLUDED.accepted_at, visible_at = EXCLUDED.visible_at,
-			attempts = EXCLUDED.attempts, lease = EXCLUDED.lease, size = EXCLUDED.size, body = EXCLUDED.body`,
-		queues, ids, acc, vis, att, lease, size, bodies)
+			attempts = EXCLUDED.attempts, lease = EXCLUDED.lease, size = EXCLUDED.size, body = EXCLUDED.body,
+			dead_letter = EXCLUDED.dead_letter`,
+		queues, ids, acc, vis, att, lease, size, bodies, dls)
 	return nil
 }
 
-var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body"}
+var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body", "dead_letter"}
+
+// deadLetterJSON is the dead_letter column of a message: its metadata as
+// JSON, or NULL.
+func deadLetterJSON(dl *store.DeadLetter) *string {
+	if dl == nil {
+		return nil
+	}
+	b, _ := json.Marshal(dl)
+	s := string(b)
+	return &s
+}
 
 // copyRun COPYs run into store_messages. ok is false when an ID already
 // existed: the copy was rolled back to its savepoint and nothing of it
@@ -553,7 +568,7 @@ func (w *writer) copyRun(ctx context.Context, run []store.AcceptMessage) (ok boo
 		a := &run[i]
 		i++
 		m := &a.Message
-		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body}, nil
+		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body, deadLetterJSON(m.DeadLetter)}, nil
 	}))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation: a replacement

@@ -48,6 +48,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -434,13 +435,20 @@ func (s *Store) idempotencyOnce(ctx context.Context, scope, key string) (store.I
 	return r, nil
 }
 
-const messageCols = `queue, id, accepted_at, visible_at, attempts, lease, size`
+const messageCols = `queue, id, accepted_at, visible_at, attempts, lease, size, dead_letter`
 
 func scanMessage(row pgx.Row) (store.Message, error) {
 	var m store.Message
 	var attempts, size int32
-	err := row.Scan(&m.Queue, &m.ID, &m.AcceptedAt, &m.VisibleAt, &attempts, &m.Lease, &size)
+	var dl []byte
+	err := row.Scan(&m.Queue, &m.ID, &m.AcceptedAt, &m.VisibleAt, &attempts, &m.Lease, &size, &dl)
 	m.Attempts, m.Size = int(attempts), int(size)
+	if err == nil && dl != nil {
+		m.DeadLetter = new(store.DeadLetter)
+		if jerr := json.Unmarshal(dl, m.DeadLetter); jerr != nil {
+			return m, fmt.Errorf("pgstore: message %s of queue %s: dead_letter: %w", m.ID, m.Queue, jerr)
+		}
+	}
 	return m, err
 }
 

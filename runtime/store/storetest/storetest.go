@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("Messages", h.wrap(testMessages))
 	t.Run("AcceptReplaces", h.wrap(testAcceptReplaces))
 	t.Run("DropQueue", h.wrap(testDropQueue))
+	t.Run("DeadLetterMetadata", h.wrap(testDeadLetterMetadata))
 	t.Run("UnknownReferencesAreNoOps", h.wrap(testNoOps))
 	t.Run("Copies", h.wrap(testCopies))
 	t.Run("AtomicVisibility", h.wrap(testAtomicVisibility))
@@ -529,6 +530,73 @@ func testDropQueue(e *env) {
 	// A dropped queue can be used again.
 	e.apply(msg("q", "a", 3, "again"))
 	e.body("q", "a", "again")
+}
+
+// testDeadLetterMetadata: a message's dead-letter metadata is durable with
+// it, survives delivery, retry and replacement by a message that carries it
+// again (compaction's rewrite), and goes with the message (removal,
+// DropQueue, replacement without it); a message without it reads back nil.
+func testDeadLetterMetadata(e *env) {
+	dl := &store.DeadLetter{SourceQueue: "src-uid", SourceQueueName: "tasks", Consumer: "c-uid", ConsumerName: "tasks-consumer",
+		Reason: store.ReasonRetriesExhausted, Attempts: 4, OriginalID: "orig-1", DeadLetteredAt: 1700000000123}
+	a := msg("dlq", "d1", 10, "dead one")
+	a.Message.DeadLetter = dl
+	b := msg("dlq", "d2", 11, "dead two")
+	b.Message.DeadLetter = &store.DeadLetter{SourceQueue: "src2", Reason: store.ReasonRetriesExhausted, Attempts: 1}
+	e.apply(a, b, msg("dlq", "plain", 12, "sent directly"),
+		store.RemoveMessages{Queue: "src-uid", IDs: []string{"orig-1"}, Reason: store.RemovedDeadLettered})
+	// Apply keeps no reference: changing the caller's value changes nothing.
+	dl.Reason = "changed by the caller"
+	e.apply(store.DeliverMessages{Queue: "dlq", Batch: "b1", IDs: []string{"d1"}})
+	e.apply(store.RetryMessage{Queue: "dlq", ID: "d1", VisibleAt: 500})
+	e.reopen(func() {
+		got, err := e.s.Message(e.ctx, "dlq", "d1")
+		if err != nil {
+			e.Fatal(err)
+		}
+		want := store.Message{Queue: "dlq", ID: "d1", AcceptedAt: 10, VisibleAt: 500, Attempts: 1, Size: 8,
+			DeadLetter: &store.DeadLetter{SourceQueue: "src-uid", SourceQueueName: "tasks", Consumer: "c-uid", ConsumerName: "tasks-consumer",
+				Reason: store.ReasonRetriesExhausted, Attempts: 4, OriginalID: "orig-1", DeadLetteredAt: 1700000000123}}
+		same(e.T, "Message(dlq, d1)", got, want)
+		all, err := e.s.Messages(e.ctx, "dlq")
+		if err != nil || len(all) != 3 {
+			e.Fatalf("Messages(dlq) = %v, %v", all, err)
+		}
+		same(e.T, "Messages(dlq)[0]", all[0], want)
+		if all[1].DeadLetter == nil || all[1].DeadLetter.SourceQueue != "src2" || all[1].DeadLetter.Attempts != 1 {
+			e.Fatalf("Messages(dlq)[1].DeadLetter = %#v", all[1].DeadLetter)
+		}
+		if all[2].DeadLetter != nil {
+			e.Fatalf("a message sent directly has dead-letter metadata %#v", all[2].DeadLetter)
+		}
+		// A read returns a copy.
+		got.DeadLetter.Reason = "changed by a reader"
+		if again, _ := e.s.Message(e.ctx, "dlq", "d1"); again.DeadLetter.Reason != store.ReasonRetriesExhausted {
+			e.Fatalf("a reader changed the stored metadata: %#v", again.DeadLetter)
+		}
+	})
+	// Replacing a message without metadata drops it; removing and
+	// accepting the same ID again does not bring it back.
+	e.apply(msg("dlq", "d2", 11, "dead two"))
+	e.apply(store.RemoveMessages{Queue: "dlq", IDs: []string{"d1"}, Reason: store.RemovedRedriven})
+	e.apply(msg("dlq", "d1", 13, "new d1"))
+	e.reopen(func() {
+		for _, id := range []string{"d1", "d2"} {
+			m, err := e.s.Message(e.ctx, "dlq", id)
+			if err != nil || m.DeadLetter != nil {
+				e.Fatalf("Message(dlq, %s) = %#v, %v; want no dead-letter metadata", id, m, err)
+			}
+		}
+	})
+	// DropQueue drops the metadata with the messages.
+	e.apply(a)
+	e.apply(store.DropQueue{Queue: "dlq"})
+	e.apply(msg("dlq", "d1", 14, "after the drop"))
+	e.reopen(func() {
+		if m, err := e.s.Message(e.ctx, "dlq", "d1"); err != nil || m.DeadLetter != nil {
+			e.Fatalf("after DropQueue: %#v, %v", m, err)
+		}
+	})
 }
 
 func testNoOps(e *env) {

@@ -1,0 +1,4 @@
+-- dead_letter is a message's dead-letter metadata (store.Message.DeadLetter,
+-- spec/peers.md §Dead-letter metadata) as JSON; NULL for a message that did
+-- not arrive by dead-lettering.
+ALTER TABLE store_messages ADD COLUMN dead_letter jsonb;

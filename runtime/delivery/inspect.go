@@ -121,6 +121,23 @@ func (e *Engine) MessagePage(_ context.Context, uid string, after Cursor, limit 
 	if q.removed {
 		return nil, Cursor{}, false, abi.ErrUnknownQueue
 	}
+	ms, more := q.after(after, limit)
+	page = make([]MessageInfo, len(ms))
+	for k, m := range ms {
+		page[k] = MessageInfo{ID: m.id, AcceptedAt: m.acceptedAt, VisibleAt: m.visibleAt, Attempts: m.attempts, Size: m.size, State: stateOf(m, now), DeadLetter: m.dl}
+	}
+	if len(ms) > 0 {
+		last := ms[len(ms)-1]
+		next = Cursor{AcceptedAt: last.acceptedAt, Seq: last.seq}
+	}
+	return page, next, more, nil
+}
+
+// after returns up to limit messages of the expiry index after the
+// cursor, in accept order, and whether more follow: a binary search of the
+// index's sorted run and a walk of the page, plus the heap's out-of-order
+// entries (few). mu held.
+func (q *queue) after(after Cursor, limit int) (ms []*msg, more bool) {
 	o := &q.expiry
 	isAfter := func(m *msg) bool {
 		return m.acceptedAt > after.AcceptedAt || (m.acceptedAt == after.AcceptedAt && m.seq > after.Seq)
@@ -144,7 +161,7 @@ func (e *Engine) MessagePage(_ context.Context, uid string, after Cursor, limit 
 		}
 	}
 	sortMsgs(extra)
-	ms := make([]*msg, 0, limit+1)
+	ms = make([]*msg, 0, limit+1)
 	i, j := lo, 0
 	for len(ms) <= limit && (i < len(o.run) || j < len(extra)) {
 		var m *msg
@@ -164,15 +181,7 @@ func (e *Engine) MessagePage(_ context.Context, uid string, after Cursor, limit 
 	if len(ms) > limit {
 		ms, more = ms[:limit], true
 	}
-	page = make([]MessageInfo, len(ms))
-	for k, m := range ms {
-		page[k] = MessageInfo{ID: m.id, AcceptedAt: m.acceptedAt, VisibleAt: m.visibleAt, Attempts: m.attempts, Size: m.size, State: stateOf(m, now), DeadLetter: m.dl}
-	}
-	if len(ms) > 0 {
-		last := ms[len(ms)-1]
-		next = Cursor{AcceptedAt: last.acceptedAt, Seq: last.seq}
-	}
-	return page, next, more, nil
+	return ms, more
 }
 
 func sortMsgs(ms []*msg) {

@@ -44,6 +44,9 @@ const (
 	// metadata (Message.DeadLetter) after Lease; written only for a
 	// message that has it.
 	recAcceptMessage2
+	// recPutOperation3 is recPutOperation2 with the Operation's Progress
+	// after FormURL; written only for an Operation that has it.
+	recPutOperation3
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -128,7 +131,11 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.str(m.UID)
 		case PutOperation:
 			o := &m.Operation
-			e.u8(recPutOperation2)
+			if o.Progress != nil {
+				e.u8(recPutOperation3)
+			} else {
+				e.u8(recPutOperation2)
+			}
 			e.str(o.ID)
 			e.str(o.Space)
 			e.str(o.Kind)
@@ -139,6 +146,9 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.str(o.IdempotencyKey)
 			e.str(o.Principal)
 			e.str(o.FormURL)
+			if o.Progress != nil {
+				e.bytes(o.Progress)
+			}
 			e.bytes(o.Intent)
 			e.time(o.CreateTime)
 			e.time(o.UpdateTime)
@@ -377,7 +387,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			muts = append(muts, PutResource{r})
 		case recDeleteResource:
 			muts = append(muts, DeleteResource{UID: d.str()})
-		case recPutOperation, recPutOperation2:
+		case recPutOperation, recPutOperation2, recPutOperation3:
 			var o Operation
 			o.ID = d.str()
 			o.Space = d.str()
@@ -388,8 +398,11 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			o.Error = d.bytes()
 			o.IdempotencyKey = d.str()
 			o.Principal = d.str()
-			if t == recPutOperation2 {
+			if t == recPutOperation2 || t == recPutOperation3 {
 				o.FormURL = d.str()
+			}
+			if t == recPutOperation3 {
+				o.Progress = d.bytes()
 			}
 			o.Intent = d.bytes()
 			o.CreateTime = d.time()

@@ -332,6 +332,7 @@ func cloneResource(r Resource) Resource {
 func cloneOperation(o Operation) Operation {
 	o.Error = cloneBytes(o.Error)
 	o.Intent = cloneBytes(o.Intent)
+	o.Progress = cloneBytes(o.Progress)
 	return o
 }
 

@@ -127,7 +127,12 @@ type Operation struct {
 	// restart, or stays reconciling. A store drops the intent of a Done
 	// Operation (it reads back nil): it can hold a whole resource, module
 	// content included, and nothing needs it once the outcome is recorded.
-	Intent     json.RawMessage `json:"intent,omitempty"`
+	Intent json.RawMessage `json:"intent,omitempty"`
+	// Progress is what a long-running host-extension Operation (a redrive,
+	// a purge: spec/peers.md) reports of its work, as its owner encodes
+	// it; unlike Intent it is kept once the Operation is Done. Nil for
+	// the Forms' Operations.
+	Progress   json.RawMessage `json:"progress,omitempty"`
 	CreateTime time.Time       `json:"createTime"`
 	UpdateTime time.Time       `json:"updateTime"`
 }

@@ -448,16 +448,16 @@ func (w *writer) add(ctx context.Context, m store.Mutation) error {
 			intent = nil // nothing needs it once the outcome is recorded
 		}
 		b.Queue(`INSERT INTO store_operations (`+operationCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 			ON CONFLICT (id) DO UPDATE SET space = EXCLUDED.space, kind = EXCLUDED.kind,
 				resource_uid = EXCLUDED.resource_uid, state = EXCLUDED.state, effect = EXCLUDED.effect,
 				error = EXCLUDED.error, idempotency_key = EXCLUDED.idempotency_key,
 				principal = EXCLUDED.principal, form_url = EXCLUDED.form_url, intent = EXCLUDED.intent,
 				create_sec = EXCLUDED.create_sec, create_nsec = EXCLUDED.create_nsec,
-				update_sec = EXCLUDED.update_sec, update_nsec = EXCLUDED.update_nsec`,
+				update_sec = EXCLUDED.update_sec, update_nsec = EXCLUDED.update_nsec, progress = EXCLUDED.progress`,
 			o.ID, o.Space, o.Kind, o.ResourceUID, o.State, o.Effect, []byte(o.Error), o.IdempotencyKey, o.Principal,
 			o.FormURL, intent, o.CreateTime.Unix(), int32(o.CreateTime.Nanosecond()),
-			o.UpdateTime.Unix(), int32(o.UpdateTime.Nanosecond()))
+			o.UpdateTime.Unix(), int32(o.UpdateTime.Nanosecond()), []byte(o.Progress))
 	case store.DeleteOperation:
 		b.Queue(`DELETE FROM store_operations WHERE id = $1`, m.ID)
 	case store.PutIdempotency:

@@ -311,16 +311,16 @@ func (s *Store) countResourcesOnce(ctx context.Context, space string) (int, erro
 }
 
 const operationCols = `id, space, kind, resource_uid, state, effect, error, idempotency_key, principal,
-	form_url, intent, create_sec, create_nsec, update_sec, update_nsec`
+	form_url, intent, create_sec, create_nsec, update_sec, update_nsec, progress`
 
 func scanOperation(row pgx.Row) (store.Operation, error) {
 	var o store.Operation
-	var perr, intent []byte
+	var perr, intent, progress []byte
 	var cs, us int64
 	var cn, un int32
 	err := row.Scan(&o.ID, &o.Space, &o.Kind, &o.ResourceUID, &o.State, &o.Effect, &perr, &o.IdempotencyKey,
-		&o.Principal, &o.FormURL, &intent, &cs, &cn, &us, &un)
-	o.Error, o.Intent = perr, intent
+		&o.Principal, &o.FormURL, &intent, &cs, &cn, &us, &un, &progress)
+	o.Error, o.Intent, o.Progress = perr, intent, progress
 	o.CreateTime, o.UpdateTime = ts(cs, cn), ts(us, un)
 	return o, err
 }

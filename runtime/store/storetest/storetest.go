@@ -314,12 +314,15 @@ func testOperations(e *env) {
 	o3.Intent = nil
 	o4 := operation("o4", store.OpSucceeded, 0)
 	o4.Effect = store.EffectApplied
+	o1.Progress = json.RawMessage(`{"moved":0,"total":9}`)
 	e.apply(store.PutOperation{Operation: o1}, store.PutOperation{Operation: o2}, store.PutOperation{Operation: o3}, store.PutOperation{Operation: o4})
 	o2.State, o2.Effect = store.OpFailed, store.EffectPartial
 	o2.Error = json.RawMessage(`{"type":"about:blank","status":500}`)
+	o2.Progress = json.RawMessage(`{"moved":3,"total":9}`)
 	e.apply(store.PutOperation{Operation: o2})
 	// A Done Operation reads back without its intent (which can hold a
-	// whole resource); its FormURL stays, for authorisation.
+	// whole resource); its FormURL stays, for authorisation, and so does
+	// its progress (a redrive's or a purge's report).
 	o2.Intent, o4.Intent = nil, nil
 	e.reopen(func() {
 		for _, want := range []store.Operation{o1, o2, o3, o4} {

@@ -89,8 +89,8 @@ var mutations = []mutation{
 		What: "a dead-lettered message keeps its attempts in the dead-letter queue instead of starting as a new message",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "moved = append(moved, newMsg(id, now, now+delay, 0, len(body), e.seq.Add(1)))",
-			Replace: "moved = append(moved, newMsg(id, now, now+delay, m.attempts, len(body), e.seq.Add(1)))",
+			Search:  "moved = append(moved, newMsg(id, now, now+delay, 0, len(body), seq))",
+			Replace: "moved = append(moved, newMsg(id, now, now+delay, m.attempts, len(body), seq))",
 		}},
 		Tags:   "@retries",
 		Expect: []string{"an exhausted message moves to the dead-letter queue as a new message"},
@@ -472,5 +472,62 @@ var mutations = []mutation{
 		}},
 		Tags:   "@checker",
 		Expect: []string{"2 queues of 300 messages each while settlements fail for a while"},
+	},
+	{
+		ID:   "serial-two-batches",
+		Rule: "host extension @ext-serialized (spec/peers.md §Serialized queues: at most one batch in flight)",
+		What: "a serialized queue starts a second batch while one is in flight (up to two at once)",
+		Edits: []edit{{
+			File:    "runtime/delivery/serial.go",
+			Search:  "return len(q.batches) == 0 && !q.exhausting && len(q.toExhaust) == 0",
+			Replace: "return len(q.batches) < 2 && !q.exhausting && len(q.toExhaust) == 0",
+		}},
+		Tags: "@ext-serialized",
+		Expect: []string{
+			"one batch at a time, in accept order, whatever maxConcurrency",
+			"sends that follow one another are delivered in that order, even while batches run",
+			"an explicitly retried head, with its own delay, stays the head",
+		},
+	},
+	{
+		ID:   "serial-retry-to-back",
+		Rule: "host extension @ext-serialized (spec/peers.md §Serialized queues: a retried head stays the head)",
+		What: "a serialized queue orders its messages by visible time, so a retried (or delayed) head goes behind the messages already visible",
+		Edits: []edit{{
+			File:    "runtime/delivery/engine.go",
+			Search:  "avail: msgOrder{bySeq: cfg.Serialized}}",
+			Replace: "avail: msgOrder{}}",
+		}},
+		Tags: "@ext-serialized",
+		Expect: []string{
+			"a thrown head stays the head and is delivered again before the rest",
+			"an explicitly retried head, with its own delay, stays the head",
+			"a head that exhausts its deliveries is dead-lettered, and the next becomes the head",
+			"a delayed send blocks the messages sent after it until it is delivered",
+		},
+	},
+	{
+		ID:   "serial-restart-order",
+		Rule: "host extension @ext-serialized (spec/peers.md §Serialized queues: the order survives restarts)",
+		What: "a serialized queue's IDs carry the accept sequence after random digits, so a restart orders the queue at random",
+		Edits: []edit{{
+			File:    "runtime/delivery/serial.go",
+			Search:  "ids[i] = fmt.Sprintf(\"%016x\", first+uint64(i)) + hex.EncodeToString(raw[8*i:8*i+8])",
+			Replace: "ids[i] = hex.EncodeToString(raw[8*i:8*i+8]) + fmt.Sprintf(\"%016x\", first+uint64(i))",
+		}},
+		Tags:   "@ext-serialized",
+		Expect: []string{"accept order survives a restart"},
+	},
+	{
+		ID:   "serial-dlq-restart",
+		Rule: "host extension @ext-serialized (spec/peers.md §Serialized queues: a serialized dead-letter queue keeps the order of the moves)",
+		What: "a dead-letter move into a serialized queue gives the moved messages random IDs (ordered in memory, not after a restart)",
+		Edits: []edit{{
+			File:    "runtime/delivery/queue.go",
+			Search:  "newIDs = e.serialIDs(dlq, first, len(p.dead))",
+			Replace: "newIDs = e.newMessageIDs(dlq, len(p.dead))",
+		}},
+		Tags:   "@ext-serialized",
+		Expect: []string{"dead-lettered messages keep their order in a serialized dead-letter queue across a restart"},
 	},
 }

@@ -22,6 +22,18 @@ func (s *Server) GetQueueStats(ctx context.Context, req api.GetQueueStatsRequest
 	out.ByState.RetryWaiting = in.ByState["retry_waiting"]
 	out.ByState.InFlight = in.ByState["in_flight"]
 	out.ByState.Removing = in.ByState["removing"]
+	if c := in.SinceStart; c != nil {
+		out.SinceStart = &struct {
+			Accepted     int64 `json:"accepted"`
+			Acknowledged int64 `json:"acknowledged"`
+			DeadLettered int64 `json:"deadLettered"`
+			Delivered    int64 `json:"delivered"`
+			Discarded    int64 `json:"discarded"`
+			Expired      int64 `json:"expired"`
+			Retried      int64 `json:"retried"`
+		}{Accepted: int64(c.Accepted), Acknowledged: int64(c.Acknowledged), DeadLettered: int64(c.DeadLettered),
+			Delivered: int64(c.Delivered), Discarded: int64(c.Discarded), Expired: int64(c.Expired), Retried: int64(c.Retried)}
+	}
 	return out, nil
 }
 

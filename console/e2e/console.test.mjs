@@ -143,8 +143,12 @@ describe("console", { skip: reason ?? false }, () => {
     const box = page.locator("#dead-letter");
     await box.waitFor();
     const text = await box.textContent();
-    assert.match(text, /tasks|r-[0-9a-f]+/, "the source queue");
-    assert.match(text, /retr|fail|cannot handle/i, "the reason");
+    assert.match(text, /From queue\s*tasks/, "the source queue");
+    assert.match(text, /By consumer\s*tasks-consumer/, "the consumer that moved it");
+    assert.match(text, /Reason\s*retries_exhausted/, "the reason");
+    await box.getByRole("link", { name: "tasks", exact: true }).click();
+    await page.getByRole("heading", { name: /^tasks/ }).first().waitFor();
+    assert.equal(await page.locator("h1").textContent(), "tasks active");
     await page.context().close();
   });
 

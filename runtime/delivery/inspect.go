@@ -29,6 +29,9 @@ type QueueInspection struct {
 	OldestAge time.Duration // of the oldest held message not yet found expired; 0 when none
 	Batches   int           // batches dispatched and not finished
 	Paused    bool
+	// SinceStart is the queue's cumulative counts since the engine
+	// started (nil where the engine does not hold the queue).
+	SinceStart *QueueCounters
 }
 
 // MessageInfo is one message of a listing page.
@@ -95,6 +98,10 @@ func (e *Engine) Inspect(_ context.Context, uid string) (QueueInspection, error)
 		visit(en)
 	}
 	out.ByState[MsgRemoving] += q.held - counted
+	c := &q.count
+	out.SinceStart = &QueueCounters{UID: q.uid, Name: q.cfg.Name,
+		Accepted: c.accepted.Load(), Delivered: c.delivered.Load(), Acknowledged: c.acknowledged.Load(),
+		Retried: c.retried.Load(), DeadLettered: c.deadLettered.Load(), Discarded: c.discarded.Load(), Expired: c.expired.Load()}
 	if m := q.expiry.peek(); m != nil && now > m.acceptedAt {
 		out.OldestAge = time.Duration(now-m.acceptedAt) * time.Millisecond
 	}

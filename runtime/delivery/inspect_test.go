@@ -32,6 +32,11 @@ func TestInspectAndMessagePages(t *testing.T) {
 	if in.Messages != 4 || in.Bytes != int64(len("m0m1m2later")) || in.Batches != 1 {
 		t.Errorf("inspection %+v", in)
 	}
+	// The counts since start come with the inspection (the console's
+	// rates): 4 accepted, 1 delivered, none acknowledged yet.
+	if c := in.SinceStart; c == nil || c.Accepted != 4 || c.Delivered != 1 || c.Acknowledged != 0 || c.Retried != 0 {
+		t.Errorf("since start %+v", in.SinceStart)
+	}
 
 	// An out-of-order arrival: a message accepted earlier than the run's
 	// back goes to the heap; pages still list accept order.

@@ -406,7 +406,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
         const open = h("button", { type: "button", class: "secondary", "aria-label": "Open message " + m.id, onclick: () => {
           table.querySelectorAll("tr.selected").forEach((x) => x.classList.remove("selected"));
           tr.classList.add("selected");
-          replace(detail, messageDetail(m));
+          replace(detail, messageDetail(m, (uid) => resHref(space, uid)));
           (detail.querySelector("h3") as HTMLElement | null)?.focus();
         } }, "Open");
         const tr = h("tr", { "data-message-id": m.id },

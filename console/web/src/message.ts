@@ -1,6 +1,6 @@
-import { Child, dl, h, replace } from "./dom";
+import { Child, dl, h } from "./dom";
 
-const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated"]);
+const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated", "deadLetter"]);
 
 function decode(b64: string): Uint8Array {
   const s = atob(b64);
@@ -41,10 +41,24 @@ export function previewLine(m: any): string {
 }
 
 // deadLetterInfo is what the host says of where a dead-lettered message
-// came from and why: any member of the listing beyond the inspection
-// extension's own (the dead-letter metadata, where the host records it).
-function deadLetterInfo(m: any): [string, Child][] {
+// came from and why (its deadLetter member, spec/peers.md §Dead-letter
+// metadata), and any other member of the listing the console does not know,
+// shown as it is.
+function deadLetterInfo(m: any, href: (uid: string) => string): [string, Child][] {
   const out: [string, Child][] = [];
+  const d = m.deadLetter;
+  if (d && typeof d === "object") {
+    const ref = (uid?: string, name?: string) => uid ? h("a", { href: href(uid) }, name ?? uid) : name ?? "";
+    if (d.sourceQueueUid || d.sourceQueueName) out.push(["From queue", ref(d.sourceQueueUid, d.sourceQueueName)]);
+    if (d.consumerUid || d.consumerName) out.push(["By consumer", ref(d.consumerUid, d.consumerName)]);
+    if (d.reason) out.push(["Reason", d.reason === "retries_exhausted" ? "retries_exhausted (every delivery allowed by maxRetries failed)" : String(d.reason)]);
+    if (d.attempts !== undefined) out.push(["Deliveries there", String(d.attempts)]);
+    if (d.originalMessageId) out.push(["Original message ID", d.originalMessageId]);
+    if (d.deadLetteredAtMillis) out.push(["Dead-lettered at", new Date(d.deadLetteredAtMillis).toISOString()]);
+    for (const [k, v] of Object.entries(d)) {
+      if (!["sourceQueueUid", "sourceQueueName", "consumerUid", "consumerName", "reason", "attempts", "originalMessageId", "deadLetteredAtMillis"].includes(k)) out.push([k, JSON.stringify(v)]);
+    }
+  }
   const walk = (prefix: string, v: any) => {
     if (v && typeof v === "object" && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) walk(prefix ? prefix + "." + k : k, x);
     else out.push([prefix, typeof v === "string" ? v : JSON.stringify(v)]);
@@ -53,7 +67,7 @@ function deadLetterInfo(m: any): [string, Child][] {
   return out;
 }
 
-export function messageDetail(m: any): HTMLElement {
+export function messageDetail(m: any, href: (uid: string) => string): HTMLElement {
   const b = decode(m.bodyPreview);
   const text = asText(b, m.bodyTruncated);
   let json: string | null = null;
@@ -70,7 +84,7 @@ export function messageDetail(m: any): HTMLElement {
     views.forEach(([n], i) => buttons[i].setAttribute("aria-pressed", n === name ? "true" : "false"));
     pre.textContent = views.find(([n]) => n === name)![1] ?? "";
   };
-  const dead = deadLetterInfo(m);
+  const dead = deadLetterInfo(m, href);
   const box = h("section", { class: "message", "aria-labelledby": "message-title" },
     h("h3", { id: "message-title", tabindex: "-1" }, "Message " + m.id),
     dl([["State", m.state], ["Attempts", m.attempts], ["Accepted", new Date(m.acceptTimeMillis).toISOString()],

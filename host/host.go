@@ -45,9 +45,9 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	st         store.Store
-	active     *activeStore // the store on PostgreSQL, when cfg.StoreURL is set (active/standby)
-	cluster    *cluster     // the store on PostgreSQL with cfg.ClusterActive (several active hosts)
-	principals *auth.Config
+	active     *activeStore   // the store on PostgreSQL, when cfg.StoreURL is set (active/standby)
+	cluster    *cluster       // the store on PostgreSQL with cfg.ClusterActive (several active hosts)
+	principals *auth.Registry // host.json, changed live by the principal routes
 	adminToken string
 	eng        *delivery.Engine
 	rt         Runtime
@@ -108,6 +108,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.metrics = newMetrics(h)
 
 	var err error
+	var pcfg *auth.Config // host.json's principals
 	if cfg.StoreURL != "" {
 		var pg *pgstore.Store
 		if pg, err = openPostgres(ctx, cfg); err == nil {
@@ -130,14 +131,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 				h.st = h.active
 			}
 			if cfg.DataDir == MemoryDataDir {
-				h.principals, h.adminToken, err = auth.NewAdmin()
+				pcfg, h.adminToken, err = auth.NewAdmin()
 			} else {
-				h.principals, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
+				pcfg, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
 			}
 		}
 	} else if cfg.DataDir == MemoryDataDir {
 		h.st = store.NewMemory()
-		h.principals, h.adminToken, err = auth.NewAdmin()
+		pcfg, h.adminToken, err = auth.NewAdmin()
 	} else {
 		var journaled *store.Journaled
 		var rep store.RecoveryReport
@@ -159,7 +160,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			default:
 				cfg.Logger.Info("journal recovered", "dir", cfg.DataDir, "segments", rep.Segments, "frames", rep.Frames, "bytes", rep.Bytes, "duration", rep.Duration.String(), "tailCut", rep.Truncated, "migrated", rep.Migrated)
 			}
-			h.principals, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
+			pcfg, h.adminToken, err = auth.EnsureAdmin(cfg.DataDir)
 		}
 	}
 	if err != nil {
@@ -168,6 +169,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if cfg.Faults != nil {
 		h.st = faultyStore{Store: h.st, f: cfg.Faults}
+	}
+	if cfg.DataDir == MemoryDataDir {
+		h.principals = auth.NewRegistry(pcfg, "")
+	} else {
+		h.principals = auth.NewRegistry(pcfg, filepath.Join(cfg.DataDir, auth.ConfigFile))
 	}
 
 	h.parts.add("store", storePart{close: h.st.Close})
@@ -178,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("host: worker logs: %w", err)
 	}
 	h.parts.add("worker logs", &logsPart{h: h})
-	allowed := append(append([]string(nil), cfg.AllowedFetchHosts...), h.principals.AllowedFetchHosts...)
+	allowed := append(append([]string(nil), cfg.AllowedFetchHosts...), pcfg.AllowedFetchHosts...)
 	rtOpts := js.Options{
 		Sender:            sender{h},
 		AllowedFetchHosts: allowed,
@@ -241,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			h.parts.add("cluster", h.cluster)
 		}
 		h.parts.add("record expiry", &expiry{h: h})
-		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Principals: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest})
 	}
 	if err != nil {
 		_ = h.rt.Stop(ctx)

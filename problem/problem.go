@@ -48,6 +48,9 @@ const (
 	// CodeQueueNotIdle: a conditional delete (ifIdle) of a queue that
 	// holds messages or runs a batch.
 	CodeQueueNotIdle = "queue_not_idle"
+	// CodeLastAdmin: revoking the last principal that may manage
+	// principals (spec/host-api.md §Principals).
+	CodeLastAdmin = "last_admin"
 )
 
 // TypeBase prefixes every problem's type URI.
@@ -80,6 +83,7 @@ var Titles = map[string]string{
 	CodeHeaderTooLarge:      "Request header fields too large",
 	CodeNotAQueue:           "Not a queue",
 	CodeQueueNotIdle:        "Queue not idle",
+	CodeLastAdmin:           "Last administrator",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

@@ -101,7 +101,8 @@ func startServer(t testing.TB, o controller.Options, wk Workers) (*controller.Co
 	if err := ctl.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Controller: ctl, Auth: testAuth(), Workers: wk, Logger: o.Logger})
+	reg := auth.NewRegistry(testAuth(), "")
+	srv, err := New(Options{Controller: ctl, Auth: reg, Principals: reg, Workers: wk, Logger: o.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,20 @@ func (s *Server) routeGuard(rt route, next http.Handler) http.Handler {
 			return
 		}
 		info(r.Context()).principal = p
+		if rt.admin {
+			if !p.IsAdmin() {
+				s.writeProblem(w, r, problem.Forbidden("managing principals needs an editor grant on every space (\"*\") that no Form list narrows"))
+				return
+			}
+			if rt.body != "" {
+				if err := s.readEnvelope(w, r, rt.body); err != nil {
+					s.writeProblem(w, r, err)
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		space := r.PathValue("space")
 		if !p.InSpace(space) {
 			s.writeProblem(w, r, problem.NotFound("not found"))

@@ -19,6 +19,9 @@ import (
 // cannot express.
 type route struct {
 	public bool
+	// admin: the principal must be an administrator (auth.Principal.IsAdmin);
+	// the route has no space.
+	admin  bool
 	action auth.Action
 	body   string // a schema of schemas/, "" for none
 }
@@ -73,12 +76,14 @@ func routeOf(op map[string]any) (route, error) {
 		rt.action = auth.Read
 	case "write":
 		rt.action = auth.Write
+	case "admin":
+		rt.action, rt.admin = auth.Write, true
 	case "":
 		if !rt.public {
 			return route{}, fmt.Errorf("no x-takohost-action and not public (security: [])")
 		}
 	default:
-		return route{}, fmt.Errorf("x-takohost-action %q is neither read nor write", a)
+		return route{}, fmt.Errorf("x-takohost-action %q is not read, write or admin", a)
 	}
 	rt.body, _ = op["x-takohost-body"].(string)
 	if rt.body != "" {

@@ -37,6 +37,9 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"GET /v2/spaces/{space}/resources/{uid}/messages":    {action: auth.Read},
 		"GET /console/":                                      {public: true},
 		"GET /console":                                       {public: true},
+		"GET /v2/principals":                                 {admin: true, action: auth.Write},
+		"POST /v2/principals":                                {admin: true, action: auth.Write, body: "principal-create-request.json"},
+		"DELETE /v2/principals/{principal}":                  {admin: true, action: auth.Write},
 	}
 	if len(routes) != len(want) {
 		t.Fatalf("%d routes, want %d: %v", len(routes), len(want), routes)

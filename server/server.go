@@ -47,6 +47,9 @@ type Options struct {
 	Controller *controller.Controller
 	Auth       Authenticator
 	Workers    Workers
+	// Principals, when set, is what the admin routes (/v2/principals)
+	// manage; without it they answer 501.
+	Principals Principals
 	// Logger gets the access log and the server's own events; slog.Default
 	// when nil.
 	Logger *slog.Logger
@@ -68,10 +71,11 @@ type Options struct {
 
 // Server is the Host API v2 handler.
 type Server struct {
-	ctl     *controller.Controller
-	authn   Authenticator
-	workers Workers
-	log     *slog.Logger
+	ctl        *controller.Controller
+	authn      Authenticator
+	principals Principals
+	workers    Workers
+	log        *slog.Logger
 
 	handler http.Handler
 	mux     *http.ServeMux
@@ -94,7 +98,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

@@ -234,3 +234,81 @@ func TestTokensCreateAndRevoke(t *testing.T) {
 		t.Fatalf("the admin after revoke: %d %s", code, errs)
 	}
 }
+
+// tokens create and revoke through the running host take effect at once,
+// and last across a restart; a principal that is not an administrator may
+// not manage principals.
+func TestTokensThroughTheHost(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	start := func() *host.Host {
+		t.Helper()
+		h, err := host.New(context.Background(), host.Config{DataDir: data, Listen: "127.0.0.1:0", Logger: quiet(), ShutdownGrace: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := start()
+	dir := copyExample(t)
+	applyJSON(t, h, "apply", "-dir", dir)
+	as := func(token string, args ...string) (int, string, string) {
+		var o, e bytes.Buffer
+		code := run(t.Context(), append(args, "-host", h.URL(), "-token", token), &o, &e)
+		return code, o.String(), e.String()
+	}
+	code, out, errs := as(h.AdminToken(), "tokens", "create", "reader", "-grant", "demo:viewer")
+	if code != 0 {
+		t.Fatalf("tokens create: %d %s", code, errs)
+	}
+	tok := strings.TrimSpace(out)
+	if len(tok) < 40 || !strings.Contains(errs, "works now") {
+		t.Fatalf("token %q, stderr %s", tok, errs)
+	}
+	if code, errs := func() (int, string) { c, _, e := as(tok, "queues", "-space", "demo"); return c, e }(); code != 0 {
+		t.Fatalf("the new viewer cannot list at once: %d %s", code, errs)
+	}
+	if code, _, errs := as(tok, "queues", "pause", "tasks", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "forbidden") {
+		t.Fatalf("the viewer paused a queue: %d %s", code, errs)
+	}
+	if code, _, errs := as(tok, "tokens", "create", "sneaky", "-grant", "*:editor"); code != exitFailed || !strings.Contains(errs, "forbidden") {
+		t.Fatalf("a viewer created a principal: %d %s", code, errs)
+	}
+	code, out, _ = as(h.AdminToken(), "tokens", "list")
+	if code != 0 || !strings.Contains(out, "reader\tpr_") || !strings.Contains(out, "demo:viewer") || strings.Contains(out, "sneaky") || strings.Contains(out, tok) {
+		t.Fatalf("tokens list: %d %s", code, out)
+	}
+	raw, _ := os.ReadFile(filepath.Join(data, "host.json"))
+	if !strings.Contains(string(raw), `"reader"`) || strings.Contains(string(raw), tok) {
+		t.Fatalf("host.json after create: %s", raw)
+	}
+
+	// Durable: the token works after a restart.
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h = start()
+	if code, _, errs := as(tok, "queues", "-space", "demo"); code != 0 {
+		t.Fatalf("the viewer after a restart: %d %s", code, errs)
+	}
+	// Revoked: refused at once, and after a restart.
+	if code, out, errs := as(h.AdminToken(), "tokens", "revoke", "reader"); code != 0 || !strings.Contains(out, "revoked reader") {
+		t.Fatalf("revoke: %d %s %s", code, out, errs)
+	}
+	if code, _, errs := as(tok, "queues", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "unauthenticated") {
+		t.Fatalf("a revoked token still works: %d %s", code, errs)
+	}
+	if code, _, errs := as(h.AdminToken(), "tokens", "revoke", "admin"); code != exitFailed || !strings.Contains(errs, "last_admin") {
+		t.Fatalf("revoking the last admin: %d %s", code, errs)
+	}
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h = start()
+	defer h.Shutdown(context.Background())
+	if code, _, errs := as(tok, "queues", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "unauthenticated") {
+		t.Fatalf("a revoked token works after a restart: %d %s", code, errs)
+	}
+}

@@ -15,7 +15,7 @@
 //	tako queues [list|stats Q|peek Q|pause Q|resume Q]  the queues with counts and delivery state;
 //	                                    one's counts by state, its oldest messages; pause or resume it
 //	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
-//	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals of D/host.json
+//	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals (through the host; -data: D/host.json of a stopped host)
 //	tako ops    list [-state S] [-resource NAME] [-limit N]  the space's recent Operations, newest first
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
 //	tako health                         whether the host is live and ready
@@ -79,8 +79,9 @@ commands:
                                  list queues (messages, delivery state); one's counts by state,
                                  its oldest messages, pause or resume it
   send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
-  tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME] [-data DIR]
-                                 principals in DIR/host.json (effective at the host's next start)
+  tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME|ID]
+                                 principals, through the host (admin token; effective at once);
+                                 with -data DIR, edits DIR/host.json of a stopped host instead
   ops    list [-state S] [-resource NAME] [-limit N]
                                  the space's recent Operations, newest first
   ops    wait|get ID             an Operation (wait: until it finishes)
@@ -169,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "send":
 		fs.IntVar(&delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
 	case "tokens":
-		fs.StringVar(&data, "data", "data", "the host's data directory (its host.json)")
+		fs.StringVar(&data, "data", "", "edit DIR/host.json directly, for a host that is not running (default: through the running host, effective at once)")
 		fs.Var(&grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
 	case "ops":
 		fs.StringVar(&of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")
@@ -213,7 +214,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "send":
 		err = runSend(ctx, &c, pos, delay, stdout)
 	case "tokens":
-		err = runTokens(&c, data, grants, pos, stdout, stderr)
+		err = runTokens(ctx, &c, data, grants, pos, stdout, stderr)
 	case "health":
 		err = runHealth(ctx, &c, stdout)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/takoform/queuehost/auth"
+	"github.com/takoform/queuehost/gen/api"
 )
 
 // grantFlags collects -grant SPACE:ROLE[:FORM,...] flags.
@@ -42,13 +44,15 @@ func (g *grantFlags) Set(s string) error {
 	return nil
 }
 
-// runTokens manages the principals of a data directory's host.json: the
-// host reads that file when it starts, so a change takes effect at the
-// host's next start (the Host API has no route that manages principals).
+// runTokens manages principals. By default it goes through the host's
+// principal routes (/v2/principals, admin only): a change takes effect at
+// once and the host writes it to its host.json, so it lasts. With -data DIR
+// it edits DIR/host.json directly instead, for a host that is not running
+// (the host reads the file at start and rewrites it on its next change).
 // create prints the new token once; only its SHA-256 is stored.
-func runTokens(c *common, dataDir string, grants grantFlags, args []string, stdout, stderr io.Writer) error {
+func runTokens(ctx context.Context, c *common, dataDir string, grants grantFlags, args []string, stdout, stderr io.Writer) error {
 	if dataDir == "" {
-		dataDir = "data"
+		return runTokensAPI(ctx, c, grants, args, stdout, stderr)
 	}
 	path := filepath.Join(dataDir, auth.ConfigFile)
 	cfg, err := auth.Load(path)
@@ -61,30 +65,7 @@ func runTokens(c *common, dataDir string, grants grantFlags, args []string, stdo
 	}
 	switch verb {
 	case "list":
-		if c.output == "json" {
-			type row struct {
-				Name   string       `json:"name"`
-				ID     string       `json:"id"`
-				Grants []auth.Grant `json:"grants"`
-			}
-			rows := []row{}
-			for _, p := range cfg.Principals {
-				rows = append(rows, row{p.Name, p.ID, p.Grants})
-			}
-			return json.NewEncoder(stdout).Encode(rows)
-		}
-		for _, p := range cfg.Principals {
-			var gs []string
-			for _, g := range p.Grants {
-				s := g.Space + ":" + g.Role
-				if len(g.Forms) > 0 {
-					s += ":" + strings.Join(g.Forms, ",")
-				}
-				gs = append(gs, s)
-			}
-			fmt.Fprintf(stdout, "%s\t%s\n", p.Name, strings.Join(gs, " "))
-		}
-		return nil
+		return printPrincipals(c, cfg.Principals, stdout)
 	case "create":
 		if len(args) != 2 {
 			return usageError{errors.New("tokens create NAME -grant SPACE:ROLE[:FORM,...] ...")}
@@ -116,7 +97,7 @@ func runTokens(c *common, dataDir string, grants grantFlags, args []string, stdo
 			return json.NewEncoder(stdout).Encode(map[string]any{"name": args[1], "id": id, "token": tok, "grants": []auth.Grant(grants)})
 		}
 		fmt.Fprintf(stdout, "%s\n", tok)
-		fmt.Fprintf(stderr, "tako: principal %s added to %s; the token above is shown only now; it works from the host's next start\n", args[1], path)
+		fmt.Fprintf(stderr, "tako: principal %s added to %s; the token above is shown only now; it works from the host's next start (without -data, tokens create goes through the running host and works at once)\n", args[1], path)
 		return nil
 	case "revoke":
 		if len(args) != 2 {
@@ -171,4 +152,121 @@ func saveConfig(path string, cfg *auth.Config) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// printPrincipals prints principals as NAME ID GRANTS lines, or JSON.
+func printPrincipals(c *common, ps []auth.Principal, stdout io.Writer) error {
+	if c.output == "json" {
+		type row struct {
+			Name   string       `json:"name"`
+			ID     string       `json:"id"`
+			Grants []auth.Grant `json:"grants"`
+		}
+		rows := []row{}
+		for _, p := range ps {
+			rows = append(rows, row{p.Name, p.ID, p.Grants})
+		}
+		return json.NewEncoder(stdout).Encode(rows)
+	}
+	for _, p := range ps {
+		var gs []string
+		for _, g := range p.Grants {
+			s := g.Space + ":" + g.Role
+			if len(g.Forms) > 0 {
+				s += ":" + strings.Join(g.Forms, ",")
+			}
+			gs = append(gs, s)
+		}
+		fmt.Fprintf(stdout, "%s\t%s\t%s\n", p.Name, p.ID, strings.Join(gs, " "))
+	}
+	return nil
+}
+
+// runTokensAPI is runTokens through the host's principal routes.
+func runTokensAPI(ctx context.Context, c *common, grants grantFlags, args []string, stdout, stderr io.Writer) error {
+	cl, err := c.client(nil)
+	if err != nil {
+		return err
+	}
+	verb := "list"
+	if len(args) > 0 {
+		verb = args[0]
+	}
+	switch verb {
+	case "list":
+		if len(args) > 1 {
+			return usageError{errors.New("tokens list takes no argument")}
+		}
+		r, err := cl.api.ListPrincipalsWithResponse(ctx)
+		if err != nil {
+			return err
+		}
+		if r.JSON200 == nil {
+			return problemError("list principals", r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+		}
+		var ps []auth.Principal
+		for _, p := range r.JSON200.Items {
+			ps = append(ps, fromAPIPrincipal(p))
+		}
+		return printPrincipals(c, ps, stdout)
+	case "create":
+		if len(args) != 2 {
+			return usageError{errors.New("tokens create NAME -grant SPACE:ROLE[:FORM,...] ...")}
+		}
+		if len(grants) == 0 {
+			return usageError{errors.New("tokens create: at least one -grant SPACE:ROLE (viewer or editor)")}
+		}
+		body := api.PrincipalCreateRequest{Name: args[1], Grants: []api.Grant{}}
+		for _, g := range grants {
+			ag := api.Grant{Space: g.Space, Role: api.GrantRole(g.Role)}
+			if len(g.Forms) > 0 {
+				forms := append([]string(nil), g.Forms...)
+				ag.Forms = &forms
+			}
+			body.Grants = append(body.Grants, ag)
+		}
+		r, err := cl.api.CreatePrincipalWithResponse(ctx, body)
+		if err != nil {
+			return err
+		}
+		if r.JSON201 == nil {
+			return problemError("create principal "+args[1], r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+		}
+		p := fromAPIPrincipal(r.JSON201.Principal)
+		if c.output == "json" {
+			return json.NewEncoder(stdout).Encode(map[string]any{"name": p.Name, "id": p.ID, "token": r.JSON201.Token, "grants": p.Grants})
+		}
+		fmt.Fprintf(stdout, "%s\n", r.JSON201.Token)
+		fmt.Fprintf(stderr, "tako: principal %s (%s) created; it works now; the token above is shown only this once\n", p.Name, p.ID)
+		return nil
+	case "revoke":
+		if len(args) != 2 {
+			return usageError{errors.New("tokens revoke NAME|ID")}
+		}
+		r, err := cl.api.RevokePrincipalWithResponse(ctx, args[1])
+		if err != nil {
+			return err
+		}
+		if r.JSON200 == nil {
+			return problemError("revoke principal "+args[1], r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+		}
+		if c.output == "json" {
+			return json.NewEncoder(stdout).Encode(map[string]any{"revoked": r.JSON200.Name, "id": r.JSON200.Id})
+		}
+		fmt.Fprintf(stdout, "revoked %s (%s); the host refuses its token from now on\n", r.JSON200.Name, r.JSON200.Id)
+		return nil
+	}
+	return usageError{fmt.Errorf("tokens: list, create NAME -grant ..., or revoke NAME, not %q", verb)}
+}
+
+func fromAPIPrincipal(p api.Principal) auth.Principal {
+	out := auth.Principal{ID: p.Id, Name: p.Name}
+	for _, g := range p.Grants {
+		gr := auth.Grant{Space: g.Space, Role: string(g.Role)}
+		if g.Forms != nil {
+			gr.Forms = *g.Forms
+		}
+		out.Grants = append(out.Grants, gr)
+	}
+	return out
 }

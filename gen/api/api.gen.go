@@ -24,6 +24,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for GrantRole.
+const (
+	Editor GrantRole = "editor"
+	Viewer GrantRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the GrantRole enum.
+func (e GrantRole) Valid() bool {
+	switch e {
+	case Editor:
+		return true
+	case Viewer:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -304,6 +322,16 @@ type EmptyPrivateInputs = map[string]interface{}
 // EnvStrings vars or secrets of a WorkerVersion: names are JavaScript identifiers (^[A-Za-z_$][A-Za-z0-9_$]{0,63}$, checked by the validator because OpenAPI 3.0 has no propertyNames) and values strings. Binding, var and secret names share one namespace.
 type EnvStrings map[string]string
 
+// Grant A principal's role in one space ("*": every space), optionally narrowed to Forms.
+type Grant struct {
+	Forms *[]string `json:"forms,omitempty"`
+	Role  GrantRole `json:"role"`
+	Space string    `json:"space"`
+}
+
+// GrantRole defines model for Grant.Role.
+type GrantRole string
+
 // Health defines model for Health.
 type Health struct {
 	Status HealthStatus `json:"status"`
@@ -376,6 +404,31 @@ type OperationList struct {
 
 	// NextPageToken Present when more items follow: pass it as pageToken for the next page.
 	NextPageToken *string `json:"nextPageToken,omitempty"`
+}
+
+// Principal An identity of the host: its immutable ID, its name and its grants. Its token is never shown again after create.
+type Principal struct {
+	Grants []Grant `json:"grants"`
+	Id     string  `json:"id"`
+	Name   string  `json:"name"`
+}
+
+// PrincipalCreateRequest defines model for PrincipalCreateRequest.
+type PrincipalCreateRequest struct {
+	Grants []Grant `json:"grants"`
+	Name   string  `json:"name"`
+}
+
+// PrincipalCreated The new principal and its bearer token, shown this once: the host keeps only its SHA-256.
+type PrincipalCreated struct {
+	// Principal An identity of the host: its immutable ID, its name and its grants. Its token is never shown again after create.
+	Principal Principal `json:"principal"`
+	Token     string    `json:"token"`
+}
+
+// PrincipalList defines model for PrincipalList.
+type PrincipalList struct {
+	Items []Principal `json:"items"`
 }
 
 // Problem RFC 9457 problem details with the Host API v2 extension members code, requestId and errors.
@@ -759,6 +812,9 @@ type ListQueueMessagesParams struct {
 	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
+// CreatePrincipalJSONRequestBody defines body for CreatePrincipal for application/json ContentType.
+type CreatePrincipalJSONRequestBody = PrincipalCreateRequest
+
 // CreateResourceJSONRequestBody defines body for CreateResource for application/json ContentType.
 type CreateResourceJSONRequestBody = CreateResourceRequest
 
@@ -867,6 +923,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPrincipals Host extension (spec/host-api.md §Principals): the host's principals (ID, name, grants; never a token or its digest).
+	//
+	// Corresponds with GET /v2/principals (the `ListPrincipals` operationId).
+	ListPrincipals(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePrincipalWithBody Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+	CreatePrincipalWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePrincipal Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+	CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokePrincipal Host extension: revoke a principal; its token stops working at once. The last admin principal cannot be revoked.
+	//
+	// Corresponds with DELETE /v2/principals/{principal} (the `RevokePrincipal` operationId).
+	RevokePrincipal(ctx context.Context, principal string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
 	//
@@ -1014,6 +1094,70 @@ func (c *Client) GetCapabilities(ctx context.Context, reqEditors ...RequestEdito
 // Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPrincipals Host extension (spec/host-api.md §Principals): the host's principals (ID, name, grants; never a token or its digest).
+//
+// Corresponds with GET /v2/principals (the `ListPrincipals` operationId).
+func (c *Client) ListPrincipals(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPrincipalsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePrincipalWithBody Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+func (c *Client) CreatePrincipalWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePrincipalRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePrincipal Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+func (c *Client) CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePrincipalRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokePrincipal Host extension: revoke a principal; its token stops working at once. The last admin principal cannot be revoked.
+//
+// Corresponds with DELETE /v2/principals/{principal} (the `RevokePrincipal` operationId).
+func (c *Client) RevokePrincipal(ctx context.Context, principal string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokePrincipalRequest(c.Server, principal)
 	if err != nil {
 		return nil, err
 	}
@@ -1364,6 +1508,107 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListPrincipalsRequest constructs an http.Request for the ListPrincipals method
+func NewListPrincipalsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/principals")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePrincipalRequest calls the generic CreatePrincipal builder with application/json body
+func NewCreatePrincipalRequest(server string, body CreatePrincipalJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePrincipalRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreatePrincipalRequestWithBody constructs an http.Request for the CreatePrincipal method, with any body, and a specified content type
+func NewCreatePrincipalRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/principals")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokePrincipalRequest constructs an http.Request for the RevokePrincipal method
+func NewRevokePrincipalRequest(server string, principal string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "principal", principal, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/principals/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2296,6 +2541,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v2/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
+	// ListPrincipalsWithResponse Host extension (spec/host-api.md §Principals): the host's principals (ID, name, grants; never a token or its digest).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/principals (the `ListPrincipals` operationId).
+	ListPrincipalsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPrincipalsResponse, error)
+
+	// CreatePrincipalWithBodyWithResponse Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+	CreatePrincipalWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePrincipalResponse, error)
+
+	// CreatePrincipalWithResponse Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+	CreatePrincipalWithResponse(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePrincipalResponse, error)
+
+	// RevokePrincipalWithResponse Host extension: revoke a principal; its token stops working at once. The last admin principal cannot be revoked.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v2/principals/{principal} (the `RevokePrincipal` operationId).
+	RevokePrincipalWithResponse(ctx context.Context, principal string, reqEditors ...RequestEditorFn) (*RevokePrincipalResponse, error)
+
 	// ListOperationsWithResponse List the space's recent Operations (those the principal may read), newest first, a page at a time.
 	//
 	// Operations are kept until a day after they finish, so this is the recent history of the space's changes.
@@ -2569,6 +2842,150 @@ func (r GetOpenAPIResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenAPIResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListPrincipalsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PrincipalList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPrincipalsResponse) GetJSON200() *PrincipalList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPrincipalsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPrincipalsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPrincipalsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPrincipalsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPrincipalsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreatePrincipalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PrincipalCreated
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePrincipalResponse) GetJSON201() *PrincipalCreated {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreatePrincipalResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePrincipalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePrincipalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePrincipalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePrincipalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokePrincipalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Principal
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokePrincipalResponse) GetJSON200() *Principal {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokePrincipalResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokePrincipalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokePrincipalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokePrincipalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokePrincipalResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3247,6 +3664,58 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
+// ListPrincipalsWithResponse Host extension (spec/host-api.md §Principals): the host's principals (ID, name, grants; never a token or its digest).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/principals (the `ListPrincipals` operationId).
+func (c *ClientWithResponses) ListPrincipalsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPrincipalsResponse, error) {
+	rsp, err := c.ListPrincipals(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPrincipalsResponse(rsp)
+}
+
+// CreatePrincipalWithBodyWithResponse Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+func (c *ClientWithResponses) CreatePrincipalWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePrincipalResponse, error) {
+	rsp, err := c.CreatePrincipalWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePrincipalResponse(rsp)
+}
+
+// CreatePrincipalWithResponse Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/principals (the `CreatePrincipal` operationId).
+func (c *ClientWithResponses) CreatePrincipalWithResponse(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePrincipalResponse, error) {
+	rsp, err := c.CreatePrincipal(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePrincipalResponse(rsp)
+}
+
+// RevokePrincipalWithResponse Host extension: revoke a principal; its token stops working at once. The last admin principal cannot be revoked.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v2/principals/{principal} (the `RevokePrincipal` operationId).
+func (c *ClientWithResponses) RevokePrincipalWithResponse(ctx context.Context, principal string, reqEditors ...RequestEditorFn) (*RevokePrincipalResponse, error) {
+	rsp, err := c.RevokePrincipal(ctx, principal, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokePrincipalResponse(rsp)
+}
+
 // ListOperationsWithResponse List the space's recent Operations (those the principal may read), newest first, a page at a time.
 //
 // Operations are kept until a day after they finish, so this is the recent history of the space's changes.
@@ -3549,6 +4018,105 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListPrincipalsResponse parses an HTTP response from a ListPrincipalsWithResponse call
+func ParseListPrincipalsResponse(rsp *http.Response) (*ListPrincipalsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPrincipalsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PrincipalList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreatePrincipalResponse parses an HTTP response from a CreatePrincipalWithResponse call
+func ParseCreatePrincipalResponse(rsp *http.Response) (*CreatePrincipalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePrincipalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PrincipalCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokePrincipalResponse parses an HTTP response from a RevokePrincipalWithResponse call
+func ParseRevokePrincipalResponse(rsp *http.Response) (*RevokePrincipalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokePrincipalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Principal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -4051,6 +4619,15 @@ type ServerInterface interface {
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	// (GET /v2/openapi.json)
 	GetOpenAPI(w http.ResponseWriter, r *http.Request)
+	// ListPrincipals Host extension (spec/host-api.md §Principals): the host's principals (ID, name, grants; never a token or its digest).
+	// (GET /v2/principals)
+	ListPrincipals(w http.ResponseWriter, r *http.Request)
+	// CreatePrincipal Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+	// (POST /v2/principals)
+	CreatePrincipal(w http.ResponseWriter, r *http.Request)
+	// RevokePrincipal Host extension: revoke a principal; its token stops working at once. The last admin principal cannot be revoked.
+	// (DELETE /v2/principals/{principal})
+	RevokePrincipal(w http.ResponseWriter, r *http.Request, principal string)
 	// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
 	// (GET /v2/spaces/{space}/operations)
 	ListOperations(w http.ResponseWriter, r *http.Request, space Space, params ListOperationsParams)
@@ -4145,6 +4722,60 @@ func (siw *ServerInterfaceWrapper) GetOpenAPI(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOpenAPI(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListPrincipals operation middleware
+func (siw *ServerInterfaceWrapper) ListPrincipals(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPrincipals(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreatePrincipal operation middleware
+func (siw *ServerInterfaceWrapper) CreatePrincipal(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePrincipal(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokePrincipal operation middleware
+func (siw *ServerInterfaceWrapper) RevokePrincipal(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "principal" -------------
+	var principal string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "principal", r.PathValue("principal"), &principal, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "principal", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokePrincipal(w, r, principal)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4991,6 +5622,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/readyz", wrapper.GetReadiness)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/capabilities", wrapper.GetCapabilities)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/openapi.json", wrapper.GetOpenAPI)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/principals", wrapper.ListPrincipals)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/principals", wrapper.CreatePrincipal)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/principals/{principal}", wrapper.RevokePrincipal)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations", wrapper.ListOperations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations/{id}", wrapper.GetOperation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources", wrapper.ListResources)
@@ -5116,6 +5750,122 @@ func (response GetOpenAPI200JSONResponse) VisitGetOpenAPIResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPrincipalsRequestObject struct {
+}
+
+type ListPrincipalsResponseObject interface {
+	VisitListPrincipalsResponse(w http.ResponseWriter) error
+}
+
+type ListPrincipals200JSONResponse PrincipalList
+
+func (response ListPrincipals200JSONResponse) VisitListPrincipalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPrincipalsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListPrincipalsdefaultApplicationProblemPlusJSONResponse) VisitListPrincipalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePrincipalRequestObject struct {
+	Body *CreatePrincipalJSONRequestBody
+}
+
+type CreatePrincipalResponseObject interface {
+	VisitCreatePrincipalResponse(w http.ResponseWriter) error
+}
+
+type CreatePrincipal201JSONResponse PrincipalCreated
+
+func (response CreatePrincipal201JSONResponse) VisitCreatePrincipalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePrincipaldefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreatePrincipaldefaultApplicationProblemPlusJSONResponse) VisitCreatePrincipalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokePrincipalRequestObject struct {
+	Principal string `json:"principal"`
+}
+
+type RevokePrincipalResponseObject interface {
+	VisitRevokePrincipalResponse(w http.ResponseWriter) error
+}
+
+type RevokePrincipal200JSONResponse Principal
+
+func (response RevokePrincipal200JSONResponse) VisitRevokePrincipalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokePrincipaldefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RevokePrincipaldefaultApplicationProblemPlusJSONResponse) VisitRevokePrincipalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5654,6 +6404,15 @@ type StrictServerInterface interface {
 	// GetOpenAPI The OpenAPI document this server was generated from.
 	// (GET /v2/openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
+	// ListPrincipals Host extension (spec/host-api.md §Principals): the host's principals (ID, name, grants; never a token or its digest).
+	// (GET /v2/principals)
+	ListPrincipals(ctx context.Context, request ListPrincipalsRequestObject) (ListPrincipalsResponseObject, error)
+	// CreatePrincipal Host extension: create a principal with grants. Its token is in this answer only (the host stores its SHA-256); it works at once and after restarts.
+	// (POST /v2/principals)
+	CreatePrincipal(ctx context.Context, request CreatePrincipalRequestObject) (CreatePrincipalResponseObject, error)
+	// RevokePrincipal Host extension: revoke a principal; its token stops working at once. The last admin principal cannot be revoked.
+	// (DELETE /v2/principals/{principal})
+	RevokePrincipal(ctx context.Context, request RevokePrincipalRequestObject) (RevokePrincipalResponseObject, error)
 	// ListOperations List the space's recent Operations (those the principal may read), newest first, a page at a time.
 	// (GET /v2/spaces/{space}/operations)
 	ListOperations(ctx context.Context, request ListOperationsRequestObject) (ListOperationsResponseObject, error)
@@ -5820,6 +6579,87 @@ func (sh *strictHandler) GetOpenAPI(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetOpenAPIResponseObject); ok {
 		if err := validResponse.VisitGetOpenAPIResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListPrincipals operation middleware
+func (sh *strictHandler) ListPrincipals(w http.ResponseWriter, r *http.Request) {
+	var request ListPrincipalsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPrincipals(ctx, request.(ListPrincipalsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPrincipals")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPrincipalsResponseObject); ok {
+		if err := validResponse.VisitListPrincipalsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePrincipal operation middleware
+func (sh *strictHandler) CreatePrincipal(w http.ResponseWriter, r *http.Request) {
+	var request CreatePrincipalRequestObject
+
+	var body CreatePrincipalJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePrincipal(ctx, request.(CreatePrincipalRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePrincipal")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePrincipalResponseObject); ok {
+		if err := validResponse.VisitCreatePrincipalResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokePrincipal operation middleware
+func (sh *strictHandler) RevokePrincipal(w http.ResponseWriter, r *http.Request, principal string) {
+	var request RevokePrincipalRequestObject
+
+	request.Principal = principal
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokePrincipal(ctx, request.(RevokePrincipalRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokePrincipal")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokePrincipalResponseObject); ok {
+		if err := validResponse.VisitRevokePrincipalResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6182,135 +7022,145 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1tbxzJmdhfKXQWEMduNofUy92SHw5cSWvzol3pRMpGIvKEmu5nZsrsrmpVVZMcawl4kxiJHRzuQ/Il",
-	"8H0JkGQvQHAHJEAQBDgE8F/Z2/X5XwT1VFW/TTVnhpTW60+iZrrr5Xl/n3dRKopScOBaRfvvopJKWoAG",
-	"if9jGRSl0MDTxT+HhfkkA5VKVmomeLQf7SbJ3sOH5IIpNsmBHB4/Pjoi6ZxKmpolYjKhEoiQhCpCidKy",
-	"SnUlIdueMsgz8wHjM7J1GiVJchqNkiiOmFl3DjQDGcURpwVE+9FRc45tc5A4UukcCmpOpBelecSuFV1f",
-	"xxGbfkZ1OscLBFebbtsHbl5GlTSFepGS6nmzhP0ujiS8rZiELNrXsoL2egW9egZ8pufR/qP7cVQw7v+7",
-	"G5vFNEiz7F++pts/H29/fLbl/tg++4H/aPRnH0Vx4GAVywaOZb656VD9ta7Nw6oUXAHiW5QgqcHtYZpC",
-	"qQH3SQXXwLX5k5ZlzlJ8YudnypDAu9bqH0mYRvvRP9tpSGrHfqt2nvuV7a5dMjqZA6kfIJeGWNz+ZEtI",
-	"IqHM6QKymFwyPSc1Mejtl+4bYi6K5GNxjZcJPNc97zJknwl7OfPtBlC8jqNSikkOxQ3wck/8cDO4vXDr",
-	"BqB2yMnLTx+Tjx88/BPiFk8s4dp3zdKH+hlQpZ/zFP6iggqeTxTICwsImmXMLEXzF9IgXjNDBFOaK+hv",
-	"JdxrRExJf0kyTvaSMdn67Vf/9N/+17f/5398/Ysvv/m3//ebX//G/PHv/vvv/uPffvPXf/9P//offvfr",
-	"//3tL//9aJ+8uyYTmAoJRM+BTJlUmtgNEFAHpIBiAlIRwfMFmQpJLudU48NzoTRJBZ8yWUBm8F22jv4u",
-	"KkApOoPHorLw7wGsLKW4YgXVQFLziLmOe6VFcpRnhAtNFqAJTc+5uMwhmxnyy5hKqcwMHCSBq9KQhzlE",
-	"wTgrqiLaH9fsyriGGcjoOo7eGig9vWLKSlj3wESIHChHhGmmc/PZILbqZcXkZ5Bqs2r/2eMS0g2xqkpI",
-	"b8boN7/8r9/8+jejhBzZ6yhi5DmHC5AGDRcgDcCmUhROlisDmakR/0xwtYygDHJ2AXLxBHK6OIZU8Ewt",
-	"I+oJTGmVa5KZp8wJgabzBkEOZQdkTC7nwIkomNaQJeSQKODZPUXEJbcvuy3IJeMqIYecVGWG6J9TbpCO",
-	"JJZTDRJfxRMX9Mpi88H9vfF4FXbdYV6C4Xkm+OClngmzoyaaFUCovwRhipxDqWNLkR6aTHuCxOfbR0eZ",
-	"Aopo0dCuJ1cHXsgOzEdzo1wdmZp9JCgtPMn6S+7ujT9+1Lnmo8A9r9ta5fXgpc+GaRnpM0DHjyVQDS9B",
-	"iUqm8BLeVqD0hoT8iciQTF48Pz4hOxd7O6ie1c47/Pd6R7rVVUKQ5g2Hl5JdUA1HvKy0JesLmjMD4YzQ",
-	"GWVcWZHzqZAFMeo1IxOURsUrmZOtwhgQkBG4oqnOFzHRkrLcAFzlVM0J42leZZCNlnnArdEzEvbGD/60",
-	"byb0FI1X8x/OuIgjMZ0C/t3dZXdv9eE6EG1JOofrOLranolt96HRgslLevmZpaQI7S0rwTZ6rUeYCKC4",
-	"BrFbtEWWYXIL0OXTotSL96AuPxNZlcNPhTwHScbJ/WSM5Gc/+AlIZUyecfIwGe8jvUmYggSedpWdqvlZ",
-	"VFqxDFBCGDEnIRUyU6gn9RyUpVgVEyUI04btaX5JF4q8uzak6OHQvd7Q/V/0UboBELoMJqaEWl7SRpnP",
-	"qbkRB7IVVj4xwf88FlxVhQdcHADmaN/KcDpRYBS6NOYFa7T50p27VwpdnF8cW102fOEuBz58eP9RgB+6",
-	"4LigEpWjglSCB0iHCvZRzFhZ9Of0gh7j24RlRsZOmdG+W3/5+nD7X9Ltn7/56Mz9Nd7++M1HZ+/G8aP7",
-	"1x/FJJ1Dem5llaEmJ9OEJBNIaaXQzuaHL46IIUSLBeLE0+Jzs/0IyfOC5hUor9QT8gnjGeOzmFxQiQ/Y",
-	"a7gTqzm6eRzs/43QdTqmDbRHD1qoaIAcQMGPgeYa/beu5FSa6gr/Am401etInCNzLxnybZng3joLbPRM",
-	"zJ5yLRcrSbt7jhwuIG8fI4NJNYviKBczdGGnIoqjSyp5FEcgpZCBU9amQ8CliCMFb72uoNpq4kcPopAB",
-	"YuyDz1ieM7XmCxeW3F5ZL3IF7OBt1NkidpdvTt9ZsCVpa9iG4f6MbazmD8kl8ss9ZcSiEjkYaVhWGimy",
-	"4imtZnMjW3iWgyQIeBUTkWfG7kJHIyEvqFLIGjlVmih4i7GJqbEAtSASaEYEX1baTEPR/eMmr62++3V9",
-	"eSolXSzB167WhRpCJgA0K/w2hNlzDuTpMSnw3YDQSZBljcSci0si9Byke1gRVpRCaqNFtk6jZMc8eBoZ",
-	"GXYa2b8Dxk3L+W2JyAe7Hz+4P36wnkUTsDXaJk0j9toiMNk++0E4WhIwD/whW3B3wB0EuwXaHZysgB2w",
-	"ZXQ3t1Ex416aR3dkxQ27bdMJS4qM/Par9oujxFO3IhmkOZWgGu/YcocR5xcsA3VAHGMSBTmk2pE9u4Au",
-	"CcTkcs7SOSkqpY27YHBuPLyF3yLzmy6j25+mwxleKk7BBtnQAQ5LQHp1ZN/aQ5S7/+z2uCaOKs7eVuC+",
-	"1rKCRo6t4sWX3qBaoob68Et00MJ2gCKaWNbmvJii/Rl7Z05I47OBhoQYNQUoyWA6hVSTkjLpjBtlacNY",
-	"hNu0dIRRH8OYeLm4VPukBFTTO8a0OiCy4tz/74uSSs1o/kXFz7m45AdoOPIUfZad+kNVpSlABtmOdTOz",
-	"L+xSU8pyyDorBXgf73bCLEfXmshcdNvQdMjfsHdtU43Zwyxtd0Hc4+GiOHJnCpKSVbPrRtPiKKj94kDE",
-	"e+mRc8az9oHttc1BEaeRQbtBafCY3hV9NbA/UkF7dYfSKI4cOo1T47FkXB3EDEZ9a3wGd7an2wQ7fV1l",
-	"dsHLd6/hD10jM25TQmfjFqM1THQTh61lJdxFU7fi0n1VHUccrvQLOoMTcQ58OaLzQgI6HRiEKoQ0ThkU",
-	"xhUz7LhPSmNqMG3Yt/SreD+NmLXxYxdAHPasV5kMXWAFoPmiiU1vIK36sWWSgaYsVzYIb67wY+OgGl/i",
-	"Yo/AlQaOysZHb1ORQUyk9bCPbFjVmmQhqyGDZfgeazrJgShOz+FNShXgmmQrIAuf4sLWHumGP85ee2vh",
-	"B8GAh71VkBftadcmJQdmPEqImhhXmvI0bO/XcBqUCpX3O22U7uHHH7didg/G47BvoPPwfvaDVeY/fuuX",
-	"qY8RW3y1SNBT2DDxPfXieUN9yYyfbulmn1Dy58fPPycvhLmiJIxr4WImCDwyEdkC6YwSw5hG6YdC0IMI",
-	"L+3Cq+HiH6zJZxkW9sIBgGBg4xOfoNwAHCdzIBPzHqEETara05GQArsARbYCURPy269+/8u/+sf/95+/",
-	"/vJvj8yppzSFb//DX/3jP/zNaJ/sJklBr/A4x+znxiDJQDYxdhUTysnRE2PBYrL3USu9i6A28LeBG68T",
-	"7in0KRJiDqxA6xwKIyYL0HORqXZOxcgHLRdx+7PDPMeF8Rv8jwQyEZXZC0NaWwE7OeCJWAXbjrA+fLQy",
-	"humvvTbT49VbQczGot11QfUBm9YnhlaGc9dQynah1ulb5NgityFi9PTyHqKdIfpbPzOIyzdpP9qk+mx8",
-	"L4UD4+bXH3pVg9EnlwQKeaR4mkOtaTqHLJSDW5mkiyPrXK2VxgsDdRX07+BbDkC9zt5ZaWGYyrmIBmCs",
-	"KCqrYL1JkrMphgjM3xShhXz76uhJSIrS7BkYTfsXnorXdMKQR2qB09Fpu5081G4w3ebeNeakqHQr21av",
-	"8mh1zo5ePRY8raQ50qLz8t7DdY7wErSsAdExmsCl4BjUUaU6ye2TnweEalIY42mX/JA0y5Hm3W6KbnUW",
-	"8u3GSEDx2k/Dbpb6tMR0e//biy23To8wBnG9hL8OSkI3OxvgzSEHHx96UlP4hlyJZnFjD1t1VQJIZW1V",
-	"s/B2jisbnUgzqulo33gRsp0YxjwJlZJd2HB+1rzG+IyktACbK0a+ni8ScjwXl9woyQsGl1hAYXm59aYT",
-	"BUbExi6PrwWhXi5s+YynIjN2YU7TerexCjBpIKSVHjnj51YzK2INgIAyNjZ5UeoAx5zgAWueYZrMaUYY",
-	"x5Pb9eyhVxdaeEn/uYsp9jeimE7DR5yNYl03s5O/2SVV3TsnIafBL+O8+OUbdSXy5VwoaDO6QVlPgpJC",
-	"GEQznYS9FP8wZIe6Cfd3d3518phAKdI5KfAJV/zgyMBskLjk6IoUgZBsxjjNnWFzFLjlkVY10I6eDCEs",
-	"4OdQV//UXe6n84XB/RL499EOZKDewNWcVgprwhyRDEpPJEAfQFl6PxgdsQdHTNxAPnivO9JOa6dB8nll",
-	"LW6zuGXYG7dBMZCsjN/0Nq5xETfcOUBoffnZEo3D0tPquvcsOw9TjXKJGxFB7X+8WrUyFDMYtMaU/9Lm",
-	"hM3zCXlpkzy1GyWk+Z+RX56vD1yBED5WYyEg1nDFZRzi3fZb+LPpaGWLjJx7Y/hR1fU5jcM1qbQRsNbV",
-	"U5pKrQ7s/4zkyCXQbOFju2TKOFPzFvL7Nu0gjTWEZSPPDAUFaoCWlLRPIaljbkzPpahmc2ub40Oj1ZT3",
-	"tqE5B7FlinLksoqe7lgg9Orm+qCddxXLrndqotmad+jRpWg8PY72SUHPoUFzm94ccW5JMFAaGSKrKXar",
-	"pJUKqsmangLuRRuiK8B4Q10LPnfEzUVukcJYxZ/NwqP9FhfWhWqThaW2mHBxuT4/tYwEtwDZgiu93cBx",
-	"mfodxxzxT3M2m9uM5I3mw2Rx7IPvG4Sb6QVluTGElk/9E1sWH5NLyjQyKzq1eLDV1gzWL0KAeT93xX6u",
-	"6t6KGVf4aCsmt6xlV1cDjlbvxlpg6qEccrQ/1z44SjZXQtZjQzBQsJIvMxhE0Rf3tJmQTaHtgU1sSmYF",
-	"lEuGjNY5hJaLn1q4rwFCasNNHoKr1u9zY00DDdp6R2hBuAWhUE3KZKFhwE5WGKFDu4BJMhGZ8xSXLLq1",
-	"SlYDmzxFBms8EK8l5iLPFNnykZ6kXWd9T9lqIcPRayDGVmMczmCwUPZwVkchXOlG43ZYtE0xGujIpy4D",
-	"5oJ37dtMVBYngRPxqpi0XOfBdBzjKRwbHbyhoHxcFVVOUdpjYa8iuFRdxX5PEeAzxsFqeMMOFAt0qdRk",
-	"AjPGlS1DJVSTcUxy5hTNTmHs2VS5emGpUNCmOQOuiaJFmQMm+guUNpJqUAk5nPhElau6d3tnwhUPGwS3",
-	"8L1FzbF4NjEcYYuG0akMqqymU6SHR1+vjcLDCKhb0Gq7AD9Y37RKiDbm7PIJP0M55JIIy15yE7/BWiHk",
-	"51tcoRbDoUJ395X1wn08f8vWu1urfHSbLb38DGwpRVlCFrwc2eJiGQ63OYDjzVCAzAr/2nnyJoL0teSY",
-	"NoXb0Ir19AKbHqdzyKrceEpGA3Nb5uQNio13WrLFHAe0Ud2j3OZwPZps46oB27JeGLaoa2nuVUdjyQSk",
-	"7bJdNGiTt4zEITvys6aCccO8nhfpWJHWyWbdU8712TSZldj8n3H0ODmUki4+qaZTkCjcjOGBGsVFNgjC",
-	"6oAwbnOKEngGtoPFu0BIE0ZmnzONBJpicmzkyqo1puMUPHpgtZVQYBfdJPq16x3MboQ4Jj/Eb1AOSGhT",
-	"6s2xaQOBgCRuAcMA3Eef9/5kPB7bQzclMRtmzDQrjNYqyqGg1GHTxhKTVyePySvOrgJhqgOjcia58ZWl",
-	"UKq5tg+Hr8+RyBf9gzngtKIdfYL/rK5ovZHaj/hUfEi3SXAgOVOtTqchrXvSKf1dKxaIxN0DTRP/VeCC",
-	"Z2vECIeJ+kkTzlWCTKlcbRUa1LyQYGyMsOlrHrinHJsgxZItT8d7Dx+NYseLncOb50IhOLPYiax4SoOG",
-	"i9/PcHku+Az1JLV8WtpDhl3OrJMyWJk2boXRhgvSlEuSBQIa6A4w3kidm2XDUmnZDW7Lm8uW3/JmeoPj",
-	"0pzUOVMbh6cxiWFLUJkmBV2QCTS+61rUGOL/JRZZPmEn8qls0snXsrUpsk8xA4LjyNb93yg8blH2vrHw",
-	"KLuKtRV/qYvh615KWxV/x3L3JSCsU0u3YZXbEhCHAP1CiqxKQbqWlVvYJm8Dyxh3DS3kgWbZ337Vqan+",
-	"+su/K90CvndmtE+AX7zmtIAzMgMXDHbNNDzDTGediq+7wLKB7txllIV6Ax+sLqQf6CSKbqhdvX3G19Xf",
-	"1wv18dvHXQDHzeKbNo80nXXG2XJOgD+KjzgoWrjOO0RMSVOIyZRdQeZznK+OngyZpt/+6hff/s2vvv7F",
-	"l9/89b/63S+/Mn/86te//0//5esv/+53f/9vvvnN/zwgg+RTv9Isgu+OEvI4F8pmwuqiW2+AYq2MLYNZ",
-	"poherfFGhl0Pce2lWkhrkBHEVEMuGyGqXVda44diblgCzVTSa95lyqWyJehKcsgOfF9Qu/ux5i3rbWCW",
-	"+z3VsGs6C+ruVqfv0ncz4K0ugmH/M6jKPa8vt++2Srg2bL9td/4ur4vwvFVTLx2oeL1Vu2/AikGMWWHh",
-	"HFlXcm4/w1p8V0C/qkJ+wAS7c+W8HcvihJ8fHdP0KNeQd0BpobGGfGOYtAjHkd5a9fY1N97AqR+82r4+",
-	"xB9tsX0HVAFQHntVfvvQCLh6WTFtDIMtb8G1oxz1/CQEDApIRV6dfLr9p9YlGMX9SAhGv9qf/ITBZUx2",
-	"k6QdCziwIZFjRBpJKedC+/akdmeyuTz2maPFYutxbQOywkM2moty4rp4nLIiEn6GLWnYTMA49im/wZeW",
-	"RHI4puHu/kXnfl/071Yn0m5Z5NYjBzxKixqWsD1AEc/x1OoWBd+idB1eclZ5qqCkb1ves8bkljlf7N/5",
-	"s9FdrNX3hLw7Ar8NaA/EAIxfoch7T0NE1qoR2CeUTKs8t8Op0oZjS0jJlrEdxbRnpqDkmrEL4IE0yvdh",
-	"eEZ/VkYYqgHwd4jpvc6MCI7J8CMUJIZHgV+QycKWZOHoJjQFaVkClYRxQvmC+CFnMcnFLG7NGhOyGZ3V",
-	"R4nbZpVOa40yaFPsDTBZBcE7VIIH4LVmm3HnzVFCbCrYzuljqqkWT0hBGbdtsm78g+DoPrm28QPfbN5M",
-	"s7Ddu4FxXfVKtxg347Zb2/ZwG3V6NJyDvKJFox8KWFZGz23zASmAckVenyXk0MUmHz04cICwQLCln0xp",
-	"xlNtQ184GaSZqYFOyfphl77LvHS//pXMdpvQ9N3rvFv13TW+G/ydDfBMuDgbR2OklWR6gfaJMxGASntC",
-	"PA2GZe1H9QJzrUs7RY+5+P2ysm07nlSFxvF4g/KEngtjwLedScKK0ppuxhJLTvlSn6Jz2kspsJeRa0lT",
-	"feCa7dWclljkksGUcSw9TDG86wFsaOSUtyJDSD2Y0t9SAJavXz49fPLZU+yIIrYpEjlwqJnzlG8NzSgc",
-	"NY2eN7R0xgiSVpeein2X5yk/5caelaJy5YVudJGem1uK1Bo0ocE0zuaEq1KCMpZuUeWabSuYmVdOeUn1",
-	"nNSjSvfJ4ef/Yp26PhxIsPPOvJ0kybUxXcS5kVGnvN33f08RfLLJxwc6Tt0kB/sgXnGUnPLWtKGaRNpU",
-	"tdWmF1VNFOiYdOTzKGpNNoj2knEy3saXzPbJLjrjJXBasmg/up+Mk/u253WOjLAzx9E5Pzd/zyBQzfUp",
-	"lqCpqgR5wZQwd82NSWLAbLAPCTlyYZZ65FSjVS8p0+qgGcWIaSpuNADJhSgnND23rQo4vw99A7gqhTKr",
-	"uGFUJJ0LZuNt2/Z1I+/qwaNHWbQf/Qi0GwHUm0+6Nx6/t4mkboeBcaSlFKmBCUaQ2AUkHdET7b8+iyNV",
-	"FQWVi2g/euZAmJC98ZhczlkOntNxFfTmFfnxycmLA1JxWuk5cM0wm2BX3sGy3lV4ywXNyITmlKe1Nydk",
-	"OgelJdWITbMOa9AZI/a82Hr87KhXjIhoZNpXISXkVfd0rvLI01UQVy/9ln84dNlr2NsviBYW4p0u9cT6",
-	"gkiZQ5vVp/eS8Eas1/e2aBe+vgsLpuxpUmHLe3ynbLfm64A8HN/3w1DRMKjQqVXzSmfikjvSuNjbSWlJ",
-	"Jyxn3nIK0shP7SAYnOWDxQRuQMwEFsLtj4LnHkmFhLju2UDFI6ZkClRXElRnt8QiIDHYsvXQMWl/H3sp",
-	"2e3SGtn233YZhaw4R+fRyBbmIjlWKqBXRLjorGyO5KbcBcnucRsmd6S8vpURJLLO4bz+ulkwnDTlfsG3",
-	"a87s1Zs0mHfCPvFndphfgoZTn98JICaVwXhWq+z1YdF/w5IrMqvExhYX3aybWjwYepq9vv4wN7TH40jA",
-	"IavEOD05oSSji6YAbuGaKFwoiylvp0lIzRHnzDD0os4QmRMYfNoRslbpd9HxjCndbG+H2dRT1V+7yd1v",
-	"K9vv4CeKu/Bug4r3PAHmOl6CEM/tlMAWqPCSdlYsmk71SPbecXsDYEJjz9GJW3mIE+xMQyUEhWry167k",
-	"2Als8nA8GjpKzgqm+4dw3byrGorD5+mEoj3esfJDVDa8fOAHTnr+tYUpPsQcOmYdlR6E13hveULa9dkH",
-	"1KndyTEBZn/eqiZoiCQmHC7rkXoHPXA1AXobmr+D3m3ZV24ar2c+x5otwt2yFXgWU4ynrKQ5FpMYfTPq",
-	"Hjkm1F6LakLtgGUMlWl6LqyV73pjIvMyTgbpMnDoDs0jVlhF12erZNfOO5ZdrxDqdaqnd4RehaurpdEC",
-	"7buaLJtIlxZOzJGtcZI8GmYn836Ym1Y11n83tLryBwQScki44NsaZIGlnkampFRiQdpL0HKxfWhkf+/n",
-	"AlrfBFVic83ruxM0tiBS3hz6wHrbBvgxFp1tlyLPncKyRlKGcTaLV0SyH1j+3gk3Dv64xIa/LTFA/bVP",
-	"Pkj3htlf1k+tpTxb856Hf93hlppnd3wr1fPwj1/1LB1wQhVLbQmpg86I5EAvbMcJcXwemDJ6T9VDRUWl",
-	"3bVOuQW87XZwQeNzgNImMs3ZRwc2yeKmqZsvYkIV+dHTEw+bukAkE94YC4HA1fEtW1d4J2NFVXkespo+",
-	"pEzrJJNXqN/2XXtDbf9AGrg5S2mzFDnayIaPjJv5XSnZOCqFCoiR7qT3aNPle4MgLR1g4PMTl49+LyQQ",
-	"nkd/3Q2hu4GnPTrcW43L5d/zuTsl2BNjx6RzEcghVzhvZG+81wSNW6YHTt7A15QbcBEiA+zy7H5nU/+u",
-	"vGXbb7jtEGF94usVesbGfl0uGmztUJdSnuDn741S4tVvuB+oWpawq2p9Hwvuc4JucOwoXq4pFDxf7ONv",
-	"IhEJ00pZ+XzK7RsWRRhTfsOFfsOyHMiD8cetuGW767OZSCMkkZVxp10n8KCwZdOjLIeQNm762c++L/Rs",
-	"sd/VJa6BmnGSUpXSDEariPxmosZ6v7CJ3yK7D65nhkzntrPfsoifnti6xpt/+eq9WMKtOk+eofrHrsRm",
-	"1FvrB6IS8jlix47G6LTxfQhLeMWDFcusEqoC+O1WUHyXkuUDqatwScj3WV29tPU5Hf6+p8jlXOQ2ZXo3",
-	"zg6pK1uAeSd1VY8guSk60J+c8sHkR3ejASHSnc/xPmzOG5XhmtN+Duygn069fowCxr3zfRQbxyHcvn9m",
-	"Do6MWYuX/6CkZUfHfHjywuEyZMvN7MGyKxzjYyf61F/gT09iWW3PDGvRY0KeVBKbW33Si1qZc0BqGX8L",
-	"uxhJeNtvcis5k4uZuknGWDf+mZipVSHIl9h8gW1SDFxtqIK3ZIbGe91CyVSCHzNurHpjmk7t78Pmgs98",
-	"1Y1rRwWcthqfctcSjGlNNyRD4Ri4gi7Iz6qiNItcUpn5oYYTmp6P6trk+qdecIQVViGYj3CMYiWVkMOm",
-	"LGaJOpbshqMC3m0aONodbx458uFfF9rthIEpd61rzcQHe+l6BoNNVuPPcS1A23lClj5JKrCGTxElBD/l",
-	"1IbJsC92hj+JKSSBotSLZqBDHZrE326tS0XUvDLGmrjko4R8inEJLGiY4XgQdY6FJjPK+CmvdXAHb8M4",
-	"+p5GrP1P+QSE2jMx84zS+32i6L1Z1L2KJgNppSXQgmx1fz0pHv7ppFrwwoXZetSJUtvg0g0O/XeiQtcT",
-	"c+2RR4NB53aL6Upxt2b0eO9WwePdP6bgMTYTfpdh06VW4BtCp99FbHSVIdHpyQ7aCSv6s90PX1M7Bh8y",
-	"2wLUGkXwPec+Y7aplZ7MMT71oemmNdVmqMwH53XF35WZeTNF1D8L3ExOxB6thlJm8IelgG7FT1OL/frM",
-	"CIHWubBI1h6haUNft2p3RXjtNks2hcAbLP6jpydkx+nPnahb7DT8ZP/Bs+v/HwAA//8=",
+	"1H1dbyRJcthfSbQXmO5TsdjkfEhLPgjcmdk7yrM7oyHnDvZwNMiuiu7OY1VmTWYWyb5ZAre2D/adIejB",
+	"fjFOLwZsrwwYEmADhmFAMHB/ZbV70r8wMjKzvjqrPzjk7t4T2d1VWZHxHZERUe8HicgLwYFrNTh4Pyio",
+	"pDlokPiJpZAXQgNPFv8cFuabFFQiWaGZ4IODwV4c7z98SC6YYpMMyNHJ4+NjksyppIlZIiITKoEISagi",
+	"lCgty0SXEtKdKYMsNV8wPiPDs0Ecx2eDUTyIBsysOweaghxEA05zGBwMjms4dgwg0UAlc8ipgUgvCnOJ",
+	"XWtwfR0N2PQzqpM5biC42nTHXrB6GVXQBKpFCqrn9RL2t2gg4V3JJKSDAy1LaK6X06tnwGd6Pjh4dD8a",
+	"5Iz7j3uRWUyDNMv+xWu684vxzsdvhu6fnTc/8l+N/vSjQRQArGRpD1jml1VAdde6NherQnAFSG9RgKSG",
+	"tkdJAoUGfE4iuAauzb+0KDKW4BW7P1eGBd43Vv9IwnRwMPhnuzVL7dpf1e5zv7J9apuNTudAqgvIpWEW",
+	"93wyFJJIKDK6gDQil0zPScUMeuel+4WYjSL7WFrjZgLXteFdxuwzYTdnft0Ci9fRoJBikkG+Al/uij/a",
+	"Dm8v3LoBrB1x8vLTx+TjBw//mLjFY8u49l6z9JF+BlTp5zyBPy+hhOcTBfLCIoKmKTNL0eyFNITXzDDB",
+	"lGYKuo8S7jYipqS7JBnH+/GYDH/31T/+t//17f/5H1//8stv/u3//eY3vzX//Lv//vv/+Dff/NXf/eO/",
+	"/vvf/+Z/f/urfz86IO+vyQSmQgLRcyBTJpUm9gGIqEOSQz4BqYjg2YJMhSSXc6rx4rlQmiSCT5nMITX0",
+	"Lhqgvx/koBSdwWNRWvx3EFYUUlyxnGogibnEbMfd0mA5ylPChSYL0IQm51xcZpDODPulTCVUpgYPksBV",
+	"YdjDAJEzzvIyHxyMK3FlXMMM5OA6GrwzWHp6xZTVsO6CiRAZUI4E00xn5rtealXLisnPIdFm1e61JwUk",
+	"W1JVFZCspug3v/qv3/zmt6OYHNvtKGL0OYcLkIYMFyANwqZS5E6XK4OZqVH/THC1TKAUMnYBcvEEMro4",
+	"gUTwVC0T6glMaZlpkpqrDIRAk3lNIEeyQzIml3PgRORMa0hjckQU8PSeIuKS25vdI8gl4yomR5yURYrk",
+	"n1NuiI4sllENEm9FiHN6Zan54P7+eLyOug6Yl2Bkngneu6lnwjxRE81yINRvgjBFzqHQkeVIj02mPUPi",
+	"9U3QUaeAIlrUvOvZ1aEX0kPz1dwYV8em5jkSlBaeZf0m9/bHHz9qbfNRYJ/XTavyunfTb/p5GfkzwMeP",
+	"JVANL0GJUibwEt6VoPSWjPyJSJFNXjw/OSW7F/u7aJ7V7nv8e70r3eoqJsjzRsILyS6ohmNelNqy9QXN",
+	"mMFwSuiMMq6syvlUyJwY85qSCWqj/JXMyDA3DgSkBK5oorNFRLSkLDMIVxlVc8J4kpUppKNlGXBrdJyE",
+	"/fGDP+m6CR1D48383TkX0UBMp4D/t5+yt78euBZGG5rO0ToaXO3MxI770ljB+CW9/Mxy0gD9LavBtrqt",
+	"w5iIoKhCsVu0wZZhdgvw5dO80ItbMJefibTM4GdCnoMk4/h+PEb2s1/8FKQyLs84fhiPD5DfJExBAk/a",
+	"xk5V8ixKrVgKqCGMmpOQCJkqtJN6DspyrIqIEoRpI/Y0u6QLRd5fG1b0eGhvr2//L7ok3QIJbQETU0Kt",
+	"LGljzOfU7IgDGYaNT0Tww2PBVZl7xEUBZI4OrA6nEwXGoEvjXrDami/tub2l0Mb5xYm1Zf0bbkvgw4f3",
+	"HwXkoY2OCyrROCpIJHiEtLjgANWM1UV/Ri/oCd5NWGp07JQZ6zv8i9dHO/+S7vzi7Udv3H/jnY/ffvTm",
+	"/Th6dP/6o4gkc0jOra4y3OR0mpBkAgktFfrZ/OjFMTGMaKlAnHpafG4eP0L2vKBZCcob9Zh8wnjK+Cwi",
+	"F1TiBXYbDmI1xzCPg/1slK6zMU2kPXrQIEWN5AAJfiwp39YGHBmNzhNW0OyeIlJkQBhHmBAeE2T+6Gxw",
+	"QIzvsrDfjSIiCrt8tiCcSikuTSwhrAiFNbeNizXkXTZ4uLe/VkXm9OrY3orIsD9TKenC/GqANosCN2b4",
+	"9eCCwSXGrZAyLSSqse6KVZC60iQsRzpNpVkFs+b5DV1pyRCgz0+AZhrj6zZ+lKa6VM0tiPMA1N3H27ve",
+	"BB70TMyeci0Xa3mhDUcGF5A1wUhhUs4G0SATM0wxTMUgGlxSyQ1ypezBrfNyAiFfNFDwznME1dZTevRg",
+	"EHIQjf/2Gcsypja84cKqg1c2yl+DO3g3aD0icpuvoW8t2KBuhdsw3p8xtb0IXqI+u6eM2VJGBEWpi1Kj",
+	"xih5QsvZ3Oh+nmYgCSJeRURkqfGLMRCMyQuqFKqujCpNFLzD3NHUeOhaEAk0JYIvi2YlkdU/q6Lqau/X",
+	"XSns4Neu1sYaYiaANGuctsTZcw7k6QnJ8d6AUYhRpRqLNheXROg5SHexIiwvhNTGyg/PBvGuufBsYGzM",
+	"2cD+H3A+G8mJhsZ4sPfxg/vjB5t5nAFfsOly1mapaaLinTc/CmezAu6bB7KBd4fcXrRbpH1AEBzw04bG",
+	"t+I2a2nCf3Ppriy5EbcdOmFxnpLffdW8cRR77lYkhSSjElSdvbDSYcztBUtBHRInmERBBol2bM8uoM0C",
+	"Ebmcs2RO8lJpE84Zmlsr5h6R+ocuk9tD05IMrxWnYJOgmKAIa8DKXlnb5j7sdaQmGpScvSvB/axlCbUe",
+	"WyeLL73Du8QNFfBLfNCgdoAj6lzj9rKYYHwQ+WBbSBNTg4aYGDMFqMlgOoVEk4Iy6ZxPZXnDeOw7tHCM",
+	"UYFhXPBMXKoDUgC6UbvG9T0ksuTcf/qioFIzmn1R8nMuLvkhOvY8wZhyt/pSlUkCkEK6a9MA6Rd2qSll",
+	"GaStlQKyj3s7ZVaiK0tkNrpjeDoUD9q9NrnGPMMsbZ+CtEfgBtHAwRRkJWtmN812RoOg9YsCJxJLl5wz",
+	"njYBtts2gCJNB4bshqRBMH2q4FXP85ELmqs7khr3yZLTBJ2eSiYURcpgVr6iZ/DJFrptqNO1VeYpuPn2",
+	"NjzQFTGjJie0HtwQtFqIVknYRl7Ch1jqxrnBssPM4Uq/oDM4FefAlzNuLyRgUIhJwlxIEzRDbkJlI44H",
+	"pDCuBtNGfAu/io+jiVkbv3YJ3o296SWXoY2sADZf+MBlW3+Lu+BQY/bLJ8gPMDfA8rzUdJIBOX4S4Tfo",
+	"SBj9ZT7MjG+vYnJszA5unCmX2FVzccltDsw5XpZdlhWKXWRjWtp4IkDHHlnzvscGbO8cBwdQA/k1blch",
+	"3meFNks+3g4S2rFgv3HdNO23kWe1AkFtHKzH1rZJsVMUqss6TK94cQJUont/Djxy7KfnTBHBEzioD37O",
+	"AQqXsje3nfzkaGf/4aNltiya8rTa3PgLDVN6JbIakUWTofCWfmSmK9F457qzvb2twpw2kMFdVOedW/BA",
+	"97ySpKApy5Q92DWE/okh9NGLY3KxT+BKA0cH2Z8IJiKFiEjLo8f2qM6GkaFIJ4Vlm3BidaLi9BzeJlQB",
+	"rkmGAf/tKS5sY6h2Sv3Nax/h/CiYRLe7Cuo0C+0WJEQ8IShBzcmVpjwJ5ygqPPV6MqVPYtmTn4cff9w4",
+	"B3owHofzGToLP89+sU6A8Fe/TAVGZOnVYkHLYf3M99S7lFv6+IwXpbZ8c0Ao+bOT55+TF8JsURLGtXB5",
+	"eEQemYh0gXxGiXEmTKASOtbsJXhhF95AsbgLK/ZZxoXdcAAhmCz/xBe9bKmUJ+Y+QgmGgVV2RkIC7AIU",
+	"GQYy8eR3X/3Tr/7yH/7ff/76y785NlBPaQLf/oe//Ie//+vRAdmL45xeITgn7BcmiEpB1ue2KiKUk+Mn",
+	"xmfBAqJHjZIhRLXBvz0M8H7sPeu+xMQArEDrDHLj2uWg5yJVzXN6ox+0XETN744ya23wF/wggUxEyTHb",
+	"y7ST/3ZsH8ieWEeleWr38NH6pK/b9sZCj1tvHIzVnsKeO6jtdxVsLP9hvgJ6VHahBvQNdmywWx8zen65",
+	"hRO0EP9tXm2Cy9elJLQuH7FnRgkckpLXX3pTgycarrAglEVDaI60pskc0lBdx9rCj2hgE0IblYaEkboO",
+	"+x+QD+vBelURYrWFESqX1jIIq4MOH0ZlbAo+OKGILZTbV8dPQlqUps/AWNo/91y8YeIIZaRSOC2btteq",
+	"bdgLlnC4e00ILErdqOCoVnm0vg6EXj0WPCmlAWnRunn/4SYgvAQtK0S0nCZwZR0Mqkx4VTjlC2oOCdUk",
+	"N87THvkjUi9H6nvbZR/rK1vebU0EVK/d0p7tymksM908Z+jVllunwxi9tF6iX4skoZ296ZHNvqQkXvSk",
+	"4vAtpRLd4toftuaqAJDK+qpm4Z0MVzY2kaZU09EBuZyDbBYb4dk7lZJd2CPitL6N8RlJaA62/gjler6I",
+	"yYmNxgSxh5HKy3LjTqcKjIqNXApBC0K9Xhj6KhpFZuzCQNO4t/YK8CBaSKs9MsbPrWVWxDoAAWNsfPK8",
+	"0AGJOUUAK5lhmsxpShhHyO16Fuj1xXte03/uQvDugyiWaOAlzkex6SbzJL+zS6rae45DQYNfxmUel3fU",
+	"1siXc6GgKeiGZB0NSnJhCM10HI5S/MWQHun6iLL95FenjwkUIpmTHK9wBXWODcwDYldws+ZYU0g2Y5xm",
+	"zrE5DuzyWKsKacdP+ggWiHOoq6ltL/ez+cLQfgn9B+gHMlBv4WpOS4V1xo5JerUnMqBP+i7dHz6bR8CR",
+	"EivYB/f1gbzTeFIv+7yyHrdZ3ArsysegGojX5pw7D65oEdXS2cNoXf3ZUI392tPaulvWnUeJRr3EjYqg",
+	"9oM3q1aH4qkrrSjlf7R1Rub6mLy0B9NVGCWk+WT0l5frQ1d0ipdVVAioNVxxmYa4t4MG/WyJk7KFqy68",
+	"MfKoqprPOuCalNooWBvqKU2lVof2k9EcmQSaLvx5FJkyztS8QfyuT9vLYzVj2dMyhooCLUBDS9qrkNXx",
+	"PF/PpShnc+ub40Wj9Zz3ruY5h7FljnLsso6fPrDo9NXqmtPd9yVLr3crphnOW/zojpU9P44OSE7PoSZz",
+	"k98ccw4lGCyNDJNVHDssaKmCZrLip0B40cToGjSuyAzjdcfcbOQGx67r5LNeeHTQkMKq+HmysNwWES4u",
+	"N5enhpPgFiBDuNI7NR6Xud9JzDH/NGOzua2iWOk+TBYn/sBwizQvvaAsM47QMtQ/ta1WEbmkTKOwYlCL",
+	"gK33ZrAmHgLC+7krIHedXFbNuGJ6W4U/tJ5dVWE+Wv801kBTh+SQof+5MeCo2VxZckcMwWDBar7UUBBV",
+	"X9SxZkLWzRuHthhDMqug3AHuaBMgtFz8zOJ9AxRSm27yGFy3flcaKx6oydYBoYHhBoZCdXSThYYeP1lh",
+	"hg79AibJRKQuUlzy6DZqgwg85CkKWB2BeCsxF1mqyNBneuJm7849ZStQjURvQBhbQXY0g97mi6NZlYVw",
+	"5WZ12GHJNsVsoGOfqrWEC972b1NRWpoEIOJlPmmEzr0lBIwncGJs8JaK8nGZlxlFbY/NIorgUtUB2T1F",
+	"gM8YB2vhjThQbPqgUpMJzBhX/lhXk3FEMuYMzW5u/NlEuR4UqVDRJhkDromieZEBFiflqG0k1aBicjTx",
+	"h+uuk8s9OxWuIcUQuEHvITVg8XRiJMI2omBQGTRZdfdhh46+BwiVh1FQN+DVZlNXsCZznRKt3dllCD9D",
+	"PeQOEZaj5Dp/g/WNKM832EKlhkPNU+4nG4X7fP7Q9lBZr3x0k0d6/Rl4pBRFAWlwc2TIxTIebgKAk81Q",
+	"gswq/yp48i6C9P1JWOoBN+EVG+kFHnqSzCEtMxMpGQvMbWmmdyi2ftKSL+YkoEnqDufWwHV4skmrGm3L",
+	"dqHfo660uTcdtScT0LbLflGvT95wEvv8yM/qqustz/W8Sscq2tZp1j3lQp9tD7Nie/5nAj1OjqSki0/K",
+	"6RQkKjfjeKBFcZkNgrg6JIzbM0UJPAXbFelDIOQJo7PPmUYGTfBwbORadTQexyl49MBaK6HALrpN9mvP",
+	"B5jtDHFE/gh/QT0gocmpq3PTBgMBTdxAhkG4zz7v//F4PLZA16U9W56YaZYbq5UXfUmpo7o1MiKvTh+T",
+	"V5xdBdJUh8bkTDITK0uhVL1tnw7fXCJRLrqAOeQ0sh1dhv+sqsJfye3HfCruMmwSHEjGVKN7ts/qnrba",
+	"FTbKBSJzd1BT538VuOTZBjnCfqZ+UqdzlSBTKtd7hYY0LyQYHyPs+poL7iknJsixZOj5eP/ho1HkZLEF",
+	"vLkulIIzi53Kkic06Lj45xkpzwSfoZ2kVk4LC2Q45ExbRwZrj40babT+wjrlDskCCQ0MBxivtc5q3bBU",
+	"DrsibHl72Yhb3k5XBC41pC6Y2jo9jYcYtmyeaZLTBZlAHbtuxI0h+V8SkWUIW5lPZQ+dfP1tkyO7HNOj",
+	"OI5tr9JK5XGDVp2tlUfRNqyN/EvVwFP159tOng9s0VlCwib1v1tW5i4hsQ/RL6RIywSka4O8gW/yLrCM",
+	"CdfQQ+4ZwPC7r1p9IF9/+beFW8D3Y44OCPCL15zm8IbMwCWDXYMmT/GkszqKrzqL056JD8skCxWePljf",
+	"/NPTnTpYUW9/8xNfV9laLdSlb5d2ARrXi2/b8FZ3a5tgywUBHhSfcVA0dxWsSJiCJhCRKbuC1J9xvjp+",
+	"0ueafvvrX37717/++pdffvNX/+r3v/rK/PPr3/zTf/ovX3/5t7//u3/zzW//5yHpZZ/qlnoRvHcUk8eZ",
+	"UPYkrGoU8A4o1srYMphljuj0R2zl2HUI11yqQbSaGEFK1eyyFaGadaUVfSieDUugqYo7AyGqangJupQc",
+	"0kPfy9jsqK9ky0YbPW3DN+q70XQWtN2N6RFLv82ANzqf+uPPoCnvqbaPqlqsG4x0aE6TWF4X8XmjQRG0",
+	"p+L1RiMkAl4MUswqCxfIujYZ+x32D7mmn3VdPT0u2Ad3+5TNvgffwV3Pvagw75DSIGOF+doxaTCOY72N",
+	"eoQqaVwhqXde5V4B8QfbINRCVQCVJ96U3zw1Aq5eVkxrx2DoPbhmlqOayYeIQQWpyKvTT3f+xIYEo6ib",
+	"CcHsV/ObnzK4jMheHDdzAYc2JXKCRCMJ5Vxo31LZnHZhNo+zS9BjsfW4dqiFQiBry0U5cZ2HzlgRCT/H",
+	"NlpsJmAcZ1+8xZuWVHI4p+H2/kVrf19091YdpN2wyK3DDghKgxuWqN3DEc8RanWDgm879EIRKmel5wpK",
+	"ur7lPetMDg18flCG+tPRh3irt0S8D0R+E9EeiQEcv0KVd0uDqTaqETgglEzLLLMDD5NaYgtIyND4jmLa",
+	"cVNQc83YBfBRsA/qex/I1J2/FMZqAP0tZrrVOUTB0Ut+LI/E9CjwCzJZ1B2T1hWkRQFUEsYJ5QviB2dG",
+	"JBOzqDG/Ush6HGOXJO4x62xaYzxOk2NX4GQdBj+gEjyArw1HI7TuHMXEHgXb2a+s0aIak5wyblv73Ugh",
+	"wTF8cqMuDv2AjHpCkp04EBgBWa10gxFm7nEb+x7uQdt1cwZTAcvG6LltPiA5UK7I6zcxOXK5yUcPDh0i",
+	"LBJs6SdTmvFE29QXTpuq5zRhULJ52qUbMq+dXGQetw1Pf3idd6O+u6J3Tb83PTITLs7GcT5JKZleoH/i",
+	"XATsSq0mtWJa1n5VLTDXurCTWZnL3y8b22bgSVVoxJt3KE/puTAOfDOYJCwvrOtmPLH4jC/1KbqgvZAC",
+	"exm5ljTRh37M1ZwWWOSSwpRxLD1MML3rEWx45Iw3MkPIPXikP1QAVq5fPj168tlT7IgitikSJbCvmfOM",
+	"D/vm3o7qRs8VLZ0RoqTRpaci3+V5xs+48WelKF15oRuHh/3CqUisQxMaduZ8TrgqJCjj6eZlptmOgpm5",
+	"5YwXVM9JNf76gBx9/i82qevDISq7783dcRxfG9dFnBsddcabs0ruKYJX1ufxgY5TN33GXohbHMVnvDHB",
+	"rmKRJlcNm/yiyokCHZGWfh4NGtNYBvvxOB7v4E3m8fEeBuMFcFqwwcHgfjyO79ue1zkKwu4cx339Apvd",
+	"IVDN9SmWoKmyAHnBlDB7zYxLYtBsqA8xOXZplmqMYW1VLynT6rDu8sZjKm4sAMmEKCY0ObetCjgTFmMD",
+	"uCqEMqu4AYckmQtm82079naj76ph1sfp4GDwY9BubFln5vX+eHxrU67dE3pGXBdSJAYnmEFiFxC3VM/g",
+	"4PWbaKDKPKdyMTgYPHMojMn+eEwu5ywDL+m4Ckbzivzk9PTFISk5LfUcuGZ4mmBX3sWy3nV0ywRNyYRm",
+	"lCdVNCdkMgelJdVITbMOq8kZIfW82nr87LhTjIhkZNpXIcXkVRs6V3nk+SpIq5f+kd8fuew27O4XRAuL",
+	"8VaXemxjQeTMvodV0HtNuJLq1b4t2YWv78KCKQtNImx5j++Ubdd8HZKH4/t+wDY6BiUGtWpe6lRccsca",
+	"F/u7CS3ohGWsGmQR4pGf2eFVOH8MiwncUKsJLIR7PiqeeyQREqKqZwMNj5iSKVBdSlCtp8WWALGhlq2H",
+	"jkjz98hryXaX1si2/zbLKGTJOQaPRrcwl8mxWgGjIsJFa2UDkpucGmS7x02cfCDndb2MIJO1gPP2a7Vi",
+	"OK3L/YJ3V5LZqTepKe+UfexhdpRfwoYzn98JIialoXhamezNcdG9w7IrCqvExhaX3ayaWjwaqlEeqhcJ",
+	"z5jSL+rL7lAXtSduBJBkg6cK5krUsIAIGcLKk52Souf4NoCbaqcKwcGD4rbXUuNndNCsRa3RS4bHTyIM",
+	"WSI3eOjQh9Ru+JDx97QiKZuBstWJVzuangv7JNdVMKBpzrgdqqACxLJDV5oTf5xb+YnL9t0uodoDc67b",
+	"EYqbgddhl727giLt9zm603YQ4bfPGgduShRmEv0z0dsPjppibsQP5eoS3Bi9YeUDorVTzSk/o0NU70Ke",
+	"K0K1tYs4lQNLTl2Rs1rNOK3fbAa4HuezY8HfcSxjdeOypth9X/1/7XKRYM+O2rz4EkwY0ObFu9Yc63kA",
+	"+3+NSpQIXnoXbGCXbrLBYc13hrKFQjpiFGApae061gwjpRoQu6htAjXI63RD4w1Gr9+vQsc9hbPRnO7B",
+	"+SL+BUTt1+oUHZWy9o0/63NN128ca3XCy4qL+l2y5lxJCfj2CFJyzTJCSUoXdRX2wnXyufMUpnyyQEJi",
+	"7OScGTmrZschBMapsO/GsJHnsjmsHz9YQjbi7l1pm+78q5LcGWONqFsenXgdLWHIaBPdfKmQa1i2L8HA",
+	"+L0idQfczuTEXuquBeIU26MxEoJc1UVUru/FSR15OB71gZKxnOkuEG6kxLqpFmF4Wuehnu5YfihKe8Z5",
+	"6CfpeyfSVkf6c84QmNXRaC++xvsPAgJwhyqxPXIxoBafN0raaiaJCIfLahb1YQdd9SmxPR++DeVp4GsJ",
+	"nxPNBuMObRm4binynC4w6Bm1QY6M2jXbotq4VsxqtJC6NDcHtGVoD/UlVlkN1uuu3fcsvV4TWVT1BisV",
+	"tn+BjxaYZKjYsj5u0cKpOTIcx/GjfnEy94elad10l++GV9e+GS0mR4QLvqNB5thvYHRKQiVWRb8ELRc7",
+	"R0b3d96D1vglGJfV27z+cIbGPnjKa6APrRNokB9h5fNOIbLMGSwbqad42GPpikT2b2K6dcaNgm/N2/Kl",
+	"eT3cXyWGVwaTL6urNjKejRfZ9L+27oaWZ298I9Pz8A/f9CwBOKGKJTb+cNgZkQzohW17JE7OA+P576lq",
+	"Gr8otdvWGbeIty137uTShuXe0Rwd2pN+95oo80NEqCI/fnrqcVNVKabCO2MhFLhi8mXvCvdkvKgyy0Je",
+	"013qtFZF0xrz29xr520Q35MFrmGp3w4jpihHnwqZf1dGdnWao1F7t93ynQnqlg9uP00SftHWRlmS/fW0",
+	"XH5R6YdzwmOfv6hCBHKE2QlF9sf79cllw/XA8U94m3JTlkJsgKMGgtmHKudgHxhOPqw+gFyVhHiC398a",
+	"p0Tr73Bv3l3WsOsaTh4L7gtT3BsXRtFyYbvg2eIAX/ZKJExLZfXzGbd3WBLhweZbLvRblmZAHow/bhye",
+	"NUcP1GPRhCSyNOG0G0fRq2zZ9DjNIGSN66Eqb34o/Gyp37YlbooH4yShKqEpjNYx+WqmxqLzsIvfYLs7",
+	"tzN9rnMz2G94xE9PbXH96lf63oon3Gg2cPlXTHPV80Ybb76Nyed2AD/mMlu95HfhCa+5sGSpNUJlgL7t",
+	"Mr7vUrPckbkK1yX+kM3VS1sk2pLve4pczkVm63Y+TLJD5sp2AXyQuarmYK3KDnTHd92Z/mg/qEeJtIdE",
+	"3dmhWmMC2CYj5w7ttLlW05h9z4e754eoNk5CtL19YQ7OLdtIlr9X1rLzy+6evXDCGRm6wXFY+4uz5OxY",
+	"ueoHfKc+9nZ03LAGP8bkSSlxwoKvvLAHeuqQVDr+Bn4xsvCOf8iN9EwmZmqVjrFh/DMxU+tSkC+xAxB7",
+	"dRm4BgUF78gMnfeqj5+pGL9m3Hj1xjXFaijb7u9LP91MBMCR39EZd3Mp8NDTH2LiLNKcLsjPy7wwi1xS",
+	"mfrJuhOanI+qBpnqHYk4RxFL4cxXOMu3lErIflcWT4lanuyW82reb5s42htvnzny6V+X2m2lgSl3/dP1",
+	"2CG76WoQkK2YwvcML0Db4gR34JwILCRXRAnBzzi1aTIczjDDd/0LSSAv9KKeKlSlJsnQJajsWfW8NM6a",
+	"uOSjmHyKeQmsqpvhjCplzzlnlPEzXtngFt36afQDzVj7d2AGlNozMfOC0nmx5+DWPOpOWa3BtNISaE6G",
+	"7deORv3vHK0UL1yYR49aWWqbXFoR0H8nJnQzNdecu9ebdG7OOVir7jbMHu/fKHm894eUPMaO9u8ybbo0",
+	"j2JF6vS7yI2ucyRag0GCfsKaISGRFTtq38UCqe1DbczD+YFLn3Hb1NpI5gSvumu+aYxW66s1xaGR0Xfl",
+	"Zq7mCDdrMm2M78VG4ZpTZvD9ckC77LRuCHr9xiiBBlzYqWFBqGehbNo6sia9dpMl626ULRb/8dNTsuvs",
+	"5+6gXXHbf2X3wjfX/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

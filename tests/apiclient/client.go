@@ -260,7 +260,15 @@ func resourcesPath(space string) string { return "/v2/spaces/" + space + "/resou
 // Post creates a resource (the generated client's CreateResource) and
 // returns the answer, without waiting. private is nil when absent.
 func (c *Client) Post(ctx context.Context, space, name, form string, spec, private any) (*Response, error) {
+	return c.PostIn(ctx, space, name, form, "", spec, private)
+}
+
+// PostIn is Post in an offering ("": the host's default).
+func (c *Client) PostIn(ctx context.Context, space, name, form, offering string, spec, private any) (*Response, error) {
 	body := api.CreateResourceRequest{Name: name, FormUrl: form}
+	if offering != "" {
+		body.Offering = &offering
+	}
 	var err error
 	if body.Spec, err = rawJSON(spec); err != nil {
 		return nil, err
@@ -321,7 +329,12 @@ func (c *Client) settle(ctx context.Context, what string, r *Response) (*Operati
 // Create posts a resource and waits for its Operation to succeed; it
 // returns the resource UID.
 func (c *Client) Create(ctx context.Context, space, name, form string, spec, private any) (string, error) {
-	r, err := c.Post(ctx, space, name, form, spec, private)
+	return c.CreateIn(ctx, space, name, form, "", spec, private)
+}
+
+// CreateIn is Create in an offering ("": the host's default).
+func (c *Client) CreateIn(ctx context.Context, space, name, form, offering string, spec, private any) (string, error) {
+	r, err := c.PostIn(ctx, space, name, form, offering, spec, private)
 	if err != nil {
 		return "", err
 	}

@@ -32,6 +32,8 @@ type TopologyOptions struct {
 	Secrets map[string]string
 	// NoConsumers skips both consumers.
 	NoConsumers bool
+	// Offering, when set, is the offering of both queues ("serialized").
+	Offering string
 }
 
 // QueueSpec is a valid AtLeastOnceQueue spec.
@@ -55,10 +57,10 @@ func CreateTopology(ctx context.Context, c *Client, o TopologyOptions) (*Topolog
 	t := &Topology{Space: o.Space, QueueName: "work", DLQName: "dead"}
 	var err error
 	t.QueueSpec = QueueSpec(0)
-	if t.Queue, err = c.Create(ctx, o.Space, t.QueueName, FormQueue, t.QueueSpec, nil); err != nil {
+	if t.Queue, err = c.CreateIn(ctx, o.Space, t.QueueName, FormQueue, o.Offering, t.QueueSpec, nil); err != nil {
 		return nil, err
 	}
-	if t.DLQ, err = c.Create(ctx, o.Space, t.DLQName, FormQueue, QueueSpec(0), nil); err != nil {
+	if t.DLQ, err = c.CreateIn(ctx, o.Space, t.DLQName, FormQueue, o.Offering, QueueSpec(0), nil); err != nil {
 		return nil, err
 	}
 	if t.Worker, err = c.Create(ctx, o.Space, "w", FormWorker, map[string]any{"handlers": []string{"fetch", "queue"}}, nil); err != nil {

@@ -51,6 +51,10 @@ type Engine interface {
 	// MessagePage lists up to limit messages after the cursor, in accept
 	// order, and whether more follow.
 	MessagePage(ctx context.Context, uid string, after delivery.Cursor, limit int) ([]delivery.MessageInfo, delivery.Cursor, bool, error)
+	// ChangedQueues lists the queues whose message count or existence
+	// changed since the last call, each once; a change after it returns
+	// is in the next list. The observer re-observes only those queues.
+	ChangedQueues() []string
 }
 
 // Workers is what the controller needs of the JavaScript runtime.

@@ -55,6 +55,8 @@ type Form interface {
 	// r's space the observation depends on. false: the Form observes
 	// nothing, or the host cannot confirm a value now (the last
 	// observation stays).
+	// A Form that observes nothing implements Unobserved, so that its
+	// false is not taken for a value to try again.
 	Observe(ctx context.Context, env *Env, r store.Resource, get Lookup) (json.RawMessage, bool)
 	// Rebuild puts what r needs outside the store back at start (the
 	// engine keeps its queues and consumers in memory). pending is the
@@ -149,6 +151,12 @@ func observedSpec[T any](env *Env, r store.Resource) (T, error) {
 		env.specs.Store(r.UID, cachedSpec{raw: r.Spec, v: v})
 	}
 	return v, err
+}
+
+// Unobserved is implemented by a Form whose resources have no observation
+// (observed stays {}): the observer does not ask its Observe.
+type Unobserved interface {
+	Unobserved() bool
 }
 
 // forgetSpec drops uid's cached spec (the resource is gone).

@@ -130,16 +130,38 @@ type memEngine struct {
 	mu        sync.Mutex
 	queues    map[string]delivery.QueueConfig
 	consumers map[string]delivery.ConsumerConfig
+	counts    map[string]int
+	changed   []string // since the last ChangedQueues
+	stats     int      // QueueStats calls
+	failStats error    // when set, QueueStats fails with it
 }
 
 func newMemEngine() *memEngine {
-	return &memEngine{queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{}}
+	return &memEngine{queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{}, counts: map[string]int{}}
+}
+
+// setCount changes a queue's message count as a send or an
+// acknowledgement would, and reports it as the engine does.
+func (e *memEngine) setCount(uid string, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.counts[uid] = n
+	e.changed = append(e.changed, uid)
+}
+
+func (e *memEngine) ChangedQueues() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.changed
+	e.changed = nil
+	return c
 }
 
 func (e *memEngine) AddQueue(_ context.Context, q delivery.QueueConfig) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.queues[q.UID] = q
+	e.changed = append(e.changed, q.UID)
 	return nil
 }
 
@@ -151,16 +173,21 @@ func (e *memEngine) RemoveQueue(_ context.Context, uid string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.queues, uid)
+	e.changed = append(e.changed, uid)
 	return nil
 }
 
 func (e *memEngine) QueueStats(_ context.Context, uid string) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.stats++
+	if e.failStats != nil {
+		return 0, e.failStats
+	}
 	if _, ok := e.queues[uid]; !ok {
 		return 0, abi.ErrUnknownQueue
 	}
-	return 0, nil
+	return e.counts[uid], nil
 }
 
 func (e *memEngine) Attach(_ context.Context, c delivery.ConsumerConfig) error {

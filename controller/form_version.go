@@ -116,6 +116,9 @@ func (VersionForm) Observe(context.Context, *Env, store.Resource, Lookup) (json.
 	return nil, false
 }
 
+// Unobserved: a Version's observed stays {}.
+func (VersionForm) Unobserved() bool { return true }
+
 func (VersionForm) Rebuild(context.Context, *Env, store.Resource, string) error { return nil }
 
 // Summary is a WorkerVersion spec with the content of its modules left out

@@ -118,6 +118,9 @@ func (WorkerForm) Observe(context.Context, *Env, store.Resource, Lookup) (json.R
 	return nil, false
 }
 
+// Unobserved: a Worker's observed stays {}.
+func (WorkerForm) Unobserved() bool { return true }
+
 func (WorkerForm) Rebuild(context.Context, *Env, store.Resource, string) error { return nil }
 
 func handlersOf(sp api.ModuleWorkerSpec) []string {

@@ -40,6 +40,35 @@ type observer struct {
 	same map[string]sameObs
 	// gone, when set, is told of every resource the observer forgets.
 	gone func(uid string)
+
+	// dirty holds the resources whose observation may have changed since
+	// they were last observed: their record was written (and, through
+	// deps, what observes them), their last observation failed or could
+	// not be recorded. dmu is a leaf lock, so that marking never waits for
+	// a pass.
+	dmu   sync.Mutex
+	dirty map[string]struct{}
+}
+
+// mark queues uids for the next changed-only pass.
+func (o *observer) mark(uids ...string) {
+	o.dmu.Lock()
+	if o.dirty == nil {
+		o.dirty = map[string]struct{}{}
+	}
+	for _, u := range uids {
+		o.dirty[u] = struct{}{}
+	}
+	o.dmu.Unlock()
+}
+
+// takeDirty returns the marked resources and starts a new set.
+func (o *observer) takeDirty() map[string]struct{} {
+	o.dmu.Lock()
+	d := o.dirty
+	o.dirty = nil
+	o.dmu.Unlock()
+	return d
 }
 
 type readSet struct {
@@ -134,24 +163,47 @@ func (c *Controller) observe(ctx context.Context, r store.Resource, get Lookup) 
 	if !ok {
 		return nil, false
 	}
+	if n, ok := f.(Unobserved); ok && n.Unobserved() {
+		return nil, false
+	}
 	var read []string
 	doc, ok := f.Observe(ctx, c.env, r, func(uid string) (store.Resource, bool) {
 		read = append(read, uid)
 		return get(uid)
 	})
 	c.obs.setReads(r.UID, read)
+	if !ok {
+		// The host could not confirm it now: the record keeps its last
+		// observation, and the next pass tries again.
+		c.obs.mark(r.UID)
+	}
 	return doc, ok
 }
 
-// ObserveAll refreshes observed for every resource of every space. The
-// observer runs it every ObserveInterval.
+// ObserveAll refreshes observed for every resource of every space: the
+// first pass at start, then a resynchronisation every fullObserveEvery
+// periods (ObserveChanged does the periodic work).
 func (c *Controller) ObserveAll(ctx context.Context) {
 	o := &c.obs
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
+	c.observeAll(ctx)
+}
+
+// observeAll is ObserveAll with c.obs.mu held.
+func (c *Controller) observeAll(ctx context.Context) {
+	o := &c.obs
+	// What changed until now is in this pass: taken before the records
+	// are read, so that a change after the read stays marked.
+	queues := c.env.Engine.ChangedQueues()
+	marked := o.takeDirty()
 	all, err := c.listResources(ctx, "", "")
 	if err != nil {
+		o.mark(queues...)
+		for u := range marked {
+			o.mark(u)
+		}
 		return
 	}
 	o.epoch++
@@ -181,6 +233,57 @@ func (c *Controller) ObserveAll(ctx context.Context) {
 	o.indexed = true
 	c.record(ctx, obs, spaces)
 }
+
+// ObserveChanged refreshes observed for the resources whose inputs changed
+// since the last pass, and only those: the queues whose message count or
+// existence the engine reports changed (Engine.ChangedQueues), the
+// resources the controller marked (a record written by an Operation, an
+// observation that failed or was not recorded) and what observes a marked
+// record (a consumer observes its queue and worker). The observer runs it
+// every ObserveInterval, so an idle host does no work per resource; every
+// other value an observation holds comes from a record, and every record
+// write marks it. Before the first full pass it makes one.
+func (c *Controller) ObserveChanged(ctx context.Context) {
+	o := &c.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	if !o.indexed {
+		c.observeAll(ctx)
+		return
+	}
+	queues := c.env.Engine.ChangedQueues()
+	marked := o.takeDirty()
+	if len(queues) == 0 && len(marked) == 0 {
+		return
+	}
+	set := make(map[string]struct{}, len(queues)+len(marked))
+	uids := make([]string, 0, len(queues)+len(marked))
+	add := func(u string) {
+		if _, ok := set[u]; !ok {
+			set[u] = struct{}{}
+			uids = append(uids, u)
+		}
+	}
+	// A message count is read by the queue's own observation only.
+	for _, u := range queues {
+		add(u)
+	}
+	for u := range marked {
+		add(u)
+		for d := range o.deps[u] {
+			add(d)
+		}
+	}
+	c.observeUIDs(ctx, uids)
+}
+
+// fullObserveEvery: ObserveChanged leaves nothing behind that the Forms'
+// rules need, but once every so many periods the observer still makes a
+// full pass, as a resynchronisation against whatever changed the store
+// or the engine without going through this controller. At the default
+// period that is one full pass every ten minutes.
+const fullObserveEvery = 60
 
 // observeAfter refreshes what a finished Operation may have changed: its
 // resource and whatever observes it (a consumer observes its queue and
@@ -216,25 +319,43 @@ func (c *Controller) observeAfter(ctx context.Context, op store.Operation) {
 	for d := range o.deps[op.ResourceUID] {
 		uids = append(uids, d)
 	}
-	got := map[string]store.Resource{}
-	get := func(uid string) (store.Resource, bool) {
+	c.observeUIDs(ctx, uids)
+}
+
+// observeUIDs observes the resources named, reading their records from the
+// store, and forgets those that are gone. A lookup answers only within the
+// observed resource's space. c.obs.mu held.
+func (c *Controller) observeUIDs(ctx context.Context, uids []string) {
+	o := &c.obs
+	got := make(map[string]store.Resource, len(uids))
+	read := func(uid string) (store.Resource, error) {
 		if r, ok := got[uid]; ok {
-			return r, true
+			return r, nil
 		}
 		r, err := c.st.Resource(ctx, uid)
-		if err != nil || r.Space != op.Space {
-			return store.Resource{}, false
+		if err == nil {
+			got[uid] = r
 		}
-		got[uid] = r
-		return r, true
+		return r, err
 	}
 	obs := map[string]json.RawMessage{}
 	spaces := map[string]string{}
 	for _, uid := range uids {
-		r, ok := get(uid)
-		if !ok {
-			o.forget(uid)
+		r, err := read(uid)
+		if err != nil {
+			if isNotFound(err) {
+				o.forget(uid)
+			} else {
+				o.mark(uid) // the store did not answer: next pass
+			}
 			continue
+		}
+		get := func(u string) (store.Resource, bool) {
+			x, err := read(u)
+			if err != nil || x.Space != r.Space {
+				return store.Resource{}, false
+			}
+			return x, true
 		}
 		if d, ok := c.observe(ctx, r, get); ok && !o.unchanged(r.UID, r.Observed, d) {
 			obs[r.UID] = d
@@ -287,6 +408,9 @@ func (c *Controller) record(ctx context.Context, obs map[string]json.RawMessage,
 		for _, uid := range uids {
 			o := obs[uid]
 			cur, err := c.st.Resource(ctx, uid)
+			if err != nil && !isNotFound(err) {
+				c.obs.mark(uid)
+			}
 			if err != nil || bytes.Equal(cur.Observed, o) || sameJSON(cur.Observed, o) {
 				continue
 			}
@@ -296,6 +420,7 @@ func (c *Controller) record(ctx context.Context, obs map[string]json.RawMessage,
 		if len(muts) > 0 {
 			if err := c.st.Apply(ctx, muts...); err != nil {
 				c.log.Warn("recording observations failed", "space", space, "err", err)
+				c.obs.mark(uids...) // the next pass tries again
 			}
 		}
 		for _, u := range unlocks {

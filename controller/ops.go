@@ -185,6 +185,9 @@ func (c *Controller) accept(ctx context.Context, pl plan, unlockSpace func()) (s
 		}
 		c.log.Warn("the first write of an operation reported an error but was applied; accepting it", "operation", op.ID, "err", err)
 	}
+	if !pl.noop {
+		c.obs.mark(pl.uid) // its record changed state (observers of it may read that)
+	}
 	return op, nil
 }
 
@@ -389,6 +392,9 @@ func (c *Controller) settleFailure(ctx context.Context, op store.Operation, fail
 	unlock := c.resources.lock(uid)
 	defer func() {
 		unlock()
+		// The effect may have changed what the engine holds, whatever
+		// was recorded: observe it again on the next pass.
+		c.obs.mark(uid)
 		c.notify(op.ID)
 	}()
 	now := c.now().UTC()
@@ -510,20 +516,25 @@ func (c *Controller) resumeWithoutIntent(ctx context.Context, op store.Operation
 	c.clearInflight(op.ResourceUID, op.ID)
 }
 
-// observeLoop refreshes observed and re-drives unsettled Operations every
-// ObserveInterval.
+// observeLoop re-drives unsettled Operations and refreshes observed every
+// ObserveInterval: a full pass at start and every fullObserveEvery
+// periods, and in between only what changed (ObserveChanged).
 func (c *Controller) observeLoop(ctx context.Context) {
 	c.ObserveAll(ctx)
 	t := time.NewTicker(c.opts.ObserveInterval)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		c.reconcile(ctx)
-		c.ObserveAll(ctx)
+		if n%fullObserveEvery == 0 {
+			c.ObserveAll(ctx)
+		} else {
+			c.ObserveChanged(ctx)
+		}
 	}
 }
 

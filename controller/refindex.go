@@ -113,13 +113,17 @@ func (c *Controller) index(r store.Resource) {
 }
 
 // indexApplied keeps the index in step with mutations just applied.
+// The records written are marked for the observer's next changed-only
+// pass (with what observes them).
 func (c *Controller) indexApplied(muts []store.Mutation) {
 	for _, m := range muts {
 		switch m := m.(type) {
 		case store.PutResource:
 			c.index(m.Resource)
+			c.obs.mark(m.Resource.UID)
 		case store.DeleteResource:
 			c.refs.drop(m.UID)
+			c.obs.mark(m.UID)
 		}
 	}
 }
@@ -134,6 +138,7 @@ func (c *Controller) reindex(ctx context.Context, uid string) {
 	}
 	c.refs.drop(uid)
 	c.index(r)
+	c.obs.mark(uid)
 }
 
 // indexAll indexes every stored resource (at start).

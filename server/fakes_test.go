@@ -86,6 +86,18 @@ func (e *fakeEngine) RemoveQueue(ctx context.Context, uid string) error {
 	return nil
 }
 
+// ChangedQueues lists every queue the fake holds: its counts are set by
+// the tests directly, so it cannot tell which changed.
+func (e *fakeEngine) ChangedQueues() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, 0, len(e.queues))
+	for uid := range e.queues {
+		out = append(out, uid)
+	}
+	return out
+}
+
 func (e *fakeEngine) QueueStats(_ context.Context, uid string) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

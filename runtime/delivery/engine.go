@@ -105,6 +105,13 @@ type Engine struct {
 
 	evMu sync.Mutex
 	evCh chan struct{}
+
+	// chMu guards changed: the queues whose message count or existence
+	// changed since the last ChangedQueues, each listed once (a queue's
+	// listed flag says it is there). Leaf lock, taken with a queue's mu
+	// held.
+	chMu    sync.Mutex
+	changed []*queue
 }
 
 // New returns an engine over st that finds handlers with res. Call
@@ -183,6 +190,41 @@ func (e *Engine) newMessageIDs(q *queue, n int) []string {
 		}
 	}
 	return ids
+}
+
+// ChangedQueues returns the queues whose message count or existence
+// changed since the last call, each once, and starts collecting anew. A
+// change made after it returns is in the next call's list, so a caller that
+// reads QueueStats after it sees every change either in that read or in
+// the next list: the controller's observer re-observes only these queues
+// instead of asking about every queue each period.
+func (e *Engine) ChangedQueues() []string {
+	e.chMu.Lock()
+	qs := e.changed
+	e.changed = nil
+	e.chMu.Unlock()
+	if len(qs) == 0 {
+		return nil
+	}
+	uids := make([]string, len(qs))
+	for i, q := range qs {
+		q.mu.Lock()
+		q.listed = false
+		q.mu.Unlock()
+		uids[i] = q.uid
+	}
+	return uids
+}
+
+// noteChanged lists q in ChangedQueues once until it is read. mu held.
+func (q *queue) noteChanged() {
+	if q.listed {
+		return
+	}
+	q.listed = true
+	q.e.chMu.Lock()
+	q.e.changed = append(q.e.changed, q)
+	q.e.chMu.Unlock()
 }
 
 func (e *Engine) queue(uid string) *queue {
@@ -453,14 +495,17 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 			return err
 		}
 		now := e.nowMs()
+		q.mu.Lock() // ChangedQueues may already see q (insert lists it)
 		for _, m := range ms {
 			q.insert(m, now)
 		}
+		q.mu.Unlock()
 	}
 	e.mu.Lock()
 	e.queues[cfg.UID] = q
 	e.mu.Unlock()
 	q.mu.Lock()
+	q.noteChanged()
 	q.pump()
 	q.mu.Unlock()
 	return nil
@@ -515,6 +560,7 @@ func (e *Engine) removeQueue(ctx context.Context, uid string, drop bool) error {
 	}
 	q.mu.Lock()
 	q.removed = true
+	q.noteChanged()
 	q.stopTimer()
 	var fin []*batch
 	for _, b := range q.batches {

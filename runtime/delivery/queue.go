@@ -68,6 +68,9 @@ type queue struct {
 	timerAt int64 // due time the timer is armed for; 0 when not armed
 
 	count counters // for Engine.Counters (metrics)
+
+	// listed: the queue is in the engine's ChangedQueues list.
+	listed bool
 }
 
 // consumer is one attached QueueConsumer; guarded by its queue's mu.
@@ -137,6 +140,7 @@ func (q *queue) insertSent(ms []*msg, now int64) {
 
 // add counts a new message as held and ready. mu held.
 func (q *queue) add(m *msg) {
+	q.noteChanged()
 	q.held++
 	q.heldBytes += int64(m.size)
 	if q.ids != nil {
@@ -191,6 +195,7 @@ func (q *queue) drop(m *msg) {
 		return
 	}
 	m.state = stGone
+	q.noteChanged()
 	q.held--
 	q.heldBytes -= int64(m.size)
 	if q.ids != nil && q.ids[m.id] == m {

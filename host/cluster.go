@@ -893,6 +893,13 @@ func (ce clusterEngine) Detach(ctx context.Context, uid string) error {
 	return nil
 }
 
+// ChangedQueues: the queues this host's engine holds whose count or
+// existence changed (loading or unloading a queue on an ownership move is
+// one). A queue another host owns is observed by its owner, whose engine
+// reports its changes; a record another host writes reaches the
+// controller through Reindex, which marks it for observation.
+func (ce clusterEngine) ChangedQueues() []string { return ce.c.eng.ChangedQueues() }
+
 func (ce clusterEngine) ConsumerAttached(ctx context.Context, uid string) (bool, error) {
 	ce.c.mu.Lock()
 	defer ce.c.mu.Unlock()

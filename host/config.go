@@ -38,6 +38,22 @@ type Config struct {
 	// Listen is the TCP address for the Host API, "127.0.0.1:8787" by
 	// default. "127.0.0.1:0" picks a free port (see Host.Addr).
 	Listen string
+	// MaxConns caps the Host API's open connections (when zero, half the
+	// file descriptor limit, at most 4096: server.DefaultMaxConns) and
+	// MaxConnsPerClient those of one client address (256 when zero); a
+	// connection over a cap is answered 503 too_many_connections and
+	// closed (server.LimitListener). TrustedProxies lists addresses or
+	// prefixes (a reverse proxy's) whose connections count only against
+	// MaxConns; X-Forwarded-For is never read (spec/host-api.md
+	// §Connections).
+	MaxConns          int
+	MaxConnsPerClient int
+	TrustedProxies    []string
+	// HeaderTimeout is how long a client may take to send a request's
+	// headers (10 s when zero), IdleTimeout how long an idle keep-alive
+	// connection is kept (120 s when zero).
+	HeaderTimeout time.Duration
+	IdleTimeout   time.Duration
 	// MetricsListen is the TCP address GET /metrics (Prometheus text
 	// format) is served on, unauthenticated; empty serves none. Keep it on
 	// loopback or a private network, like the Host API.

@@ -351,10 +351,19 @@ func (h *Host) Start() error {
 	if h.httpSrv != nil {
 		return errors.New("host: already started")
 	}
-	ln, err := net.Listen("tcp", h.cfg.Listen)
+	raw, err := net.Listen("tcp", h.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
+	lim, err := server.LimitListener(raw, server.ConnLimits{
+		MaxConns: h.cfg.MaxConns, MaxConnsPerClient: h.cfg.MaxConnsPerClient,
+		TrustedProxies: h.cfg.TrustedProxies, Logger: h.log,
+	})
+	if err != nil {
+		raw.Close()
+		return fmt.Errorf("host: %w", err)
+	}
+	var ln net.Listener = lim
 	if h.cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", h.cfg.MetricsListen)
 		if err != nil {
@@ -369,12 +378,19 @@ func (h *Host) Start() error {
 		go func(s *http.Server) { _ = s.Serve(mln) }(h.metSrv)
 	}
 	h.ln = ln
+	headerTimeout, idleTimeout := ReadHeaderTimeout, IdleTimeout
+	if h.cfg.HeaderTimeout > 0 {
+		headerTimeout = h.cfg.HeaderTimeout
+	}
+	if h.cfg.IdleTimeout > 0 {
+		idleTimeout = h.cfg.IdleTimeout
+	}
 	h.httpSrv = &http.Server{
 		Handler:           h.srv,
-		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
-		IdleTimeout:       IdleTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}

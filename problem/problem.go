@@ -42,6 +42,9 @@ const (
 	CodeWorkerError         = "worker_error"
 	CodeInternal            = "internal_error"
 	CodeHeaderTooLarge      = "header_too_large"
+	// CodeTooManyConnections is the 503 a connection over the listener's
+	// caps is answered with (server.LimitListener).
+	CodeTooManyConnections = "too_many_connections"
 	// CodeNotAQueue: a queue extension route (spec/peers.md) on a resource
 	// that is not a queue (or, for a change, not the queue itself).
 	CodeNotAQueue = "not_a_queue"
@@ -81,6 +84,7 @@ var Titles = map[string]string{
 	CodeWorkerError:         "Worker error",
 	CodeInternal:            "Internal error",
 	CodeHeaderTooLarge:      "Request header fields too large",
+	CodeTooManyConnections:  "Too many connections",
 	CodeNotAQueue:           "Not a queue",
 	CodeQueueNotIdle:        "Queue not idle",
 	CodeLastAdmin:           "Last administrator",

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/host"
+	"github.com/takoform/queuehost/server"
 )
 
 func main() {
@@ -44,6 +45,11 @@ func run(args []string) int {
 	handlerTimeout := fs.Duration("handler-timeout", 30*time.Second, "time limit of one handler invocation")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long shutdown lets running handlers finish")
 	unsafeWorkers := fs.Bool("unsafe-in-process-workers", false, "run worker code inside the host process instead of sandbox processes (UNSAFE: one hostile worker can end the host; trusted code and benchmarks only)")
+	maxConns := fs.Int("max-conns", 0, "most connections the Host API keeps open at once; more are answered 503 too_many_connections and closed (0: half the file descriptor limit, at most 4096)")
+	maxConnsPerClient := fs.Int("max-conns-per-client", server.DefaultMaxConnsPerClient, "most connections one client address may hold open (not applied to -trusted-proxies)")
+	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or prefixes of reverse proxies in front of the host (10.0.0.5,10.1.0.0/16): their connections count only against -max-conns; X-Forwarded-For is never read")
+	headerTimeout := fs.Duration("header-timeout", host.ReadHeaderTimeout, "how long a client may take to send a request's headers")
+	idleTimeout := fs.Duration("idle-timeout", host.IdleTimeout, "how long an idle keep-alive connection is kept")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,6 +57,15 @@ func run(args []string) int {
 	cfg := host.Config{
 		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, ClusterActive: *clusterActive, Listen: *listen, MetricsListen: *metricsListen, HandlerTimeout: *handlerTimeout,
 		ShutdownGrace: *grace, Logger: logger, UnsafeInProcessWorkers: *unsafeWorkers,
+	}
+	cfg.MaxConns, cfg.MaxConnsPerClient = *maxConns, *maxConnsPerClient
+	cfg.HeaderTimeout, cfg.IdleTimeout = *headerTimeout, *idleTimeout
+	if *trustedProxies != "" {
+		cfg.TrustedProxies = strings.Split(*trustedProxies, ",")
+		if _, err := server.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
+			fmt.Fprintln(os.Stderr, "takohost: -trusted-proxies:", err)
+			return 2
+		}
 	}
 	for _, h := range strings.Split(*allow, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -249,12 +249,18 @@ func NewPrincipalID() (string, error) {
 	return IDPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])), nil
 }
 
-// Migrate gives every principal without an ID a new one, and reports
-// whether it changed c. On a host.json written before IDs existed
-// (PrincipalIDs false), each principal also keeps its name as LegacyName,
-// so that the resources it created before (which name it) stay its own;
-// afterwards PrincipalIDs is true and a principal without an ID is a new
-// one, which gets no LegacyName.
+// Migrate gives every principal without an ID one, and reports whether it
+// changed c. On a host.json written before IDs existed (PrincipalIDs
+// false), each principal also keeps its name as LegacyName, so that the
+// resources it created before (which name it) stay its own; afterwards
+// PrincipalIDs is true and a principal without an ID is a new one, which
+// gets no LegacyName.
+//
+// The ID given here is derived from the principal's name and token digest
+// (derivedID), so that the hosts of a cluster, each migrating its own copy
+// of one host.json, agree on it. A principal created again under an old
+// name has another token, hence another ID; tako tokens create gives new
+// principals random IDs anyway.
 func (c *Config) Migrate() (bool, error) {
 	changed := false
 	for i := range c.Principals {
@@ -262,11 +268,7 @@ func (c *Config) Migrate() (bool, error) {
 		if p.ID != "" {
 			continue
 		}
-		id, err := NewPrincipalID()
-		if err != nil {
-			return false, err
-		}
-		p.ID, changed = id, true
+		p.ID, changed = derivedID(p.Name, p.TokenSHA256), true
 		if !c.PrincipalIDs {
 			p.LegacyName = p.Name
 		}
@@ -275,6 +277,14 @@ func (c *Config) Migrate() (bool, error) {
 		c.PrincipalIDs, changed = true, true
 	}
 	return changed, nil
+}
+
+// derivedID is the ID Migrate gives a principal of host.json that has
+// none: IDPrefix and 26 base32 characters of SHA-256 over its name and
+// token digest.
+func derivedID(name, tokenSHA256 string) string {
+	sum := sha256.Sum256([]byte("takohost principal\x00" + name + "\x00" + strings.ToLower(tokenSHA256)))
+	return IDPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
 
 // Validate checks host.json's invariants: unique non-empty names and IDs,

@@ -163,6 +163,17 @@ func TestPrincipalIDsMigrationAndNameReuse(t *testing.T) {
 	if !ok || !strings.HasPrefix(alice.ID, IDPrefix) || alice.LegacyName != "alice" || !cfg.PrincipalIDs {
 		t.Fatalf("migrated alice: %+v (principalIds %v)", alice, cfg.PrincipalIDs)
 	}
+	// Another host migrating its own copy of the same file (a cluster's
+	// hosts share host.json) gives the same IDs.
+	copyPath := filepath.Join(t.TempDir(), ConfigFile)
+	os.WriteFile(copyPath, []byte(legacy), 0o600)
+	other, err := Load(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oa, _ := other.Principal("alice"); oa.ID != alice.ID {
+		t.Fatalf("two migrations of one host.json disagree: %s and %s", alice.ID, oa.ID)
+	}
 	// Written back: the next load reads the same IDs.
 	again, err := Load(path)
 	if err != nil {

@@ -98,6 +98,12 @@ describe("console", { skip: reason ?? false }, () => {
     assert.ok(Number(await chart.getAttribute("data-points")) >= points + 3, "one sample every 2 s");
     assert.notDeepEqual(await chart.locator("canvas").screenshot(), pixels, "the plotted lines changed");
     assert.match(await chart.getAttribute("aria-label"), new RegExp("now " + (before + 30) + " messages"));
+    // the rates: backlog is consumed by nobody, so messages were sent and
+    // none acknowledged
+    const rates = page.locator("#rates-chart");
+    assert.ok(Number(await rates.getAttribute("data-peak-accepted")) >= 2, "10 sent per ~2.2 s");
+    assert.equal(Number(await rates.getAttribute("data-peak-acknowledged")), 0);
+    assert.match(await rates.getAttribute("aria-label"), /now accepted \d/);
     await page.context().close();
   });
 
@@ -120,6 +126,7 @@ describe("console", { skip: reason ?? false }, () => {
     await page.getByRole("status").filter({ hasText: "Delivery resumed." }).waitFor();
     assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}/delivery`)).active, true);
     await until("the held message to be delivered", async () => (await stat(page, "Messages")) === "0");
+    await until("an acknowledgement per second on the rates chart", async () => Number(await page.locator("#rates-chart").getAttribute("data-peak-acknowledged")) > 0);
     await page.context().close();
   });
 

@@ -1,6 +1,6 @@
 import { ApiError, FORMS, Kind, Operation, Page, Problem, Resource, call, enc, formName, hostRoutes, kindOf, listAll, session, setUnauthenticatedHandler, spacePath } from "./api";
 import { Child, ago, append, badge, bytes, dl, duration, h, replace } from "./dom";
-import { BacklogChart } from "./chart";
+import { QueueCharts } from "./chart";
 import { highlight } from "./code";
 import { messageDetail, previewLine } from "./message";
 
@@ -287,6 +287,7 @@ function consumerSettings(space: string, c: Resource): HTMLElement {
 
 interface Stats {
   queueUid: string; messages: number; bytes: number; oldestAgeSeconds: number; batchesInFlight: number; active: boolean;
+  sinceStart?: { accepted: number; delivered: number; acknowledged: number; retried: number; deadLettered: number; discarded: number; expired: number };
   byState: { available: number; delayed: number; retryWaiting: number; inFlight: number; removing: number };
 }
 
@@ -309,20 +310,22 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const statsBox = h("div", { class: "grid", "aria-live": "off" });
   const statsErr = h("div");
   const chartBox = h("div", { class: "chart", id: "backlog-chart", role: "img", "aria-label": "Backlog over the last hour" });
+  const ratesBox = h("div", { class: "chart", id: "rates-chart", role: "img", "aria-label": "Messages per second over the last hour" });
   const actions = h("div", { class: "actions" });
   const actionOut = h("div", { "aria-live": "polite" });
   const msgs = h("div");
   replace(root,
     h("h2", null, "Messages now"), statsErr, statsBox,
     h("h2", null, "Backlog, last hour"),
-    h("p", { class: "muted" }, "Messages by state, sampled from the host's counts every 2 s while a console tab shows the queue (kept in this tab)."),
-    chartBox,
+    h("p", { class: "muted" }, "Sampled from the host's counts every 2 s while a console tab shows the queue (kept in this tab)."),
+    h("h3", { id: "h-backlog" }, "Messages by state"), chartBox,
+    h("h3", { id: "h-rates" }, "Messages per second"), ratesBox,
     h("h2", null, "Delivery"), actions, actionOut,
     h("h2", null, "Consumer"),
     consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
       h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(space, c)))),
     h("h2", null, "Browse messages"), msgs);
-  const chart = new BacklogChart(chartBox, space + "/" + q.uid);
+  const chart = new QueueCharts(chartBox, ratesBox, space + "/" + q.uid);
   onLeave(() => chart.destroy());
   let last: Stats | null = null;
   const tick = async () => {

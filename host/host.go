@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// it: a new journal then means the old one is gone.
 		_, statErr := os.Stat(filepath.Join(cfg.DataDir, auth.ConfigFile))
 		hadConfig := statErr == nil
-		journaled, rep, err = store.Open(ctx, cfg.DataDir, store.Options{Logger: cfg.Logger})
+		journaled, rep, err = store.Open(ctx, cfg.DataDir, store.Options{Logger: cfg.Logger, ObserveSync: func(d time.Duration) { h.metrics.fsync.Observe(d.Seconds()) }})
 		if err == nil {
 			h.st = journaled
 			// A cut torn tail is logged by the journal itself, as a warning

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/sandbox"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -34,6 +35,7 @@ type metrics struct {
 	handlerFails  *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
+	fsync         prometheus.Histogram // the journal's group commits (journal store only)
 
 	mu     sync.Mutex
 	labels map[string][2]string // resource UID -> space, name (never change)
@@ -55,7 +57,11 @@ func newMetrics(h *Host) *metrics {
 		Name: "takohost_http_request_duration_seconds", Help: "Host API request duration by route pattern.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
-	m.reg.MustRegister(m.batchDuration, m.handlerFails, m.httpRequests, m.httpDuration,
+	m.fsync = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "takohost_journal_fsync_duration_seconds", Help: "Duration of each journal group commit's fsync.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50 µs .. 1.6 s
+	})
+	m.reg.MustRegister(m.batchDuration, m.handlerFails, m.httpRequests, m.httpDuration, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), (*stateCollector)(m))
 	return m
 }
@@ -139,13 +145,18 @@ var (
 	journalLive    = prometheus.NewDesc("takohost_journal_live_bytes", "Estimated bytes of journal records still needed.", nil, nil)
 	journalSegs    = prometheus.NewDesc("takohost_journal_segments", "Journal segment files.", nil, nil)
 	sandboxesLive  = prometheus.NewDesc("takohost_sandboxes", "Live worker sandbox processes.", nil, nil)
+	sandboxKills   = prometheus.NewDesc("takohost_sandbox_kills_total", "Sandboxes that ended other than by going idle, by reason: memory (over its limit), time (an invocation past its deadline), init, crash (exited on its own), shutdown.", []string{"reason"}, nil)
 )
+
+// sandboxEndReasons are the reasons takohost_sandbox_kills_total always
+// shows (0 until one happens), so that a rate reads 0 rather than nothing.
+var sandboxEndReasons = []string{sandbox.EndMemory, sandbox.EndTime, sandbox.EndInit, sandbox.EndCrash, sandbox.EndShutdown}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, q := range queueDescs {
 		ch <- q.d
 	}
-	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive} {
+	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive, sandboxKills} {
 		ch <- d
 	}
 }
@@ -176,6 +187,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if sb, ok := h.rt.(sandboxRuntime); ok {
 		ch <- prometheus.MustNewConstMetric(sandboxesLive, prometheus.GaugeValue, float64(sb.Pool.Stats()))
+		ends := sb.Pool.Ends()
+		for _, r := range sandboxEndReasons {
+			ch <- prometheus.MustNewConstMetric(sandboxKills, prometheus.CounterValue, float64(ends[r]), r)
+		}
 	}
 }
 

@@ -70,7 +70,9 @@ func metricValue(text, name string, labels ...string) float64 {
 // counters say exactly that: per queue by space and name, per consumer,
 // journal, HTTP by route, and no ID anywhere in a label.
 func TestMetricsAfterAKnownWorkload(t *testing.T) {
-	h, err := New(context.Background(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second})
+	// A 2 s handler time limit: the spinning worker below is killed 1 s
+	// (the kill grace) after it.
+	h, err := New(context.Background(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second, HandlerTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +98,21 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		"queue": map[string]any{"resourceUid": q}, "worker": map[string]any{"resourceUid": w}, "deadLetterQueue": map[string]any{"resourceUid": dlq},
 		"maxBatchSize": 10, "maxBatchTimeoutSeconds": 0, "maxConcurrency": 1, "maxRetries": 1, "retryDelaySeconds": 0,
 	})
+	// One sandbox killed for time: a backtracking regular expression the
+	// runtime cannot interrupt.
+	spin := c.create("spin", schemas.FormModuleWorker, map[string]any{"handlers": []string{"fetch"}})
+	spinV := c.create("spin-v1", schemas.FormWorkerVersion, map[string]any{
+		"worker": map[string]any{"resourceUid": spin}, "mainModule": "main.js",
+		"modules": []any{map[string]any{"name": "main.js", "content": "export default { async fetch() { /(?=a)(a+)+$/.test('a'.repeat(40) + 'b'); return new Response('survived'); } };"}},
+	})
+	if st, op, raw := c.do("PUT", "/v2/spaces/demo/resources/"+spin, map[string]any{"spec": map[string]any{"handlers": []string{"fetch"}, "version": map[string]any{"resourceUid": spinV}}}); st != 202 {
+		t.Fatalf("select spin: %d %s", st, raw)
+	} else {
+		c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
+	}
+	if st, _, raw := c.do("POST", "/v2/spaces/demo/resources/"+spin+"/fetch", "x"); st != 500 || !strings.Contains(string(raw), "worker_") {
+		t.Fatalf("the spinning worker answered %d %s", st, raw)
+	}
 	for _, body := range []string{"a", "b", "bad", "c"} {
 		if st, _, raw := c.do("POST", "/v2/spaces/demo/resources/"+w+"/fetch", body); st != 200 {
 			t.Fatalf("fetch: %d %s", st, raw)
@@ -133,7 +150,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		{"takohost_queue_backlog_bytes", dead, 3},
 		{"takohost_consumer_handler_failures_total", []string{`space="demo"`, `consumer="tasks-consumer"`}, 2},
 		{"takohost_http_requests_total", []string{`route="/v2/spaces/{space}/resources/{uid}/fetch"`, `code="200"`}, 4},
-		{"takohost_http_requests_total", []string{`route="POST /v2/spaces/{space}/resources"`, `code="202"`}, 5},
+		{"takohost_http_requests_total", []string{`route="POST /v2/spaces/{space}/resources"`, `code="202"`}, 7}, // five of the workload, two of the spinning worker
 	}
 	for _, w := range want {
 		if got := metricValue(text, w.name, w.labels...); got != w.v {
@@ -152,7 +169,29 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	if metricValue(text, "takohost_sandboxes") < 1 {
 		t.Error("no live sandbox counted")
 	}
-	for _, id := range []string{q, dlq, w, v} {
+	for reason, want := range map[string]float64{"time": 1, "memory": 0, "crash": 0, "init": 0, "shutdown": 0} {
+		if got := metricValue(text, "takohost_sandbox_kills_total", `reason="`+reason+`"`); got != want {
+			t.Errorf("sandbox kills for %s = %v, want %v", reason, got, want)
+		}
+	}
+	// Every group commit's fsync is in the latency histogram: once the
+	// journal is quiet (two scrapes agree), its count is the commits'.
+	for prev := -1.0; ; {
+		text = scrape(t, h)
+		commits := metricValue(text, "takohost_journal_group_commits_total")
+		if commits == prev {
+			if n := metricValue(text, "takohost_journal_fsync_duration_seconds_count"); n != commits || n < 1 {
+				t.Errorf("fsync histogram count %v, group commits %v", n, commits)
+			}
+			if metricValue(text, "takohost_journal_fsync_duration_seconds_sum") <= 0 {
+				t.Error("fsync histogram sum is 0")
+			}
+			break
+		}
+		prev = commits
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, id := range []string{q, dlq, w, v, spin, spinV} {
 		if strings.Contains(text, id) {
 			t.Fatalf("a resource UID (%s) is in a label", id)
 		}

@@ -86,6 +86,10 @@ type Options struct {
 	// (a small disk is not all reserve). 0 is none; it needs an FS that
 	// is a SpaceFS.
 	Reserve int64
+	// ObserveSync, when set, is called with the duration of each group
+	// commit's fsync, on the writer (it must not block): the host's
+	// fsync latency histogram.
+	ObserveSync func(time.Duration)
 }
 
 // Pos is where a frame starts: its segment and the offset of its header.
@@ -162,6 +166,8 @@ type Journal struct {
 	// took, for gather.
 	lastGroup int
 	lastSync  time.Duration
+	// observeSync is Options.ObserveSync.
+	observeSync func(time.Duration)
 
 	appends, groups, failed     atomic.Uint64
 	writeNs, syncNs, callbackNs atomic.Int64
@@ -227,13 +233,14 @@ func parseSegmentName(name string) (uint64, bool) {
 func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte) error) (*Journal, RecoveryReport, error) {
 	start := time.Now()
 	j := &Journal{
-		fs:       opts.FS,
-		dir:      dir,
-		segSize:  opts.SegmentSize,
-		maxGroup: opts.MaxGroupBytes,
-		log:      opts.Logger,
-		segs:     map[uint64]*segment{},
-		done:     make(chan struct{}),
+		fs:          opts.FS,
+		dir:         dir,
+		segSize:     opts.SegmentSize,
+		maxGroup:    opts.MaxGroupBytes,
+		log:         opts.Logger,
+		observeSync: opts.ObserveSync,
+		segs:        map[uint64]*segment{},
+		done:        make(chan struct{}),
 	}
 	if j.fs == nil {
 		j.fs = OSFS{}
@@ -759,6 +766,9 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 		err = h.f.Sync()
 		j.lastSync = time.Since(wrote)
 		j.syncNs.Add(int64(j.lastSync))
+		if err == nil && j.observeSync != nil {
+			j.observeSync(j.lastSync)
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("journal: append to %s: %w", h.name, err)

@@ -153,6 +153,9 @@ type Pool struct {
 	stopReap chan struct{}
 	reapDone chan struct{}
 
+	endsMu sync.Mutex
+	ends   map[string]int64 // Ends
+
 	mu       sync.Mutex
 	closed   bool
 	procs    map[string]*proc    // by key: "w:"+workerUID or "a:"+space
@@ -198,7 +201,7 @@ func (p *Pool) Close() {
 	close(p.stopReap)
 	<-p.reapDone
 	for _, pr := range procs {
-		pr.kill("the host is shutting down")
+		pr.kill(EndShutdown, "the host is shutting down")
 	}
 	for _, pr := range procs {
 		<-pr.done
@@ -237,6 +240,28 @@ func (p *Pool) ForgetWorker(workerUID string) {
 	p.limiter.mu.Lock()
 	delete(p.limiter.b, workerUID)
 	p.limiter.mu.Unlock()
+}
+
+// countEnd counts a sandbox that ended for kind (an End constant).
+func (p *Pool) countEnd(kind string) {
+	p.endsMu.Lock()
+	if p.ends == nil {
+		p.ends = map[string]int64{}
+	}
+	p.ends[kind]++
+	p.endsMu.Unlock()
+}
+
+// Ends counts the sandboxes that ended other than by going idle, by why
+// (the End constants), since the pool started.
+func (p *Pool) Ends() map[string]int64 {
+	p.endsMu.Lock()
+	defer p.endsMu.Unlock()
+	out := make(map[string]int64, len(p.ends))
+	for k, v := range p.ends {
+		out[k] = v
+	}
+	return out
 }
 
 // Stats counts the live sandboxes (for tests and metrics).
@@ -484,7 +509,7 @@ func (p *Pool) start(key string) (*proc, error) {
 		AddressSpace: p.opts.AddressSpace, MaxStack: p.opts.MaxStack,
 	}})
 	if err != nil {
-		pr.kill("it could not be initialised")
+		pr.kill(EndInit, "it could not be initialised")
 		return nil, fmt.Errorf("sandbox: initialising: %w", err)
 	}
 	return pr, nil
@@ -544,6 +569,7 @@ type proc struct {
 	sent       map[string]bool
 	calls      map[uint64]*call
 	killReason string
+	killKind   string // an End constant, set with killReason by kill
 	endErr     error
 	dying      atomic.Bool // set once the sandbox is killed, stopped or its socket ended
 
@@ -580,13 +606,24 @@ func (pr *proc) release() {
 	pr.pool.mu.Unlock()
 }
 
+// Why a sandbox ended other than by going idle: the label of the pool's
+// end counts (Pool.Ends, the host's takohost_sandbox_kills_total).
+const (
+	EndMemory   = "memory"   // killed: its resident memory passed the limit
+	EndTime     = "time"     // killed: an invocation ran past its deadline and grace
+	EndInit     = "init"     // killed: it could not be initialised
+	EndShutdown = "shutdown" // killed: the host is shutting down
+	EndCrash    = "crash"    // it exited on its own (a fatal error, a stack overflow, out of memory)
+)
+
 // kill ends the process at once; reason is what the invocations it was
-// running fail with.
-func (pr *proc) kill(reason string) {
+// running fail with, kind one of the End constants.
+func (pr *proc) kill(kind, reason string) {
 	pr.dying.Store(true)
 	pr.mu.Lock()
 	if pr.killReason == "" {
 		pr.killReason = reason
+		pr.killKind = kind
 	}
 	pr.mu.Unlock()
 	if pr.cmd.Process != nil {
@@ -640,9 +677,12 @@ func (pr *proc) readLoop() {
 		}
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
-		reason := pr.killReason
+		reason, kind := pr.killReason, pr.killKind
 		if reason == "" {
-			reason = classify(pr.stderr.String())
+			reason, kind = classify(pr.stderr.String()), EndCrash
+		}
+		if kind != "" {
+			pr.pool.countEnd(kind)
 		}
 		if reason == "" {
 			reason = "it exited (" + pr.cmd.ProcessState.String() + ")"
@@ -670,7 +710,7 @@ func (pr *proc) watch() {
 		case <-tick.C:
 		}
 		if rss := processRSS(pr.cmd.Process.Pid); rss > limit {
-			pr.kill(fmt.Sprintf("memory cap: its resident memory reached %d MiB, more than the limit of %d MiB", rss>>20, limit>>20))
+			pr.kill(EndMemory, fmt.Sprintf("memory cap: its resident memory reached %d MiB, more than the limit of %d MiB", rss>>20, limit>>20))
 			return
 		}
 	}
@@ -725,7 +765,7 @@ func (pr *proc) invoke(ctx context.Context, v *abi.Version, f *frame, deadline t
 
 	grace := pr.pool.opts.KillGrace
 	killTimer := time.AfterFunc(time.Until(deadline)+grace, func() {
-		pr.kill(fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
+		pr.kill(EndTime, fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
 	})
 	defer killTimer.Stop()
 	select {

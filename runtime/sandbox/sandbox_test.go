@@ -218,6 +218,7 @@ func TestQueueAndFetchRoundTrip(t *testing.T) {
 func TestHostileWorkers(t *testing.T) {
 	p := newPool(t, Options{InvocationTimeout: 8 * time.Second, KillGrace: 500 * time.Millisecond, Sender: &recSender{}, MemoryLimit: DefaultMemoryLimit})
 	bystander := worker("bystander", echoWorker)
+	var ended atomic.Int64
 	for _, c := range []struct{ name, code, reason string }{
 		{"flat", "let a=[];for(let i=0;i<3e5;i++)a=[a];a.flat(Infinity);", "stack overflow"},
 		// The issue's own line: two million nested arrays pass the memory
@@ -237,6 +238,9 @@ func TestHostileWorkers(t *testing.T) {
 				}
 			}
 			err := <-done
+			if errors.Is(err, ErrSandboxEnded) {
+				ended.Add(1)
+			}
 			if !errors.Is(err, ErrSandboxEnded) || !strings.Contains(err.Error(), c.reason) {
 				t.Fatalf("err = %v, want the sandbox ended (%s)", err, c.reason)
 			}
@@ -245,10 +249,21 @@ func TestHostileWorkers(t *testing.T) {
 			}
 			// A fresh sandbox for the next invocation.
 			err = runBatch(t, p, v, &recSettler{}, "x")
+			if errors.Is(err, ErrSandboxEnded) {
+				ended.Add(1)
+			}
 			if !errors.Is(err, ErrSandboxEnded) {
 				t.Fatalf("second invocation: %v", err)
 			}
 		})
+	}
+	// Each ended sandbox is counted by why (the host's
+	// takohost_sandbox_kills_total): the regular expression's two for
+	// time, the others for memory or as a crash (the Go runtime's own
+	// stack or memory limit); the bystander's sandbox never ended.
+	e := p.Ends()
+	if e[EndTime] < 2 || e[EndTime]+e[EndMemory]+e[EndCrash] != ended.Load() || e[EndInit] != 0 || e[EndShutdown] != 0 {
+		t.Fatalf("ends by reason: %v, sandboxes ended: %d", e, ended.Load())
 	}
 }
 

@@ -85,6 +85,9 @@ type Options struct {
 	// negative turns it off. The journal keeps at most an eighth of the
 	// file system as reserve.
 	DiskReserve int64
+	// ObserveSync is journal.Options.ObserveSync: each group commit's
+	// fsync duration.
+	ObserveSync func(time.Duration)
 	// ZeroAhead is journal.Options.ZeroAhead. 0 means the default:
 	// journal.DefaultZeroAhead on the real disk (FS nil), off on any
 	// other FS (the tests' fault-injecting ones count every write);
@@ -181,7 +184,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Journaled, RecoveryRe
 	if reserve == 0 && opts.FS == nil {
 		reserve = DefaultDiskReserve
 	}
-	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger, ZeroAhead: max(zeroAhead, 0), Reserve: max(reserve, 0)},
+	j, rep, err := journal.Open(ctx, dir, journal.Options{FS: opts.FS, SegmentSize: opts.SegmentSize, Logger: opts.Logger, ZeroAhead: max(zeroAhead, 0), Reserve: max(reserve, 0), ObserveSync: opts.ObserveSync},
 		func(p journal.Pos, payload []byte) error {
 			muts, meta, err := decodeGroup(payload)
 			if err != nil {

@@ -271,7 +271,8 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
         link("#/s/" + enc(space) + "/ops?resource=" + enc(r.uid), "All Operations of " + r.name));
     } catch (e) { replace(box, h("h2", { id: "h-ops" }, "Operations"), problemBox(e)); }
   }
-  if (kind === "queue") await queueView(specific, space, r, refs?.consumers.filter((c) => c.spec?.queue?.resourceUid === r.uid) ?? [], gen);
+  if (kind === "queue") await queueView(specific, space, r, refs?.consumers.filter((c) => c.spec?.queue?.resourceUid === r.uid) ?? [],
+    !!refs?.consumers.some((c) => c.spec?.deadLetterQueue?.resourceUid === r.uid), gen);
   else if (kind === "worker") await workerView(specific, space, r, refs?.versions ?? [], gen);
   else if (kind === "version") versionView(specific, space, r, null);
   else if (kind === "consumer") append(specific, [h("h2", null, "Settings"), consumerSettings(space, r)]);
@@ -306,7 +307,7 @@ async function canWrite(space: string, uid: string): Promise<{ ok: boolean; reas
   }
 }
 
-async function queueView(root: HTMLElement, space: string, q: Resource, consumers: Resource[], gen: number) {
+async function queueView(root: HTMLElement, space: string, q: Resource, consumers: Resource[], isDLQ: boolean, gen: number) {
   const statsBox = h("div", { class: "grid", "aria-live": "off" });
   const statsErr = h("div");
   const chartBox = h("div", { class: "chart", id: "backlog-chart", role: "img", "aria-label": "Backlog over the last hour" });
@@ -348,15 +349,26 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   onLeave(() => clearInterval(timer));
   const [perm, routes] = await Promise.all([canWrite(space, q.uid), hostRoutes()]);
   const base = "/v2/spaces/{space}/resources/{uid}";
-  const extra: { label: string; method: string; path: string; confirm: string; danger: boolean }[] = [];
-  for (const [verb, label, confirm, danger] of [
-    ["purge", "Purge", "Delete every message this queue holds? This cannot be undone.", true],
-    ["redrive", "Redrive", "Move the dead-lettered messages back to the queue they came from?", false],
-  ] as const) {
-    for (const m of ["POST", "PUT"]) if (routes.has(m + " " + base + "/" + verb)) extra.push({ label, method: m, path: "/" + verb, confirm, danger });
+  // Purge and redrive (spec/peers.md), offered where the host's API has
+  // them; redrive only on a queue that is some consumer's dead-letter queue.
+  const extra: { label: string; path: string; body: unknown; confirm: string; danger: boolean }[] = [];
+  if (routes.has("POST " + base + "/purge")) {
+    extra.push({ label: "Purge", path: "/purge", body: undefined, danger: true,
+      confirm: "Remove every message " + q.name + " holds? Messages held by a running batch stay with it. This cannot be undone." });
   }
+  if (isDLQ && routes.has("POST " + base + "/redrive")) {
+    extra.push({ label: "Redrive", path: "/redrive", body: {}, danger: false,
+      confirm: "Move " + q.name + "'s dead-lettered messages back to the queues they came from (100 a second)?" });
+  }
+  let rendered = "";
   const renderActions = () => {
     const active = last?.active;
+    // Rebuilt only when what it shows changes, so that focus stays put
+    // while the stats refresh.
+    const key = String(active) + String(last === null);
+    if (key === rendered) return;
+    rendered = key;
+    const hadFocus = actions.contains(document.activeElement) ? (document.activeElement as HTMLElement).textContent : null;
     const btn = (label: string, danger: boolean, run: () => void) => h("button", {
       type: "button", class: danger ? "danger" : "", disabled: !perm.ok || last === null,
       "aria-describedby": perm.ok ? null : "action-reason", onclick: run,
@@ -365,9 +377,10 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
       active === false
         ? btn("Resume delivery", false, () => confirmThen("Resume delivery of " + q.name + "?", () => setDelivery(true)))
         : btn("Pause delivery", false, () => confirmThen("Pause delivery of " + q.name + "? Messages stay on the queue; no new batch starts.", () => setDelivery(false))),
-      extra.map((x) => btn(x.label, x.danger, () => confirmThen(x.confirm, () => runExtra(x.method, x.path, x.label)))),
+      extra.map((x) => btn(x.label, x.danger, () => confirmThen(x.confirm, () => runExtra(x.path, x.body, x.label)))),
       perm.ok ? null : h("span", { id: "action-reason", class: "reason" }, perm.reason),
-      extra.length === 0 ? h("span", { class: "reason" }, "Purge and redrive: this host's API has no such route.") : null);
+      routes.has("POST " + base + "/purge") ? null : h("span", { class: "reason" }, "Purge and redrive: this host's API has no such route."));
+    if (hadFocus) (Array.from(actions.querySelectorAll("button")).find((b) => b.textContent === hadFocus) ?? actions.querySelector("button"))?.focus();
   };
   const setDelivery = async (active: boolean) => {
     try {
@@ -376,15 +389,11 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
       await tick();
     } catch (e) { replace(actionOut, problemBox(e)); }
   };
-  const runExtra = async (method: string, path: string, label: string) => {
+  const runExtra = async (path: string, body: unknown, label: string) => {
     try {
-      const res = await call<any>(method, spacePath(space, "/resources/" + enc(q.uid) + path), {});
-      if (res && typeof res.id === "string" && typeof res.state === "string") {
-        rememberOp(space, res.id);
-        await followOperation(actionOut, space, res as Operation, label);
-      } else {
-        replace(actionOut, h("div", { class: "notice", role: "status" }, label + " done.", h("pre", null, JSON.stringify(res, null, 2))));
-      }
+      const op = await call<Operation>("POST", spacePath(space, "/resources/" + enc(q.uid) + path), body);
+      rememberOp(space, op.id);
+      await followOperation(actionOut, space, op, label, () => { void tick(); });
       await tick();
       await loadPage();
     } catch (e) { replace(actionOut, problemBox(e)); }
@@ -451,12 +460,33 @@ function rememberOp(space: string, id: string) {
   sessionStorage.setItem(key, JSON.stringify(ids.slice(0, 50)));
 }
 
-async function followOperation(box: HTMLElement, space: string, op: Operation, label: string) {
+function progressText(p: any): string {
+  return [
+    p.removed !== undefined ? p.removed + " removed" : "",
+    p.moved !== undefined ? p.moved + " moved" + (p.total !== undefined ? " of " + p.total : "") : "",
+    p.skipped ? p.skipped + " skipped" : "",
+  ].filter(Boolean).join(", ");
+}
+
+// followOperation shows an Operation until it finishes: its state, effect,
+// progress (a purge's removed, a redrive's moved of total and skipped) and
+// error, with Cancel for a running redrive where the host can cancel.
+async function followOperation(box: HTMLElement, space: string, op: Operation, label: string, onProgress?: () => void) {
+  const routes = await hostRoutes();
   for (;;) {
-    replace(box, h("div", { class: "notice", role: "status" }, label + ": Operation ", h("code", null, op.id), " ", badge(op.state), " effect ", op.effect,
+    const p: any = (op as any).progress;
+    const running = ["pending", "running", "reconciling"].includes(op.state);
+    replace(box, h("div", { class: "notice", role: "status", "data-operation": op.id, "data-state": op.state },
+      label + ": Operation ", h("code", null, op.id), " ", badge(op.state), " effect ", op.effect,
+      p ? h("span", { class: "progress" }, " · " + progressText(p)) : null,
+      running && op.kind === "redrive" && routes.has("POST /v2/spaces/{space}/operations/{id}/cancel")
+        ? [" ", h("button", { type: "button", class: "secondary", onclick: async () => {
+          try { await call("POST", spacePath(space, "/operations/" + enc(op.id) + "/cancel")); } catch (e) { box.append(problemBox(e)); }
+        } }, "Cancel redrive")] : null,
       op.error ? problemBox(new ApiError(op.error)) : null));
-    if (!["pending", "running", "reconciling"].includes(op.state)) return;
-    op = await call<Operation>("GET", spacePath(space, "/operations/" + enc(op.id) + "?wait=10"));
+    onProgress?.();
+    if (!running) return;
+    op = await call<Operation>("GET", spacePath(space, "/operations/" + enc(op.id) + "?wait=1"));
   }
 }
 
@@ -518,7 +548,7 @@ function opTable(space: string, ops: Operation[]): HTMLElement {
     h("tbody", null, ops.map((o) => h("tr", { "data-operation-id": o.id },
       h("td", null, h("code", null, o.id)), h("td", null, o.kind),
       h("td", null, resLink(o.resourceUid)),
-      h("td", null, badge(o.state)), h("td", null, o.effect),
+      h("td", null, badge(o.state)), h("td", null, o.effect, (o as any).progress ? " · " + progressText((o as any).progress) : ""),
       h("td", null, o.error ? [h("strong", null, o.error.title), o.error.detail ? ": " + o.error.detail : ""] : ""),
       h("td", null, h("time", { datetime: o.updateTime, title: o.updateTime }, ago(Date.parse(o.updateTime))))))));
   // Name the resources (one GET each of the page's distinct ones); a

@@ -2,34 +2,63 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/schemas"
 )
 
-// deliveryEvents puts the engine's delivery events (messages
-// dead-lettered, discarded after their last retry, expired) into the log
-// of the worker that consumes the queue, by queue name, so that `tako
-// tail` and GET .../logs show them, not only the host's stdout. The
-// engine calls in with a queue's lock held, so events go through a
-// bounded channel to one goroutine that resolves names; when it is full
-// an event is dropped (the engine's own log line remains).
+// eventBatchFailed is a host-side event kind: a batch whose queue handler
+// threw, rejected or panicked (from delivery.Options.ObserveBatch).
+const eventBatchFailed = "batch_failed"
+
+// deliveryEvents puts delivery events into the log of the worker that
+// consumes the queue, by queue name, so that `tako tail` and GET .../logs
+// show them, not only the host's stdout: messages dead-lettered,
+// discarded after their last retry, expired, redelivered after a restart,
+// and batches that failed. The engine calls in with a queue's lock held,
+// so events go through a bounded channel to one goroutine that resolves
+// names; when it is full an event is dropped (the engine's own log line
+// remains).
 type deliveryEvents struct {
 	h    *Host
-	ch   chan delivery.Event
+	ch   chan hostEvent
 	stop chan struct{}
 	done chan struct{}
 }
 
-func newDeliveryEvents(h *Host) *deliveryEvents {
-	return &deliveryEvents{h: h, ch: make(chan delivery.Event, 1024)}
+// hostEvent is an engine event, or a failed batch (ConsumerUID set).
+type hostEvent struct {
+	delivery.Event
+	ConsumerUID string
 }
 
-// post is delivery.Options.OnEvent: it never blocks.
+func newDeliveryEvents(h *Host) *deliveryEvents {
+	return &deliveryEvents{h: h, ch: make(chan hostEvent, 1024)}
+}
+
+// post is delivery.Options.OnEvent: it never blocks. An event without a
+// worker (a queue with no consumer) goes nowhere, except a redelivery,
+// whose consumer is looked up.
 func (d *deliveryEvents) post(ev delivery.Event) {
-	if ev.WorkerUID == "" {
+	if ev.WorkerUID == "" && ev.Kind != delivery.EventRedelivered {
 		return
 	}
+	d.send(hostEvent{Event: ev})
+}
+
+// batch is called with every finished batch (ObserveBatch); a failed one
+// becomes an event.
+func (d *deliveryEvents) batch(o delivery.BatchObservation) {
+	if o.Failed {
+		d.send(hostEvent{Event: delivery.Event{Kind: eventBatchFailed, QueueUID: o.QueueUID, Count: o.Messages}, ConsumerUID: o.ConsumerUID})
+	}
+}
+
+func (d *deliveryEvents) send(ev hostEvent) {
 	select {
 	case d.ch <- ev:
 	default:
@@ -59,12 +88,50 @@ func (d *deliveryEvents) loop() {
 		case <-d.stop:
 			return
 		case ev := <-d.ch:
-			d.h.logs.Add(ev.WorkerUID, "", "warn", d.describe(ev))
+			worker := ev.WorkerUID
+			if worker == "" {
+				worker = d.workerOf(ev)
+			}
+			if worker != "" {
+				d.h.logs.Add(worker, "", "warn", d.describe(ev))
+			}
 		}
 	}
 }
 
-func (d *deliveryEvents) describe(ev delivery.Event) string {
+// workerOf finds the worker of an event that names only its consumer (a
+// failed batch) or its queue (a redelivery): "" when there is none.
+func (d *deliveryEvents) workerOf(ev hostEvent) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var spec struct {
+		Queue  struct{ ResourceUID string } `json:"queue"`
+		Worker struct{ ResourceUID string } `json:"worker"`
+	}
+	if ev.ConsumerUID != "" {
+		r, err := d.h.st.Resource(ctx, ev.ConsumerUID)
+		if err != nil || json.Unmarshal(r.Spec, &spec) != nil {
+			return ""
+		}
+		return spec.Worker.ResourceUID
+	}
+	q, err := d.h.st.Resource(ctx, ev.QueueUID)
+	if err != nil {
+		return ""
+	}
+	cs, err := d.h.st.Resources(ctx, q.Space, schemas.FormQueueConsumer)
+	if err != nil {
+		return ""
+	}
+	for _, c := range cs {
+		if c.State != store.StateDeleting && json.Unmarshal(c.Spec, &spec) == nil && spec.Queue.ResourceUID == ev.QueueUID {
+			return spec.Worker.ResourceUID
+		}
+	}
+	return ""
+}
+
+func (d *deliveryEvents) describe(ev hostEvent) string {
 	name := func(uid string) string {
 		if _, n, ok := d.h.metrics.resource(uid); ok {
 			return n
@@ -82,6 +149,10 @@ func (d *deliveryEvents) describe(ev delivery.Event) string {
 		return fmt.Sprintf("delivery: %s of queue %s discarded after the last retry (the consumer has no dead-letter queue)", msgs, name(ev.QueueUID))
 	case delivery.EventExpired:
 		return fmt.Sprintf("delivery: %s of queue %s expired (its messageRetentionSeconds passed) and removed", msgs, name(ev.QueueUID))
+	case delivery.EventRedelivered:
+		return fmt.Sprintf("delivery: %s of queue %s left unsettled by a batch when the host stopped, delivered again", msgs, name(ev.QueueUID))
+	case eventBatchFailed:
+		return fmt.Sprintf("delivery: a batch of %s of queue %s failed (the queue handler threw or rejected); what it did not settle is retried or dead-lettered as consumer %s says", msgs, name(ev.QueueUID), name(ev.ConsumerUID))
 	}
 	return fmt.Sprintf("delivery: %s of queue %s: %s", msgs, name(ev.QueueUID), ev.Kind)
 }

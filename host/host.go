@@ -218,7 +218,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.versions = controller.NewVersions(h.st)
 	events := newDeliveryEvents(h)
 	h.parts.add("delivery events", events)
-	engOpts := delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: h.metrics.observeBatch, OnEvent: events.post}
+	engOpts := delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: func(o delivery.BatchObservation) { h.metrics.observeBatch(o); events.batch(o) }, OnEvent: events.post}
 	engStore := h.st
 	var ctlEngine controller.Engine
 	if h.cluster != nil {

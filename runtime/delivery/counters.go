@@ -89,6 +89,11 @@ const (
 	EventDeadLettered = "dead_lettered" // moved to the dead-letter queue after the last retry
 	EventDiscarded    = "discarded"     // dropped after the last retry (no dead-letter queue)
 	EventExpired      = "expired"       // removed when the queue's retention passed
+	// EventRedelivered: left unsettled in a batch when an earlier run
+	// ended (a restart, or another host's engine on a shared store), and
+	// delivered again. Its WorkerUID is "": the queue's consumer is not
+	// attached yet when the messages load.
+	EventRedelivered = "redelivered"
 )
 
 // Event is something that happened to a queue's messages that the

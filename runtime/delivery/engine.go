@@ -386,6 +386,9 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 	}
 	if leased > 0 {
 		e.log.Info("delivery: redelivering messages left unsettled by an earlier run", "queue", uid, "count", leased)
+		if e.onEvent != nil {
+			e.onEvent(Event{Kind: EventRedelivered, QueueUID: uid, Count: leased})
+		}
 	}
 	return out, nil
 }

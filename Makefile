@@ -7,7 +7,7 @@ PKGS    := ./...
 # The PostgreSQL server the torture run on PostgreSQL creates its database on.
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate build run test conform bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots check-console
+.PHONY: all generate build run test conform conform-cluster bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots check-console
 
 all: build
 
@@ -41,6 +41,11 @@ test: fmt vet
 ## conform: the conformance kit (HOST=url[,url...] TOKEN=t CAPABILITIES=doc to run it against another host)
 conform:
 	$(GO) run ./tools/conform $(if $(HOST),-host $(HOST)) $(if $(TOKEN),-token $(TOKEN)) $(if $(CAPABILITIES),-capabilities-doc $(CAPABILITIES))
+
+## conform-cluster: the kit against three ACTIVE in-process hosts on one fresh PostgreSQL database
+## (requests round-robin, every restart a rolling restart one host at a time; about 4 minutes)
+conform-cluster:
+	$(GO) run ./tools/conform -format progress -store '$(PGSERVER)' -store-fresh -cluster 3
 
 ## bench: benchmarks; writes BENCHMARKS.md
 bench:

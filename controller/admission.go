@@ -117,7 +117,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 		// (a create, or a delete that is reconciling), no second resource
 		// of the name is created: operation_in_progress, not name_conflict
 		// (spec/host-api.md §Operations).
-		if fl, busy := c.inflightOf(other.UID); busy {
+		if fl, busy := c.busy(ctx, other.UID); busy {
 			return store.Operation{}, false, problem.Conflict(problem.CodeOperationInProgress, "Operation %s on the resource of this name has not finished", fl.id).WithPointer("/name", "busy")
 		}
 		return store.Operation{}, false, problem.Conflict(problem.CodeNameConflict, "a resource of this name exists in this space").WithPointer("/name", "name in use")
@@ -195,7 +195,7 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 		return store.Operation{}, false, err
 	}
 	// 10.
-	if fl, busy := c.inflightOf(uid); busy {
+	if fl, busy := c.busy(ctx, uid); busy {
 		return store.Operation{}, false, problem.Conflict(problem.CodeOperationInProgress, "Operation %s on this resource has not finished", fl.id)
 	}
 	pl := plan{kind: KindUpdate, space: space, uid: uid, formURL: cur.FormURL, principal: p.ID, idem: req.Idempotency}
@@ -250,7 +250,7 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 		}
 		return store.Operation{}, false, pr
 	}
-	if fl, busy := c.inflightOf(uid); busy {
+	if fl, busy := c.busy(ctx, uid); busy {
 		return store.Operation{}, false, problem.Conflict(problem.CodeOperationInProgress, "Operation %s on this resource has not finished", fl.id)
 	}
 	rec := cur
@@ -296,7 +296,7 @@ func (c *Controller) checkReferences(ctx context.Context, sp *Space, f Form, spe
 		}
 		kind := ""
 		if ok {
-			if fl, busy := c.inflightOf(r.UID); busy {
+			if fl, busy := c.busy(ctx, r.UID); busy {
 				kind = fl.kind
 			}
 		}

@@ -23,3 +23,51 @@ func ConsumerConfigOf(r store.Resource) (delivery.ConsumerConfig, error) {
 // Reindex re-reads a resource another host wrote, so that the reference
 // index (dependency checks on delete) sees its references.
 func (c *Controller) Reindex(ctx context.Context, uid string) { c.reindex(ctx, uid) }
+
+// busy reports the unresolved Operation on uid: one this host drives, or,
+// on a store shared with other hosts (Options.SharedLock), one whose
+// transitional record another host wrote (its ID is then not known
+// here).
+func (c *Controller) busy(ctx context.Context, uid string) (inflightOp, bool) {
+	if fl, ok := c.inflightOf(uid); ok || c.opts.SharedLock == nil || uid == "" {
+		return fl, ok
+	}
+	r, err := c.st.Resource(ctx, uid)
+	if err != nil {
+		return inflightOp{}, false
+	}
+	switch r.State {
+	case store.StateCreating, store.StateUpdating, store.StateDeleting, store.StateReconciling:
+	default:
+		return inflightOp{}, false
+	}
+	if ops, err := c.st.UnfinishedOperations(ctx); err == nil {
+		for _, op := range ops {
+			if op.ResourceUID == uid {
+				return inflightOp{id: op.ID, kind: op.Kind}, true
+			}
+		}
+	}
+	kind := KindDelete
+	switch r.State {
+	case store.StateCreating:
+		kind = KindCreate
+	case store.StateUpdating:
+		kind = KindUpdate
+	}
+	return inflightOp{id: "(on another host)", kind: kind}, true
+}
+
+// reindexSpace indexes the references of every stored resource of space
+// (entries of resources deleted meanwhile are harmless: a referrer that is
+// gone is skipped when read).
+func (c *Controller) reindexSpace(ctx context.Context, space string) error {
+	list, err := c.st.Resources(ctx, space, "")
+	if err != nil {
+		return err
+	}
+	for _, r := range list {
+		c.index(r)
+	}
+	return nil
+}

@@ -97,6 +97,13 @@ type Options struct {
 	AfterIntent func(ctx context.Context, op store.Operation)
 	// Now is time.Now when nil.
 	Now func() time.Time
+	// SharedLock, when set, is a lock per space shared by every host of
+	// a store several hosts use (spec/cluster.md): admission holds it,
+	// besides its own, from its checks until its write is done, so that
+	// two hosts deciding at once cannot both admit conflicting requests.
+	// The host's resources changed by other hosts are then also read
+	// back from the store (busy).
+	SharedLock func(ctx context.Context, space string) (release func(), err error)
 }
 
 // Controller is the resource controller: admission, Operations, the

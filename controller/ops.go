@@ -164,7 +164,13 @@ func (c *Controller) accept(ctx context.Context, pl plan, unlockSpace func()) (s
 		c.indexApplied(muts[:1])
 	}
 	unlockRes := c.resources.lock(pl.uid)
-	unlockSpace()
+	if c.opts.SharedLock == nil {
+		unlockSpace()
+	} else {
+		// Hosts sharing the store see each other's admissions only once
+		// written: the space stays locked until the Apply is done.
+		defer unlockSpace()
+	}
 	defer func() {
 		c.pending.release(pl.space, res)
 		unlockRes()

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"github.com/takoform/queuehost/problem"
 	"sync"
 
 	"github.com/takoform/queuehost/runtime/store"
@@ -134,6 +135,24 @@ func (c *Controller) readRecord(ctx context.Context, uid string) (store.Resource
 func (c *Controller) lockSpace(ctx context.Context, space string, idem Idempotency) (unlock func(), prior *store.Operation, err error) {
 	for {
 		release := c.spaces.lock(space)
+		if c.opts.SharedLock != nil {
+			// Several hosts on one store: the space's lock is also
+			// the store's, held until the admission's write is done.
+			local := release
+			shared, err := c.opts.SharedLock(ctx, space)
+			if err != nil {
+				local()
+				return nil, nil, problem.Unavailable(err)
+			}
+			release = func() { shared(); local() }
+			// What other hosts admitted in the space is in the store:
+			// the reference index (dependency and dead-letter checks)
+			// reads it now.
+			if err := c.reindexSpace(ctx, space); err != nil {
+				release()
+				return nil, nil, problem.Unavailable(err)
+			}
+		}
 		var once sync.Once
 		unlock = func() { once.Do(release) }
 		if ch := c.pending.key(idem); ch != nil {

@@ -40,6 +40,11 @@ const (
 	// resourceChannel: "<origin host id> <resource uid>": a resource
 	// record was written.
 	resourceChannel = "takohost_resources"
+	// detachChannel: "<consumer uid> <queue uid>": a host deleting a
+	// consumer asks the queue's owner to detach it; detachedChannel:
+	// "<consumer uid>": the owner's answer once no handler of it runs.
+	detachChannel   = "takohost_detach"
+	detachedChannel = "takohost_detached"
 )
 
 func queueLease(uid string) string { return "queue/" + uid }
@@ -57,6 +62,16 @@ type cluster struct {
 	// reindex, when set, is told of resource records changed by another
 	// host (the controller's reference index).
 	reindex func(ctx context.Context, uid string)
+	// locker holds the spaces' admission locks (controller
+	// Options.SharedLock).
+	locker *pgstore.Locker
+	// plain is the store as the controller writes it (unfenced, with the
+	// host's fault injection).
+	plain store.Store
+	// detachWait holds, by consumer UID, the channels of Detach calls
+	// waiting for the owner's answer.
+	dmu        sync.Mutex
+	detachWait map[string][]chan struct{}
 
 	// own serialises ownership changes and the engine calls that depend
 	// on ownership; mu (a leaf) guards the maps.
@@ -79,6 +94,7 @@ type cluster struct {
 	chKick   chan struct{}
 
 	stops  []func()
+	bg     context.Context // background work; ends with Stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -90,6 +106,7 @@ func newCluster(pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog
 		byQueue: map[string]string{}, owned: map[string]store.Lease{},
 		kick: make(chan struct{}, 1), sends: map[string][]string{}, sendKick: make(chan struct{}, 1),
 		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1),
+		detachWait: map[string][]chan struct{}{},
 	}
 }
 
@@ -112,11 +129,12 @@ func (c *cluster) rescanEvery() time.Duration { return max(3*c.ttl, 5*time.Secon
 // the host reports ready.
 func (c *cluster) Start(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	c.bg, c.cancel = bg, cancel
 	for _, l := range []struct {
 		ch string
 		f  func(string)
-	}{{sendChannel, c.onSend}, {resourceChannel, c.onResource}, {pgstore.ReleasedChannel, func(string) { poke(c.kick) }}} {
+	}{{sendChannel, c.onSend}, {resourceChannel, c.onResource}, {pgstore.ReleasedChannel, func(string) { poke(c.kick) }},
+		{detachChannel, c.onDetach}, {detachedChannel, c.onDetached}} {
 		stop, err := c.pg.Listen(bg, l.ch, l.f)
 		if err != nil {
 			cancel()
@@ -162,6 +180,9 @@ func (clusterLeases) Start(context.Context) error { return nil }
 
 func (p clusterLeases) Stop(ctx context.Context) error {
 	c := p.c
+	if c.locker != nil {
+		c.locker.Close()
+	}
 	c.own.Lock()
 	defer c.own.Unlock()
 	c.mu.Lock()
@@ -690,9 +711,7 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 		}
 		c.mu.Unlock()
 		if had && c.isOwned(cfg.QueueUID) {
-			dctx, cancel := context.WithTimeout(ctx, c.ttl)
-			_ = c.eng.Detach(dctx, uid)
-			cancel()
+			c.wg.Go(func() { c.detachOwned(uid) })
 		}
 	case isC:
 		cfg, err := controller.ConsumerConfigOf(r)
@@ -740,6 +759,7 @@ func (ce clusterEngine) AddQueue(ctx context.Context, cfg delivery.QueueConfig) 
 
 func (ce clusterEngine) UpdateQueue(ctx context.Context, cfg delivery.QueueConfig) error {
 	c := ce.c
+	ce.ensure(ctx, cfg.UID)
 	c.own.Lock()
 	defer c.own.Unlock()
 	c.mu.Lock()
@@ -777,10 +797,28 @@ func (ce clusterEngine) RemoveQueue(ctx context.Context, uid string) error {
 	if err := c.pg.Revoke(ctx, queueLease(uid)); err != nil {
 		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
 	}
-	if err := c.pg.Apply(ctx, store.DropQueue{Queue: uid}); err != nil {
+	if err := c.plain.Apply(ctx, store.DropQueue{Queue: uid}); err != nil {
 		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
 	}
 	return nil
+}
+
+// ensure reads a queue or consumer this host has not heard of yet (its
+// creation on another host is announced, but the announcement may still
+// be on its way). own not held.
+func (ce clusterEngine) ensure(ctx context.Context, uid string) {
+	c := ce.c
+	c.mu.Lock()
+	_, q := c.queues[uid]
+	_, k := c.consumers[uid]
+	c.mu.Unlock()
+	if q || k {
+		return
+	}
+	r, err := c.pg.Resource(ctx, uid)
+	if err == nil && (r.FormURL == schemas.FormAtLeastOnceQueue || r.FormURL == schemas.FormQueueConsumer) {
+		c.apply(ctx, uid, r, true)
+	}
 }
 
 func (ce clusterEngine) known(uid string) bool {
@@ -791,6 +829,7 @@ func (ce clusterEngine) known(uid string) bool {
 }
 
 func (ce clusterEngine) QueueStats(ctx context.Context, uid string) (int, error) {
+	ce.ensure(ctx, uid)
 	if ce.c.isOwned(uid) {
 		if n, err := ce.c.eng.QueueStats(ctx, uid); err == nil {
 			return n, nil
@@ -808,6 +847,7 @@ func (ce clusterEngine) QueueStats(ctx context.Context, uid string) (int, error)
 
 func (ce clusterEngine) Attach(ctx context.Context, cfg delivery.ConsumerConfig) error {
 	c := ce.c
+	ce.ensure(ctx, cfg.QueueUID)
 	c.own.Lock()
 	defer c.own.Unlock()
 	c.mu.Lock()
@@ -840,6 +880,7 @@ func (ce clusterEngine) Attach(ctx context.Context, cfg delivery.ConsumerConfig)
 
 func (ce clusterEngine) UpdateConsumer(ctx context.Context, cfg delivery.ConsumerConfig) error {
 	c := ce.c
+	ce.ensure(ctx, cfg.UID)
 	c.own.Lock()
 	defer c.own.Unlock()
 	c.mu.Lock()
@@ -863,12 +904,11 @@ func (ce clusterEngine) UpdateConsumer(ctx context.Context, cfg delivery.Consume
 
 // Detach stops the consumer. On the queue's owner, the engine's Detach
 // (running batches end, nothing unsettled is acknowledged). On another
-// host, the queue's lease is revoked: from then on no settlement or
-// delivery of the former owner can be recorded (the stop boundary), and
-// the owner, fenced, unloads the queue; whoever takes it next loads it
-// without the consumer, whose record says deleting.
+// host, the owner is asked to detach it and answers once it has (see
+// detachRemote).
 func (ce clusterEngine) Detach(ctx context.Context, uid string) error {
 	c := ce.c
+	ce.ensure(ctx, uid)
 	c.own.Lock()
 	defer c.own.Unlock()
 	c.mu.Lock()
@@ -881,8 +921,13 @@ func (ce clusterEngine) Detach(ctx context.Context, uid string) error {
 		if err := c.eng.Detach(ctx, uid); err != nil {
 			return err
 		}
-	} else if err := c.pg.Revoke(ctx, queueLease(cfg.QueueUID)); err != nil {
-		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	} else {
+		c.own.Unlock()
+		err := c.detachRemote(ctx, uid, cfg.QueueUID)
+		c.own.Lock()
+		if err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	delete(c.consumers, uid)
@@ -901,6 +946,7 @@ func (ce clusterEngine) Detach(ctx context.Context, uid string) error {
 func (ce clusterEngine) ChangedQueues() []string { return ce.c.eng.ChangedQueues() }
 
 func (ce clusterEngine) ConsumerAttached(ctx context.Context, uid string) (bool, error) {
+	ce.ensure(ctx, uid)
 	ce.c.mu.Lock()
 	defer ce.c.mu.Unlock()
 	_, ok := ce.c.consumers[uid]
@@ -910,6 +956,7 @@ func (ce clusterEngine) ConsumerAttached(ctx context.Context, uid string) (bool,
 // Inspect: the owner's engine, or (another host owns the queue) the
 // stored messages: leased ones count as in flight.
 func (ce clusterEngine) Inspect(ctx context.Context, uid string) (delivery.QueueInspection, error) {
+	ce.ensure(ctx, uid)
 	if ce.c.isOwned(uid) {
 		if in, err := ce.c.eng.Inspect(ctx, uid); err == nil {
 			return in, nil
@@ -929,11 +976,9 @@ func (ce clusterEngine) Inspect(ctx context.Context, uid string) (delivery.Queue
 }
 
 func (ce clusterEngine) MessagePage(ctx context.Context, uid string, after delivery.Cursor, limit int) ([]delivery.MessageInfo, delivery.Cursor, bool, error) {
-	if ce.c.isOwned(uid) {
-		if p, n, more, err := ce.c.eng.MessagePage(ctx, uid, after, limit); err == nil {
-			return p, n, more, nil
-		}
-	}
+	// Always from the store, so that a listing paged across hosts (any
+	// host serves the next page) sees one order.
+	ce.ensure(ctx, uid)
 	if !ce.known(uid) {
 		return nil, delivery.Cursor{}, false, abi.ErrUnknownQueue
 	}
@@ -1014,4 +1059,94 @@ func (s fencedStore) Apply(ctx context.Context, muts ...store.Mutation) error {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// detachRemote asks the owner of queueUID to detach the consumer and
+// waits for its answer, asking again every tick (the owner may have
+// changed). With no live owner nothing of the queue runs: done.
+func (c *cluster) detachRemote(ctx context.Context, uid, queueUID string) error {
+	ch := make(chan struct{}, 1)
+	c.dmu.Lock()
+	c.detachWait[uid] = append(c.detachWait[uid], ch)
+	c.dmu.Unlock()
+	defer func() {
+		c.dmu.Lock()
+		ws := c.detachWait[uid]
+		for i, w := range ws {
+			if w == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(c.detachWait, uid)
+		} else {
+			c.detachWait[uid] = ws
+		}
+		c.dmu.Unlock()
+	}()
+	for {
+		if c.isOwned(queueUID) {
+			// The queue moved here meanwhile.
+			return c.eng.Detach(ctx, uid)
+		}
+		live, err := c.pg.LeaseHeld(ctx, queueLease(queueUID))
+		if err != nil {
+			return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+		}
+		if !live {
+			return nil
+		}
+		if err := c.pg.NotifyAll(ctx, detachChannel, []string{uid + " " + queueUID}); err != nil {
+			return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+		}
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("detach of consumer %s: its queue's owner has not answered: %w", uid, ctx.Err())
+		case <-time.After(c.tick()):
+		}
+	}
+}
+
+func (c *cluster) onDetach(payload string) {
+	uid, q, _ := strings.Cut(payload, " ")
+	if !c.isOwned(q) {
+		return
+	}
+	c.mu.Lock()
+	if cfg, ok := c.consumers[uid]; ok {
+		delete(c.consumers, uid)
+		if c.byQueue[cfg.QueueUID] == uid {
+			delete(c.byQueue, cfg.QueueUID)
+		}
+	}
+	c.mu.Unlock()
+	c.wg.Go(func() { c.detachOwned(uid) })
+}
+
+// detachOwned detaches a consumer of an owned queue (waiting for its
+// running handlers, as a single host does) and answers whoever asked.
+func (c *cluster) detachOwned(uid string) {
+	ctx, cancel := context.WithTimeout(c.bg, 2*time.Minute)
+	defer cancel()
+	if err := c.eng.Detach(ctx, uid); err != nil {
+		c.log.Warn("cluster: detaching a consumer deleted on another host failed", "consumer", uid, "err", err)
+		return
+	}
+	if err := c.pg.NotifyAll(ctx, detachedChannel, []string{uid}); err != nil {
+		c.log.Warn("cluster: announcing a detach failed", "consumer", uid, "err", err)
+	}
+}
+
+func (c *cluster) onDetached(uid string) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	for _, ch := range c.detachWait[uid] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }

@@ -225,6 +225,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// Several active hosts: the engine holds the queues this host
 		// owns, its delivery writes fenced by their leases.
 		engStore, engOpts.Remote = fencedStore{Store: h.cluster.pg, c: h.cluster}, h.cluster
+		if cfg.Faults != nil {
+			engStore = faultyStore{Store: engStore, f: cfg.Faults}
+		}
 	}
 	h.eng = delivery.New(engStore, resolver{h}, engOpts)
 	ctlEngine = h.eng
@@ -236,10 +239,21 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.parts.add("cluster leases", clusterLeases{h.cluster})
 	}
 	h.parts.add("delivery engine", h.eng)
-	h.ctl, err = controller.New(controller.Options{
+	ctlOpts := controller.Options{
 		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
-	})
+	}
+	if h.cluster != nil {
+		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 8); err != nil {
+			_ = h.rt.Stop(ctx)
+			h.closeStore()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		locker := h.cluster.locker
+		h.cluster.plain = h.st
+		ctlOpts.SharedLock = func(ctx context.Context, space string) (func(), error) { return locker.Lock(ctx, "space/"+space) }
+	}
+	h.ctl, err = controller.New(ctlOpts)
 	if err == nil {
 		h.parts.add("controller", h.ctl)
 		if h.cluster != nil {

@@ -46,6 +46,16 @@ type inProcess struct {
 	promoted    chan standbyResult
 	standbyCtx  context.Context
 	stopStandby context.CancelFunc
+
+	// With active > 1 (a PostgreSQL store only), that many hosts serve
+	// at once on the same database (host.Config.ClusterActive), and the
+	// runner's requests go round-robin across them (next); a restart
+	// restarts one of them, in turn (restarts).
+	active   int
+	hosts    []*host.Host
+	bases    []string
+	next     int
+	restarts int
 }
 
 type standbyResult struct {
@@ -63,7 +73,7 @@ func newToken() string {
 // features/README.md) before the host's first start, then starts it: on
 // a journal in its data directory, or with storeURL on that PostgreSQL
 // database (which must be empty, or the kit's own from an earlier run).
-func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL string, standbys int) (*inProcess, error) {
+func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL string, standbys, active int) (*inProcess, error) {
 	dir, err := os.MkdirTemp("", "conform-*")
 	if err != nil {
 		return nil, err
@@ -109,6 +119,25 @@ func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL stri
 		// The fault-control contract in-process: the runner calls the
 		// host's fault hook directly. The same Faults survive a restart.
 		Faults: &host.Faults{},
+	}
+	if active > 1 {
+		ip.cfg.ClusterActive = true
+		ip.cfg.ClusterTTL = 2 * time.Second
+		ip.active = active
+		for range active {
+			h, err := host.New(ctx, ip.cfg)
+			if err == nil {
+				err = h.Start()
+			}
+			if err != nil {
+				ip.close(true)
+				return nil, err
+			}
+			ip.hosts = append(ip.hosts, h)
+			ip.bases = append(ip.bases, h.URL())
+		}
+		ip.h, ip.base = ip.hosts[0], ip.bases[0]
+		return ip, nil
 	}
 	if err := ip.start(ctx); err != nil {
 		return nil, err
@@ -188,6 +217,58 @@ func (ip *inProcess) url() string {
 	return ip.base
 }
 
+// roundRobin is the base URL of the next request: the hosts in turn when
+// several are active, else the one host.
+func (ip *inProcess) roundRobin() string {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	if len(ip.bases) == 0 {
+		return ip.base
+	}
+	b := ip.bases[ip.next%len(ip.bases)]
+	ip.next++
+	return b
+}
+
+// restartAll restarts every active host, one at a time (a rolling
+// restart): the others go on serving meanwhile, and the queues each
+// delivered move to them and back.
+func (ip *inProcess) restartAll(ctx context.Context) error {
+	for i := range ip.hosts {
+		if err := ip.restartOne(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restartOne shuts active host i down and starts it again on the same
+// port.
+func (ip *inProcess) restartOne(ctx context.Context, i int) error {
+	ip.restarts++
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := ip.hosts[i].Shutdown(sctx); err != nil {
+		fmt.Fprintf(os.Stderr, "conform: restart: host %d's shutdown reported: %v\n", i, err)
+	}
+	cfg := ip.cfg
+	if u, err := url.Parse(ip.bases[i]); err == nil {
+		cfg.Listen = u.Host
+	}
+	h, err := host.New(ctx, cfg)
+	if err == nil {
+		if err = h.Start(); err != nil {
+			h.Shutdown(sctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("restart of host %d: %w", i, err)
+	}
+	ip.hosts[i], ip.bases[i] = h, h.URL()
+	ip.h, ip.base = ip.hosts[0], ip.bases[0]
+	return nil
+}
+
 // restart shuts the host down and starts it again on the same data
 // directory, on the same port when it is free.
 func (ip *inProcess) restart(ctx context.Context) error {
@@ -195,6 +276,9 @@ func (ip *inProcess) restart(ctx context.Context) error {
 	defer ip.mu.Unlock()
 	if ip.standbys > 0 {
 		return ip.failover(ctx)
+	}
+	if ip.active > 1 {
+		return ip.restartAll(ctx)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -225,7 +309,12 @@ func (ip *inProcess) close(failed bool) {
 	if ip.stopStandby != nil {
 		ip.stopStandby()
 	}
-	if ip.h != nil {
+	if ip.active > 1 {
+		for _, h := range ip.hosts {
+			h.Shutdown(ctx)
+		}
+		fmt.Fprintf(os.Stderr, "conform: %d active hosts on one database, requests round-robin; %d restarts of one host at a time (every restart of the kit restarts each host in turn)\n", ip.active, ip.restarts)
+	} else if ip.h != nil {
 		ip.h.Shutdown(ctx)
 	}
 	// A standby may have taken over as the active host shut down.

@@ -63,6 +63,7 @@ func run() int {
 		featuresDir    = flag.String("features", "", "read features and workers from this directory instead of the embedded copy")
 		storeURL       = flag.String("store", os.Getenv("CONFORM_STORE"), "in-process host only: keep its store in this PostgreSQL database (postgres://...) instead of a journal")
 		storeFresh     = flag.Bool("store-fresh", false, "with --store: create a fresh database on that server for the run, and drop it afterwards")
+		active         = flag.Int("cluster", 0, "with --store: run this many ACTIVE hosts on the same database (several active hosts, spec/cluster.md); the runner's requests go round-robin across them and a restart restarts one at a time")
 		standbys       = flag.Int("standbys", 0, "with --store: run this many standby hosts on the same database beside the active one; a restart is then a failover to a standby")
 		capsDoc        = flag.String("capabilities-doc", os.Getenv("CONFORM_CAPABILITIES_DOC"), "the host's capabilities document (features/capabilities.schema.json): a file or an http(s) URL")
 		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, ext-NAME (added to --capabilities-doc)")
@@ -123,12 +124,19 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "conform: --standbys needs --store (hosts share a PostgreSQL database)")
 			return 2
 		}
-		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace, *storeURL, *standbys)
+		if *active > 1 && (*storeURL == "" || *standbys > 0) {
+			fmt.Fprintln(os.Stderr, "conform: --cluster needs --store (hosts share a PostgreSQL database) and no --standbys")
+			return 2
+		}
+		ih, err := startInProcess(ctx, rec.Addr(), *otherSpace, *storeURL, *standbys, *active)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conform: in-process host:", err)
 			return 2
 		}
 		cfg.Base = ih.url
+		if *active > 1 {
+			cfg.Base = ih.roundRobin
+		}
 		cfg.Tokens = ih.tokens
 		cfg.Restart = ih.restart
 		cfg.Fault = ih.fault
@@ -153,6 +161,9 @@ func run() int {
 		}
 		if *standbys > 0 {
 			where += fmt.Sprintf(", %d standby hosts (a restart is a failover)", *standbys)
+		}
+		if *active > 1 {
+			where += fmt.Sprintf(", %d active hosts round-robin", *active)
 		}
 		fmt.Fprintf(os.Stderr, "conform: in-process reference host at %s (%s), recorder %s\n", ih.url(), where, *recURL)
 	} else {

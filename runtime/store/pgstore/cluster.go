@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -329,4 +330,63 @@ func (s *Store) NotifyAll(ctx context.Context, channel string, payloads []string
 		return s.readErr(err)
 	}
 	return nil
+}
+
+// Locker hands out locks by key shared by every host of the database
+// (PostgreSQL session advisory locks), on connections of its own so that
+// a held lock never takes a connection the store's writes need. A lock is
+// released by its release function, or by the database when the holder's
+// connection ends (the host died).
+type Locker struct {
+	pool *pgxpool.Pool
+}
+
+// NewLocker opens a Locker of at most maxConns locks held at once.
+func (s *Store) NewLocker(ctx context.Context, maxConns int32) (*Locker, error) {
+	cfg := s.pool.Config().Copy()
+	cfg.MaxConns, cfg.MinConns = maxConns, 0
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	return &Locker{pool: p}, nil
+}
+
+// Lock waits until it holds the lock of key (or ctx ends).
+func (l *Locker) Lock(ctx context.Context, key string) (release func(), err error) {
+	c, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+		c.Release()
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := c.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+			// The session may still hold it: never hand it back.
+			c.Conn().Close(uctx)
+		}
+		c.Release()
+	}, nil
+}
+
+// Close closes the Locker's connections (releasing every lock).
+func (l *Locker) Close() { l.pool.Close() }
+
+// LeaseHeld reports whether a holder holds the lease on name now (not
+// released, not expired).
+func (s *Store) LeaseHeld(ctx context.Context, name string) (bool, error) {
+	return retryRead(ctx, s, func() (bool, error) {
+		if err := s.check(ctx); err != nil {
+			return false, err
+		}
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM store_leases WHERE name = $1 AND holder <> '' AND expires > now()`, name).Scan(&n); err != nil {
+			return false, s.readErr(err)
+		}
+		return n > 0, nil
+	})
 }

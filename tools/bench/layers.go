@@ -30,6 +30,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 		b.withLimits("Engine.Send", func() { b.engineSendLayer(ctx) })
 		b.withLimits("end-to-end", func() { b.e2eLayer(ctx, []handlerKind{goKind, jsKind}) })
 	}
+	if run("serial") {
+		b.withLimits("serialized queue", func() { b.serialLayer(ctx) })
+	}
 	if run("overhead") {
 		b.overheadLayer(ctx)
 	}

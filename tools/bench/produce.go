@@ -187,6 +187,11 @@ type engineEnv struct {
 }
 
 func (b *bench) newEngineEnv(ctx context.Context, name string, res abi.Resolver) (*engineEnv, error) {
+	return b.newEngineEnvQueue(ctx, name, res, false)
+}
+
+// newEngineEnvQueue is newEngineEnv with queue q1 serialized or not.
+func (b *bench) newEngineEnvQueue(ctx context.Context, name string, res abi.Resolver, serialized bool) (*engineEnv, error) {
 	dir, err := os.MkdirTemp(b.dir, name+"-")
 	if err != nil {
 		return nil, err
@@ -206,7 +211,7 @@ func (b *bench) newEngineEnv(ctx context.Context, name string, res abi.Resolver)
 		})
 	}
 	env.eng = delivery.New(env.obs, res, delivery.Options{Logger: quietLogger})
-	if err := env.eng.AddQueue(ctx, delivery.QueueConfig{UID: "q1", Name: "bench", MessageRetentionSeconds: 1209600}); err != nil {
+	if err := env.eng.AddQueue(ctx, delivery.QueueConfig{UID: "q1", Name: "bench", MessageRetentionSeconds: 1209600, Serialized: serialized}); err != nil {
 		env.close()
 		return nil, err
 	}

@@ -7,7 +7,7 @@ PKGS    := ./...
 # The PostgreSQL server the torture run on PostgreSQL creates its database on.
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate build run test conform conform-cluster bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots check-console
+.PHONY: all generate build run test conform conform-cluster bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
 
 all: build
 
@@ -94,3 +94,7 @@ console-test:
 ## console-screenshots: docs/console/*.png, each main page at 1280x800
 console-screenshots:
 	cd console/e2e && npm ci --no-audit --no-fund && node screenshots.mjs
+
+## console-scale: the console against 10 000 queues and a queue of 1 000 000 messages (QUEUES=, MESSAGES=); prints page timings
+console-scale:
+	cd console/e2e && npm ci --no-audit --no-fund && node scale.mjs

@@ -283,4 +283,46 @@ describe("console", { skip: reason ?? false }, () => {
     await check("operations");
     await ctx.close();
   });
+
+  // Last: it empties backlog, which the tests above read.
+  test("purge a queue and redrive a dead-letter queue, following their Operations", async (t) => {
+    const doc = await host.api("GET", "/v2/openapi.json");
+    const base = "/v2/spaces/{space}/resources/{uid}";
+    if (!doc.paths[base + "/purge"]) { t.skip("this host's API has no purge route"); return; }
+    await host.fetchWorker("backlog?n=5");
+    const page = await signIn(browser, host, host.adminToken);
+    await queuePage(page, "backlog");
+    await until("5 messages", async () => Number(await stat(page, "Messages")) >= 5);
+    await page.getByRole("button", { name: "Purge" }).click();
+    assert.match(await page.getByRole("dialog").textContent(), /cannot be undone/);
+    await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
+    const done = page.locator('[data-operation][data-state="succeeded"]');
+    await done.waitFor({ timeout: 20000 });
+    assert.match(await done.textContent(), /Purge: Operation op-\S+ succeeded effect applied · \d+ removed/);
+    await until("an empty queue", async () => (await stat(page, "Messages")) === "0");
+    await page.getByText("The queue holds no message.").waitFor();
+
+    if (!doc.paths[base + "/redrive"]) { t.skip("this host's API has no redrive route"); return; }
+    const tasks = await host.byName("tasks");
+    await host.fetchWorker("x", "fail: redrive me");
+    const dlq = await host.byName("tasks-dead");
+    await until("the dead-lettered message", async () => (await host.api("GET", `/v2/spaces/demo/resources/${dlq.uid}/messages?limit=100`)).items.length >= 1);
+    // paused, the redriven message stays on tasks where the test sees it
+    await host.api("PUT", `/v2/spaces/demo/resources/${tasks.uid}/delivery`, { active: false });
+    await page.goto(host.base + "/console/#/s/demo/r/" + dlq.uid);
+    await page.getByRole("heading", { name: "Browse messages" }).waitFor();
+    await page.getByRole("button", { name: "Redrive" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
+    const moved = page.locator('[data-operation][data-state="succeeded"]');
+    await moved.waitFor({ timeout: 30000 });
+    assert.match(await moved.textContent(), /Redrive: Operation \S+ succeeded .*\d+ moved of \d+/);
+    const stats = await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}/stats`);
+    assert.ok(stats.messages >= 1, "the redriven message is back on tasks");
+    await host.api("PUT", `/v2/spaces/demo/resources/${tasks.uid}/delivery`, { active: true });
+    // both Operations are in the listing, with their progress
+    await page.goto(host.base + "/console/#/s/demo/ops");
+    await page.locator("tr[data-operation-id]", { hasText: "purge" }).filter({ hasText: "removed" }).waitFor();
+    await page.locator("tr[data-operation-id]", { hasText: "redrive" }).filter({ hasText: "moved" }).waitFor();
+    await page.context().close();
+  });
 });

@@ -12,6 +12,7 @@ import (
 
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,14 @@ type Options struct {
 	// (default 30 s). MaxSandboxes bounds the live ones (default 256).
 	IdleTimeout  time.Duration
 	MaxSandboxes int
+	// Procs is each sandbox's GOMAXPROCS (default half the host's, at
+	// least 1). A sandbox runs one worker's invocations; with one
+	// processor, the hand-off of a reply from its socket reader to the
+	// invocation waiting for it stays on the thread that read it instead
+	// of waking another, which on a busy machine is a context switch per
+	// frame (four frames per fetch that sends), and its idle processors
+	// do not spin against the host's.
+	Procs int
 	// LogEntries is the size of each worker's log ring; LogRate the lines
 	// per second a worker may log (burst ten times that), beyond which
 	// lines are dropped and counted.
@@ -118,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Procs <= 0 {
+		o.Procs = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	if o.MaxSandboxes <= 0 {
 		o.MaxSandboxes = DefaultMaxSandboxes
@@ -486,7 +498,7 @@ func (p *Pool) start(key string) (*proc, error) {
 	}
 	cmd := exec.Command(p.exe)
 	cmd.Dir = "/"
-	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none")
+	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none", "GOMAXPROCS="+strconv.Itoa(p.opts.Procs))
 	cmd.ExtraFiles = []*os.File{childEnd}
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
@@ -522,7 +534,7 @@ func sandboxEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case EnvVar, "GOMEMLIMIT", "GOGC", "GOTRACEBACK", "GODEBUG":
+		case EnvVar, "GOMEMLIMIT", "GOGC", "GOTRACEBACK", "GODEBUG", "GOMAXPROCS":
 			continue
 		}
 		env = append(env, kv)

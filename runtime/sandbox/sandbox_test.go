@@ -390,3 +390,35 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxProcs: a sandbox runs with the processors Options.Procs gives
+// it, whatever the host's environment says.
+func TestSandboxProcs(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "7")
+	for _, procs := range []int{1, 3} {
+		p := newPool(t, Options{Procs: procs})
+		v := worker(fmt.Sprint("procs", procs), `export default { fetch() { return new Response("ok"); } };`)
+		if _, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		pr := p.procs["w:"+v.WorkerUID]
+		p.mu.Unlock()
+		if pr == nil {
+			t.Fatal("no sandbox for the worker")
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pr.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if strings.HasPrefix(kv, "GOMAXPROCS=") {
+				got = append(got, kv)
+			}
+		}
+		if want := fmt.Sprintf("GOMAXPROCS=%d", procs); len(got) != 1 || got[0] != want {
+			t.Fatalf("the sandbox's environment has %v, want only %s", got, want)
+		}
+	}
+}

@@ -95,6 +95,12 @@ type Options struct {
 	// journaled and before its effect: a test hook (the crash tests pause
 	// here and kill the host).
 	AfterIntent func(ctx context.Context, op store.Operation)
+	// ObservationPaused, when set, is a test hook (the conformance kit's
+	// observation-control capability): while it reports true for a
+	// resource, the host makes no observation of it, and its observed
+	// keeps what was confirmed before ({} for one created since); it is
+	// observed on the first pass after the pause ends.
+	ObservationPaused func(space, uid string) bool
 	// Now is time.Now when nil.
 	Now func() time.Time
 	// SharedLock, when set, is a lock per space shared by every host of

@@ -166,6 +166,10 @@ func (c *Controller) observe(ctx context.Context, r store.Resource, get Lookup) 
 	if n, ok := f.(Unobserved); ok && n.Unobserved() {
 		return nil, false
 	}
+	if p := c.opts.ObservationPaused; p != nil && p(r.Space, r.UID) {
+		c.obs.mark(r.UID) // observed once the pause ends
+		return nil, false
+	}
 	var read []string
 	doc, ok := f.Observe(ctx, c.env, r, func(uid string) (store.Resource, bool) {
 		read = append(read, uid)

@@ -41,6 +41,10 @@ type observeHarness struct {
 }
 
 func newObserveHarness(t *testing.T, forms ...Form) *observeHarness {
+	return newObserveHarnessPaused(t, nil, forms...)
+}
+
+func newObserveHarnessPaused(t *testing.T, paused func(space, uid string) bool, forms ...Form) *observeHarness {
 	t.Helper()
 	h := &observeHarness{t: t, st: &countStore{Store: store.NewMemory()}, eng: newMemEngine()}
 	reg := Builtin()
@@ -48,7 +52,7 @@ func newObserveHarness(t *testing.T, forms ...Form) *observeHarness {
 		reg.Register(f)
 	}
 	c, err := New(Options{Store: h.st, Engine: h.eng, Workers: noWorkers{}, Forms: reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ObserveInterval: time.Hour})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ObserveInterval: time.Hour, ObservationPaused: paused})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,5 +210,26 @@ func TestObserveChangedFollowsRecordWrites(t *testing.T) {
 	h.c.obs.mu.Unlock()
 	if kept {
 		t.Fatal("the observer kept what a deleted resource read")
+	}
+}
+
+// TestObservationPaused: while the pause hook holds a space, neither the
+// observation after an Operation nor a pass observes its resources, so a
+// queue created then reads {}; the first pass after the pause observes it.
+func TestObservationPaused(t *testing.T) {
+	var paused atomic.Bool
+	paused.Store(true)
+	h := newObserveHarnessPaused(t, func(space, _ string) bool { return paused.Load() && space == "s" })
+	ctx := t.Context()
+	q := h.create("q", schemas.FormAtLeastOnceQueue, `{"messageRetentionSeconds":60}`)
+	h.c.ObserveAll(ctx)
+	h.c.ObserveChanged(ctx)
+	if got := h.observed(q); got != `{}` {
+		t.Fatalf("observed while observation is paused: %s", got)
+	}
+	paused.Store(false)
+	h.c.ObserveChanged(ctx)
+	if got := h.observed(q); got != `{"messageCount":0,"queueExists":true}` {
+		t.Fatalf("observed after the pause: %s", got)
 	}
 }

@@ -36,3 +36,20 @@ Feature: observed and output
     Then message "m1" is delivered exactly 1 time
     And "c" eventually observes consumerAttached true
     And the output of "c" is {}
+
+  # A host that claims a value it never observed cannot be told from one
+  # that observes at once by HTTP alone (every value it could claim is true
+  # by the time it is read): with observation paused in the space, nothing
+  # can have been observed, so every read must show {} (spec/host-api.md
+  # §observed).
+  @AtLeastOnceQueue-0.2.0 @QueueConsumer-0.3.0 @Q-OBS-2 @QC-OBS-1 @observation-control
+  Scenario: observed stays {} until the host's first observation, though the Operations succeeded
+    Given the host makes no observation in this space
+    And a queue "q"
+    And a worker "w"
+    And a consumer "c" of "q" by "w"
+    Then the observed of "q" stays {} for 2 seconds
+    And the observed of "c" stays {} for 1 seconds
+    When the host observes again in this space
+    Then "q" eventually observes queueExists true, messageCount 0
+    And "c" eventually observes queueExists true, workerExists true, consumerAttached true

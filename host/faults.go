@@ -85,6 +85,35 @@ type FaultRule struct {
 type Faults struct {
 	mu    sync.Mutex
 	rules []*FaultRule
+	// paused are the scopes (a space or a resource UID; "" for every
+	// resource) in which the host makes no observation
+	// (pause-observation), until cleared.
+	paused []string
+}
+
+// PauseObservation stops the host's observation of the resources of scope
+// (a space or a resource UID; every resource when ""): the controller
+// makes no observation of them, so observed keeps what was confirmed
+// before ({} for a resource created since), until Clear of that scope.
+func (f *Faults) PauseObservation(scope string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.paused, scope) {
+		f.paused = append(f.paused, scope)
+	}
+}
+
+// ObservationPaused reports whether observation of the resource uid of
+// space is paused (controller.Options.ObservationPaused).
+func (f *Faults) ObservationPaused(space, uid string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.paused {
+		if s == "" || s == space || s == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // Add arms a rule.
@@ -107,11 +136,13 @@ func (f *Faults) Add(r FaultRule) error {
 	return nil
 }
 
-// Clear disarms the rules of scope, or every rule when scope is "".
+// Clear disarms the rules of scope and resumes its observation, or does
+// so for every rule and pause when scope is "".
 func (f *Faults) Clear(scope string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = slices.DeleteFunc(f.rules, func(r *FaultRule) bool { return scope == "" || r.Scope == scope })
+	f.paused = slices.DeleteFunc(f.paused, func(s string) bool { return scope == "" || s == scope })
 }
 
 // Command runs one verb of the kit's fault-control contract
@@ -119,6 +150,7 @@ func (f *Faults) Clear(scope string) {
 //
 //	fail-writes N [TARGETS] [scope=S] [skip=M]
 //	unknown-outcome N [TARGETS] [scope=S] [skip=M]
+//	pause-observation [scope=S]   (the observation-control capability)
 //	clear [scope=S]
 //
 // TARGETS is a comma-separated list of FaultTargets, or "any".
@@ -128,6 +160,17 @@ func (f *Faults) Command(args []string) error {
 	}
 	var r FaultRule
 	switch args[0] {
+	case "pause-observation":
+		scope := ""
+		for _, a := range args[1:] {
+			v, ok := strings.CutPrefix(a, "scope=")
+			if !ok {
+				return fmt.Errorf("faults: pause-observation takes only scope=S, not %q", a)
+			}
+			scope = v
+		}
+		f.PauseObservation(scope)
+		return nil
 	case "fail-writes":
 		r.Mode = FailWrites
 	case "unknown-outcome":
@@ -230,6 +273,16 @@ func targetsOf(m store.Mutation) (string, []string) {
 	return fmt.Sprintf("%T", m), nil
 }
 
+// observationPaused is the controller's pause hook: nil without the fault
+// hook, so that nothing but a Go caller that set Config.Faults can pause
+// observation.
+func observationPaused(f *Faults) func(space, uid string) bool {
+	if f == nil {
+		return nil
+	}
+	return f.ObservationPaused
+}
+
 // faultyStore is the store with the armed rules applied to Apply.
 type faultyStore struct {
 	store.Store
@@ -285,7 +338,7 @@ func (s faultyStore) CountResources(ctx context.Context, space string) (int, err
 func capabilities(cfg Config) map[string]any {
 	caps := []string{"restart", "handler-limit", "ext-pause", "ext-inspect", "ext-delete-if-idle", "ext-serialized"}
 	if cfg.Faults != nil {
-		caps = append(caps, "store-faults")
+		caps = append(caps, "store-faults", "observation-control")
 	}
 	return map[string]any{
 		"host":                  map[string]any{"name": "takoform queuehost"},

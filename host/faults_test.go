@@ -91,10 +91,51 @@ func TestFaultyStorePassesOptionalReadsThrough(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	caps := func(cfg Config) []string { return capabilities(cfg)["capabilities"].([]string) }
-	if got := caps(Config{}); slices.Contains(got, "store-faults") || !slices.Contains(got, "restart") || !slices.Contains(got, "ext-pause") || !slices.Contains(got, "ext-inspect") || !slices.Contains(got, "ext-delete-if-idle") || !slices.Contains(got, "ext-serialized") {
+	if got := caps(Config{}); slices.Contains(got, "store-faults") || slices.Contains(got, "observation-control") || !slices.Contains(got, "restart") || !slices.Contains(got, "ext-pause") || !slices.Contains(got, "ext-inspect") || !slices.Contains(got, "ext-delete-if-idle") || !slices.Contains(got, "ext-serialized") {
 		t.Errorf("without the fault hook: %v", got)
 	}
-	if got := caps(Config{Faults: &Faults{}}); !slices.Contains(got, "store-faults") {
+	if got := caps(Config{Faults: &Faults{}}); !slices.Contains(got, "store-faults") || !slices.Contains(got, "observation-control") {
 		t.Errorf("with the fault hook: %v", got)
+	}
+}
+
+// TestPauseObservation: pause-observation scopes a pause to a space or a
+// resource (every resource without a scope) and clear of the same scope
+// ends it; without the fault hook there is no pause hook at all.
+func TestPauseObservation(t *testing.T) {
+	if observationPaused(nil) != nil {
+		t.Fatal("a pause hook without the fault hook")
+	}
+	f := &Faults{}
+	for _, args := range [][]string{{"pause-observation", "scope=s1"}, {"pause-observation", "scope=r-9"}} {
+		if err := f.Command(args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Command([]string{"pause-observation", "5"}); err == nil {
+		t.Fatal("pause-observation took a count")
+	}
+	paused := observationPaused(f)
+	for _, c := range []struct {
+		space, uid string
+		want       bool
+	}{{"s1", "r-1", true}, {"s2", "r-9", true}, {"s2", "r-1", false}} {
+		if got := paused(c.space, c.uid); got != c.want {
+			t.Errorf("paused(%s, %s) = %v, want %v", c.space, c.uid, got, c.want)
+		}
+	}
+	if err := f.Command([]string{"clear", "scope=s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if paused("s1", "r-1") || !paused("s2", "r-9") {
+		t.Fatal("clear of s1 did not end exactly its pause")
+	}
+	f.Command([]string{"pause-observation"})
+	if !paused("any", "r-x") {
+		t.Fatal("a pause without scope did not cover every resource")
+	}
+	f.Clear("")
+	if paused("s2", "r-9") || paused("any", "r-x") {
+		t.Fatal("clear without scope left a pause")
 	}
 }

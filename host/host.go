@@ -242,6 +242,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	ctlOpts := controller.Options{
 		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
+		ObservationPaused: observationPaused(cfg.Faults),
 	}
 	if h.cluster != nil {
 		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 8); err != nil {

@@ -27,13 +27,16 @@ const (
 	CapRestart      = "restart"       // the runner can restart the host (--restart-cmd)
 	CapStoreFaults  = "store-faults"  // the host implements the fault vocabulary (--fault-cmd)
 	CapHandlerLimit = "handler-limit" // the host has a handler time limit the kit is told (--handler-timeout)
+	// CapObservationControl: the host can pause its observation of a
+	// space's resources on command (the fault hook's pause-observation).
+	CapObservationControl = "observation-control"
 )
 
 // KnownCapabilities lists the capabilities the kit's scenarios use, ext-NAME
 // aside.
-var KnownCapabilities = []string{CapRestart, CapStoreFaults, CapHandlerLimit}
+var KnownCapabilities = []string{CapRestart, CapStoreFaults, CapHandlerLimit, CapObservationControl}
 
-var capabilityRE = regexp.MustCompile(`^(restart|store-faults|handler-limit|ext-[a-z0-9][a-z0-9-]*)$`)
+var capabilityRE = regexp.MustCompile(`^(restart|store-faults|handler-limit|observation-control|ext-[a-z0-9][a-z0-9-]*)$`)
 
 // ValidCapability reports whether name is a capability the kit knows or a
 // well-formed host extension.
@@ -116,6 +119,10 @@ func (k *Kit) hookMissing(capability string) string {
 	case CapStoreFaults:
 		if k.cfg.Fault == nil {
 			return "the host declares store-faults, but the runner has no fault control: pass --fault-cmd"
+		}
+	case CapObservationControl:
+		if k.cfg.Fault == nil {
+			return "the host declares observation-control, but the runner has no host control: pass --fault-cmd"
 		}
 	case CapHandlerLimit:
 		if k.cfg.HandlerTimeout <= 0 {

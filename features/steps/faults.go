@@ -121,6 +121,38 @@ func registerFaultSteps(sc *godog.ScenarioContext) {
 		return W(ctx).clearFaults(ctx)
 	})
 
+	// ---- observation control (@observation-control) ----
+	sc.Step(`^the host makes no observation in this space$`, func(ctx context.Context) error {
+		w := W(ctx)
+		return w.fault(ctx, "pause-observation", "scope="+w.space)
+	})
+	sc.Step(`^the host observes again in this space$`, func(ctx context.Context) error {
+		w := W(ctx)
+		if err := w.k.cfg.Fault(ctx, []string{"clear", "scope=" + w.space}); err != nil {
+			return fmt.Errorf("fault control clear: %w", err)
+		}
+		delete(w.faults, w.space)
+		return nil
+	})
+	// Every read in the window must show {}: a definite value there was
+	// never observed (observation is paused in the space).
+	sc.Step(`^the observed of "([^"]*)" stays \{\} for (\d+) seconds$`, func(ctx context.Context, a string, s int) error {
+		w := W(ctx)
+		return Consistently(time.Duration(s)*time.Second, func() error {
+			m, r, err := w.get(ctx, a)
+			if err != nil {
+				return err
+			}
+			if m == nil {
+				return fmt.Errorf("reading %q: %s", a, r)
+			}
+			if obs, _ := m["observed"].(map[string]any); len(obs) != 0 {
+				return fmt.Errorf("observed of %q is %v while the host makes no observation in its space: a value never observed (the Forms: {} before the first observation)", a, obs)
+			}
+			return nil
+		})
+	})
+
 	// ---- requests that do not wait ----
 	sc.Step(`^I request the deletion of "([^"]*)"$`, func(ctx context.Context, a string) error {
 		w := W(ctx)

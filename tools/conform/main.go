@@ -66,7 +66,7 @@ func run() int {
 		active         = flag.Int("cluster", 0, "with --store: run this many ACTIVE hosts on the same database (several active hosts, spec/cluster.md); the runner's requests go round-robin across them and a restart restarts one at a time")
 		standbys       = flag.Int("standbys", 0, "with --store: run this many standby hosts on the same database beside the active one; a restart is then a failover to a standby")
 		capsDoc        = flag.String("capabilities-doc", os.Getenv("CONFORM_CAPABILITIES_DOC"), "the host's capabilities document (features/capabilities.schema.json): a file or an http(s) URL")
-		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, ext-NAME (added to --capabilities-doc)")
+		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, observation-control, ext-NAME (added to --capabilities-doc)")
 		certify        = flag.Bool("certify", false, "a certified run: every scenario (@slow included, no --tags) of the declared capabilities must run and pass; any skip fails the run")
 		bundleDir      = flag.String("bundle", "", "write the results bundle (results.json, junit.xml, coverage.md, host.json) into this directory")
 	)
@@ -148,7 +148,7 @@ func run() int {
 			declared, hostInfo, _ = servedCapabilities(ctx, ih.url())
 		}
 		if declared == nil {
-			declared = map[string]bool{steps.CapRestart: true, steps.CapStoreFaults: true, steps.CapHandlerLimit: true}
+			declared = map[string]bool{steps.CapRestart: true, steps.CapStoreFaults: true, steps.CapHandlerLimit: true, steps.CapObservationControl: true}
 		}
 		if hostInfo == nil {
 			hostInfo = &steps.HostInfo{Name: "takoform queuehost (reference host, in-process)"}

@@ -530,4 +530,20 @@ var mutations = []mutation{
 		Tags:   "@ext-serialized",
 		Expect: []string{"dead-lettered messages keep their order in a serialized dead-letter queue across a restart"},
 	},
+	{
+		ID:   "observed-before-observing",
+		Rule: "AtLeastOnceQueue 0.2.0 and QueueConsumer 0.3.0 @observed (Q-OBS-2, QC-OBS-1)",
+		What: "report a definite observed before the first observation: a queue is created with {queueExists: true, messageCount: 0} and a consumer with every member true, assumed instead of observed",
+		Edits: []edit{{
+			File:    "controller/admission.go",
+			Search:  "Spec: spec, Observed: emptyObject, State: store.StateCreating,",
+			Replace: "Spec: spec, Observed: func() json.RawMessage { switch f.URL() { case schemas.FormAtLeastOnceQueue: return json.RawMessage(`{\"queueExists\":true,\"messageCount\":0}`); case schemas.FormQueueConsumer: return json.RawMessage(`{\"queueExists\":true,\"workerExists\":true,\"consumerAttached\":true}`) }; return emptyObject }(), State: store.StateCreating,",
+		}, {
+			File:    "controller/admission.go",
+			Search:  "\t\"context\"\n\t\"errors\"\n",
+			Replace: "\t\"context\"\n\t\"encoding/json\"\n\t\"errors\"\n",
+		}},
+		Tags:   "@observed",
+		Expect: []string{"observed stays {} until the host's first observation, though the Operations succeeded"},
+	},
 }

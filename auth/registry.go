@@ -3,11 +3,13 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Registry is the host's live set of principals: a Config that the
@@ -17,15 +19,19 @@ import (
 // an immutable snapshot: a change swaps in a new Config and never edits
 // the one a request is using.
 type Registry struct {
-	path string // host.json; "" keeps changes in memory only
-	mu   sync.Mutex
-	cur  atomic.Pointer[Config]
+	path  string // host.json; "" keeps changes in memory only
+	mu    sync.Mutex
+	cur   atomic.Pointer[Config]
+	stamp stamp // of host.json as last read or written here (under mu)
 }
 
-// NewRegistry serves c, writing changes to path ("" for a host without
-// disk).
+// NewRegistry serves c (just loaded from path), writing changes to path
+// ("" for a host without disk).
 func NewRegistry(c *Config, path string) *Registry {
 	r := &Registry{path: path}
+	if path != "" {
+		r.stamp = fileStamp(path)
+	}
 	r.cur.Store(c)
 	return r
 }
@@ -160,11 +166,27 @@ func (r *Registry) List() []Principal {
 }
 
 // change applies f to a copy of the current Config, validates it, writes
-// it to host.json and then makes it current. Changes are serialised.
+// it to host.json and then makes it current. Changes are serialised, in
+// the process by r.mu and between processes that share the file (hosts of
+// one cluster on one data directory) by an exclusive lock on host.json.lock,
+// under which the change starts from the file as it is, so that two hosts
+// creating principals at once both keep theirs.
 func (r *Registry) change(f func(*Config) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.Config()
+	if r.path != "" {
+		unlock, err := lockFile(r.path + ".lock")
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrRegistryReadOnly, err)
+		}
+		defer unlock()
+		if onDisk, err := Load(r.path); err == nil {
+			old = onDisk
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %v", ErrRegistryReadOnly, err)
+		}
+	}
 	next := &Config{PrincipalIDs: old.PrincipalIDs, AllowedFetchHosts: slices.Clone(old.AllowedFetchHosts)}
 	for _, p := range old.Principals {
 		p.Grants = cloneGrants(p.Grants)
@@ -180,9 +202,65 @@ func (r *Registry) change(f func(*Config) error) error {
 		if err := Save(r.path, next); err != nil {
 			return fmt.Errorf("%w: %v", ErrRegistryReadOnly, err)
 		}
+		r.stamp = fileStamp(r.path)
 	}
 	r.cur.Store(next)
 	return nil
+}
+
+// Reload reads host.json again when it changed since it was last read or
+// written here (another host of a cluster on the same data directory
+// changed the principals, or tako tokens -data did), and makes it current.
+// A file that no longer loads is reported and the current set kept.
+func (r *Registry) Reload() (bool, error) {
+	if r.path == "" {
+		return false, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := fileStamp(r.path)
+	if st == r.stamp || st == (stamp{}) {
+		return false, nil
+	}
+	c, err := Load(r.path)
+	if err != nil {
+		return false, err
+	}
+	r.stamp = fileStamp(r.path)
+	r.cur.Store(c)
+	return true, nil
+}
+
+// stamp identifies a version of a file: its modification time and size
+// (host.json is replaced by rename, so a change also changes the inode's
+// time).
+type stamp struct {
+	mod  int64
+	size int64
+}
+
+func fileStamp(path string) stamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}
+	}
+	return stamp{fi.ModTime().UnixNano(), fi.Size()}
+}
+
+// lockFile takes an exclusive flock on path (created if missing).
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 func cloneGrants(gs []Grant) []Grant {

@@ -60,3 +60,54 @@ func TestRegistryChangesAreDurable(t *testing.T) {
 		t.Fatal("the revoked principal is still in host.json")
 	}
 }
+
+// Two registries on one host.json (two hosts of a cluster on one data
+// directory): each change starts from the file, so neither loses the
+// other's principal, and Reload brings the other's changes in.
+func TestRegistriesShareAFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _, err := EnsureAdmin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ConfigFile)
+	a := NewRegistry(cfg, path)
+	cfgB, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewRegistry(cfgB, path)
+	if changed, err := b.Reload(); changed || err != nil {
+		t.Fatalf("reload of an unchanged file: %v %v", changed, err)
+	}
+	_, tokA, err := a.Create("from-a", []Grant{{Space: "s", Role: RoleViewer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b has not reloaded yet; its create must keep a's principal.
+	_, tokB, err := b.Create("from-b", []Grant{{Space: "s", Role: RoleViewer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Authenticate(tokA); !ok {
+		t.Fatal("b's change dropped or did not see a's principal")
+	}
+	if changed, err := a.Reload(); !changed || err != nil {
+		t.Fatalf("a's reload after b's change: %v %v", changed, err)
+	}
+	if _, ok := a.Authenticate(tokB); !ok {
+		t.Fatal("a does not know b's principal after Reload")
+	}
+	if _, err := a.Revoke("from-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Authenticate(tokB); ok {
+		t.Fatal("b still accepts a token a revoked")
+	}
+	if n := len(b.List()); n != 2 {
+		t.Fatalf("b lists %d principals, want admin and from-a", n)
+	}
+}

@@ -109,6 +109,18 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 
 	var err error
 	var pcfg *auth.Config // host.json's principals
+	// The hosts of a cluster may share one data directory (they must share
+	// host.json): each keeps its workers' logs in a directory of its own,
+	// named by its -host-id if given, else by its listen address, both
+	// stable across its restarts.
+	logsDir := filepath.Join(cfg.DataDir, LogsDir)
+	if cfg.StoreURL != "" {
+		key := cfg.HostID
+		if key == "" {
+			key = cfg.Listen
+		}
+		logsDir = filepath.Join(logsDir, safeName(key))
+	}
 	if cfg.StoreURL != "" {
 		var pg *pgstore.Store
 		if pg, err = openPostgres(ctx, cfg); err == nil {
@@ -179,11 +191,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.parts.add("store", storePart{close: h.st.Close})
 	if cfg.DataDir == MemoryDataDir {
 		h.logs = js.NewLogBook(0)
-	} else if h.logs, err = js.OpenLogBook(filepath.Join(cfg.DataDir, LogsDir), 0); err != nil {
+	} else if h.logs, err = js.OpenLogBook(logsDir, 0); err != nil {
 		h.closeStore()
 		return nil, fmt.Errorf("host: worker logs: %w", err)
 	}
 	h.parts.add("worker logs", &logsPart{h: h})
+	if cfg.DataDir != MemoryDataDir {
+		h.parts.add("principals reload", &principalsPart{h: h})
+	}
 	allowed := append(append([]string(nil), cfg.AllowedFetchHosts...), pcfg.AllowedFetchHosts...)
 	rtOpts := js.Options{
 		Sender:            sender{h},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -86,3 +87,61 @@ func (p *logsPart) Start(ctx context.Context) error {
 }
 
 func (p *logsPart) Stop(context.Context) error { return p.h.logs.Close() }
+
+// PrincipalsReloadInterval is how often the host looks whether host.json
+// changed under it (another host of a cluster sharing the data directory
+// created or revoked a principal, or tako tokens -data edited it).
+const PrincipalsReloadInterval = time.Second
+
+// principalsPart reloads host.json when it changed (auth.Registry.Reload).
+type principalsPart struct {
+	h          *Host
+	stop, done chan struct{}
+}
+
+func (p *principalsPart) Start(context.Context) error {
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(PrincipalsReloadInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				if changed, err := p.h.principals.Reload(); err != nil {
+					p.h.log.Warn("host.json changed but does not load; the principals stay as they were", "error", err)
+				} else if changed {
+					p.h.log.Info("host.json changed: principals reloaded")
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (p *principalsPart) Stop(ctx context.Context) error {
+	close(p.stop)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// safeName makes s a file name: characters other than letters, digits,
+// '.', '-' and '_' become '_'.
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || string(b) == "." || string(b) == ".." {
+		return "host"
+	}
+	return string(b)
+}

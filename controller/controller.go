@@ -55,6 +55,14 @@ type Engine interface {
 	// changed since the last call, each once; a change after it returns
 	// is in the next list. The observer re-observes only those queues.
 	ChangedQueues() []string
+	// Purge removes every message of the queue in one store write with
+	// the mutations extra returns (the purge extension, spec/peers.md);
+	// abi.ErrUnknownQueue when the engine does not hold it.
+	Purge(ctx context.Context, uid string, extra func(removed int) []store.Mutation) (int, error)
+	// MoveNext moves one message of a queue to another as a new message,
+	// in one store write with the request's extra mutations (the redrive
+	// extension).
+	MoveNext(ctx context.Context, req delivery.MoveRequest) (delivery.MoveResult, error)
 }
 
 // Workers is what the controller needs of the JavaScript runtime.
@@ -135,6 +143,10 @@ type Controller struct {
 	watches  map[string]chan struct{} // Operation ID -> closed on its next change
 	driving  map[string]bool          // Operation IDs being driven now
 	retry    map[string]bool          // Operation IDs the reconciler re-drives
+
+	// queueOps are the purge and redrive Operations this process drives
+	// (ext_queueops.go): Operation ID -> *queueOpTask.
+	queueOps sync.Map
 
 	obs  observer // see observe.go
 	refs refIndex // see refindex.go

@@ -306,6 +306,10 @@ func (c *Controller) drive(ctx context.Context, op store.Operation) {
 		return
 	}
 	defer c.unclaim(op.ID)
+	if op.Kind == KindPurge || op.Kind == KindRedrive {
+		c.driveQueueOp(ctx, op)
+		return
+	}
 	in, ok := decodeIntent(op)
 	if !ok {
 		c.log.Error("operation without a readable intent", "operation", op.ID)

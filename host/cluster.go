@@ -1150,3 +1150,20 @@ func (c *cluster) onDetached(uid string) {
 		}
 	}
 }
+
+// Purge and MoveNext run on the engine that holds the queue: here when
+// this host owns it, else the queue is not held here (the controller
+// answers operation_in_progress and the Operation is retried).
+func (ce clusterEngine) Purge(ctx context.Context, uid string, extra func(int) []store.Mutation) (int, error) {
+	if !ce.c.isOwned(uid) {
+		return 0, abi.ErrUnknownQueue
+	}
+	return ce.c.eng.Purge(ctx, uid, extra)
+}
+
+func (ce clusterEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) (delivery.MoveResult, error) {
+	if !ce.c.isOwned(req.From) {
+		return delivery.MoveResult{}, abi.ErrUnknownQueue
+	}
+	return ce.c.eng.MoveNext(ctx, req)
+}

@@ -54,6 +54,12 @@ const (
 	// CodeLastAdmin: revoking the last principal that may manage
 	// principals (spec/host-api.md §Principals).
 	CodeLastAdmin = "last_admin"
+	// CodeOperationCancelled: the error of a redrive Operation cancelled
+	// before it finished (spec/peers.md §Redrive).
+	CodeOperationCancelled = "operation_cancelled"
+	// CodeNotCancellable: a cancel of an Operation that is not a redrive,
+	// or that has finished.
+	CodeNotCancellable = "operation_not_cancellable"
 )
 
 // TypeBase prefixes every problem's type URI.
@@ -88,6 +94,8 @@ var Titles = map[string]string{
 	CodeNotAQueue:           "Not a queue",
 	CodeQueueNotIdle:        "Queue not idle",
 	CodeLastAdmin:           "Last administrator",
+	CodeOperationCancelled:  "Operation cancelled",
+	CodeNotCancellable:      "Operation not cancellable",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

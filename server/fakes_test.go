@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/takoform/queuehost/runtime/store"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -278,4 +279,24 @@ func (f *fakeWorkers) Evict(uid string) {
 	f.mu.Lock()
 	f.evicted = append(f.evicted, uid)
 	f.mu.Unlock()
+}
+
+// Purge empties the fake's count for the queue.
+func (e *fakeEngine) Purge(ctx context.Context, uid string, extra func(int) []store.Mutation) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.queues[uid]; !ok {
+		return 0, abi.ErrUnknownQueue
+	}
+	n := e.counts[uid]
+	e.counts[uid] = 0
+	return n, nil
+}
+
+// MoveNext finds nothing to move: the fake holds counts, not messages.
+func (e *fakeEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) (delivery.MoveResult, error) {
+	if _, err := e.Inspect(ctx, req.From); err != nil {
+		return delivery.MoveResult{}, err
+	}
+	return delivery.MoveResult{Outcome: delivery.MoveDone, Next: req.After}, nil
 }

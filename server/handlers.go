@@ -242,6 +242,7 @@ func toAPIOperation(op store.Operation) api.Operation {
 		Id: op.ID, Kind: api.OperationKind(op.Kind), ResourceUid: op.ResourceUID,
 		State: api.OperationState(op.State), Effect: api.OperationEffect(op.Effect),
 		CreateTime: op.CreateTime, UpdateTime: op.UpdateTime,
+		Progress: operationProgress(op.Progress),
 	}
 	if op.IdempotencyKey != "" {
 		k := op.IdempotencyKey

@@ -302,6 +302,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerExtSteps(sc)
 	registerInspectSteps(sc)
 	registerSerialSteps(sc)
+	registerQueueOpSteps(sc)
 }
 
 func (w *world) unlock() {

@@ -19,6 +19,8 @@ type Operation struct {
 	IdempotencyKey string   `json:"idempotencyKey"`
 	CreateTime     string   `json:"createTime"`
 	UpdateTime     string   `json:"updateTime"`
+	// Progress is a host extension's report (@ext-purge, @ext-redrive).
+	Progress map[string]int `json:"progress"`
 }
 
 // Terminal reports whether the Operation is done.

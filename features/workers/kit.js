@@ -198,6 +198,10 @@ async function runQueue(batch, env, plan) {
         await sleep(arg || 0);
         await settle(results, "acknowledge", id, () => batch.acknowledge(id));
         break;
+      case "sleep-retry":
+        await sleep(arg || 0);
+        await settle(results, "retry", id, () => batch.retry(id, 0));
+        break;
       default:
         results.push({ op: "unknown-directive", id: id, ok: false, name: "kit:unknown-directive:" + step });
     }

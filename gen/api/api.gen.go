@@ -128,9 +128,11 @@ func (e OperationEffect) Valid() bool {
 
 // Defines values for OperationKind.
 const (
-	Create OperationKind = "create"
-	Delete OperationKind = "delete"
-	Update OperationKind = "update"
+	Create  OperationKind = "create"
+	Delete  OperationKind = "delete"
+	Purge   OperationKind = "purge"
+	Redrive OperationKind = "redrive"
+	Update  OperationKind = "update"
 )
 
 // Valid indicates whether the value is a known member of the OperationKind enum.
@@ -139,6 +141,10 @@ func (e OperationKind) Valid() bool {
 	case Create:
 		return true
 	case Delete:
+		return true
+	case Purge:
+		return true
+	case Redrive:
 		return true
 	case Update:
 		return true
@@ -374,19 +380,22 @@ type ModuleWorkerSpec struct {
 // ModuleWorkerSpecHandlers defines model for ModuleWorkerSpec.Handlers.
 type ModuleWorkerSpecHandlers string
 
-// Operation One create, update or delete. state and effect pair only as spec/host-api.md §Operations allows: pending/none; running/none|partial|unknown; reconciling/unknown; succeeded/applied|none; failed/none|partial.
+// Operation One create, update or delete of a resource, or a host-extension Operation on a queue (spec/peers.md): purge, redrive. state and effect pair only as spec/host-api.md §Operations allows: pending/none; running/none|partial|unknown; reconciling/unknown; succeeded/applied|none; failed/none|partial.
 type Operation struct {
 	CreateTime time.Time       `json:"createTime"`
 	Effect     OperationEffect `json:"effect"`
 
 	// Error RFC 9457 problem details with the Host API v2 extension members code, requestId and errors.
-	Error          *Problem       `json:"error,omitempty"`
-	Id             string         `json:"id"`
-	IdempotencyKey *string        `json:"idempotencyKey,omitempty"`
-	Kind           OperationKind  `json:"kind"`
-	ResourceUid    string         `json:"resourceUid"`
-	State          OperationState `json:"state"`
-	UpdateTime     time.Time      `json:"updateTime"`
+	Error          *Problem      `json:"error,omitempty"`
+	Id             string        `json:"id"`
+	IdempotencyKey *string       `json:"idempotencyKey,omitempty"`
+	Kind           OperationKind `json:"kind"`
+
+	// Progress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+	Progress    *QueueOperationProgress `json:"progress,omitempty"`
+	ResourceUid string                  `json:"resourceUid"`
+	State       OperationState          `json:"state"`
+	UpdateTime  time.Time               `json:"updateTime"`
 }
 
 // OperationEffect defines model for Operation.Effect.
@@ -630,12 +639,29 @@ type QueueMessageList struct {
 	NextPageToken *string            `json:"nextPageToken,omitempty"`
 }
 
+// QueueOperationProgress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+type QueueOperationProgress struct {
+	Moved   *int `json:"moved,omitempty"`
+	Removed *int `json:"removed,omitempty"`
+	Skipped *int `json:"skipped,omitempty"`
+	Total   *int `json:"total,omitempty"`
+}
+
 // QueueProducerBinding One queueProducerBindings entry (AtLeastOnceQueue 0.2.0 §WorkerVersionのproducer Binding): env[name] gets send and sendBatch for the referenced AtLeastOnceQueue 0.2.0.
 type QueueProducerBinding struct {
 	Name string `json:"name"`
 
 	// Resource A reference to another resource of the same host and space, fixed to its UID (QueueConsumer 0.3.0 §所有、参照、削除の範囲; AtLeastOnceQueue 0.2.0 §参照、所有、削除). Closed: resourceUid is the only member.
 	Resource Reference `json:"resource"`
+}
+
+// QueueRedriveRequest Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move the messages of a dead-letter queue back as new messages. targetQueue, when given, is the AtLeastOnceQueue of the same space every message goes to; without it each goes to the queue it was dead-lettered from (its dead-letter metadata); a message without one is skipped.
+type QueueRedriveRequest struct {
+	// MaxMessagesPerSecond The most messages moved per second (default 100).
+	MaxMessagesPerSecond *int `json:"maxMessagesPerSecond,omitempty"`
+
+	// TargetQueue A reference to another resource of the same host and space, fixed to its UID (QueueConsumer 0.3.0 §所有、参照、削除の範囲; AtLeastOnceQueue 0.2.0 §参照、所有、削除). Closed: resourceUid is the only member.
+	TargetQueue *Reference `json:"targetQueue,omitempty"`
 }
 
 // Reference A reference to another resource of the same host and space, fixed to its UID (QueueConsumer 0.3.0 §所有、参照、削除の範囲; AtLeastOnceQueue 0.2.0 §参照、所有、削除). Closed: resourceUid is the only member.
@@ -722,7 +748,7 @@ type Space = string
 // Uid defines model for uid.
 type Uid = string
 
-// OperationAccepted One create, update or delete. state and effect pair only as spec/host-api.md §Operations allows: pending/none; running/none|partial|unknown; reconciling/unknown; succeeded/applied|none; failed/none|partial.
+// OperationAccepted One create, update or delete of a resource, or a host-extension Operation on a queue (spec/peers.md): purge, redrive. state and effect pair only as spec/host-api.md §Operations allows: pending/none; running/none|partial|unknown; reconciling/unknown; succeeded/applied|none; failed/none|partial.
 type OperationAccepted = Operation
 
 // ListOperationsParams defines parameters for ListOperations.
@@ -812,6 +838,18 @@ type ListQueueMessagesParams struct {
 	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
+// PurgeQueueParams defines parameters for PurgeQueue.
+type PurgeQueueParams struct {
+	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RedriveQueueParams defines parameters for RedriveQueue.
+type RedriveQueueParams struct {
+	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // CreatePrincipalJSONRequestBody defines body for CreatePrincipal for application/json ContentType.
 type CreatePrincipalJSONRequestBody = PrincipalCreateRequest
 
@@ -823,6 +861,9 @@ type UpdateResourceJSONRequestBody = UpdateResourceRequest
 
 // SetQueueDeliveryJSONRequestBody defines body for SetQueueDelivery for application/json ContentType.
 type SetQueueDeliveryJSONRequestBody = QueueDeliveryRequest
+
+// RedriveQueueJSONRequestBody defines body for RedriveQueue for application/json ContentType.
+type RedriveQueueJSONRequestBody = QueueRedriveRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -960,6 +1001,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v2/spaces/{space}/operations/{id} (the `GetOperation` operationId).
 	GetOperation(ctx context.Context, space Space, id string, params *GetOperationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CancelOperation Host extension (spec/peers.md §Redrive): cancel a redrive that has not finished. Answers 200 with the Operation, failed with operation_cancelled once no further message moves.
+	//
+	// Corresponds with POST /v2/spaces/{space}/operations/{id}/cancel (the `CancelOperation` operationId).
+	CancelOperation(ctx context.Context, space Space, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListResources List the space's resources, optionally of one Form, a page at a time.
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources (the `ListResources` operationId).
@@ -1031,6 +1077,35 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
 	ListQueueMessages(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
+	//
+	// Editor of AtLeastOnceQueue. The removal is one atomic write with the Operation's outcome; messages held by a
+	// running batch are not acknowledged by it (their settlement answers as for a message removed while in flight).
+	// Idempotent with an Idempotency-Key, like every write.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/purge (the `PurgeQueue` operationId).
+	PurgeQueue(ctx context.Context, space Space, uid Uid, params *PurgeQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedriveQueueWithBody Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+	//
+	// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+	// queue, the Operation's progress counted): never lost, never duplicated by the move.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+	RedriveQueueWithBody(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedriveQueue Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+	//
+	// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+	// queue, the Operation's progress counted): never lost, never duplicated by the move.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+	RedriveQueue(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, body RedriveQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
 	//
@@ -1190,6 +1265,21 @@ func (c *Client) ListOperations(ctx context.Context, space Space, params *ListOp
 // Corresponds with GET /v2/spaces/{space}/operations/{id} (the `GetOperation` operationId).
 func (c *Client) GetOperation(ctx context.Context, space Space, id string, params *GetOperationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOperationRequest(c.Server, space, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelOperation Host extension (spec/peers.md §Redrive): cancel a redrive that has not finished. Answers 200 with the Operation, failed with operation_cancelled once no further message moves.
+//
+// Corresponds with POST /v2/spaces/{space}/operations/{id}/cancel (the `CancelOperation` operationId).
+func (c *Client) CancelOperation(ctx context.Context, space Space, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelOperationRequest(c.Server, space, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1382,6 +1472,65 @@ func (c *Client) GetWorkerLogs(ctx context.Context, space Space, uid Uid, params
 // Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
 func (c *Client) ListQueueMessages(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListQueueMessagesRequest(c.Server, space, uid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
+//
+// Editor of AtLeastOnceQueue. The removal is one atomic write with the Operation's outcome; messages held by a
+// running batch are not acknowledged by it (their settlement answers as for a message removed while in flight).
+// Idempotent with an Idempotency-Key, like every write.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/purge (the `PurgeQueue` operationId).
+func (c *Client) PurgeQueue(ctx context.Context, space Space, uid Uid, params *PurgeQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPurgeQueueRequest(c.Server, space, uid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedriveQueueWithBody Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+//
+// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+// queue, the Operation's progress counted): never lost, never duplicated by the move.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+func (c *Client) RedriveQueueWithBody(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedriveQueueRequestWithBody(c.Server, space, uid, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedriveQueue Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+//
+// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+// queue, the Operation's progress counted): never lost, never duplicated by the move.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+func (c *Client) RedriveQueue(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, body RedriveQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedriveQueueRequest(c.Server, space, uid, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1774,6 +1923,47 @@ func NewGetOperationRequest(server string, space Space, id string, params *GetOp
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelOperationRequest constructs an http.Request for the CancelOperation method
+func NewCancelOperationRequest(server string, space Space, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/operations/%s/cancel", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2422,6 +2612,131 @@ func NewListQueueMessagesRequest(server string, space Space, uid Uid, params *Li
 	return req, nil
 }
 
+// NewPurgeQueueRequest constructs an http.Request for the PurgeQueue method
+func NewPurgeQueueRequest(server string, space Space, uid Uid, params *PurgeQueueParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/purge", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRedriveQueueRequest calls the generic RedriveQueue builder with application/json body
+func NewRedriveQueueRequest(server string, space Space, uid Uid, params *RedriveQueueParams, body RedriveQueueJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRedriveQueueRequestWithBody(server, space, uid, params, "application/json", bodyReader)
+}
+
+// NewRedriveQueueRequestWithBody constructs an http.Request for the RedriveQueue method, with any body, and a specified content type
+func NewRedriveQueueRequestWithBody(server string, space Space, uid Uid, params *RedriveQueueParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/redrive", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetQueueStatsRequest constructs an http.Request for the GetQueueStats method
 func NewGetQueueStatsRequest(server string, space Space, uid Uid) (*http.Request, error) {
 	var err error
@@ -2585,6 +2900,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v2/spaces/{space}/operations/{id} (the `GetOperation` operationId).
 	GetOperationWithResponse(ctx context.Context, space Space, id string, params *GetOperationParams, reqEditors ...RequestEditorFn) (*GetOperationResponse, error)
 
+	// CancelOperationWithResponse Host extension (spec/peers.md §Redrive): cancel a redrive that has not finished. Answers 200 with the Operation, failed with operation_cancelled once no further message moves.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/operations/{id}/cancel (the `CancelOperation` operationId).
+	CancelOperationWithResponse(ctx context.Context, space Space, id string, reqEditors ...RequestEditorFn) (*CancelOperationResponse, error)
+
 	// ListResourcesWithResponse List the space's resources, optionally of one Form, a page at a time.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2668,6 +2990,37 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
 	ListQueueMessagesWithResponse(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*ListQueueMessagesResponse, error)
+
+	// PurgeQueueWithResponse Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
+	//
+	// Editor of AtLeastOnceQueue. The removal is one atomic write with the Operation's outcome; messages held by a
+	// running batch are not acknowledged by it (their settlement answers as for a message removed while in flight).
+	// Idempotent with an Idempotency-Key, like every write.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/purge (the `PurgeQueue` operationId).
+	PurgeQueueWithResponse(ctx context.Context, space Space, uid Uid, params *PurgeQueueParams, reqEditors ...RequestEditorFn) (*PurgeQueueResponse, error)
+
+	// RedriveQueueWithBodyWithResponse Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+	//
+	// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+	// queue, the Operation's progress counted): never lost, never duplicated by the move.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+	RedriveQueueWithBodyWithResponse(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedriveQueueResponse, error)
+
+	// RedriveQueueWithResponse Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+	//
+	// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+	// queue, the Operation's progress counted): never lost, never duplicated by the move.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+	RedriveQueueWithResponse(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, body RedriveQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*RedriveQueueResponse, error)
 
 	// GetQueueStatsWithResponse Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
 	//
@@ -3089,6 +3442,54 @@ func (r GetOperationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOperationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelOperationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Operation
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelOperationResponse) GetJSON200() *Operation {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelOperationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelOperationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelOperationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelOperationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelOperationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3558,6 +3959,118 @@ func (r ListQueueMessagesResponse) ContentType() string {
 	return ""
 }
 
+// PurgeQueueResponse202Headers the declared response headers of an HTTP 202 response for PurgeQueue
+type PurgeQueueResponse202Headers struct {
+	IdempotentReplayed *string
+	Location           string
+}
+
+type PurgeQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *OperationAccepted
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *PurgeQueueResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PurgeQueueResponse) GetJSON202() *OperationAccepted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PurgeQueueResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PurgeQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PurgeQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PurgeQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PurgeQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RedriveQueueResponse202Headers the declared response headers of an HTTP 202 response for RedriveQueue
+type RedriveQueueResponse202Headers struct {
+	IdempotentReplayed *string
+	Location           string
+}
+
+type RedriveQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *OperationAccepted
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RedriveQueueResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RedriveQueueResponse) GetJSON202() *OperationAccepted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RedriveQueueResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RedriveQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedriveQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedriveQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedriveQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetQueueStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3744,6 +4257,19 @@ func (c *ClientWithResponses) GetOperationWithResponse(ctx context.Context, spac
 	return ParseGetOperationResponse(rsp)
 }
 
+// CancelOperationWithResponse Host extension (spec/peers.md §Redrive): cancel a redrive that has not finished. Answers 200 with the Operation, failed with operation_cancelled once no further message moves.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/operations/{id}/cancel (the `CancelOperation` operationId).
+func (c *ClientWithResponses) CancelOperationWithResponse(ctx context.Context, space Space, id string, reqEditors ...RequestEditorFn) (*CancelOperationResponse, error) {
+	rsp, err := c.CancelOperation(ctx, space, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelOperationResponse(rsp)
+}
+
 // ListResourcesWithResponse List the space's resources, optionally of one Form, a page at a time.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3898,6 +4424,55 @@ func (c *ClientWithResponses) ListQueueMessagesWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseListQueueMessagesResponse(rsp)
+}
+
+// PurgeQueueWithResponse Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
+//
+// Editor of AtLeastOnceQueue. The removal is one atomic write with the Operation's outcome; messages held by a
+// running batch are not acknowledged by it (their settlement answers as for a message removed while in flight).
+// Idempotent with an Idempotency-Key, like every write.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/purge (the `PurgeQueue` operationId).
+func (c *ClientWithResponses) PurgeQueueWithResponse(ctx context.Context, space Space, uid Uid, params *PurgeQueueParams, reqEditors ...RequestEditorFn) (*PurgeQueueResponse, error) {
+	rsp, err := c.PurgeQueue(ctx, space, uid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePurgeQueueResponse(rsp)
+}
+
+// RedriveQueueWithBodyWithResponse Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+//
+// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+// queue, the Operation's progress counted): never lost, never duplicated by the move.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+func (c *ClientWithResponses) RedriveQueueWithBodyWithResponse(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RedriveQueueResponse, error) {
+	rsp, err := c.RedriveQueueWithBody(ctx, space, uid, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedriveQueueResponse(rsp)
+}
+
+// RedriveQueueWithResponse Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+//
+// Editor of AtLeastOnceQueue. Each message moves in one atomic write (accepted into its target, removed from this
+// queue, the Operation's progress counted): never lost, never duplicated by the move.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/redrive (the `RedriveQueue` operationId).
+func (c *ClientWithResponses) RedriveQueueWithResponse(ctx context.Context, space Space, uid Uid, params *RedriveQueueParams, body RedriveQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*RedriveQueueResponse, error) {
+	rsp, err := c.RedriveQueue(ctx, space, uid, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedriveQueueResponse(rsp)
 }
 
 // GetQueueStatsWithResponse Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
@@ -4197,6 +4772,39 @@ func ParseGetOperationResponse(rsp *http.Response) (*GetOperationResponse, error
 			headers.RetryAfter = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelOperationResponse parses an HTTP response from a CancelOperationWithResponse call
+func ParseCancelOperationResponse(rsp *http.Response) (*CancelOperationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelOperationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Operation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	return response, nil
@@ -4572,6 +5180,112 @@ func ParseListQueueMessagesResponse(rsp *http.Response) (*ListQueueMessagesRespo
 	return response, nil
 }
 
+// ParsePurgeQueueResponse parses an HTTP response from a PurgeQueueWithResponse call
+func ParsePurgeQueueResponse(rsp *http.Response) (*PurgeQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PurgeQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest OperationAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers PurgeQueueResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRedriveQueueResponse parses an HTTP response from a RedriveQueueWithResponse call
+func ParseRedriveQueueResponse(rsp *http.Response) (*RedriveQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedriveQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest OperationAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers RedriveQueueResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetQueueStatsResponse parses an HTTP response from a GetQueueStatsWithResponse call
 func ParseGetQueueStatsResponse(rsp *http.Response) (*GetQueueStatsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4634,6 +5348,9 @@ type ServerInterface interface {
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	// (GET /v2/spaces/{space}/operations/{id})
 	GetOperation(w http.ResponseWriter, r *http.Request, space Space, id string, params GetOperationParams)
+	// CancelOperation Host extension (spec/peers.md §Redrive): cancel a redrive that has not finished. Answers 200 with the Operation, failed with operation_cancelled once no further message moves.
+	// (POST /v2/spaces/{space}/operations/{id}/cancel)
+	CancelOperation(w http.ResponseWriter, r *http.Request, space Space, id string)
 	// ListResources List the space's resources, optionally of one Form, a page at a time.
 	// (GET /v2/spaces/{space}/resources)
 	ListResources(w http.ResponseWriter, r *http.Request, space Space, params ListResourcesParams)
@@ -4661,6 +5378,12 @@ type ServerInterface interface {
 	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
 	// (GET /v2/spaces/{space}/resources/{uid}/messages)
 	ListQueueMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListQueueMessagesParams)
+	// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
+	// (POST /v2/spaces/{space}/resources/{uid}/purge)
+	PurgeQueue(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params PurgeQueueParams)
+	// RedriveQueue Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+	// (POST /v2/spaces/{space}/resources/{uid}/redrive)
+	RedriveQueue(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params RedriveQueueParams)
 	// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
 	// (GET /v2/spaces/{space}/resources/{uid}/stats)
 	GetQueueStats(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
@@ -4908,6 +5631,41 @@ func (siw *ServerInterfaceWrapper) GetOperation(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOperation(w, r, space, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelOperation operation middleware
+func (siw *ServerInterfaceWrapper) CancelOperation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelOperation(w, r, space, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5463,6 +6221,124 @@ func (siw *ServerInterfaceWrapper) ListQueueMessages(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// PurgeQueue operation middleware
+func (siw *ServerInterfaceWrapper) PurgeQueue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PurgeQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PurgeQueue(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RedriveQueue operation middleware
+func (siw *ServerInterfaceWrapper) RedriveQueue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RedriveQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RedriveQueue(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetQueueStats operation middleware
 func (siw *ServerInterfaceWrapper) GetQueueStats(w http.ResponseWriter, r *http.Request) {
 
@@ -5627,6 +6503,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/principals/{principal}", wrapper.RevokePrincipal)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations", wrapper.ListOperations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/operations/{id}", wrapper.GetOperation)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/operations/{id}/cancel", wrapper.CancelOperation)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources", wrapper.ListResources)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources", wrapper.CreateResource)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.DeleteResource)
@@ -5636,6 +6513,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.ListQueueMessages)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/purge", wrapper.PurgeQueue)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/redrive", wrapper.RedriveQueue)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/stats", wrapper.GetQueueStats)
 
 	return m
@@ -5950,6 +6829,46 @@ type GetOperationdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetOperationdefaultApplicationProblemPlusJSONResponse) VisitGetOperationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOperationRequestObject struct {
+	Space Space  `json:"space"`
+	Id    string `json:"id"`
+}
+
+type CancelOperationResponseObject interface {
+	VisitCancelOperationResponse(w http.ResponseWriter) error
+}
+
+type CancelOperation200JSONResponse Operation
+
+func (response CancelOperation200JSONResponse) VisitCancelOperationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelOperationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CancelOperationdefaultApplicationProblemPlusJSONResponse) VisitCancelOperationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6350,6 +7269,97 @@ func (response ListQueueMessagesdefaultApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type PurgeQueueRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params PurgeQueueParams
+}
+
+type PurgeQueueResponseObject interface {
+	VisitPurgeQueueResponse(w http.ResponseWriter) error
+}
+
+type PurgeQueue202JSONResponse struct{ OperationAcceptedJSONResponse }
+
+func (response PurgeQueue202JSONResponse) VisitPurgeQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PurgeQueuedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PurgeQueuedefaultApplicationProblemPlusJSONResponse) VisitPurgeQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedriveQueueRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params RedriveQueueParams
+	Body   *RedriveQueueJSONRequestBody
+}
+
+type RedriveQueueResponseObject interface {
+	VisitRedriveQueueResponse(w http.ResponseWriter) error
+}
+
+type RedriveQueue202JSONResponse struct{ OperationAcceptedJSONResponse }
+
+func (response RedriveQueue202JSONResponse) VisitRedriveQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RedriveQueuedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RedriveQueuedefaultApplicationProblemPlusJSONResponse) VisitRedriveQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetQueueStatsRequestObject struct {
 	Space Space `json:"space"`
 	Uid   Uid   `json:"uid"`
@@ -6419,6 +7429,9 @@ type StrictServerInterface interface {
 	// GetOperation Read an Operation; with wait, long-poll until it is done or the wait ends.
 	// (GET /v2/spaces/{space}/operations/{id})
 	GetOperation(ctx context.Context, request GetOperationRequestObject) (GetOperationResponseObject, error)
+	// CancelOperation Host extension (spec/peers.md §Redrive): cancel a redrive that has not finished. Answers 200 with the Operation, failed with operation_cancelled once no further message moves.
+	// (POST /v2/spaces/{space}/operations/{id}/cancel)
+	CancelOperation(ctx context.Context, request CancelOperationRequestObject) (CancelOperationResponseObject, error)
 	// ListResources List the space's resources, optionally of one Form, a page at a time.
 	// (GET /v2/spaces/{space}/resources)
 	ListResources(ctx context.Context, request ListResourcesRequestObject) (ListResourcesResponseObject, error)
@@ -6446,6 +7459,12 @@ type StrictServerInterface interface {
 	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
 	// (GET /v2/spaces/{space}/resources/{uid}/messages)
 	ListQueueMessages(ctx context.Context, request ListQueueMessagesRequestObject) (ListQueueMessagesResponseObject, error)
+	// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
+	// (POST /v2/spaces/{space}/resources/{uid}/purge)
+	PurgeQueue(ctx context.Context, request PurgeQueueRequestObject) (PurgeQueueResponseObject, error)
+	// RedriveQueue Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move a dead-letter queue's messages back as new messages, rate-limited, as an Operation of kind redrive that reports progress and can be cancelled. Answers 202 with the Operation.
+	// (POST /v2/spaces/{space}/resources/{uid}/redrive)
+	RedriveQueue(ctx context.Context, request RedriveQueueRequestObject) (RedriveQueueResponseObject, error)
 	// GetQueueStats Host extension (spec/peers.md): an AtLeastOnceQueue's messages counted by state, bytes, oldest age.
 	// (GET /v2/spaces/{space}/resources/{uid}/stats)
 	GetQueueStats(ctx context.Context, request GetQueueStatsRequestObject) (GetQueueStatsResponseObject, error)
@@ -6722,6 +7741,33 @@ func (sh *strictHandler) GetOperation(w http.ResponseWriter, r *http.Request, sp
 	}
 }
 
+// CancelOperation operation middleware
+func (sh *strictHandler) CancelOperation(w http.ResponseWriter, r *http.Request, space Space, id string) {
+	var request CancelOperationRequestObject
+
+	request.Space = space
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelOperation(ctx, request.(CancelOperationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelOperation")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelOperationResponseObject); ok {
+		if err := validResponse.VisitCancelOperationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListResources operation middleware
 func (sh *strictHandler) ListResources(w http.ResponseWriter, r *http.Request, space Space, params ListResourcesParams) {
 	var request ListResourcesRequestObject
@@ -6990,6 +8036,69 @@ func (sh *strictHandler) ListQueueMessages(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// PurgeQueue operation middleware
+func (sh *strictHandler) PurgeQueue(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params PurgeQueueParams) {
+	var request PurgeQueueRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PurgeQueue(ctx, request.(PurgeQueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PurgeQueue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PurgeQueueResponseObject); ok {
+		if err := validResponse.VisitPurgeQueueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RedriveQueue operation middleware
+func (sh *strictHandler) RedriveQueue(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params RedriveQueueParams) {
+	var request RedriveQueueRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	var body RedriveQueueJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RedriveQueue(ctx, request.(RedriveQueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RedriveQueue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RedriveQueueResponseObject); ok {
+		if err := validResponse.VisitRedriveQueueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetQueueStats operation middleware
 func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
 	var request GetQueueStatsRequestObject
@@ -7022,145 +8131,158 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1dbyRJcthfSbQXmO5TsdjkfEhLPgjcmdk7yrM7oyHnDvZwNMiuiu7OY1VmTWYWyb5ZAre2D/adIejB",
-	"fjFOLwZsrwwYEmADhmFAMHB/ZbV70r8wMjKzvjqrPzjk7t4T2d1VWZHxHZERUe8HicgLwYFrNTh4Pyio",
-	"pDlokPiJpZAXQgNPFv8cFuabFFQiWaGZ4IODwV4c7z98SC6YYpMMyNHJ4+NjksyppIlZIiITKoEISagi",
-	"lCgty0SXEtKdKYMsNV8wPiPDs0Ecx2eDUTyIBsysOweaghxEA05zGBwMjms4dgwg0UAlc8ipgUgvCnOJ",
-	"XWtwfR0N2PQzqpM5biC42nTHXrB6GVXQBKpFCqrn9RL2t2gg4V3JJKSDAy1LaK6X06tnwGd6Pjh4dD8a",
-	"5Iz7j3uRWUyDNMv+xWu684vxzsdvhu6fnTc/8l+N/vSjQRQArGRpD1jml1VAdde6NherQnAFSG9RgKSG",
-	"tkdJAoUGfE4iuAauzb+0KDKW4BW7P1eGBd43Vv9IwnRwMPhnuzVL7dpf1e5zv7J9apuNTudAqgvIpWEW",
-	"93wyFJJIKDK6gDQil0zPScUMeuel+4WYjSL7WFrjZgLXteFdxuwzYTdnft0Ci9fRoJBikkG+Al/uij/a",
-	"Dm8v3LoBrB1x8vLTx+TjBw//mLjFY8u49l6z9JF+BlTp5zyBPy+hhOcTBfLCIoKmKTNL0eyFNITXzDDB",
-	"lGYKuo8S7jYipqS7JBnH+/GYDH/31T/+t//17f/5H1//8stv/u3//eY3vzX//Lv//vv/+Dff/NXf/eO/",
-	"/vvf/+Z/f/urfz86IO+vyQSmQgLRcyBTJpUm9gGIqEOSQz4BqYjg2YJMhSSXc6rx4rlQmiSCT5nMITX0",
-	"Lhqgvx/koBSdwWNRWvx3EFYUUlyxnGogibnEbMfd0mA5ylPChSYL0IQm51xcZpDODPulTCVUpgYPksBV",
-	"YdjDAJEzzvIyHxyMK3FlXMMM5OA6GrwzWHp6xZTVsO6CiRAZUI4E00xn5rtealXLisnPIdFm1e61JwUk",
-	"W1JVFZCspug3v/qv3/zmt6OYHNvtKGL0OYcLkIYMFyANwqZS5E6XK4OZqVH/THC1TKAUMnYBcvEEMro4",
-	"gUTwVC0T6glMaZlpkpqrDIRAk3lNIEeyQzIml3PgRORMa0hjckQU8PSeIuKS25vdI8gl4yomR5yURYrk",
-	"n1NuiI4sllENEm9FiHN6Zan54P7+eLyOug6Yl2Bkngneu6lnwjxRE81yINRvgjBFzqHQkeVIj02mPUPi",
-	"9U3QUaeAIlrUvOvZ1aEX0kPz1dwYV8em5jkSlBaeZf0m9/bHHz9qbfNRYJ/XTavyunfTb/p5GfkzwMeP",
-	"JVANL0GJUibwEt6VoPSWjPyJSJFNXjw/OSW7F/u7aJ7V7nv8e70r3eoqJsjzRsILyS6ohmNelNqy9QXN",
-	"mMFwSuiMMq6syvlUyJwY85qSCWqj/JXMyDA3DgSkBK5oorNFRLSkLDMIVxlVc8J4kpUppKNlGXBrdJyE",
-	"/fGDP+m6CR1D48383TkX0UBMp4D/t5+yt78euBZGG5rO0ToaXO3MxI770ljB+CW9/Mxy0gD9LavBtrqt",
-	"w5iIoKhCsVu0wZZhdgvw5dO80ItbMJefibTM4GdCnoMk4/h+PEb2s1/8FKQyLs84fhiPD5DfJExBAk/a",
-	"xk5V8ixKrVgKqCGMmpOQCJkqtJN6DspyrIqIEoRpI/Y0u6QLRd5fG1b0eGhvr2//L7ok3QIJbQETU0Kt",
-	"LGljzOfU7IgDGYaNT0Tww2PBVZl7xEUBZI4OrA6nEwXGoEvjXrDami/tub2l0Mb5xYm1Zf0bbkvgw4f3",
-	"HwXkoY2OCyrROCpIJHiEtLjgANWM1UV/Ri/oCd5NWGp07JQZ6zv8i9dHO/+S7vzi7Udv3H/jnY/ffvTm",
-	"/Th6dP/6o4gkc0jOra4y3OR0mpBkAgktFfrZ/OjFMTGMaKlAnHpafG4eP0L2vKBZCcob9Zh8wnjK+Cwi",
-	"F1TiBXYbDmI1xzCPg/1slK6zMU2kPXrQIEWN5AAJfiwp39YGHBmNzhNW0OyeIlJkQBhHmBAeE2T+6Gxw",
-	"QIzvsrDfjSIiCrt8tiCcSikuTSwhrAiFNbeNizXkXTZ4uLe/VkXm9OrY3orIsD9TKenC/GqANosCN2b4",
-	"9eCCwSXGrZAyLSSqse6KVZC60iQsRzpNpVkFs+b5DV1pyRCgz0+AZhrj6zZ+lKa6VM0tiPMA1N3H27ve",
-	"BB70TMyeci0Xa3mhDUcGF5A1wUhhUs4G0SATM0wxTMUgGlxSyQ1ypezBrfNyAiFfNFDwznME1dZTevRg",
-	"EHIQjf/2Gcsypja84cKqg1c2yl+DO3g3aD0icpuvoW8t2KBuhdsw3p8xtb0IXqI+u6eM2VJGBEWpi1Kj",
-	"xih5QsvZ3Oh+nmYgCSJeRURkqfGLMRCMyQuqFKqujCpNFLzD3NHUeOhaEAk0JYIvi2YlkdU/q6Lqau/X",
-	"XSns4Neu1sYaYiaANGuctsTZcw7k6QnJ8d6AUYhRpRqLNheXROg5SHexIiwvhNTGyg/PBvGuufBsYGzM",
-	"2cD+H3A+G8mJhsZ4sPfxg/vjB5t5nAFfsOly1mapaaLinTc/CmezAu6bB7KBd4fcXrRbpH1AEBzw04bG",
-	"t+I2a2nCf3Ppriy5EbcdOmFxnpLffdW8cRR77lYkhSSjElSdvbDSYcztBUtBHRInmERBBol2bM8uoM0C",
-	"Ebmcs2RO8lJpE84Zmlsr5h6R+ocuk9tD05IMrxWnYJOgmKAIa8DKXlnb5j7sdaQmGpScvSvB/axlCbUe",
-	"WyeLL73Du8QNFfBLfNCgdoAj6lzj9rKYYHwQ+WBbSBNTg4aYGDMFqMlgOoVEk4Iy6ZxPZXnDeOw7tHCM",
-	"UYFhXPBMXKoDUgC6UbvG9T0ksuTcf/qioFIzmn1R8nMuLvkhOvY8wZhyt/pSlUkCkEK6a9MA6Rd2qSll",
-	"GaStlQKyj3s7ZVaiK0tkNrpjeDoUD9q9NrnGPMMsbZ+CtEfgBtHAwRRkJWtmN812RoOg9YsCJxJLl5wz",
-	"njYBtts2gCJNB4bshqRBMH2q4FXP85ELmqs7khr3yZLTBJ2eSiYURcpgVr6iZ/DJFrptqNO1VeYpuPn2",
-	"NjzQFTGjJie0HtwQtFqIVknYRl7Ch1jqxrnBssPM4Uq/oDM4FefAlzNuLyRgUIhJwlxIEzRDbkJlI44H",
-	"pDCuBtNGfAu/io+jiVkbv3YJ3o296SWXoY2sADZf+MBlW3+Lu+BQY/bLJ8gPMDfA8rzUdJIBOX4S4Tfo",
-	"SBj9ZT7MjG+vYnJszA5unCmX2FVzccltDsw5XpZdlhWKXWRjWtp4IkDHHlnzvscGbO8cBwdQA/k1blch",
-	"3meFNks+3g4S2rFgv3HdNO23kWe1AkFtHKzH1rZJsVMUqss6TK94cQJUont/Djxy7KfnTBHBEzioD37O",
-	"AQqXsje3nfzkaGf/4aNltiya8rTa3PgLDVN6JbIakUWTofCWfmSmK9F457qzvb2twpw2kMFdVOedW/BA",
-	"97ySpKApy5Q92DWE/okh9NGLY3KxT+BKA0cH2Z8IJiKFiEjLo8f2qM6GkaFIJ4Vlm3BidaLi9BzeJlQB",
-	"rkmGAf/tKS5sY6h2Sv3Nax/h/CiYRLe7Cuo0C+0WJEQ8IShBzcmVpjwJ5ygqPPV6MqVPYtmTn4cff9w4",
-	"B3owHofzGToLP89+sU6A8Fe/TAVGZOnVYkHLYf3M99S7lFv6+IwXpbZ8c0Ao+bOT55+TF8JsURLGtXB5",
-	"eEQemYh0gXxGiXEmTKASOtbsJXhhF95AsbgLK/ZZxoXdcAAhmCz/xBe9bKmUJ+Y+QgmGgVV2RkIC7AIU",
-	"GQYy8eR3X/3Tr/7yH/7ff/76y785NlBPaQLf/oe//Ie//+vRAdmL45xeITgn7BcmiEpB1ue2KiKUk+Mn",
-	"xmfBAqJHjZIhRLXBvz0M8H7sPeu+xMQArEDrDHLj2uWg5yJVzXN6ox+0XETN744ya23wF/wggUxEyTHb",
-	"y7ST/3ZsH8ieWEeleWr38NH6pK/b9sZCj1tvHIzVnsKeO6jtdxVsLP9hvgJ6VHahBvQNdmywWx8zen65",
-	"hRO0EP9tXm2Cy9elJLQuH7FnRgkckpLXX3pTgycarrAglEVDaI60pskc0lBdx9rCj2hgE0IblYaEkboO",
-	"+x+QD+vBelURYrWFESqX1jIIq4MOH0ZlbAo+OKGILZTbV8dPQlqUps/AWNo/91y8YeIIZaRSOC2btteq",
-	"bdgLlnC4e00ILErdqOCoVnm0vg6EXj0WPCmlAWnRunn/4SYgvAQtK0S0nCZwZR0Mqkx4VTjlC2oOCdUk",
-	"N87THvkjUi9H6nvbZR/rK1vebU0EVK/d0p7tymksM908Z+jVllunwxi9tF6iX4skoZ296ZHNvqQkXvSk",
-	"4vAtpRLd4toftuaqAJDK+qpm4Z0MVzY2kaZU09EBuZyDbBYb4dk7lZJd2CPitL6N8RlJaA62/gjler6I",
-	"yYmNxgSxh5HKy3LjTqcKjIqNXApBC0K9Xhj6KhpFZuzCQNO4t/YK8CBaSKs9MsbPrWVWxDoAAWNsfPK8",
-	"0AGJOUUAK5lhmsxpShhHyO16Fuj1xXte03/uQvDugyiWaOAlzkex6SbzJL+zS6rae45DQYNfxmUel3fU",
-	"1siXc6GgKeiGZB0NSnJhCM10HI5S/MWQHun6iLL95FenjwkUIpmTHK9wBXWODcwDYldws+ZYU0g2Y5xm",
-	"zrE5DuzyWKsKacdP+ggWiHOoq6ltL/ez+cLQfgn9B+gHMlBv4WpOS4V1xo5JerUnMqBP+i7dHz6bR8CR",
-	"EivYB/f1gbzTeFIv+7yyHrdZ3ArsysegGojX5pw7D65oEdXS2cNoXf3ZUI392tPaulvWnUeJRr3EjYqg",
-	"9oM3q1aH4qkrrSjlf7R1Rub6mLy0B9NVGCWk+WT0l5frQ1d0ipdVVAioNVxxmYa4t4MG/WyJk7KFqy68",
-	"MfKoqprPOuCalNooWBvqKU2lVof2k9EcmQSaLvx5FJkyztS8QfyuT9vLYzVj2dMyhooCLUBDS9qrkNXx",
-	"PF/PpShnc+ub40Wj9Zz3ruY5h7FljnLsso6fPrDo9NXqmtPd9yVLr3crphnOW/zojpU9P44OSE7PoSZz",
-	"k98ccw4lGCyNDJNVHDssaKmCZrLip0B40cToGjSuyAzjdcfcbOQGx67r5LNeeHTQkMKq+HmysNwWES4u",
-	"N5enhpPgFiBDuNI7NR6Xud9JzDH/NGOzua2iWOk+TBYn/sBwizQvvaAsM47QMtQ/ta1WEbmkTKOwYlCL",
-	"gK33ZrAmHgLC+7krIHedXFbNuGJ6W4U/tJ5dVWE+Wv801kBTh+SQof+5MeCo2VxZckcMwWDBar7UUBBV",
-	"X9SxZkLWzRuHthhDMqug3AHuaBMgtFz8zOJ9AxRSm27yGFy3flcaKx6oydYBoYHhBoZCdXSThYYeP1lh",
-	"hg79AibJRKQuUlzy6DZqgwg85CkKWB2BeCsxF1mqyNBneuJm7849ZStQjURvQBhbQXY0g97mi6NZlYVw",
-	"5WZ12GHJNsVsoGOfqrWEC972b1NRWpoEIOJlPmmEzr0lBIwncGJs8JaK8nGZlxlFbY/NIorgUtUB2T1F",
-	"gM8YB2vhjThQbPqgUpMJzBhX/lhXk3FEMuYMzW5u/NlEuR4UqVDRJhkDromieZEBFiflqG0k1aBicjTx",
-	"h+uuk8s9OxWuIcUQuEHvITVg8XRiJMI2omBQGTRZdfdhh46+BwiVh1FQN+DVZlNXsCZznRKt3dllCD9D",
-	"PeQOEZaj5Dp/g/WNKM832EKlhkPNU+4nG4X7fP7Q9lBZr3x0k0d6/Rl4pBRFAWlwc2TIxTIebgKAk81Q",
-	"gswq/yp48i6C9P1JWOoBN+EVG+kFHnqSzCEtMxMpGQvMbWmmdyi2ftKSL+YkoEnqDufWwHV4skmrGm3L",
-	"dqHfo660uTcdtScT0LbLflGvT95wEvv8yM/qqustz/W8Sscq2tZp1j3lQp9tD7Nie/5nAj1OjqSki0/K",
-	"6RQkKjfjeKBFcZkNgrg6JIzbM0UJPAXbFelDIOQJo7PPmUYGTfBwbORadTQexyl49MBaK6HALrpN9mvP",
-	"B5jtDHFE/gh/QT0gocmpq3PTBgMBTdxAhkG4zz7v//F4PLZA16U9W56YaZYbq5UXfUmpo7o1MiKvTh+T",
-	"V5xdBdJUh8bkTDITK0uhVL1tnw7fXCJRLrqAOeQ0sh1dhv+sqsJfye3HfCruMmwSHEjGVKN7ts/qnrba",
-	"FTbKBSJzd1BT538VuOTZBjnCfqZ+UqdzlSBTKtd7hYY0LyQYHyPs+poL7iknJsixZOj5eP/ho1HkZLEF",
-	"vLkulIIzi53Kkic06Lj45xkpzwSfoZ2kVk4LC2Q45ExbRwZrj40babT+wjrlDskCCQ0MBxivtc5q3bBU",
-	"DrsibHl72Yhb3k5XBC41pC6Y2jo9jYcYtmyeaZLTBZlAHbtuxI0h+V8SkWUIW5lPZQ+dfP1tkyO7HNOj",
-	"OI5tr9JK5XGDVp2tlUfRNqyN/EvVwFP159tOng9s0VlCwib1v1tW5i4hsQ/RL6RIywSka4O8gW/yLrCM",
-	"CdfQQ+4ZwPC7r1p9IF9/+beFW8D3Y44OCPCL15zm8IbMwCWDXYMmT/GkszqKrzqL056JD8skCxWePljf",
-	"/NPTnTpYUW9/8xNfV9laLdSlb5d2ARrXi2/b8FZ3a5tgywUBHhSfcVA0dxWsSJiCJhCRKbuC1J9xvjp+",
-	"0ueafvvrX37717/++pdffvNX/+r3v/rK/PPr3/zTf/ovX3/5t7//u3/zzW//5yHpZZ/qlnoRvHcUk8eZ",
-	"UPYkrGoU8A4o1srYMphljuj0R2zl2HUI11yqQbSaGEFK1eyyFaGadaUVfSieDUugqYo7AyGqangJupQc",
-	"0kPfy9jsqK9ky0YbPW3DN+q70XQWtN2N6RFLv82ANzqf+uPPoCnvqbaPqlqsG4x0aE6TWF4X8XmjQRG0",
-	"p+L1RiMkAl4MUswqCxfIujYZ+x32D7mmn3VdPT0u2Ad3+5TNvgffwV3Pvagw75DSIGOF+doxaTCOY72N",
-	"eoQqaVwhqXde5V4B8QfbINRCVQCVJ96U3zw1Aq5eVkxrx2DoPbhmlqOayYeIQQWpyKvTT3f+xIYEo6ib",
-	"CcHsV/ObnzK4jMheHDdzAYc2JXKCRCMJ5Vxo31LZnHZhNo+zS9BjsfW4dqiFQiBry0U5cZ2HzlgRCT/H",
-	"NlpsJmAcZ1+8xZuWVHI4p+H2/kVrf19091YdpN2wyK3DDghKgxuWqN3DEc8RanWDgm879EIRKmel5wpK",
-	"ur7lPetMDg18flCG+tPRh3irt0S8D0R+E9EeiQEcv0KVd0uDqTaqETgglEzLLLMDD5NaYgtIyND4jmLa",
-	"cVNQc83YBfBRsA/qex/I1J2/FMZqAP0tZrrVOUTB0Ut+LI/E9CjwCzJZ1B2T1hWkRQFUEsYJ5QviB2dG",
-	"JBOzqDG/Ush6HGOXJO4x62xaYzxOk2NX4GQdBj+gEjyArw1HI7TuHMXEHgXb2a+s0aIak5wyblv73Ugh",
-	"wTF8cqMuDv2AjHpCkp04EBgBWa10gxFm7nEb+x7uQdt1cwZTAcvG6LltPiA5UK7I6zcxOXK5yUcPDh0i",
-	"LBJs6SdTmvFE29QXTpuq5zRhULJ52qUbMq+dXGQetw1Pf3idd6O+u6J3Tb83PTITLs7GcT5JKZleoH/i",
-	"XATsSq0mtWJa1n5VLTDXurCTWZnL3y8b22bgSVVoxJt3KE/puTAOfDOYJCwvrOtmPLH4jC/1KbqgvZAC",
-	"exm5ljTRh37M1ZwWWOSSwpRxLD1MML3rEWx45Iw3MkPIPXikP1QAVq5fPj168tlT7IgitikSJbCvmfOM",
-	"D/vm3o7qRs8VLZ0RoqTRpaci3+V5xs+48WelKF15oRuHh/3CqUisQxMaduZ8TrgqJCjj6eZlptmOgpm5",
-	"5YwXVM9JNf76gBx9/i82qevDISq7783dcRxfG9dFnBsddcabs0ruKYJX1ufxgY5TN33GXohbHMVnvDHB",
-	"rmKRJlcNm/yiyokCHZGWfh4NGtNYBvvxOB7v4E3m8fEeBuMFcFqwwcHgfjyO79ue1zkKwu4cx339Apvd",
-	"IVDN9SmWoKmyAHnBlDB7zYxLYtBsqA8xOXZplmqMYW1VLynT6rDu8sZjKm4sAMmEKCY0ObetCjgTFmMD",
-	"uCqEMqu4AYckmQtm82079naj76ph1sfp4GDwY9BubFln5vX+eHxrU67dE3pGXBdSJAYnmEFiFxC3VM/g",
-	"4PWbaKDKPKdyMTgYPHMojMn+eEwu5ywDL+m4Ckbzivzk9PTFISk5LfUcuGZ4mmBX3sWy3nV0ywRNyYRm",
-	"lCdVNCdkMgelJdVITbMOq8kZIfW82nr87LhTjIhkZNpXIcXkVRs6V3nk+SpIq5f+kd8fuew27O4XRAuL",
-	"8VaXemxjQeTMvodV0HtNuJLq1b4t2YWv78KCKQtNImx5j++Ubdd8HZKH4/t+wDY6BiUGtWpe6lRccsca",
-	"F/u7CS3ohGWsGmQR4pGf2eFVOH8MiwncUKsJLIR7PiqeeyQREqKqZwMNj5iSKVBdSlCtp8WWALGhlq2H",
-	"jkjz98hryXaX1si2/zbLKGTJOQaPRrcwl8mxWgGjIsJFa2UDkpucGmS7x02cfCDndb2MIJO1gPP2a7Vi",
-	"OK3L/YJ3V5LZqTepKe+UfexhdpRfwoYzn98JIialoXhamezNcdG9w7IrCqvExhaX3ayaWjwaqlEeqhcJ",
-	"z5jSL+rL7lAXtSduBJBkg6cK5krUsIAIGcLKk52Souf4NoCbaqcKwcGD4rbXUuNndNCsRa3RS4bHTyIM",
-	"WSI3eOjQh9Ru+JDx97QiKZuBstWJVzuangv7JNdVMKBpzrgdqqACxLJDV5oTf5xb+YnL9t0uodoDc67b",
-	"EYqbgddhl727giLt9zm603YQ4bfPGgduShRmEv0z0dsPjppibsQP5eoS3Bi9YeUDorVTzSk/o0NU70Ke",
-	"K0K1tYs4lQNLTl2Rs1rNOK3fbAa4HuezY8HfcSxjdeOypth9X/1/7XKRYM+O2rz4EkwY0ObFu9Yc63kA",
-	"+3+NSpQIXnoXbGCXbrLBYc13hrKFQjpiFGApae061gwjpRoQu6htAjXI63RD4w1Gr9+vQsc9hbPRnO7B",
-	"+SL+BUTt1+oUHZWy9o0/63NN128ca3XCy4qL+l2y5lxJCfj2CFJyzTJCSUoXdRX2wnXyufMUpnyyQEJi",
-	"7OScGTmrZschBMapsO/GsJHnsjmsHz9YQjbi7l1pm+78q5LcGWONqFsenXgdLWHIaBPdfKmQa1i2L8HA",
-	"+L0idQfczuTEXuquBeIU26MxEoJc1UVUru/FSR15OB71gZKxnOkuEG6kxLqpFmF4Wuehnu5YfihKe8Z5",
-	"6CfpeyfSVkf6c84QmNXRaC++xvsPAgJwhyqxPXIxoBafN0raaiaJCIfLahb1YQdd9SmxPR++DeVp4GsJ",
-	"nxPNBuMObRm4binynC4w6Bm1QY6M2jXbotq4VsxqtJC6NDcHtGVoD/UlVlkN1uuu3fcsvV4TWVT1BisV",
-	"tn+BjxaYZKjYsj5u0cKpOTIcx/GjfnEy94elad10l++GV9e+GS0mR4QLvqNB5thvYHRKQiVWRb8ELRc7",
-	"R0b3d96D1vglGJfV27z+cIbGPnjKa6APrRNokB9h5fNOIbLMGSwbqad42GPpikT2b2K6dcaNgm/N2/Kl",
-	"eT3cXyWGVwaTL6urNjKejRfZ9L+27oaWZ298I9Pz8A/f9CwBOKGKJTb+cNgZkQzohW17JE7OA+P576lq",
-	"Gr8otdvWGbeIty137uTShuXe0Rwd2pN+95oo80NEqCI/fnrqcVNVKabCO2MhFLhi8mXvCvdkvKgyy0Je",
-	"013qtFZF0xrz29xr520Q35MFrmGp3w4jpihHnwqZf1dGdnWao1F7t93ynQnqlg9uP00SftHWRlmS/fW0",
-	"XH5R6YdzwmOfv6hCBHKE2QlF9sf79cllw/XA8U94m3JTlkJsgKMGgtmHKudgHxhOPqw+gFyVhHiC398a",
-	"p0Tr73Bv3l3WsOsaTh4L7gtT3BsXRtFyYbvg2eIAX/ZKJExLZfXzGbd3WBLhweZbLvRblmZAHow/bhye",
-	"NUcP1GPRhCSyNOG0G0fRq2zZ9DjNIGSN66Eqb34o/Gyp37YlbooH4yShKqEpjNYx+WqmxqLzsIvfYLs7",
-	"tzN9rnMz2G94xE9PbXH96lf63oon3Gg2cPlXTHPV80Ybb76Nyed2AD/mMlu95HfhCa+5sGSpNUJlgL7t",
-	"Mr7vUrPckbkK1yX+kM3VS1sk2pLve4pczkVm63Y+TLJD5sp2AXyQuarmYK3KDnTHd92Z/mg/qEeJtIdE",
-	"3dmhWmMC2CYj5w7ttLlW05h9z4e754eoNk5CtL19YQ7OLdtIlr9X1rLzy+6evXDCGRm6wXFY+4uz5OxY",
-	"ueoHfKc+9nZ03LAGP8bkSSlxwoKvvLAHeuqQVDr+Bn4xsvCOf8iN9EwmZmqVjrFh/DMxU+tSkC+xAxB7",
-	"dRm4BgUF78gMnfeqj5+pGL9m3Hj1xjXFaijb7u9LP91MBMCR39EZd3Mp8NDTH2LiLNKcLsjPy7wwi1xS",
-	"mfrJuhOanI+qBpnqHYk4RxFL4cxXOMu3lErIflcWT4lanuyW82reb5s42htvnzny6V+X2m2lgSl3/dP1",
-	"2CG76WoQkK2YwvcML0Db4gR34JwILCRXRAnBzzi1aTIczjDDd/0LSSAv9KKeKlSlJsnQJajsWfW8NM6a",
-	"uOSjmHyKeQmsqpvhjCplzzlnlPEzXtngFt36afQDzVj7d2AGlNozMfOC0nmx5+DWPOpOWa3BtNISaE6G",
-	"7deORv3vHK0UL1yYR49aWWqbXFoR0H8nJnQzNdecu9ebdG7OOVir7jbMHu/fKHm894eUPMaO9u8ybbo0",
-	"j2JF6vS7yI2ucyRag0GCfsKaISGRFTtq38UCqe1DbczD+YFLn3Hb1NpI5gSvumu+aYxW66s1xaGR0Xfl",
-	"Zq7mCDdrMm2M78VG4ZpTZvD9ckC77LRuCHr9xiiBBlzYqWFBqGehbNo6sia9dpMl626ULRb/8dNTsuvs",
-	"5+6gXXHbf2X3wjfX/z8AAP//",
+	"1L1bjxxHlhj8VwL1CWDVTHZ1s0VyV9UPixZJzfQuJXHYzRl8ZnOJqMyoqpjOikhGRHZ3DdXAyPbAnjEW",
+	"+2C/GLMvBmxrDRi7gA0YhoGFAf0VrTS7/8KIcyIyI7Mi69IXSvNEdmVmXM4tzj3e9VI5L6Rgwuje6F2v",
+	"oIrOmWEK/uIZmxfSMJEu/oIt7C8Z06niheFS9Ea9+8Ph/sOH5JxrPs4ZOTx+fHRE0hlVNLVDJGRMFSNS",
+	"EaoJJdqoMjWlYtnOhLM8sz9wMSX9095wODztDYa9pMftuDNGM6Z6SU/QOeuNekf1OnbsQpKeTmdsTu2K",
+	"zKKwr+BYvaurpMcnn1KTzmAD0dEmO/jC6mF0QVNWDVJQM6uHwGdJT7G3JVcs642MKlk43pxePmNiama9",
+	"0aMPk96cC//n/cQOZpiyw/7lK7rzq72dj1733X92Xv/I/zT4sw96SWRhJc86lmWfrFpUe6wr+7IupNAM",
+	"8C0LpqjF7WGassIwmCeVwjBh7H9pUeQ8hTd2f6ktCbwLRv9AsUlv1Pv/dmuS2sWnevdzPzLO2iSjkxkj",
+	"1QvkwhKLm5/0pSKKFTldsCwhF9zMSEUMZueFe0LsRoF8ENewmch7zfUuQ/aZxM3Zp1tA8SrpFUqOczZf",
+	"AS/3xo+3g9tzN24EaoeCvPjkMfnowcM/IW7wIRIufmuHPjTPGNXmc5Gyn5WsZJ+PNVPnCAiaZdwORfPn",
+	"yiLecEsEE5pr1p5Kus+InJD2kGRvuD/cI/2vv/qn//o/v/vf//2bX3/57b/5P9/+7vf2P//2v/3hP/zt",
+	"t3/99//0r/7hD7/7X9/95t8NRuTdFRmziVSMmBkjE660ITgBAOqAzNl8zJQmUuQLMpGKXMyogZdnUhuS",
+	"SjHhas4yi+8iWPq73pxpTafssSwR/i2AFYWSl3xODSOpfcVux30SkBwVGRHSkAUzhKZnQl7kLJta8su4",
+	"TqnKLBwUYZeFJQ+7iDkXfF7Oe6O9il25MGzKVO8q6b21UHp6yTVKWPfCWMqcUQEIM9zk9rdObFXDyvEv",
+	"WWrsqO13jwuWbolVXbB0NUa//c1/+fZ3vx8MyRFuRxMrzwU7Z8qi4ZwpC7CJknMny7WFzMSKfy6FXkZQ",
+	"xnJ+ztTiCcvp4pilUmR6GVFP2ISWuSGZfcuukNF0ViPIoeyA7JGLGRNEzrkxLBuSQ6KZyO5pIi8Efuym",
+	"IBdc6CE5FKQsMkD/jAqLdCCxnBqm4FNY8ZxeIjYffLi/t7cOu24xL5jleS5F56aeSTujIYbPGaF+E4Rr",
+	"csYKkyBFemhy4wkS3g+XDjKFaWJkTbueXB14WXZgf5rZw9WRqZ1HMW2kJ1m/yfv7ex89amzzUWSfV+Gp",
+	"8qpz06+7aRnoM0LHjxWjhr1gWpYqZS/Y25JpsyUhfywzIJPnnx+fkN3z/V04nvXuO/j3ale50fWQAM1b",
+	"Di8UP6eGHYmiNEjW5zTnFsIZoVPKhUaR84lUc2KP14yMQRrNX6qc9OdWgWAZYZc0NfkiIUZRnluA65zq",
+	"GeEizcuMZYNlHnBjtJSE/b0Hf9pWE1oHjT/m7065SHpyMmHw/+Ys9/fXL64B0UDSOVwnvcudqdxxP9pT",
+	"cPiCXnyKlNQDfQsl2FaftQgTAJRUIHaDBmQZJ7cIXT6dF2ZxC8flpzIrc/YLqc6YInvDD4d7QH74w8+Z",
+	"0lbl2Rs+HO6NgN4UmzDFRNo87HTFz7I0mmcMJIQVc4qlUmUazkkzYxopVidES8KNZXuaX9CFJu+uLCl6",
+	"ODS317X/522UbgGEJoPJCaHIS8Ye5jNqdyQY6ccPn4TAH4+l0OXcAy6JAHMwQhlOx5rZA11Z9YLXp/nS",
+	"nptbim1cnB/jWda94SYHPnz44aMIPzTBcU4VHI6apYp5gDSoYARiBmXRn9NzegxfE55ZGTvh9vTt/+Wr",
+	"w51/QXd+9eaD1+5/ezsfvfng9bu95NGHVx8kJJ2x9AxllaUmJ9OkImOW0lKDni0Onx8RS4iIBeLE0+Iz",
+	"O/0AyPOc5iXT/lAfko+5yLiYJuScKngBt+FWrGdg5gmGf1uh686YEGiPHgSoqIEcQcFPFBXbngGHVqKL",
+	"lBc0v6eJkjkjXMCaYD3WyPzRaW9ErO6ywN8GCZEFDp8viKBKyQtrS0hkobjkRrvYsHmbDB7e318rIuf0",
+	"8gg/BWDgY6oUXdindtF2UCbsMfyqd87ZBditLONGKhBj7RErI3XlkbBs6YRCszJm7fyBrEQ0RPDzU0Zz",
+	"A/Z1Ez7aUFPqcAvyLLLq9vT41evIRM/k9KkwarGWFprryNk5y8NlZGxcTntJL5dTcDFMZC/pXVAlLHCV",
+	"6oCt03IiJl/S0+ytpwhqUFN69KAXUxCt/vYpz3OuN/zgHMXBS7Ty18COve01pkjc5uvVNwYMsFvBNg73",
+	"Z1xvz4IXIM/uaXtsacuCsjRFaUBilCKl5XRmZb/IcqYIAF4nROaZ1YvBEByS51RrEF051YZo9hZ8RxOr",
+	"oRtJFKMZkWKZNSuOrP6zyqqu9n7V5sIWfHG0JtQAMhGg4eG0Jcw+F4w8PSZz+DZyKAxBpNoTbSYviDQz",
+	"ptzLmvB5IZWxp3z/tDfctS+e9uwZc9rD/0eUz8A5EUiMB/c/evDh3oPNNM6ILhiqnPWxFB5Rw53XP4p7",
+	"syLqm19kAHcH3E6wI9BuYARH9LS+1a0Eei2t+W9f3VWlsOy2Q8d8OM/I11+FHw6Gnro1yViaU8V07b1A",
+	"7rDH7TnPmD4gjjGJZjlLjSN7fs6aJJCQixlPZ2ReamPNOYtzPMXcFJmfdBndfjUNzvBSccLQCQoOirgE",
+	"rM4rPNvcH/dbXJP0SsHflsw9NqpktRxbx4svvMK7RA3V4pfoIMB2hCJqX+P2vJiCfZB4Y1sqa1Mz41jT",
+	"G5IJ+LRBQ99hl4YJQGPtwpSCUAJgJX2gmoIxpYfzbDAiRammLCGKZYqfsyGxxx8DCckmE5YaUlCunFKr",
+	"keZgHlo4gqumsap9Li/0iBQM1LNdq1IfEFUK4f/6oqDKcJp/UYozIS/EARgMIgVbdbf6UZdpyljGsl10",
+	"L2Rf4FATynOWNUaKyBSA2QlHSVGdcBaAO5ZXYnYm7jWkRjuHHRpnAZqCxfWSnltTlETx+N7Ui5r0oqdq",
+	"Eol0LL1yxkUWLhi3bRcKtNKz5GRJxW7C4hg88YDk6MILJaeK6bVnFXoCPc6f+6/QdQ/U+LJjT0BZ4Yod",
+	"mdiFIYlYA9lj3prNgG1Yd0Uj0bXjjrfBePtctbMAQJvb8IuuCCQJqasxcSAUaoZfJQ020mhuolUEMY5l",
+	"5V6wS/OcTtmJPGNi2Tv4XDEwYMGhOZfKGvhsbs16y+IjUli1iBsrEgo/irf5iR0bfnbO6I01/yX1pgms",
+	"CDSfeyNrW91QOEPWgKfOO/NH4Mfg83lp6Dhn5OhJAr+A0mNlov1jau0QPSRH9oiEjXPtnNB6Ji8E+uuc",
+	"kojksiykcJCNcYm2TwSPHbzm9aQNyN4pOW5BAfBr2K4CvPdgbeYovR0gNO3WbkVgUxflRlrgCgA1YbAe",
+	"Wts68E6AqS5ql0JFi2NGFZgiZ0wkjvzMjGsiRcpGdZDqjLHChRfsZ8c/PdzZf/homSyLkJ9WH2H+RUuU",
+	"XoisBmQREhR80g3MbCUY71x2Nre3lUnWXGR0F1VsdgsaaMdWScYM5bnGILRF9E8tog+fH5HzfVJrgT56",
+	"mcoM1Dyg0SMMK6LJG7PKMrZ8JhyjTNSCnrE3KdUMxnQaZVMnfAoDo73XdP+/fuWtsR9FHf64q6hMw9Vu",
+	"gUKAEywlKjmFNlSkcX9KBadOTab0DjeMUj386KMgZvVgby/uezF5fD78YR0DwVM/TLWMBPHVIEGksG7i",
+	"e+rV1C3tES6K0iDdjAglf378+WfkubRbVIQLI13MAIBHxjJbAJ1RYpUJa1TFQrCdCC9w4A0Ei3uxIp9l",
+	"WOCGIwABffZjn6CzpVAe2+8q28p7khRLGT9nmvQjUQPy9Vf//Ju/+sf/+5+++fJvj+yqJzRl3/37v/rH",
+	"f/ibwYjcHw7n9BKWc8x/ZQ2+jKk6xqwTQgU5emJ1Fkh2ehSkNwGoLfwxcOH12HuovgyJXbBmxuRsblW7",
+	"OTMzmekwp8DKB6MWSfjbYY6nDTyBPxQjY1kK8Exz4/i/6YeIeHpQUQkjjA8frXdQu21vzPSw9SCIV2sK",
+	"911QuVtVQL/DzXQF0KhwoGD1ATkG5NZFjJ5ebiHaF6O/zTNjYPg67YXWqS4Y30rZASlF/aM/aiD64pIg",
+	"Yh4/WM2hMTSdsSyWg7I2SSXpofNqozSWOFDXQf8GvrsOqFfZKygtLFM5F5wFWG10eDMq5xPmjRMK0AK+",
+	"fXn0JCZFafaM2ZP2Z56KN3RyAY9UAqdxpt1v5GHcj6abuG+tCSxLE2SbVKM8Wp+zQi8fS5GWyi5p0fh4",
+	"/+EmS3jBjKoA0VCamEtB4azy2ldJXj7554BQQ+ZWebpPfkzq4Uj9bTNFZX0WztutkQDitZ2GtF3qDxLT",
+	"9f2bXmy5cVqE0YnrJfw1UBLb2esO3uxyoMJLTyoK35IrQS2u9eGmA5R8/ZUdeCeHke2ZSDNq6GBELmZM",
+	"hYlRkCdAleLnGM7O6s+4mJKUzhnmSgFfzxZDcozWmCQYONWel4MvnSiwIjZxLgQjCfVyoe8zfjSZ8nO7",
+	"muDbWiuAoLlUKD1yLs7wZNYEFYDIYWx18nlhIhxzAguseIYbMqMZ4QJWjuPhotcnGnpJ/5kzwdsTUUgn",
+	"gVecjoLuJjuT39kF1c09D2NGgx/GeR6Xd9SUyBczqVnI6BZlLQlK5tIimpth3ErxL7Ps0NTh1ObML08e",
+	"E1bIdEbm8IZL/nNkYCcYuuSgNSFYqfiUC5o7xeYosssjoyugHT3pQljEzqEu/7c53C9mC4v7JfCPQA/k",
+	"TL9hlzNaasiJdkTSKT2BAL3Td+n7eB4BLBwwsYJ8YF83pJ1gpk7yeYkatx0cGXblNCAGhmt9zq2JK1wk",
+	"NXd2EFpbfgaisVt64ll3y7LzMDUgl4QVERT/8McqylCIENMKU/4h5kQZiDi9wCB6ZUZJZf+y8svz9YFL",
+	"kIXXKixExBqMuIxD2NsowB+mY2lMsnXmjeVHXeWn1gbXuDRWwKKppw1VRh/gX1Zy5IrRbOFjXGTCBdez",
+	"APltnbaTxmrCwggcB0EBJ0AgJfEtIHXIPTAzJcvpDHVzeGmwnvLe1jTnILZMUY5c1tHTDRNkX67Oj919",
+	"V/Lsarcimv6sQY8uBB4EM+f0jNVoDunNEWdfMQulgSWyimL7BS119Jis6CliXoQQXQPGFZ5heO9I2I1c",
+	"I0S8jj/rgQejgAurRO3xAqktIUJebM5PgZLgBiB9dml2ajguU7/jmCPxSc6nM8z4WKk+jBfHPmC4hZuX",
+	"nlOeW0VoedU/x7KwhFxQboBZwaiFha3XZiB/n0WY9zOX7O6qzlDMuMR/rBjoo2ZXZcMP1s/GAzC1UM5y",
+	"0D83XjhINpdC3WJDZqGAki+zGATRl7ROM6nqQpMDTBxRHAWUC+AONlmEUYtfINw3ACFFd5OH4Lrx29xY",
+	"0UCNttYSAggHEIrl/I0XhnXoyRo8dKAXcEXGMnOW4pJGt1HJRmSSp8BgtQXiT4mZzDNN+t7TMwzrjO5p",
+	"zJa1HL0BYjDb7XDKOgtFDqeVF8KlxtVmB6JtAt5ARz5VGYyQoqnfZrJEnERWJMr5ODCdO1MIuEjZsT2D",
+	"txSUj8t5mVOQ9lDYogkMVQXI7mnCxJQLhie8ZQdIr7F/kDGbcqF9WNeQvYTk3B00u3Orz6ba1csoDYI2",
+	"zTkThmg6L3IGiVRzkDaKGqaH5HDsg+uu6szNnUlXPGMRHOC7T+2yRDa2HIFFM2BURo+sulKyhUdfrwTC",
+	"wwqoa9BqWIAWzR9dJ0RrdXZ5hZ+CHHJBhGUrufbfQC4m8PM1tlCJ4Vihl3uEVrj35/ex3gu18sF1pvTy",
+	"MzKlkkXBsujmSF/IZThcZwGON2MOMhT+lfHkVQTla6kg1YNdh1bQ0otMepzOWFbm1lKyJ7DANFKvUGw9",
+	"05Iu5jggRHWLcuvFtWgyxFUNtuVzoVujrqS5PzpqTSYibZf1ok6dPFASu/TIT+sM8S3jel6kQ1phI5p1",
+	"TzvTZ9tg1hDjf9bQE+RQKbr4uJxMmALhZhUPOFGcZ4MArA4IFxhTVExkDCs4vQkENGFl9hk3QKApBMcG",
+	"rqzIQDhOs0cP8LSSmuGg23i/7nsDs+khTsiP4QnIAcVCSl3tm7YQiEjiABgW4N77vP8ne3t7uOg6tWfL",
+	"iJnhc3tqzYsup9RhXcaZkJcnj8lLwS8jbqoDe+SMc2srK6l1vW3vDt+cI4Ev2gtzwAm8HW2C/7SqGFhJ",
+	"7UdiIu/SbJKCkZzroNK369Q9aZRWbOQLBOJugab2/2rmnGcb+Ai7ifpJ7c7VkkyoWq8VWtQ8V8zqGHHV",
+	"175wTzs2AYolfU/H+w8fDRLHi43F2/diLjg72IkqRUqjioufz3J5LsUUzkmKfFrgIuMmZ9YIGawNGwdu",
+	"tO7EOu2CZBGHBpgDXNRSZ7VsWEqHXWG2vLkI7JY3kxWGS71SZ0xt7Z6GIAam+HND5nRBxqy2XTeixhj/",
+	"L7HI8gobnk+NQSeffxtSZJtiOgTHEdZVrRQe1ygr2lp4FM2DNfC/VMVGVS8BrDq6YTnREhA2yf/dMjN3",
+	"CYhdgF5OFb9dcD/H+oWvv3qBye3gdqaGUKxswMoIl/gelERkHBo04DuKFVIZ7V0hB8EX/pGRhuYorivv",
+	"WWc8D7RpbrwtOUiId7FYBcJFlrAalBo556lzqbhUPu6sSax91WccLIR+ziaBzbggVLERmTXdQVAJAsMI",
+	"SaBeoREDcs1EiKFqygwEFUXEiIQVrvfQOXCtf9FtYf2LAOV1r7VTO5YprIsWnyuZlSlTrnz4Gnry28gw",
+	"mjAB1lpH45Kvv2rUT33z5d8VbgBfxzwYESbOXwk6Z6/JlLnAhCtsFhlE3au0kKoiP+volLKMz1gS9IP1",
+	"RXMdVd3xOCKS2fWzD1yWdTVQW9a0cdeFYycGrheYWCds3OAH5PhnxwT8UE4EfirP2QnVZ4MRsDdpywka",
+	"kRJjmp4RqiGz2787dKwJW0lQkACXJt7GWcK5k0Kazn1tOWu4DacSurMcgFiQJRRoghxyDwI/Uyzii/pA",
+	"n5vG73WmxEGQI+FnsIKNay+5IvKFXjq46edMoS0c1/tAoawAiZKzAM3YfkP6mWvNc39vb9BO0lmbORSA",
+	"eju6bRBmi+AidFl/vG0Bc919w8jKUeJZpIF5iIyBwLAkkJAJv2SZzwN5efSky3z/7re//u5vfvvNr7/8",
+	"9q//5R9+85X9z29/98//8T9/8+Xf/eHv//W3v/8fB6RTrFWf1IPAt4MheZxLjdkCVTGVJ2DIJ8RUwWXK",
+	"aNWQbWX8tgRKOFQgTGpkRDFVi7GtEBXm3lf4oZA/oxjN9LDV4KeqGFLMlEpYncPVpocdUiqZj+zZ0Qbi",
+	"WvWOhk6j9k3QDWjp2ZSJoJK120cXZbaOiqSkyle9RouesDvQ8rgAz2s1/qEdVQHXagkUsfQAY3iIOWef",
+	"KyXE36Bu0xVGrqt87DBTb1wRWYa1Yb4jR93HqIK8A0qAxgrytfEWEI4jvY3qKCtuXMGpd14JVC3ij7aI",
+	"sgGqCCiPvYp5ffcxczUFclIrrH1/bIee4KrHKgAGBKQmL08+2flTdJsMkra3GCIE4S8/5+wiIfeHw9Bf",
+	"eoBu42NAGkmpENL4Uvawe5HdPPSiAk0aaxawSZGGRdYnFxXEVXy7w4oo9ktoiwDmFRfQy+gNfLQkkuN+",
+	"X7f3Lxr7+6K9tyrZ4JqJwC1ygKUE1LCE7Q6K+BxWra9RFINNjDShalp6qqCkbfPcQyOnb9fnGx/pPxvc",
+	"xIq6JeTdEPghoD0QIzB+CSLvlhoNbpRHNSKUTMo8xwa2ac2xBUtJ3+qOctJSU2r7YxCtFf3eG+y1++nF",
+	"oRoBf4OYbrWvXLSVnm+zpsDyYuKcjBd1VTmqgrQoGFWEC0LFgvhGyAnJ5TQJm3mour1uGyVumnVnWtDu",
+	"LKTYFTBZB8EbVMtE4LVhq5vGl4MhwXQZ7OXNgzL+IZlTLrBVi2sRZy1UOfGtiw58w6O64x12kImZrn6k",
+	"a7SkdNNtrHu4ibareI+6qJYPo8+xQIvMGRWavHo9JIcufvPowYEDBAIB0+O5NlykBt0B0D2w7rsHRsnm",
+	"rum2K2dtJzo73TY0ffNamKAGpsJ3jb/XHTwTL2CB9mxpqbhZgH7iVASo3K86b0PoCn+qBpgZU2Cnbe5i",
+	"nMuHbWh4Uh1r2ekVyhN6Jq0CHxqThM8LVN2sJjY8FUu13M5oL5SEem9hFE3NgW9bOKMFeHoyNuEC0rNT",
+	"CIF5AFsaORWBxxKoB1zYfc0Y8vWLp4dPPn0KVaMEC8eBA7sK3k9Fv6uP+aAuhl9R9p4ASIJKZp34SvhT",
+	"cSqsPqtk6VKwXXtTcMpnMkWFJta80umc7LJQTFtNd17mhu9oNrWfnIqCmhmprjMYkcPP/v9Ncp+hKdbu",
+	"O/v1cDi8sqqLPLMy6lSEvafuaQJv1jlLkap8100MX4QtDoanIuhIWpFISFX9kF50OdbMJKQhnwe9oLtW",
+	"b3+4N9zbgY/s9MP7YIwXTNCC90a9D4d7ww+xL8AMGGF3Bu0bfwUNQVgk4/UTCOHosmDqnGtp95pblcSC",
+	"2WKfDcmRc7NUbWnrU/WCcqMP6k4YEMoX9gQguZQFOGGhnAsciWAbsMtCajuKa1hL0pnk6G/bwc+tvKsu",
+	"JzjKeqPeT5hxbShbdxjs7+3d2q0FboaOKwsKJVMLE/Ag8XM2bIie3ujV66Sny/mcqkVv1HvmQDgk+3t7",
+	"5GLGc+Y5HUYBa16Tn56cPD8gpaClmTFhOERcceRdKH1Yh7dc0oyMaU5FWllzUqUzpo2iBrBpx+E1OhPA",
+	"nhdbj58dtRK2AY11dG1IXjZX57IzPV1FcfXCT/n9oQu3gbtfECMR4o1OHkO0BYEyuyarVu8l4UqsV/tG",
+	"tEufAwtJpbiaVGIKpO8m0MyLPSAP9z70FyaAYlCCUatnpcnkhXCkcb6/m9KCjnnOq2Y/MRr5BTYjhH6S",
+	"kHDlmhSO2UK6+UHw3COpVCyp6trg4JETMmHUlIrpxmxDRMDQYgtrRhISPk+8lGxWsg6wRUKYaqZKIcB4",
+	"tLKFmyqwy7EgUxAhGyPbJblO2FGyexzC5IaU19YyokTWWJw/v1YLhpM6JTr6dcWZrZy8GvNO2A/9mh3m",
+	"l6Dhjs/3AohxaTGeVUf25rBof4HkCsyqIFzmvJtV4Z8HQ9XuSHcC4RnX5nn92h3KomZXogiQ0Hiq1lyx",
+	"GiRZAkEgP2EnKTOD212uK50qAEcDrk2tpYbPYBTm69fgJf2jJwmYLIlrznbgTWrXoM3qe0aTjE+Zxgzu",
+	"yx1DzyTO5CqvejSbc4GNZ3QEWdiYKuyK5tTKj52373YR1WwqdtW0UFxP0xa53L+rVWTdOke7IxkA/PZJ",
+	"Y+Q66YEn0c8J2n60HR93bdCo0BfMtS/tVzognHY67IQ2OADxLtWZJtTguQidiyAt3xWC6NWE03iGHuC6",
+	"5dkOLn/HkQzKxmVJsfuu+v+V80UyjB01afEFs2ZAkxbvWnKspwHokWBFooLlZXdBBjh0SAYHNd1ZzBYa",
+	"8AhWAGISz3WoqwBMBSt2VtuY1UteJxuCG+levVsFjnsa+kc62QM9mPyFcs1r0oqWSFl7g9t6X9PVa0da",
+	"LfOyoqJulSzs56sY3AZESmF4TijJ6KKuVFm4amcXT+HaOwsUS+05OeOWz6r+mrACq1TgXUdoeS4fh/X0",
+	"vSVgA+zelliY7K++czHGGlC33F72KlmCkJUmJrwkzuUC4qVGYL9XqG4tt9VdthO7axdRZcdgTLFKNHW1",
+	"gT4x5uHeoGspOZ9z016Ea7uzLnkmvp5GPNTjHVK0ZYkxzgN/M4pXIjGD3Mc5Y8usQqOd8NrbfxBhgDsU",
+	"ic22tBGx+HmQ9lsTSUIEu6juFjhogauOEmN8+DaEp11fg/kcawaE28dSGdMQ5HO6AKNn0FxyYsWu3Rbk",
+	"18JNYB3i0n4ckZaxPdSvoLDqrZddu+94drXGsqjyDVYKbH8hm5HgZKjIsg63GOnEHOnvDYePutnJfh/n",
+	"pnUdsN4Pra696XJIDomQYscwNYeaLCtTUqqgcuQFM2qxc2hlf+tey+BJ1C6rt3l1c4KGXiE06G2PaY2A",
+	"vASqQ3YKmefuwEJLPYNgD+IVkOxv1rt1wk2it6BueQnqZtS/m1q7O2/fkfuel9ppKsHiQi78/ugbAeVs",
+	"f0fpd2W5LqcKD0ZuAUFNQXDlmHHCBa6LBFtFoz/WxzGqNSfu8gN8VIH7Tb09MFqEJJNS4b0sLisXGtt0",
+	"0TsUHlSGSFcwYqUD40X11kYKW3AZXvfVt9fUdnwa8JbqzsM/fnVnaYFjqnmKNq+DzoDkjJ5jOwLieC9y",
+	"xc89Xd3oA7ncsK1TgYD3FSwQLUdXkDduBgeYXeKumrQPEkI1+cnTEw+bKjM2k94AiIHAFXkta/SwJ6u5",
+	"l3ke09Tv8hxtZNGtUfnCvbZulPqetL56LfUNc3ICfPSJVPP3pditdq0F+Z7bDd+6LQXp4PZdc/HLOjfy",
+	"zO2vx+XyZec3p4TH3mdWmaXBKbMfOWXwbEJflXbdD7uPjZjHq/Jz4YRxh9fqoPcqx9cT+P3WKCVZ/4W7",
+	"vX9Zwq7TAB5L4ZOh3K1NgyRSviPyxQgujCeKTUqN8vlUuHueAEUQTH8jpHnDs5yRB3sfBQHbsCVQXYoj",
+	"FVGl0FWbqE5hyydHWc5ip3Hd7Oz1D4WeEfvNs8R11+KCpFSnNGODdUS+RhdKOs3KgOzu/JzpUmdDB1Ng",
+	"hT09wYKObp3q1qyvoMDF+fzBtVr3AQ9uzx+Sz/BiHPCfN3q83IX1tebFkmd4CJUR/DZTR9+nZLmj4yqe",
+	"C/tDPq5eYGJyg7/vaXIxkznmit2Ms2PHFVae3Oi4qvpTrvJItdtq3pn8aE7UIUSazRvv3BzesBXsAXaB",
+	"bRQq4v1b7psfotg4juH29pk52k90I17+XkkL+4rePXlB51HSdw1dId8cerxiu9fqgYXQAOqJWmpYQI9D",
+	"8qRU0PnIZ/tgEFkfkErGX0MvBhLe8ZNcS87kcqpXyRg045/JqV7n9n4BVafQt4AzVxSj2VsyBeW96q/D",
+	"9RB+5sJq9VY1hQw8bMPj041dryIGV3Ekp8L1i4JAuw+cQ4/wOV2QX5bzwg5yQVXmO96PaXo2qIqyqnuW",
+	"ob8xpF/an6DHfqm0VN2qLEQmG5rsln3k3m3rOFpfZb5sNviQgwsnNEIPVLheEnU7QNx01aAPs/SENdwX",
+	"zGBCjEtySCUUL2iipRSngmpfh5/L6ZRlEIlm88Is6m5/lTuc9J2DCvMjZqVV1uSFGAzJJ+CXgEzOKXQa",
+	"0Rhbn1IuTkV1Bjfw1o2jH2iUxN+jHRFqz+TUM0rrcvDerWnUrVRuC2ltFKNz0m9eXZ5031teCV52bqce",
+	"NCIj6FxaYdC/lyN0MzEX9sPtdDqH/YfWirsNvcf713Ie3/9jch5DF4X36TZd6hO1wnX6Pnyj6xSJRsOu",
+	"qJ6wpnlXgmxH8Y40lmHtc9Cn7gfOfXhX9A3Cipsq084R3MpCzbiR0BWzDXlM4oKWUzSH0pyO7lmBOXgP",
+	"Qhj2XDyom8hUHbNOhb+1wV3jp7Clddgp1r7IDYRRuApvz3M6oT1usSrBO95U1VGX51ALhd36BsNTcVSp",
+	"j45GBDmqvQY7f8EWrnQBq6tgV7E0KWh59jN3W9MteMp/CKb/Rm3eBiMH3laLozivQvSJNu7Bn5AzLjLs",
+	"+nZDL+Fm3ORvXP8h8tNTCOWFQeJoU7p+Jd/ggk/ItYTGSUlF61DVZ82FU/EWId9mQ3+7vGuTbiUtKv85",
+	"VGe4CxJKPGWQ7ao7kiIc4ILrt8gDd2Sxt5pD/ZCdb7fW+yzS66xx50ik7VkCnfF3QMuylkoX4zYyKHxr",
+	"xoq2qMhISgUZB0kft+8xREPereRadrw21Oi1zsJjeOuuVbOgq3hX/gzcl5C8L0/OaqXLy4/g5hro/1Ir",
+	"Y1P2/SpZzWqius771WsraIJ1QQEuLqFuvbhpRfCaCNZ1hqyLjLcY/CdPT8iuM1F3e81Cqu432y++vvp/",
+	"AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -202,7 +202,7 @@ func PageStored(ms []store.Message, after Cursor, limit int, now int64) ([]Messa
 		if len(page) == limit {
 			return page, next, true
 		}
-		page = append(page, MessageInfo{ID: m.ID, AcceptedAt: m.AcceptedAt, VisibleAt: m.VisibleAt, Attempts: m.Attempts, Size: m.Size, State: storedState(m, now)})
+		page = append(page, MessageInfo{ID: m.ID, AcceptedAt: m.AcceptedAt, VisibleAt: m.VisibleAt, Attempts: m.Attempts, Size: m.Size, State: storedState(m, now), DeadLetter: m.DeadLetter})
 		next = Cursor{AcceptedAt: m.AcceptedAt, Seq: seq}
 	}
 	return page, next, false

@@ -223,6 +223,8 @@ type Operation struct {
 	State       string   `json:"state"`
 	Effect      string   `json:"effect"`
 	Error       *Problem `json:"error"`
+	// Progress is a purge's or a redrive's report (spec/peers.md).
+	Progress map[string]int `json:"progress"`
 }
 
 // Terminal reports whether the Operation ended (succeeded or failed) or

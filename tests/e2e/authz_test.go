@@ -102,6 +102,10 @@ func TestAuthorisationMatrix(t *testing.T) {
 		{"get-queue", "GET", fixed(sp+"/resources/"+topo.Queue, nil), std(200, 200, 200, 200)},
 		{"put-worker", "PUT", fixed(sp+"/resources/"+topo.Worker, map[string]any{"spec": workerSpec}), std(403, 202, 403, 202)},
 		{"put-queue", "PUT", fixed(sp+"/resources/"+topo.Queue, map[string]any{"spec": harness.QueueSpec(0)}), std(403, 202, 202, 403)},
+		// The queue extensions purge and redrive (spec/peers.md) need
+		// editor of the queue's Form, as an update of the queue does.
+		{"purge-queue", "POST", func(who string) (string, any) { return sp + "/resources/" + freeQ[who] + "/purge", nil }, std(403, 202, 202, 403)},
+		{"redrive-queue", "POST", fixed(sp+"/resources/"+topo.Queue+"/redrive", map[string]any{}), std(403, 202, 202, 403)},
 		{"delete-worker", "DELETE", func(who string) (string, any) { return sp + "/resources/" + delTargets[who], nil }, std(403, 202, 403, 202)},
 		{"get-operation", "GET", fixed(sp+"/operations/"+op.ID, nil), std(200, 200, 403, 200)},
 		{"logs", "GET", fixed(sp+"/resources/"+topo.Worker+"/logs", nil), std(200, 200, 403, 200)},

@@ -1,0 +1,109 @@
+@ext-redrive
+Feature: Redrive (host extension)
+  A host extension, not a rule of the Forms (spec/peers.md §Redrive): SQS's
+  dead-letter queue redrive (StartMessageMoveTask). POST
+  /v2/spaces/{space}/resources/{dlq}/redrive moves the messages a queue held
+  when the redrive started back to the queue each was dead-lettered from (its
+  dead-letter metadata), or to targetQueue, as new messages: new ID, accepted
+  now, no attempts. It is an Operation of kind redrive that reports its
+  progress (total, moved, skipped), moves at most maxMessagesPerSecond, and
+  can be cancelled with POST /v2/spaces/{space}/operations/{id}/cancel. Each
+  message moves in one atomic write: it is never lost and never duplicated by
+  the move.
+
+  Background:
+    Given a queue "q"
+    And a queue "dlq"
+    And a worker "w" with producer binding TASKS to "q"
+
+  Scenario: dead-lettered messages go back to the queue they came from, as new messages
+    Given a consumer "c" of "q" by "w" with maxRetries=0; deadLetterQueue=@dlq
+    When "w" sends {"tag":"r1","do":"throw"} through "TASKS"
+    And "w" sends {"tag":"r2","do":"throw"} through "TASKS"
+    Then "dlq" holds 2 messages tagged "r"
+    Given "c" has been deleted
+    When I redrive "dlq"
+    Then the response status is 202
+    And the redrive ends succeeded with progress moved 2, skipped 0, total 2
+    And "q" holds 2 messages tagged "r"
+    And "dlq" holds 0 messages tagged "r"
+    And the listed message of "q" tagged "r1" is in state "available" with attempts 0
+    And the listed message of "q" tagged "r1" has no dead-letter metadata
+
+  Scenario: a message that did not arrive by dead-lettering stays, unless a target is given
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    And a consumer "c" of "q" by "w" with maxRetries=0; deadLetterQueue=@dlq
+    And a queue "other"
+    When "w" sends {"tag":"dead","do":"throw"} through "TASKS"
+    Then "dlq" holds 1 message tagged "dead"
+    Given "c" has been deleted
+    When "w2" sends {"tag":"direct","do":"ack"} through "DLQ"
+    And I redrive "dlq"
+    Then the redrive ends succeeded with progress moved 1, skipped 1, total 2
+    And "q" holds 1 message tagged "dead"
+    And "dlq" holds 1 message tagged "direct"
+    When I redrive "dlq" to "other"
+    Then the redrive ends succeeded with progress moved 1, skipped 0, total 1
+    And "other" holds 1 message tagged "direct"
+    And "dlq" holds 0 messages tagged "direct"
+
+  Scenario: a redrive is rate-limited, reports progress and can be cancelled; no message is lost or duplicated
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends 30 messages tagged "m" through "DLQ" in one batch
+    And I redrive "dlq" to "q" at 4 messages per second
+    Then the response status is 202
+    And the redrive is running with between 2 and 12 moved of 30
+    When I cancel the redrive
+    Then the response status is 200
+    And the redrive ends failed with "operation_cancelled" with progress total 30
+    And "q" and "dlq" hold 30 messages tagged "m" between them, each once
+    When I cancel the redrive
+    Then the request is refused with 409 "operation_not_cancellable"
+
+  Scenario: a redrive with the same Idempotency-Key replays its Operation
+    Given the next request carries header "Idempotency-Key": redrive-once
+    When I redrive "dlq"
+    Then the response status is 202
+    And the redrive ends succeeded with progress moved 0, total 0
+    Given the next request carries header "Idempotency-Key": redrive-once
+    When I redrive "dlq"
+    Then the response replays the previous operation
+
+  Scenario: a viewer may not redrive
+    When I act as the "viewer" principal
+    And I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
+      """
+      {}
+      """
+    Then the request is refused with 403 "forbidden"
+
+  Scenario: a bad redrive is refused and changes nothing
+    When I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
+      """
+      {"targetQueue": {"resourceUid": "{{uid:w}}"}}
+      """
+    Then the request is refused with 422 "invalid_reference"
+    And the problem points at "/targetQueue/resourceUid"
+    When I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
+      """
+      {"targetQueue": {"resourceUid": "{{uid:dlq}}"}}
+      """
+    Then the request is refused with 422 "invalid_reference"
+    When I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
+      """
+      {"maxMessagesPerSecond": 0}
+      """
+    Then the request is refused with 400 "invalid_request"
+    When I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
+      """
+      {"speed": 5}
+      """
+    Then the request is refused with 400 "invalid_request"
+    When I POST "/v2/spaces/{{space}}/resources/{{uid:w}}/redrive" with body:
+      """
+      {}
+      """
+    Then the request is refused with 404 "not_a_queue"
+    When I purge "q"
+    And I cancel the redrive
+    Then the request is refused with 409 "operation_not_cancellable"

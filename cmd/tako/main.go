@@ -14,6 +14,8 @@
 //	tako fetch  [-data BODY] WORKER [PATH]  call a worker's fetch handler
 //	tako queues [list|stats Q|peek Q|pause Q|resume Q]  the queues with counts and delivery state;
 //	                                    one's counts by state, its oldest messages; pause or resume it
+//	tako queues purge Q | redrive DLQ [-to Q] [-rate N] | cancel ID  remove every message; move a
+//	                                    dead-letter queue's messages back (progress shown); cancel a redrive
 //	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
 //	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals (through the host; -data: D/host.json of a stopped host)
 //	tako ops    list [-state S] [-resource NAME] [-limit N]  the space's recent Operations, newest first
@@ -78,6 +80,9 @@ commands:
   queues [list | stats Q | peek Q | pause Q | resume Q]
                                  list queues (messages, delivery state); one's counts by state,
                                  its oldest messages, pause or resume it
+  queues purge Q | redrive DLQ [-to Q] [-rate N] | cancel ID
+                                 remove every message of Q; move DLQ's messages back to the queue
+                                 each came from (or -to Q), at most -rate a second; cancel a redrive
   send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
   tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME|ID]
                                  principals, through the host (admin token; effective at once);
@@ -156,6 +161,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	delay := -1
 	var grants grantFlags
 	var of opsFlags
+	var qf queueFlags
 	follow := false
 	switch cmd {
 	case "apply", "delete":
@@ -176,7 +182,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")
 		fs.StringVar(&of.resource, "resource", "", "list: only the Operations of this resource (its name or UID)")
 		fs.IntVar(&of.limit, "limit", 20, "list: the most Operations to print, newest first")
-	case "health", "queues":
+	case "queues":
+		qf.register(fs)
+	case "health":
 	default:
 		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
 		return exitUsage
@@ -210,7 +218,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "dev":
 		err = runDev(ctx, &c, data, stdout)
 	case "queues":
-		err = runQueues(ctx, &c, pos, stdout)
+		err = runQueues(ctx, &c, pos, qf, stdout)
 	case "send":
 		err = runSend(ctx, &c, pos, delay, stdout)
 	case "tokens":

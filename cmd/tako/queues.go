@@ -25,7 +25,7 @@ type QueueInfo struct {
 // runQueues lists the space's queues with their counts and delivery
 // state, or pauses or resumes one (the ext-pause host extension,
 // spec/peers.md).
-func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) error {
+func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, stdout io.Writer) error {
 	verb := "list"
 	if len(args) > 0 {
 		verb = args[0]
@@ -132,6 +132,8 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", m.Id, m.State, m.Attempts, m.Size, body)
 		}
 		return tw.Flush()
+	case "purge", "redrive", "cancel":
+		return runQueueOp(ctx, c, cl, verb, args[1:], qf, stdout)
 	case "pause", "resume":
 		if len(args) != 2 {
 			return usageError{fmt.Errorf("queues %s QUEUE", verb)}
@@ -157,5 +159,5 @@ func runQueues(ctx context.Context, c *common, args []string, stdout io.Writer) 
 		fmt.Fprintf(stdout, "queue %s: delivery %s\n", args[1], state)
 		return nil
 	}
-	return usageError{fmt.Errorf("queues: list, stats QUEUE, peek QUEUE, pause QUEUE or resume QUEUE, not %q", verb)}
+	return usageError{fmt.Errorf("queues: list, stats QUEUE, peek QUEUE, pause QUEUE, resume QUEUE, purge QUEUE, redrive DLQ or cancel OPERATION, not %q", verb)}
 }

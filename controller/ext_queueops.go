@@ -241,10 +241,11 @@ func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Ope
 	}
 	op := c.newQueueOp(req, KindRedrive, queueOpIntent{Target: req.Target, Rate: req.Rate, AcceptedBy: c.now().UTC().UnixMilli()})
 	op.Progress = redriveProgress{total: st.Messages}.encode()
-	c.task(op.ID)
+	id := op.ID
+	c.task(id)
 	op, err = c.acceptQueueOp(ctx, op, req.Idempotency, unlock)
 	if err != nil {
-		c.queueOps.Delete(op.ID)
+		c.queueOps.Delete(id)
 	}
 	return op, false, err
 }

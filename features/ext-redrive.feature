@@ -56,6 +56,7 @@ Feature: Redrive (host extension)
     When I cancel the redrive
     Then the response status is 200
     And the redrive ends failed with "operation_cancelled" with progress total 30
+    And "q" holds as many messages tagged "m" as the redrive moved, 2 seconds later
     And "q" and "dlq" hold 30 messages tagged "m" between them, each once
     When I cancel the redrive
     Then the request is refused with 409 "operation_not_cancellable"

@@ -199,4 +199,30 @@ func registerQueueOpSteps(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^"([^"]*)" holds as many messages tagged "([^"]*)" as the redrive moved, (\d+) seconds? later$`, func(ctx context.Context, a, tag string, secs int) error {
+		w := W(ctx)
+		id, err := w.queueOp()
+		if err != nil {
+			return err
+		}
+		op, _, err := GetOperation(ctx, w.admin(), w.space, id, 0)
+		if err != nil {
+			return err
+		}
+		time.Sleep(time.Duration(secs) * time.Second)
+		all, err := w.listMessages(ctx, a, 100)
+		if err != nil {
+			return err
+		}
+		got := 0
+		for _, m := range all {
+			if strings.Contains(string(m.BodyPreview), `"tag":"`+tag) {
+				got++
+			}
+		}
+		if got != op.Progress["moved"] {
+			return fmt.Errorf("%q holds %d messages tagged %q; the redrive (%s) reports %d moved", a, got, tag, op.State, op.Progress["moved"])
+		}
+		return nil
+	})
 }

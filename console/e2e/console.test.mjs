@@ -95,7 +95,7 @@ describe("console", { skip: reason ?? false }, () => {
       await page.waitForTimeout(2200);
     }
     await until("the chart to show 30 more", async () => Number(await chart.getAttribute("data-last")) >= before + 30);
-    assert.ok(Number(await chart.getAttribute("data-points")) >= points + 3, "one sample every 2 s");
+    await until("3 more samples", async () => Number(await chart.getAttribute("data-points")) >= points + 3, 30000);
     assert.notDeepEqual(await chart.locator("canvas").screenshot(), pixels, "the plotted lines changed");
     assert.match(await chart.getAttribute("aria-label"), new RegExp("now " + (before + 30) + " messages"));
     // the rates: backlog is consumed by nobody, so messages were sent and
@@ -225,6 +225,18 @@ describe("console", { skip: reason ?? false }, () => {
     }
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: "Backlog, last hour" }).waitFor();
+    // an action's confirmation opens with Enter and closes with Escape,
+    // changing nothing; focus survives the stats refresh
+    const pause = page.getByRole("button", { name: "Pause delivery" });
+    await pause.focus();
+    await page.waitForTimeout(2500);
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Pause delivery");
+    await page.keyboard.press("Enter");
+    await page.getByRole("dialog").waitFor();
+    await page.keyboard.press("Escape");
+    await page.getByRole("dialog").waitFor({ state: "detached" });
+    const backlog = await host.byName("backlog");
+    assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${backlog.uid}/delivery`)).active, true);
     await ctx.close();
   });
 

@@ -304,6 +304,14 @@ func (c *Controller) drivePurge(ctx context.Context, op store.Operation) {
 		m, _ := putOp(done)
 		return []store.Mutation{m}
 	})
+	if errors.Is(err, abi.ErrUnknownQueue) && ctx.Err() == nil {
+		// The engine of this host does not hold the queue (another host
+		// of an active-active cluster owns it): waiting would not change
+		// that, so the Operation ends, having removed nothing.
+		c.failQueueOp(ctx, op, problem.Conflict(problem.CodeOperationInProgress,
+			"the delivery engine of this host does not hold the queue (in an active-active cluster, another host owns it); nothing was removed"))
+		return
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: resumed on the next start
@@ -313,6 +321,22 @@ func (c *Controller) drivePurge(ctx context.Context, op store.Operation) {
 		return
 	}
 	c.log.Info("queue purged", "operation", op.ID, "queue", uid, "messages", n)
+	c.finishQueueOp(op)
+}
+
+// failQueueOp records a purge that ended without an effect.
+func (c *Controller) failQueueOp(ctx context.Context, op store.Operation, fail *problem.Problem) {
+	op.State, op.Effect, op.UpdateTime = store.OpFailed, store.EffectNone, c.now().UTC()
+	op.Error, _ = json.Marshal(fail.Document(operationPath(op), ""))
+	m, err := putOp(op)
+	if err == nil {
+		err = c.st.Apply(context.WithoutCancel(ctx), m)
+	}
+	if err != nil {
+		c.log.Warn("recording a purge's failure failed; will retry", "operation", op.ID, "err", err)
+		c.scheduleRetry(op.ID)
+		return
+	}
 	c.finishQueueOp(op)
 }
 

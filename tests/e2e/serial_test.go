@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
@@ -17,8 +18,17 @@ import (
 // is delivered; the host is killed (SIGKILL) while a head is being handled,
 // and after the start the head is delivered again (attempts counted) before
 // the rest, and later sends come after everything sent before.
-func TestSerializedAcrossKill(t *testing.T) {
-	e := startEnv(t, hostOpts{})
+func TestSerializedAcrossKill(t *testing.T) { serializedAcrossKill(t, nil) }
+
+// TestSerializedAcrossKillPostgres is TestSerializedAcrossKill with the
+// host's store in PostgreSQL: the offering is a column of the queue's
+// record, and the IDs carry the order there too.
+func TestSerializedAcrossKillPostgres(t *testing.T) {
+	serializedAcrossKill(t, []string{"-store", pgtest.Database(t)})
+}
+
+func serializedAcrossKill(t *testing.T, args []string) {
+	e := startEnv(t, hostOpts{args: args})
 	ctx := ctxT(t, 180*time.Second)
 	topo := e.topology(harness.TopologyOptions{Offering: "serialized", MaxBatchSize: 1, Concurrency: 4})
 	r, err := e.admin.Do(ctx, "GET", "/v2/spaces/"+topo.Space+"/resources/"+topo.Queue, nil, nil)

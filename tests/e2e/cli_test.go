@@ -195,3 +195,78 @@ func TestCLIOnTheBinaries(t *testing.T) {
 		t.Fatalf("tokens list: %s", out)
 	}
 }
+
+// The README's walkthrough (<!-- walkthrough --> block), line by line, as
+// a user runs it: the host binary started as `make run` starts it (a data
+// directory and a listen address), each `go run ./cmd/tako …` line run as
+// the built tako binary from the repository root, its output checked
+// against the text after the line's ": ". It logs the time from the
+// host's start to the first handled message (the tail line's output).
+func TestReadmeWalkthroughOnTheBinaries(t *testing.T) {
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	i, j := strings.Index(s, "<!-- walkthrough -->"), strings.Index(s, "<!-- /walkthrough -->")
+	if i < 0 || j < i {
+		t.Fatal("README.md has no <!-- walkthrough --> block")
+	}
+	bin, err := harness.BuildHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	tako := buildTako(t, tmp)
+	data := filepath.Join(tmp, "data")
+	h, err := harness.NewHost(bin, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Kill()
+	ran := 0
+	for _, line := range strings.Split(s[i:j], "\n") {
+		cmdline, comment, _ := strings.Cut(line, "#")
+		args := strings.Fields(cmdline)
+		if len(args) < 3 || args[0] != "go" || args[1] != "run" || args[2] != "./cmd/tako" {
+			continue
+		}
+		args = args[3:]
+		want := ""
+		if _, after, ok := strings.Cut(comment, ": "); ok {
+			want = strings.TrimSpace(after)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cmd := exec.CommandContext(t.Context(), tako, args...)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "TAKO_HOST="+h.Base(), "TAKO_TOKEN_FILE="+filepath.Join(data, "admin-token"), "TAKO_TOKEN=")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("README: tako %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			if strings.Contains(string(out), want) {
+				if args[0] == "tail" {
+					t.Logf("from the host's start to the first handled message (%q in the log): %s", want, time.Since(started).Round(time.Millisecond))
+				}
+				break
+			}
+			if args[0] != "tail" || time.Now().After(deadline) {
+				t.Fatalf("README: tako %s: the output does not hold %q: %s", strings.Join(args, " "), want, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		ran++
+	}
+	if ran != 5 {
+		t.Fatalf("ran %d lines of the walkthrough, want 5", ran)
+	}
+}

@@ -56,6 +56,7 @@ torture:
 	TORTURE=1 $(GO) test -count=1 -timeout 60m -run 'Torture|Crash' ./runtime/...
 	$(GO) run ./tools/torture -kills 60
 	$(GO) run ./tools/torture -kills 30 -db-disconnects 8 -store '$(PGSERVER)'
+	$(GO) run ./tools/torture -kills 30 -db-disconnects 4 -store '$(PGSERVER)' -cluster 3 -freezes 2
 	$(GO) run ./tools/torture -hostile 60s
 
 ## fuzz: each fuzz target for a bounded time

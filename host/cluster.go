@@ -81,6 +81,10 @@ type cluster struct {
 	consumers map[string]delivery.ConsumerConfig
 	byQueue   map[string]string // queue UID -> consumer UID
 	owned     map[string]store.Lease
+	// validUntil is, by this host's monotonic clock, until when each
+	// owned lease is surely still held: the start of the call that took
+	// or renewed it, plus the ttl, minus a tenth for clock rate drift.
+	validUntil map[string]time.Time
 	members   []string
 	renewedAt time.Time
 
@@ -103,7 +107,7 @@ func newCluster(pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog
 	return &cluster{
 		pg: pg, id: id, addr: addr, ttl: ttl, log: log,
 		queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{},
-		byQueue: map[string]string{}, owned: map[string]store.Lease{},
+		byQueue: map[string]string{}, owned: map[string]store.Lease{}, validUntil: map[string]time.Time{},
 		kick: make(chan struct{}, 1), sends: map[string][]string{}, sendKick: make(chan struct{}, 1),
 		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1),
 		detachWait: map[string][]chan struct{}{},
@@ -262,6 +266,7 @@ func (c *cluster) place(ctx context.Context) {
 				if n, found := ok[l.Name]; found {
 					c.mu.Lock()
 					c.owned[uid] = n
+					c.validUntil[uid] = start.Add(c.ttl - c.ttl/10)
 					c.mu.Unlock()
 				} else {
 					c.log.Warn("cluster: lost the lease of a queue; another host delivers it now", "queue", uid, "epoch", l.Epoch)
@@ -332,6 +337,7 @@ func (c *cluster) place(ctx context.Context) {
 		c.unloadLocked(ctx, uid, true)
 	}
 	for _, uid := range want {
+		t0 := time.Now()
 		l, err := c.pg.Acquire(ctx, queueLease(uid), c.id, c.ttl)
 		if err != nil {
 			if !errors.Is(err, store.ErrLeaseHeld) && ctx.Err() == nil {
@@ -339,6 +345,9 @@ func (c *cluster) place(ctx context.Context) {
 			}
 			continue
 		}
+		c.mu.Lock()
+		c.validUntil[uid] = t0.Add(c.ttl - c.ttl/10)
+		c.mu.Unlock()
 		c.loadLocked(ctx, uid, l)
 	}
 }
@@ -410,6 +419,14 @@ func (c *cluster) leaseOf(uid string) (store.Lease, bool) {
 	defer c.mu.Unlock()
 	l, ok := c.owned[uid]
 	return l, ok
+}
+
+// Current: delivery.Remote.
+func (c *cluster) Current(uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.owned[uid]
+	return ok && time.Now().Before(c.validUntil[uid])
 }
 
 func (c *cluster) isOwned(uid string) bool {

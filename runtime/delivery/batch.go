@@ -157,6 +157,12 @@ func (e *Engine) dispatchBatch(b *batch) {
 	}
 	b.c.failures, b.c.backoffUntil = 0, 0
 	b.state = bRunning
+	if !b.abort && e.remote != nil && !e.remote.Current(q.uid) {
+		// The queue's lease may have moved on while this host was
+		// stalled (its delivery write was fenced in time, but the
+		// handler must not run late either): as if closed.
+		b.abort = true
+	}
 	if b.abort {
 		// Closed while the delivery was being recorded: the attempt
 		// counts, the handler does not run, the messages go back.

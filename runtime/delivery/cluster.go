@@ -24,6 +24,11 @@ type Remote interface {
 	// a queue held elsewhere, so that its owner can adopt them. It must
 	// not block.
 	Accepted(queueUID string, ids []string)
+	// Current reports whether this engine's host still holds the lease of
+	// a queue it delivers, by its own clock: checked right before a
+	// handler is invoked, so that a host that was stalled past its lease
+	// does not run a batch its successor may be delivering again.
+	Current(queueUID string) bool
 }
 
 func (e *Engine) remoteQueue(uid string) (int, bool) {

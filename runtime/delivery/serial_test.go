@@ -481,6 +481,9 @@ func (r *remoteStub) Queue(uid string) (int, bool) {
 	return d, ok
 }
 
+// Current: the stub's engine always holds its queues' leases.
+func (r *remoteStub) Current(string) bool { return true }
+
 func (r *remoteStub) Accepted(q string, ids []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,7 +7,7 @@
 // and at the end checks that nothing was lost, nothing acknowledged came
 // back, every Operation ended and no name is held twice.
 //
-//	go run ./tools/torture -kills 60 [-duration 3m] [-seed 1] [-bin bin/takohost] [-store postgres://...]
+//	go run ./tools/torture -kills 60 [-duration 3m] [-seed 1] [-bin bin/takohost] [-store postgres://... [-db-disconnects N] [-cluster 3 [-freezes 1]]]
 //
 // It prints its figures and exits 1 on any violation, 2 on a setup error.
 package main
@@ -38,6 +38,8 @@ func main() {
 	flag.StringVar(&cfg.StoreServer, "store", "", "run the host on a fresh database of this PostgreSQL server (postgres://...) instead of its journal")
 	flag.DurationVar(&cfg.StoreTTL, "cluster-ttl", 0, "with -store: the host's active lease (default 2s)")
 	flag.IntVar(&cfg.StoreDisconnects, "db-disconnects", 0, "with -store: terminate every connection to the database this many times during the load (what a PostgreSQL restart does)")
+	flag.IntVar(&cfg.Cluster, "cluster", 0, "with -store: run this many ACTIVE hosts on the database (-cluster-active); the load goes round-robin and every kill SIGKILLs one of them at random")
+	flag.IntVar(&cfg.Freezes, "freezes", 1, "with -cluster: freeze the work queue's owner (SIGSTOP) past its lease this many times, then resume it (its late writes must be fenced)")
 	hostile := flag.Duration("hostile", 0, "instead of the kill torture: the hostile-worker soak for this long (hostile workers beside a bystander; reports host RSS, CPU and the bystander's p99)")
 	flag.Parse()
 	if cfg.Seed == 0 {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,13 @@ type Config struct {
 	// to the database is terminated (what a restart of PostgreSQL does to
 	// its clients), at seeded random moments.
 	StoreDisconnects int
+	// Cluster, with StoreServer, runs that many ACTIVE hosts on the one
+	// database (-cluster-active); the load goes round-robin across them,
+	// every kill SIGKILLs one of them at random, and Freezes times the
+	// owner of the work queue is frozen (SIGSTOP) past its lease and
+	// resumed (cluster.go).
+	Cluster int
+	Freezes int
 }
 
 // Result holds the run's figures; Violations is empty on success.
@@ -73,6 +81,10 @@ type Result struct {
 	// DBDisconnects counts the rounds that terminated the database's
 	// connections, DBConnsKilled the connections they terminated.
 	DBDisconnects, DBConnsKilled int
+	// Hosts is the number of active hosts (Config.Cluster); Freezes the
+	// owners frozen past their lease, Fenced those that, resumed, logged
+	// a delivery write refused by the fence.
+	Hosts, Freezes, Fenced int
 }
 
 type driver struct {
@@ -80,9 +92,16 @@ type driver struct {
 	db   string // the host's database, with Config.StoreServer
 	out  io.Writer
 	host *harness.Host
-	rec  *harness.Recorder
-	c    *harness.Client
-	topo *harness.Topology
+	// hosts are every active host with Config.Cluster (host is the
+	// first), clients their API clients, next the round-robin position;
+	// hostMu keeps the killer and the freezer off one host at once.
+	hosts   []*harness.Host
+	clients []*harness.Client
+	next    atomic.Uint64
+	hostMu  sync.Mutex
+	rec     *harness.Recorder
+	c       *harness.Client
+	topo    *harness.Topology
 
 	mu       sync.Mutex
 	res      Result
@@ -182,6 +201,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.StoreServer != "" {
 		if cfg.StoreTTL == 0 {
 			cfg.StoreTTL = 2 * time.Second
+			d.cfg.StoreTTL = cfg.StoreTTL
 		}
 		db, drop, err := pgtest.Create(ctx, cfg.StoreServer, "takotorture_")
 		if err != nil {
@@ -189,6 +209,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		defer drop()
 		args = append(args, "-store", db, "-cluster-ttl", cfg.StoreTTL.String())
+		if cfg.Cluster > 1 {
+			args = append(args, "-cluster-active")
+		}
 		d.db = db
 		d.logf("torture: store on PostgreSQL (fresh database, active lease %s)", cfg.StoreTTL)
 	}
@@ -215,6 +238,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	d.c = &harness.Client{Base: h.Base(), Token: tok, Timeout: 20 * time.Second}
+	d.hosts, d.clients = []*harness.Host{h}, []*harness.Client{d.c}
+	if cfg.Cluster > 1 && d.db != "" {
+		if err := d.startCluster(ctx, bin, filepath.Join(tmp, "data"), args, tok); err != nil {
+			return nil, err
+		}
+		defer func() {
+			for _, o := range d.hosts[1:] {
+				if o.Running() {
+					o.Term(10 * time.Second)
+				}
+			}
+		}()
+	}
 	d.topo, err = harness.CreateTopology(ctx, d.c, harness.TopologyOptions{
 		Space: "torture", RecorderURL: rec.URL(), Scope: "torture", MaxRetries: 2, MaxBatchSize: 5, Concurrency: 2,
 	})
@@ -237,6 +273,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer wg.Done()
 		d.churn(loadCtx, rand.New(rand.NewSource(cfg.Seed*31+1000)))
 	}()
+	if len(d.hosts) > 1 && cfg.Freezes > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.freezer(loadCtx, rand.New(rand.NewSource(cfg.Seed*31+3000)))
+		}()
+	}
 	if d.db != "" && cfg.StoreDisconnects > 0 {
 		wg.Add(1)
 		go func() {
@@ -257,10 +300,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if !h.Running() {
-		if err := h.Start(ctx); err != nil {
-			d.violate("restart after the load failed: %v", err)
-			return d.finish(start), nil
+	for _, h := range d.hosts {
+		if !h.Running() {
+			if err := h.Start(ctx); err != nil {
+				d.violate("restart after the load failed: %v", err)
+				return d.finish(start), nil
+			}
 		}
 	}
 
@@ -272,7 +317,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 func (d *driver) finish(start time.Time) *Result {
 	d.res.Elapsed = time.Since(start)
-	d.res.Starts = d.host.Starts
+	d.res.Starts = 0
+	for _, h := range d.hosts {
+		d.res.Starts += h.Starts
+	}
 	d.print()
 	r := d.res
 	return &r
@@ -325,7 +373,7 @@ func (d *driver) sender(ctx context.Context, rng *rand.Rand) {
 			b, _ := json.Marshal(map[string]any{"k": keys[i], "do": do})
 			bodies[i], steps[i] = string(b), name
 		}
-		sr, r, err := harness.Send(context.Background(), d.c, d.topo.Space, d.topo.Worker, "WORK", bodies)
+		sr, r, err := harness.Send(context.Background(), d.api(), d.topo.Space, d.topo.Worker, "WORK", bodies)
 		d.mu.Lock()
 		switch {
 		case err != nil && r == nil && isRefused(err):
@@ -379,7 +427,7 @@ func (d *driver) mutate(ctx context.Context, what, method, path string, body any
 	deadline := time.Now().Add(budget)
 	hdr := map[string][]string{"Idempotency-Key": {key}}
 	for {
-		r, err := d.c.Do(context.Background(), method, path, body, hdr)
+		r, err := d.api().Do(context.Background(), method, path, body, hdr)
 		if err == nil {
 			d.count(what, r)
 			if r.Status >= 500 && r.Status != 503 {
@@ -424,7 +472,7 @@ func (d *driver) count(what string, r *harness.Response) {
 func (d *driver) waitOp(ctx context.Context, op *harness.Operation, timeout time.Duration) *harness.Operation {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		fin, err := d.c.WaitOp(context.Background(), d.topo.Space, op.ID, 5*time.Second)
+		fin, err := d.api().WaitOp(context.Background(), d.topo.Space, op.ID, 5*time.Second)
 		if err == nil && fin != nil {
 			if !fin.PairOK() {
 				d.violate("operation %s reads %s/%s (pairing not allowed)", fin.ID, fin.State, fin.Effect)
@@ -458,7 +506,7 @@ func (d *driver) churn(ctx context.Context, rng *rand.Rand) {
 		case r != nil && r.Code() == "name_conflict":
 			// An earlier iteration's delete never got an answer: find the
 			// holder and delete it.
-			list, err := d.c.List(context.Background(), sp)
+			list, err := d.api().List(context.Background(), sp)
 			if err == nil {
 				for _, res := range list {
 					if res.Name == name {
@@ -543,7 +591,9 @@ func (d *driver) killer(ctx context.Context, rng *rand.Rand) {
 			case <-ctx.Done():
 			}
 		}
-		if err := d.host.Kill(); err != nil {
+		d.hostMu.Lock()
+		victim := d.hosts[rng.Intn(len(d.hosts))]
+		if err := victim.Kill(); err != nil {
 			d.violate("kill %d: %v", i+1, err)
 		}
 		d.mu.Lock()
@@ -553,14 +603,16 @@ func (d *driver) killer(ctx context.Context, rng *rand.Rand) {
 		// Let clients see the host down for a moment.
 		sleepCtx(ctx, time.Duration(rng.Intn(300))*time.Millisecond)
 		t0 := time.Now()
-		if err := d.host.Start(ctx); err != nil {
+		if err := victim.Start(ctx); err != nil {
 			d.violate("restart after kill %d failed (no manual repair allowed): %v", i+1, harness.Tail(err.Error(), 2000))
 			// Try once more so that the run can report the rest.
-			if err := d.host.Start(ctx); err != nil {
+			if err := victim.Start(ctx); err != nil {
+				d.hostMu.Unlock()
 				d.violate("second restart attempt after kill %d failed: %v", i+1, harness.Tail(err.Error(), 500))
 				return
 			}
 		}
+		d.hostMu.Unlock()
 		if d.cfg.Verbose {
 			d.logf("torture: kill %d (%s), restarted in %s", i+1, mode, time.Since(t0).Round(time.Millisecond))
 		}
@@ -898,6 +950,9 @@ func (d *driver) print() {
 	w := d.out
 	fmt.Fprintf(w, "torture: seed %d, %s\n", r.Seed, r.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "  kills                %d (%s), host starts %d\n", r.Kills, fmtMap(r.KillModes), r.Starts)
+	if r.Hosts > 1 {
+		fmt.Fprintf(w, "  cluster              %d active hosts on one database, load round-robin; %d owners frozen past their lease, %d of them fenced on resuming\n", r.Hosts, r.Freezes, r.Fenced)
+	}
 	if r.DBDisconnects > 0 {
 		fmt.Fprintf(w, "  database disconnects %d rounds, %d connections terminated\n", r.DBDisconnects, r.DBConnsKilled)
 	}

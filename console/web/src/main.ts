@@ -458,6 +458,7 @@ function confirmThen(question: string, run: () => void) {
     h("div", { class: "actions" },
       h("button", { type: "button", class: "secondary", onclick: () => { d.close(); d.remove(); } }, "Cancel"),
       h("button", { type: "button", id: "confirm-ok", onclick: () => { d.close(); d.remove(); run(); } }, "Confirm")));
+  d.addEventListener("close", () => d.remove()); // Escape closes it too
   document.body.append(d);
   d.showModal();
 }

@@ -305,6 +305,9 @@ describe("console", { skip: reason ?? false }, () => {
     const page = await signIn(browser, host, host.adminToken);
     await queuePage(page, "backlog");
     await until("5 messages", async () => Number(await stat(page, "Messages")) >= 5);
+    await page.getByRole("button", { name: "Refresh messages" }).click();
+    await page.locator("tr[data-message-id]").first().getByRole("button").click();
+    await page.locator("#message-title").waitFor();
     await page.getByRole("button", { name: "Purge" }).click();
     assert.match(await page.getByRole("dialog").textContent(), /cannot be undone/);
     await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
@@ -313,6 +316,7 @@ describe("console", { skip: reason ?? false }, () => {
     assert.match(await done.textContent(), /Purge: Operation op-\S+ succeeded effect applied · \d+ removed/);
     await until("an empty queue", async () => (await stat(page, "Messages")) === "0");
     await page.getByText("The queue holds no message.").waitFor();
+    assert.equal(await page.locator("#message-title").count(), 0, "no purged message stays open");
 
     if (!doc.paths[base + "/redrive"]) { t.skip("this host's API has no redrive route"); return; }
     const tasks = await host.byName("tasks");

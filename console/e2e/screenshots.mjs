@@ -35,6 +35,13 @@ try {
   await page.getByRole("button", { name: /^Open message/ }).first().click();
   await page.locator("#message-detail").scrollIntoViewIfNeeded();
   await shot(page, "dead-letter");
+  await page.getByRole("button", { name: "Redrive" }).click();
+  await page.getByRole("dialog").waitFor();
+  await shot(page, "redrive-confirm");
+  await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
+  await page.locator('[data-operation][data-state="succeeded"]').waitFor({ timeout: 30000 });
+  await page.getByRole("heading", { name: "Delivery" }).scrollIntoViewIfNeeded();
+  await shot(page, "redrive-done");
   await page.goto(host.base + "/console/#/s/demo/r/" + (await host.byName("hello")).uid);
   await page.locator("#log div").first().waitFor();
   await page.getByRole("heading", { name: "Live log" }).scrollIntoViewIfNeeded();

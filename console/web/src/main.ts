@@ -418,6 +418,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const table = h("div");
   const detail = h("div", { id: "message-detail" });
   append(msgs, [table, detail]);
+  let openId: string | null = null;
   const loadPage = async () => {
     const qs = new URLSearchParams({ limit: "20" });
     if (tokens[pageNo]) qs.set("pageToken", tokens[pageNo]!);
@@ -425,14 +426,18 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
       const page = await call<Page<any>>("GET", spacePath(space, "/resources/" + enc(q.uid) + "/messages?" + qs));
       if (gen !== generation) return;
       tokens[pageNo + 1] = page.nextPageToken;
+      // An open message no longer on the page (acknowledged, purged,
+      // redriven, or another page) is closed.
+      if (openId !== null && !page.items.some((m) => m.id === openId)) { openId = null; replace(detail); }
       const rows = page.items.map((m) => {
         const open = h("button", { type: "button", class: "secondary", "aria-label": "Open message " + m.id, onclick: () => {
           table.querySelectorAll("tr.selected").forEach((x) => x.classList.remove("selected"));
           tr.classList.add("selected");
+          openId = m.id;
           replace(detail, messageDetail(m, (uid) => resHref(space, uid)));
           (detail.querySelector("h3") as HTMLElement | null)?.focus();
         } }, "Open");
-        const tr = h("tr", { "data-message-id": m.id },
+        const tr = h("tr", { "data-message-id": m.id, class: m.id === openId ? "selected" : null },
           h("td", null, open),
           h("td", null, h("code", null, m.id)),
           h("td", null, m.state), h("td", { class: "num" }, m.attempts),

@@ -32,6 +32,7 @@ const (
 	DefaultMemoryLimit       = 512 << 20
 	DefaultAddressSpace      = 4 << 30
 	DefaultMaxStack          = 64 << 20
+	DefaultGCPercent         = 400
 	DefaultIdleTimeout       = 30 * time.Second
 	DefaultMaxSandboxes      = 256
 	DefaultLogRate           = 200 // lines per second per worker, burst ten times that
@@ -85,6 +86,14 @@ type Options struct {
 	// frame (four frames per fetch that sends), and its idle processors
 	// do not spin against the host's.
 	Procs int
+	// GCPercent is each sandbox's GOGC (default 400). A sandbox's live
+	// heap is small (its runtimes and the invocations in flight) and
+	// every invocation allocates, so at the Go default it collects every
+	// few hundred invocations, each time on the processor its
+	// invocations need; its memory stays bounded by the soft limit
+	// (three quarters of MemoryLimit), which makes it collect earlier,
+	// and by the host's kill at MemoryLimit.
+	GCPercent int
 	// LogEntries is the size of each worker's log ring; LogRate the lines
 	// per second a worker may log (burst ten times that), beyond which
 	// lines are dropped and counted.
@@ -127,6 +136,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.GCPercent <= 0 {
+		o.GCPercent = DefaultGCPercent
 	}
 	if o.Procs <= 0 {
 		o.Procs = max(1, runtime.GOMAXPROCS(0)/2)
@@ -498,7 +510,7 @@ func (p *Pool) start(key string) (*proc, error) {
 	}
 	cmd := exec.Command(p.exe)
 	cmd.Dir = "/"
-	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none", "GOMAXPROCS="+strconv.Itoa(p.opts.Procs))
+	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none", "GOMAXPROCS="+strconv.Itoa(p.opts.Procs), "GOGC="+strconv.Itoa(p.opts.GCPercent))
 	cmd.ExtraFiles = []*os.File{childEnd}
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr

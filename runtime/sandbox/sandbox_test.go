@@ -391,12 +391,14 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestSandboxProcs: a sandbox runs with the processors Options.Procs gives
-// it, whatever the host's environment says.
+// TestSandboxProcs: a sandbox runs with the processors and the GC target
+// Options.Procs and GCPercent give it, whatever the host's environment
+// says.
 func TestSandboxProcs(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "7")
+	t.Setenv("GOGC", "50")
 	for _, procs := range []int{1, 3} {
-		p := newPool(t, Options{Procs: procs})
+		p := newPool(t, Options{Procs: procs, GCPercent: 100 * procs})
 		v := worker(fmt.Sprint("procs", procs), `export default { fetch() { return new Response("ok"); } };`)
 		if _, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
 			t.Fatal(err)
@@ -413,11 +415,11 @@ func TestSandboxProcs(t *testing.T) {
 		}
 		var got []string
 		for _, kv := range strings.Split(string(env), "\x00") {
-			if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			if strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "GOGC=") {
 				got = append(got, kv)
 			}
 		}
-		if want := fmt.Sprintf("GOMAXPROCS=%d", procs); len(got) != 1 || got[0] != want {
+		if want := fmt.Sprintf("GOMAXPROCS=%d GOGC=%d", procs, 100*procs); strings.Join(got, " ") != want {
 			t.Fatalf("the sandbox's environment has %v, want only %s", got, want)
 		}
 	}

@@ -85,6 +85,9 @@ func TestAuthorisationMatrix(t *testing.T) {
 	std := func(viewer, editor, narrow, coder int) map[string]int {
 		return map[string]int{"none": 401, "bad": 401, "other": 404, "admin": 0, "viewer": viewer, "editor": editor, "narrow": narrow, "coder": coder}
 	}
+	adminOnly := func(ok int) map[string]int {
+		return map[string]int{"none": 401, "bad": 401, "other": 403, "admin": ok, "viewer": 403, "editor": 403, "narrow": 403, "coder": 403}
+	}
 	fixed := func(p string, b any) func(string) (string, any) {
 		return func(string) (string, any) { return p, b }
 	}
@@ -108,6 +111,15 @@ func TestAuthorisationMatrix(t *testing.T) {
 		{"redrive-queue", "POST", fixed(sp+"/resources/"+topo.Queue+"/redrive", map[string]any{}), std(403, 202, 202, 403)},
 		{"delete-worker", "DELETE", func(who string) (string, any) { return sp + "/resources/" + delTargets[who], nil }, std(403, 202, 403, 202)},
 		{"get-operation", "GET", fixed(sp+"/operations/"+op.ID, nil), std(200, 200, 403, 200)},
+		// The Operation list leaves out what a caller may not read (a
+		// narrow principal sees its Forms' Operations only).
+		{"list-operations", "GET", fixed(sp+"/operations", nil), std(200, 200, 200, 200)},
+		// Principals: only an administrator (editor on "*", no Form list).
+		{"list-principals", "GET", fixed("/v2/principals", nil), adminOnly(200)},
+		{"create-principal", "POST", func(who string) (string, any) {
+			return "/v2/principals", map[string]any{"name": "mx-p-" + who, "grants": []any{map[string]any{"space": spaceA, "role": "viewer"}}}
+		}, adminOnly(201)},
+		{"revoke-principal", "DELETE", func(who string) (string, any) { return "/v2/principals/mx-r-" + who, nil }, adminOnly(200)},
 		{"logs", "GET", fixed(sp+"/resources/"+topo.Worker+"/logs", nil), std(200, 200, 403, 200)},
 		{"fetch", "POST", fixed(sp+"/resources/"+topo.Worker+"/fetch/hello", "{}"), std(403, 200, 403, 200)},
 		{"fetch-root", "GET", fixed(sp+"/resources/"+topo.Worker+"/fetch", nil), std(403, 200, 403, 200)},
@@ -136,6 +148,10 @@ func TestAuthorisationMatrix(t *testing.T) {
 	}
 	callers := []string{"none", "bad", "viewer", "editor", "narrow", "coder", "other", "admin"}
 	for _, who := range callers {
+		// A principal per caller for revoke-principal to try.
+		if r, err := c.Do(ctx, "POST", "/v2/principals", map[string]any{"name": "mx-r-" + who, "grants": []any{map[string]any{"space": spaceA, "role": "viewer"}}}, nil); err != nil || r.Status != 201 {
+			t.Fatalf("create principal mx-r-%s: %v %s", who, err, r)
+		}
 		if freeQ[who], err = c.Create(ctx, spaceA, "mx-fq-"+who, harness.FormQueue, harness.QueueSpec(0), nil); err != nil {
 			t.Fatal(err)
 		}

@@ -145,6 +145,7 @@ var (
 	journalLive    = prometheus.NewDesc("takohost_journal_live_bytes", "Estimated bytes of journal records still needed.", nil, nil)
 	journalSegs    = prometheus.NewDesc("takohost_journal_segments", "Journal segment files.", nil, nil)
 	sandboxesLive  = prometheus.NewDesc("takohost_sandboxes", "Live worker sandbox processes.", nil, nil)
+	logWriteErrors = prometheus.NewDesc("takohost_worker_log_write_errors_total", "Worker log lines a log file could not take (kept in memory only; see the host's data directory).", nil, nil)
 	sandboxKills   = prometheus.NewDesc("takohost_sandbox_kills_total", "Sandboxes that ended other than by going idle, by reason: memory (over its limit), time (an invocation past its deadline), init, crash (exited on its own), shutdown.", []string{"reason"}, nil)
 )
 
@@ -156,7 +157,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, q := range queueDescs {
 		ch <- q.d
 	}
-	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive, sandboxKills} {
+	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive, sandboxKills, logWriteErrors} {
 		ch <- d
 	}
 }
@@ -184,6 +185,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(journalBytes, prometheus.GaugeValue, float64(st.Bytes))
 		ch <- prometheus.MustNewConstMetric(journalLive, prometheus.GaugeValue, float64(st.LiveBytes))
 		ch <- prometheus.MustNewConstMetric(journalSegs, prometheus.GaugeValue, float64(st.Segments))
+	}
+	if h.logs != nil {
+		ch <- prometheus.MustNewConstMetric(logWriteErrors, prometheus.CounterValue, float64(h.logs.WriteErrors()))
 	}
 	if sb, ok := h.rt.(sandboxRuntime); ok {
 		ch <- prometheus.MustNewConstMetric(sandboxesLive, prometheus.GaugeValue, float64(sb.Pool.Stats()))

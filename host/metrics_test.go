@@ -169,6 +169,9 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	if metricValue(text, "takohost_sandboxes") < 1 {
 		t.Error("no live sandbox counted")
 	}
+	if got := metricValue(text, "takohost_worker_log_write_errors_total"); got != 0 {
+		t.Errorf("worker log write errors %v, want 0", got)
+	}
 	for reason, want := range map[string]float64{"time": 1, "memory": 0, "crash": 0, "init": 0, "shutdown": 0} {
 		if got := metricValue(text, "takohost_sandbox_kills_total", `reason="`+reason+`"`); got != want {
 			t.Errorf("sandbox kills for %s = %v, want %v", reason, got, want)

@@ -170,8 +170,9 @@ func TestTailFollowsAcrossARestart(t *testing.T) {
 	}
 }
 
-// tokens create adds a principal to host.json whose token works, with its
-// grant only, from the host's next start; revoke removes it again.
+// tokens -data, with the host stopped, adds a principal to host.json whose
+// token works, with its grant only, from the host's next start; revoke
+// removes it again.
 func TestTokensCreateAndRevoke(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	start := func() *host.Host {
@@ -310,5 +311,38 @@ func TestTokensThroughTheHost(t *testing.T) {
 	defer h.Shutdown(context.Background())
 	if code, _, errs := as(tok, "queues", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "unauthenticated") {
 		t.Fatalf("a revoked token works after a restart: %d %s", code, errs)
+	}
+
+	// tokens -data while the host runs: the host reloads host.json.
+	var o, e bytes.Buffer
+	if code := run(t.Context(), []string{"tokens", "create", "offline", "-data", data, "-grant", "demo:viewer"}, &o, &e); code != 0 {
+		t.Fatalf("tokens create -data: %d %s", code, e.String())
+	}
+	offline := strings.TrimSpace(o.String())
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	eventually("the running host takes a principal added to host.json", func() bool {
+		code, _, _ := as(offline, "queues", "-space", "demo")
+		return code == 0
+	})
+	if code := run(t.Context(), []string{"tokens", "revoke", "offline", "-data", data}, &o, &e); code != 0 {
+		t.Fatalf("tokens revoke -data: %d %s", code, e.String())
+	}
+	eventually("the running host drops a principal revoked in host.json", func() bool {
+		code, _, errs := as(offline, "queues", "-space", "demo")
+		return code == exitFailed && strings.Contains(errs, "unauthenticated")
+	})
+	// The API's principals and the file's are one set: reader is gone,
+	// offline too, the admin stays.
+	if code, out, _ := as(h.AdminToken(), "tokens", "list"); code != 0 || strings.Contains(out, "reader") || strings.Contains(out, "offline") || !strings.Contains(out, "admin") {
+		t.Fatalf("tokens list: %d %s", code, out)
 	}
 }

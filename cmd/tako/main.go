@@ -86,7 +86,8 @@ commands:
   send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
   tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME|ID]
                                  principals, through the host (admin token; effective at once);
-                                 with -data DIR, edits DIR/host.json of a stopped host instead
+                                 with -data DIR, changes DIR/host.json itself (a host down, or one
+                                 running on DIR, which reloads it within a second)
   ops    list [-state S] [-resource NAME] [-limit N]
                                  the space's recent Operations, newest first
   ops    wait|get ID             an Operation (wait: until it finishes)
@@ -176,7 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "send":
 		fs.IntVar(&delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
 	case "tokens":
-		fs.StringVar(&data, "data", "", "edit DIR/host.json directly, for a host that is not running (default: through the running host, effective at once)")
+		fs.StringVar(&data, "data", "", "change DIR/host.json itself, for a host that is down (one running on DIR reloads it within a second); default: through the running host, effective at once")
 		fs.Var(&grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
 	case "ops":
 		fs.StringVar(&of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")

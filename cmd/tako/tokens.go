@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -47,9 +46,11 @@ func (g *grantFlags) Set(s string) error {
 // runTokens manages principals. By default it goes through the host's
 // principal routes (/v2/principals, admin only): a change takes effect at
 // once and the host writes it to its host.json, so it lasts. With -data DIR
-// it edits DIR/host.json directly instead, for a host that is not running
-// (the host reads the file at start and rewrites it on its next change).
-// create prints the new token once; only its SHA-256 is stored.
+// it changes DIR/host.json itself, as the host does (auth.Registry: under
+// the file's lock, starting from the file as it is), for a host that is
+// not running or cannot be reached; a host running on that directory
+// reloads the file within a second. create prints the new token once;
+// only its SHA-256 is stored.
 func runTokens(ctx context.Context, c *common, dataDir string, grants grantFlags, args []string, stdout, stderr io.Writer) error {
 	if dataDir == "" {
 		return runTokensAPI(ctx, c, grants, args, stdout, stderr)
@@ -59,6 +60,7 @@ func runTokens(ctx context.Context, c *common, dataDir string, grants grantFlags
 	if err != nil {
 		return usageError{fmt.Errorf("tokens: %w", err)}
 	}
+	reg := auth.NewRegistry(cfg, path)
 	verb := "list"
 	if len(args) > 0 {
 		verb = args[0]
@@ -73,85 +75,30 @@ func runTokens(ctx context.Context, c *common, dataDir string, grants grantFlags
 		if len(grants) == 0 {
 			return usageError{errors.New("tokens create: at least one -grant SPACE:ROLE (viewer or editor)")}
 		}
-		if _, ok := cfg.Principal(args[1]); ok {
-			return usageError{fmt.Errorf("tokens create: principal %q already exists in %s (revoke it first)", args[1], path)}
-		}
-		tok, err := auth.NewToken()
-		if err != nil {
-			return err
-		}
 		// A new ID, never the one of an earlier principal of this name:
 		// what that one created does not become this one's.
-		id, err := auth.NewPrincipalID()
+		p, tok, err := reg.Create(args[1], grants)
 		if err != nil {
-			return err
-		}
-		cfg.Principals = append(cfg.Principals, auth.Principal{ID: id, Name: args[1], TokenSHA256: auth.HashToken(tok), Grants: grants})
-		if err := cfg.Validate(); err != nil {
-			return usageError{fmt.Errorf("tokens create: %w", err)}
-		}
-		if err := saveConfig(path, cfg); err != nil {
-			return err
+			return usageError{fmt.Errorf("tokens create %s in %s: %w", args[1], path, err)}
 		}
 		if c.output == "json" {
-			return json.NewEncoder(stdout).Encode(map[string]any{"name": args[1], "id": id, "token": tok, "grants": []auth.Grant(grants)})
+			return json.NewEncoder(stdout).Encode(map[string]any{"name": p.Name, "id": p.ID, "token": tok, "grants": p.Grants})
 		}
 		fmt.Fprintf(stdout, "%s\n", tok)
-		fmt.Fprintf(stderr, "tako: principal %s added to %s; the token above is shown only now; it works from the host's next start (without -data, tokens create goes through the running host and works at once)\n", args[1], path)
+		fmt.Fprintf(stderr, "tako: principal %s (%s) added to %s; the token above is shown only now; a host on this data directory takes it within a second, or at its start\n", p.Name, p.ID, path)
 		return nil
 	case "revoke":
 		if len(args) != 2 {
-			return usageError{errors.New("tokens revoke NAME")}
+			return usageError{errors.New("tokens revoke NAME|ID")}
 		}
-		if args[1] == auth.AdminName {
-			return usageError{errors.New("tokens revoke: the admin principal stays (delete admin-token to stop keeping its token on disk)")}
+		p, err := reg.Revoke(args[1])
+		if err != nil {
+			return usageError{fmt.Errorf("tokens revoke %s in %s: %w", args[1], path, err)}
 		}
-		kept := cfg.Principals[:0]
-		found := false
-		for _, p := range cfg.Principals {
-			if p.Name == args[1] {
-				found = true
-				continue
-			}
-			kept = append(kept, p)
-		}
-		if !found {
-			return usageError{fmt.Errorf("tokens revoke: %s has no principal %q", path, args[1])}
-		}
-		cfg.Principals = kept
-		if err := saveConfig(path, cfg); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "revoked %s; the host refuses its token from its next start\n", args[1])
+		fmt.Fprintf(stdout, "revoked %s (%s); a host on this data directory refuses its token within a second, or from its start\n", p.Name, p.ID)
 		return nil
 	}
 	return usageError{fmt.Errorf("tokens: list, create NAME -grant ..., or revoke NAME, not %q", verb)}
-}
-
-// saveConfig replaces host.json atomically (a temporary file renamed over
-// it), keeping its 0600 mode.
-func saveConfig(path string, cfg *auth.Config) error {
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".host.json.tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
-		if _, err = tmp.Write(append(b, '\n')); err == nil {
-			err = tmp.Sync()
-		}
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // printPrincipals prints principals as NAME ID GRANTS lines, or JSON.

@@ -26,6 +26,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("pg") {
 		b.withLimits("pgstore", func() { b.pgLayer(ctx); b.e2ePgLayer(ctx); b.failoverLayer(ctx) })
 	}
+	if run("cluster") {
+		b.withLimits("cluster", func() { b.clusterLayer(ctx) })
+	}
 	if run("engine") {
 		b.withLimits("Engine.Send", func() { b.engineSendLayer(ctx) })
 		b.withLimits("end-to-end", func() { b.e2eLayer(ctx, []handlerKind{goKind, jsKind}) })

@@ -242,8 +242,8 @@ func (b *bench) clusterLayer(ctx context.Context) {
 			"Throughput: 16 producers call the hosts' producer path (what a worker's binding calls) round-robin over hosts and queues, batches of 100 messages of 100 bytes, for %s after a 1 s warm-up; "+
 			"messages handled per second (each batch acknowledged by its handler's return, durably). Latency: then single sends at about 100/s, round-robin, from send to the handler, "+
 			"split by whether the sending host owns the queue (same host) or not (across hosts: the send is committed, NOTIFYed, and adopted by the owner). "+
-			"Handover: the owner of one queue shuts down (releasing its leases) while a message is sent to that queue through another host every 20 ms; the time from the shutdown's start until the "+
-			"first of those messages is handled on the new owner. After a SIGKILL the handover waits for the lease to expire instead (at most the ttl plus a placement tick: "+
+			"Handover: the owner of one queue shuts down (releasing its leases) while messages go to that queue through another host; the time from the shutdown's start (its own "+
+			"time included) until the first message sent after the shutdown returned is handled on the new owner. After a SIGKILL the handover waits for the lease to expire instead (at most the ttl plus a placement tick: "+
 			"2.15 s with ttl 2 s in TestPostgresClusterActive). All hosts share the machine's cores with the database.", clusterQueues, b.pointDur),
 		"hosts", "messages handled/s", "p50 same host", "p99 same host", "p50 across hosts", "p99 across hosts", "handover after a clean shutdown")
 	var base float64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -243,5 +244,59 @@ func TestMoveNextFailedWriteKeepsTheMessage(t *testing.T) {
 	}
 	if h.count("q") != 1 || h.count("dlq") != 0 {
 		t.Fatalf("after the move q holds %d, dlq %d", h.count("q"), h.count("dlq"))
+	}
+}
+
+// Messages redriven into a serialized queue take their places in its
+// accept order when they move, before and after a restart.
+func TestMoveNextIntoASerializedQueueKeepsAcceptOrder(t *testing.T) {
+	h := newHarness(t)
+	h.addSerial("s", 0, 3600)
+	h.addQueue("d", 0, 3600)
+	h.start()
+	h.send("s", "s00")
+	h.send("d", nums("d", 5)...)
+	req := MoveRequest{From: "d", AcceptedBy: h.e.nowMs(), Target: func(*store.DeadLetter) string { return "s" }}
+	for {
+		res, err := h.e.MoveNext(h.ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome == MoveDone {
+			break
+		}
+		req.After = res.Next
+	}
+	h.send("s", "s99")
+	want := []string{"s00", "d00", "d01", "d02", "d03", "d04", "s99"}
+	check := func(when string) {
+		t.Helper()
+		page, _, _, err := h.e.MessagePage(h.ctx, "s", Cursor{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range page {
+			b, _ := store.Body(h.ctx, h.st, "s", m.ID)
+			got = append(got, string(b))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the serialized queue lists %v, want %v", when, got, want)
+		}
+	}
+	check("after the moves")
+	stop, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.e.Stop(stop)
+	h.e = h.newEngine()
+	h.addSerial("s", 0, 3600)
+	h.addQueue("d", 0, 3600)
+	h.start()
+	check("after a restart")
+	r := newRecorder(nil)
+	h.attach(consumerCfg("c", "s", "w", func(c *ConsumerConfig) { c.MaxBatchSize = 10 }), r)
+	h.advance(0)
+	if b := r.next(t); !reflect.DeepEqual(bodies(b), want) {
+		t.Fatalf("delivered %v, want %v", bodies(b), want)
 	}
 }

@@ -28,16 +28,27 @@ type deliveryEvents struct {
 	ch   chan hostEvent
 	stop chan struct{}
 	done chan struct{}
+	// workers caches each consumer's worker; the loop alone uses it.
+	workers map[string]cachedWorker
 }
 
-// hostEvent is an engine event, or a failed batch (ConsumerUID set).
+// hostEvent is an engine event, or a finished batch (ConsumerUID set,
+// Batch its observation; Kind eventBatchFailed when it failed).
 type hostEvent struct {
 	delivery.Event
 	ConsumerUID string
+	Batch       *delivery.BatchObservation
 }
 
 func newDeliveryEvents(h *Host) *deliveryEvents {
-	return &deliveryEvents{h: h, ch: make(chan hostEvent, 1024)}
+	return &deliveryEvents{h: h, ch: make(chan hostEvent, 1024), workers: map[string]cachedWorker{}}
+}
+
+// cachedWorker is a consumer's worker as last read, for the invocations
+// of its batches (read again after a while: a consumer's spec may change).
+type cachedWorker struct {
+	uid  string
+	read time.Time
 }
 
 // post is delivery.Options.OnEvent: it never blocks. An event without a
@@ -50,12 +61,14 @@ func (d *deliveryEvents) post(ev delivery.Event) {
 	d.send(hostEvent{Event: ev})
 }
 
-// batch is called with every finished batch (ObserveBatch); a failed one
-// becomes an event.
+// batch is called with every finished batch (ObserveBatch): each is an
+// invocation of the consumer's worker, and a failed one also a log line.
 func (d *deliveryEvents) batch(o delivery.BatchObservation) {
+	ev := hostEvent{Event: delivery.Event{QueueUID: o.QueueUID, Count: o.Messages}, ConsumerUID: o.ConsumerUID, Batch: &o}
 	if o.Failed {
-		d.send(hostEvent{Event: delivery.Event{Kind: eventBatchFailed, QueueUID: o.QueueUID, Count: o.Messages}, ConsumerUID: o.ConsumerUID})
+		ev.Kind = eventBatchFailed
 	}
+	d.send(ev)
 }
 
 func (d *deliveryEvents) send(ev hostEvent) {
@@ -89,14 +102,37 @@ func (d *deliveryEvents) loop() {
 			return
 		case ev := <-d.ch:
 			worker := ev.WorkerUID
-			if worker == "" {
+			if worker == "" && ev.Batch != nil {
+				worker = d.consumerWorker(ev)
+			} else if worker == "" {
 				worker = d.workerOf(ev)
 			}
-			if worker != "" {
+			if worker == "" {
+				continue
+			}
+			if ev.Batch != nil {
+				d.h.invocations.add(worker, *ev.Batch)
+			}
+			if ev.Kind != "" {
 				d.h.logs.Add(worker, "", "warn", d.describe(ev))
 			}
 		}
 	}
+}
+
+// consumerWorker is workerOf for a batch, cached for 30 s per consumer
+// (a batch finishes many times a second on a busy queue).
+func (d *deliveryEvents) consumerWorker(ev hostEvent) string {
+	now := time.Now()
+	if c, ok := d.workers[ev.ConsumerUID]; ok && now.Sub(c.read) < 30*time.Second {
+		return c.uid
+	}
+	uid := d.workerOf(ev)
+	if len(d.workers) >= maxInvocationWorkers {
+		clear(d.workers)
+	}
+	d.workers[ev.ConsumerUID] = cachedWorker{uid: uid, read: now}
+	return uid
 }
 
 // workerOf finds the worker of an event that names only its consumer (a

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestDeliveryEventsInTheWorkersLog(t *testing.T) {
 		t.Fatalf("select: %d %s", st, raw)
 	}
 	c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
-	c.create("jobs-consumer", schemas.FormQueueConsumer, map[string]any{
+	cons := c.create("jobs-consumer", schemas.FormQueueConsumer, map[string]any{
 		"queue": map[string]any{"resourceUid": q}, "worker": map[string]any{"resourceUid": w},
 		"maxBatchSize": 1, "maxBatchTimeoutSeconds": 0, "maxConcurrency": 2, "maxRetries": 0, "retryDelaySeconds": 0,
 	})
@@ -83,6 +84,46 @@ func TestDeliveryEventsInTheWorkersLog(t *testing.T) {
 	send("bad")
 	waitLog("delivery: a batch of 1 message of queue jobs failed (the queue handler threw or rejected)")
 	waitLog("delivery: 1 message of queue jobs discarded after the last retry")
+
+	// Each batch is an invocation of the worker, newest first, with its
+	// consumer, queue, size, duration and outcome (GET …/invocations).
+	send("good")
+	waitLog("handling good")
+	var inv struct {
+		Items []struct {
+			ConsumerUid, QueueUid, Outcome string
+			Messages                       int
+			DurationMillis                 float64
+			FinishTimeMillis               int64
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, _, raw := c.do("GET", "/v2/spaces/demo/resources/"+w+"/invocations", nil)
+		if st != 200 {
+			t.Fatalf("invocations: %d %s", st, raw)
+		}
+		if err := json.Unmarshal(raw, &inv); err != nil {
+			t.Fatal(err)
+		}
+		if len(inv.Items) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("invocations: %s", raw)
+		}
+	}
+	for i, want := range []string{"succeeded", "failed"} {
+		it := inv.Items[i]
+		if it.Outcome != want || it.ConsumerUid != cons || it.QueueUid != q || it.Messages != 1 || it.DurationMillis <= 0 || it.FinishTimeMillis <= 0 {
+			t.Errorf("invocation %d: %+v, want %s", i, it, want)
+		}
+	}
+	if st, _, raw := c.do("GET", "/v2/spaces/demo/resources/"+w+"/invocations?limit=51", nil); st != 400 || !strings.Contains(string(raw), "limit") {
+		t.Errorf("limit 51: %d %s", st, raw)
+	}
+	if st, _, raw := c.do("GET", "/v2/spaces/demo/resources/"+q+"/invocations", nil); st != 404 {
+		t.Errorf("a queue's invocations: %d %s", st, raw)
+	}
 
 	send("hold")
 	waitLog("handling hold")

@@ -58,6 +58,8 @@ type Host struct {
 	// logs keeps the workers' logs: files under DataDir/logs, or memory
 	// for ":memory:" (see js.OpenLogBook).
 	logs *js.LogBook
+	// invocations keeps each worker's recent queue handler invocations.
+	invocations *invocations
 	// stopping is closed when Shutdown begins, ending log long-polls.
 	stopping chan struct{}
 	// parts is the host's lifecycle: store, runtime, engine, controller,
@@ -231,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
+	h.invocations = newInvocations(time.Now)
 	events := newDeliveryEvents(h)
 	h.parts.add("delivery events", events)
 	engOpts := delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: func(o delivery.BatchObservation) { h.metrics.observeBatch(o); events.batch(o) }, OnEvent: events.post}

@@ -124,9 +124,24 @@ func (w workers) Logs(ctx context.Context, workerUID string, after int64, limit 
 	return toAPILogs(w.h.logs.List(workerUID, after, limit)), nil
 }
 
+func (w workers) Invocations(workerUID string, limit int) []api.Invocation {
+	l := w.h.invocations.list(workerUID, limit)
+	out := make([]api.Invocation, len(l))
+	for i, v := range l {
+		out[i] = api.Invocation{ConsumerUid: v.ConsumerUID, QueueUid: v.QueueUID, Messages: v.Messages,
+			DurationMillis: float64(v.Duration.Microseconds()) / 1000, FinishTimeMillis: v.Finished.UnixMilli(),
+			Outcome: api.InvocationOutcomeSucceeded}
+		if v.Failed {
+			out[i].Outcome = api.InvocationOutcomeFailed
+		}
+	}
+	return out
+}
+
 func (w workers) Evict(versionUID string) { w.h.rt.Evict(versionUID) }
 
 func (w workers) ForgetWorker(workerUID string) {
+	w.h.invocations.forget(workerUID)
 	w.h.rt.ForgetWorker(workerUID)
 	w.h.logs.Forget(workerUID)
 }

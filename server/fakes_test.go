@@ -213,6 +213,8 @@ type fakeWorkers struct {
 	mu        sync.Mutex
 	evicted   []string
 	forgotten []string // ModuleWorkers whose runtime state was dropped
+	// invocations answers Invocations by worker UID.
+	invocations map[string][]api.Invocation
 }
 
 var handlerRe = regexp.MustCompile(`\b(fetch|queue)\s*\(`)
@@ -267,6 +269,13 @@ func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request
 
 func (f *fakeWorkers) Logs(context.Context, string, int64, int, time.Duration) ([]api.LogEntry, error) {
 	return nil, nil
+}
+
+func (f *fakeWorkers) Invocations(workerUID string, limit int) []api.Invocation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.invocations[workerUID]
+	return l[:min(limit, len(l))]
 }
 
 func (f *fakeWorkers) ForgetWorker(uid string) {

@@ -35,6 +35,9 @@ type Workers interface {
 	// With wait > 0 and no such entry yet, it first waits up to wait for
 	// one (or until ctx ends).
 	Logs(ctx context.Context, workerUID string, after int64, limit int, wait time.Duration) ([]api.LogEntry, error)
+	// Invocations returns up to limit of the worker's most recent queue
+	// handler invocations, newest first.
+	Invocations(workerUID string, limit int) []api.Invocation
 }
 
 // Authenticator maps bearer tokens to principals (*auth.Config is one).

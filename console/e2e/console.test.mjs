@@ -175,6 +175,11 @@ describe("console", { skip: reason ?? false }, () => {
     assert.equal(await log.locator("div").count(), 1);
     await page.getByLabel("Text").fill("no line says this");
     await log.getByText("No line matches the filters.").waitFor();
+    // recent invocations: this one succeeded, the dead-lettered one failed
+    const inv = page.locator("#invocations");
+    await inv.locator('tr[data-outcome="succeeded"]').first().waitFor({ timeout: 15000 });
+    await inv.locator('tr[data-outcome="failed"]').first().waitFor();
+    assert.match(await inv.locator('tr[data-outcome="succeeded"]').first().textContent(), /succeeded[\d.]+ m?s1taskstasks-consumer/);
     // vars and binding names, never a secret value
     await page.getByRole("heading", { name: "Vars" }).waitFor();
     await page.locator("dd", { hasText: "hello" }).first().waitFor();

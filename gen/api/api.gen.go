@@ -57,6 +57,24 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for InvocationOutcome.
+const (
+	InvocationOutcomeFailed    InvocationOutcome = "failed"
+	InvocationOutcomeSucceeded InvocationOutcome = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the InvocationOutcome enum.
+func (e InvocationOutcome) Valid() bool {
+	switch e {
+	case InvocationOutcomeFailed:
+		return true
+	case InvocationOutcomeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LogEntryLevel.
 const (
 	Debug LogEntryLevel = "debug"
@@ -345,6 +363,33 @@ type Health struct {
 
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
+
+// Invocation Host extension (console/README.md): one finished queue handler invocation (a batch) of a ModuleWorker.
+type Invocation struct {
+	// ConsumerUid The QueueConsumer whose batch it was.
+	ConsumerUid string `json:"consumerUid"`
+
+	// DurationMillis How long the queue handler ran.
+	DurationMillis float64 `json:"durationMillis"`
+
+	// FinishTimeMillis UTC epoch milliseconds when it finished.
+	FinishTimeMillis int64 `json:"finishTimeMillis"`
+
+	// Messages Messages in the batch.
+	Messages int `json:"messages"`
+
+	// Outcome succeeded: the handler returned; failed: it threw, rejected, panicked or ran past its time limit.
+	Outcome  InvocationOutcome `json:"outcome"`
+	QueueUid string            `json:"queueUid"`
+}
+
+// InvocationOutcome succeeded: the handler returned; failed: it threw, rejected, panicked or ran past its time limit.
+type InvocationOutcome string
+
+// InvocationList Host extension (console/README.md): a ModuleWorker's most recent queue handler invocations (batches), newest first, as the host that ran them keeps them in memory since it started (at most 50).
+type InvocationList struct {
+	Items []Invocation `json:"items"`
+}
 
 // LogEntry defines model for LogEntry.
 type LogEntry struct {
@@ -816,6 +861,12 @@ type UpdateResourceParams struct {
 	IfMatch        *IfMatch        `json:"If-Match,omitempty"`
 }
 
+// ListWorkerInvocationsParams defines parameters for ListWorkerInvocations.
+type ListWorkerInvocationsParams struct {
+	// Limit The most items (default 50).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // GetWorkerLogsParams defines parameters for GetWorkerLogs.
 type GetWorkerLogsParams struct {
 	// After Return entries with seq greater than this. seq increases for as long as the worker exists,
@@ -1067,6 +1118,14 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 	SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
+	//
+	// Viewer of ModuleWorker, like its log. Kept in memory by the host that ran them, since it started (the
+	// newest 50 per worker), as its /metrics counters are: an operator's view, not a record.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
+	ListWorkerInvocations(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	//
@@ -1442,6 +1501,24 @@ func (c *Client) SetQueueDeliveryWithBody(ctx context.Context, space Space, uid 
 // Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 func (c *Client) SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetQueueDeliveryRequest(c.Server, space, uid, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
+//
+// Viewer of ModuleWorker, like its log. Kept in memory by the host that ran them, since it started (the
+// newest 50 per worker), as its /metrics counters are: an operator's view, not a record.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
+func (c *Client) ListWorkerInvocations(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWorkerInvocationsRequest(c.Server, space, uid, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2440,6 +2517,74 @@ func NewSetQueueDeliveryRequestWithBody(server string, space Space, uid Uid, con
 	return req, nil
 }
 
+// NewListWorkerInvocationsRequest constructs an http.Request for the ListWorkerInvocations method
+func NewListWorkerInvocationsRequest(server string, space Space, uid Uid, params *ListWorkerInvocationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/invocations", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetWorkerLogsRequest constructs an http.Request for the GetWorkerLogs method
 func NewGetWorkerLogsRequest(server string, space Space, uid Uid, params *GetWorkerLogsParams) (*http.Request, error) {
 	var err error
@@ -2976,6 +3121,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 	SetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error)
+
+	// ListWorkerInvocationsWithResponse Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
+	//
+	// Viewer of ModuleWorker, like its log. Kept in memory by the host that ran them, since it started (the
+	// newest 50 per worker), as its /metrics counters are: an operator's view, not a record.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
+	ListWorkerInvocationsWithResponse(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*ListWorkerInvocationsResponse, error)
 
 	// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	//
@@ -3863,6 +4018,54 @@ func (r SetQueueDeliveryResponse) ContentType() string {
 	return ""
 }
 
+type ListWorkerInvocationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InvocationList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWorkerInvocationsResponse) GetJSON200() *InvocationList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListWorkerInvocationsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWorkerInvocationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWorkerInvocationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWorkerInvocationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWorkerInvocationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetWorkerLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4398,6 +4601,22 @@ func (c *ClientWithResponses) SetQueueDeliveryWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseSetQueueDeliveryResponse(rsp)
+}
+
+// ListWorkerInvocationsWithResponse Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
+//
+// Viewer of ModuleWorker, like its log. Kept in memory by the host that ran them, since it started (the
+// newest 50 per worker), as its /metrics counters are: an operator's view, not a record.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
+func (c *ClientWithResponses) ListWorkerInvocationsWithResponse(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*ListWorkerInvocationsResponse, error) {
+	rsp, err := c.ListWorkerInvocations(ctx, space, uid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWorkerInvocationsResponse(rsp)
 }
 
 // GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
@@ -5114,6 +5333,39 @@ func ParseSetQueueDeliveryResponse(rsp *http.Response) (*SetQueueDeliveryRespons
 	return response, nil
 }
 
+// ParseListWorkerInvocationsResponse parses an HTTP response from a ListWorkerInvocationsWithResponse call
+func ParseListWorkerInvocationsResponse(rsp *http.Response) (*ListWorkerInvocationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWorkerInvocationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InvocationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetWorkerLogsResponse parses an HTTP response from a GetWorkerLogsWithResponse call
 func ParseGetWorkerLogsResponse(rsp *http.Response) (*GetWorkerLogsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5372,6 +5624,9 @@ type ServerInterface interface {
 	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
 	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
 	SetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
+	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
+	// (GET /v2/spaces/{space}/resources/{uid}/invocations)
+	ListWorkerInvocations(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListWorkerInvocationsParams)
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams)
@@ -6080,6 +6335,57 @@ func (siw *ServerInterfaceWrapper) SetQueueDelivery(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// ListWorkerInvocations operation middleware
+func (siw *ServerInterfaceWrapper) ListWorkerInvocations(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWorkerInvocationsParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListWorkerInvocations(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetWorkerLogs operation middleware
 func (siw *ServerInterfaceWrapper) GetWorkerLogs(w http.ResponseWriter, r *http.Request) {
 
@@ -6511,6 +6817,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.UpdateResource)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.GetQueueDelivery)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/invocations", wrapper.ListWorkerInvocations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.ListQueueMessages)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/purge", wrapper.PurgeQueue)
@@ -7187,6 +7494,47 @@ func (response SetQueueDeliverydefaultApplicationProblemPlusJSONResponse) VisitS
 	return err
 }
 
+type ListWorkerInvocationsRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params ListWorkerInvocationsParams
+}
+
+type ListWorkerInvocationsResponseObject interface {
+	VisitListWorkerInvocationsResponse(w http.ResponseWriter) error
+}
+
+type ListWorkerInvocations200JSONResponse InvocationList
+
+func (response ListWorkerInvocations200JSONResponse) VisitListWorkerInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWorkerInvocationsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListWorkerInvocationsdefaultApplicationProblemPlusJSONResponse) VisitListWorkerInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetWorkerLogsRequestObject struct {
 	Space  Space `json:"space"`
 	Uid    Uid   `json:"uid"`
@@ -7453,6 +7801,9 @@ type StrictServerInterface interface {
 	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
 	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
 	SetQueueDelivery(ctx context.Context, request SetQueueDeliveryRequestObject) (SetQueueDeliveryResponseObject, error)
+	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
+	// (GET /v2/spaces/{space}/resources/{uid}/invocations)
+	ListWorkerInvocations(ctx context.Context, request ListWorkerInvocationsRequestObject) (ListWorkerInvocationsResponseObject, error)
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(ctx context.Context, request GetWorkerLogsRequestObject) (GetWorkerLogsResponseObject, error)
@@ -7980,6 +8331,34 @@ func (sh *strictHandler) SetQueueDelivery(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// ListWorkerInvocations operation middleware
+func (sh *strictHandler) ListWorkerInvocations(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListWorkerInvocationsParams) {
+	var request ListWorkerInvocationsRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWorkerInvocations(ctx, request.(ListWorkerInvocationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWorkerInvocations")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListWorkerInvocationsResponseObject); ok {
+		if err := validResponse.VisitListWorkerInvocationsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetWorkerLogs operation middleware
 func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams) {
 	var request GetWorkerLogsRequestObject
@@ -8131,158 +8510,164 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1L1bjxxHlhj8VwL1CWDVTHZ1s0VyV9UPixZJzfQuJXHYzRl8ZnOJqMyoqpjOikhGRHZ3DdXAyPbAnjEW",
-	"+2C/GLMvBmxrDRi7gA0YhoGFAf0VrTS7/8KIcyIyI7Mi69IXSvNEdmVmXM4tzj3e9VI5L6Rgwuje6F2v",
-	"oIrOmWEK/uIZmxfSMJEu/oIt7C8Z06niheFS9Ea9+8Ph/sOH5JxrPs4ZOTx+fHRE0hlVNLVDJGRMFSNS",
-	"EaoJJdqoMjWlYtnOhLM8sz9wMSX9095wODztDYa9pMftuDNGM6Z6SU/QOeuNekf1OnbsQpKeTmdsTu2K",
-	"zKKwr+BYvaurpMcnn1KTzmAD0dEmO/jC6mF0QVNWDVJQM6uHwGdJT7G3JVcs642MKlk43pxePmNiama9",
-	"0aMPk96cC//n/cQOZpiyw/7lK7rzq72dj1733X92Xv/I/zT4sw96SWRhJc86lmWfrFpUe6wr+7IupNAM",
-	"8C0LpqjF7WGassIwmCeVwjBh7H9pUeQ8hTd2f6ktCbwLRv9AsUlv1Pv/dmuS2sWnevdzPzLO2iSjkxkj",
-	"1QvkwhKLm5/0pSKKFTldsCwhF9zMSEUMZueFe0LsRoF8ENewmch7zfUuQ/aZxM3Zp1tA8SrpFUqOczZf",
-	"AS/3xo+3g9tzN24EaoeCvPjkMfnowcM/IW7wIRIufmuHPjTPGNXmc5Gyn5WsZJ+PNVPnCAiaZdwORfPn",
-	"yiLecEsEE5pr1p5Kus+InJD2kGRvuD/cI/2vv/qn//o/v/vf//2bX3/57b/5P9/+7vf2P//2v/3hP/zt",
-	"t3/99//0r/7hD7/7X9/95t8NRuTdFRmziVSMmBkjE660ITgBAOqAzNl8zJQmUuQLMpGKXMyogZdnUhuS",
-	"SjHhas4yi+8iWPq73pxpTafssSwR/i2AFYWSl3xODSOpfcVux30SkBwVGRHSkAUzhKZnQl7kLJta8su4",
-	"TqnKLBwUYZeFJQ+7iDkXfF7Oe6O9il25MGzKVO8q6b21UHp6yTVKWPfCWMqcUQEIM9zk9rdObFXDyvEv",
-	"WWrsqO13jwuWbolVXbB0NUa//c1/+fZ3vx8MyRFuRxMrzwU7Z8qi4ZwpC7CJknMny7WFzMSKfy6FXkZQ",
-	"xnJ+ztTiCcvp4pilUmR6GVFP2ISWuSGZfcuukNF0ViPIoeyA7JGLGRNEzrkxLBuSQ6KZyO5pIi8Efuym",
-	"IBdc6CE5FKQsMkD/jAqLdCCxnBqm4FNY8ZxeIjYffLi/t7cOu24xL5jleS5F56aeSTujIYbPGaF+E4Rr",
-	"csYKkyBFemhy4wkS3g+XDjKFaWJkTbueXB14WXZgf5rZw9WRqZ1HMW2kJ1m/yfv7ex89amzzUWSfV+Gp",
-	"8qpz06+7aRnoM0LHjxWjhr1gWpYqZS/Y25JpsyUhfywzIJPnnx+fkN3z/V04nvXuO/j3ale50fWQAM1b",
-	"Di8UP6eGHYmiNEjW5zTnFsIZoVPKhUaR84lUc2KP14yMQRrNX6qc9OdWgWAZYZc0NfkiIUZRnluA65zq",
-	"GeEizcuMZYNlHnBjtJSE/b0Hf9pWE1oHjT/m7065SHpyMmHw/+Ys9/fXL64B0UDSOVwnvcudqdxxP9pT",
-	"cPiCXnyKlNQDfQsl2FaftQgTAJRUIHaDBmQZJ7cIXT6dF2ZxC8flpzIrc/YLqc6YInvDD4d7QH74w8+Z",
-	"0lbl2Rs+HO6NgN4UmzDFRNo87HTFz7I0mmcMJIQVc4qlUmUazkkzYxopVidES8KNZXuaX9CFJu+uLCl6",
-	"ODS317X/522UbgGEJoPJCaHIS8Ye5jNqdyQY6ccPn4TAH4+l0OXcAy6JAHMwQhlOx5rZA11Z9YLXp/nS",
-	"nptbim1cnB/jWda94SYHPnz44aMIPzTBcU4VHI6apYp5gDSoYARiBmXRn9NzegxfE55ZGTvh9vTt/+Wr",
-	"w51/QXd+9eaD1+5/ezsfvfng9bu95NGHVx8kJJ2x9AxllaUmJ9OkImOW0lKDni0Onx8RS4iIBeLE0+Iz",
-	"O/0AyPOc5iXT/lAfko+5yLiYJuScKngBt+FWrGdg5gmGf1uh686YEGiPHgSoqIEcQcFPFBXbngGHVqKL",
-	"lBc0v6eJkjkjXMCaYD3WyPzRaW9ErO6ywN8GCZEFDp8viKBKyQtrS0hkobjkRrvYsHmbDB7e318rIuf0",
-	"8gg/BWDgY6oUXdindtF2UCbsMfyqd87ZBditLONGKhBj7RErI3XlkbBs6YRCszJm7fyBrEQ0RPDzU0Zz",
-	"A/Z1Ez7aUFPqcAvyLLLq9vT41evIRM/k9KkwarGWFprryNk5y8NlZGxcTntJL5dTcDFMZC/pXVAlLHCV",
-	"6oCt03IiJl/S0+ytpwhqUFN69KAXUxCt/vYpz3OuN/zgHMXBS7Ty18COve01pkjc5uvVNwYMsFvBNg73",
-	"Z1xvz4IXIM/uaXtsacuCsjRFaUBilCKl5XRmZb/IcqYIAF4nROaZ1YvBEByS51RrEF051YZo9hZ8RxOr",
-	"oRtJFKMZkWKZNSuOrP6zyqqu9n7V5sIWfHG0JtQAMhGg4eG0Jcw+F4w8PSZz+DZyKAxBpNoTbSYviDQz",
-	"ptzLmvB5IZWxp3z/tDfctS+e9uwZc9rD/0eUz8A5EUiMB/c/evDh3oPNNM6ILhiqnPWxFB5Rw53XP4p7",
-	"syLqm19kAHcH3E6wI9BuYARH9LS+1a0Eei2t+W9f3VWlsOy2Q8d8OM/I11+FHw6Gnro1yViaU8V07b1A",
-	"7rDH7TnPmD4gjjGJZjlLjSN7fs6aJJCQixlPZ2ReamPNOYtzPMXcFJmfdBndfjUNzvBSccLQCQoOirgE",
-	"rM4rPNvcH/dbXJP0SsHflsw9NqpktRxbx4svvMK7RA3V4pfoIMB2hCJqX+P2vJiCfZB4Y1sqa1Mz41jT",
-	"G5IJ+LRBQ99hl4YJQGPtwpSCUAJgJX2gmoIxpYfzbDAiRammLCGKZYqfsyGxxx8DCckmE5YaUlCunFKr",
-	"keZgHlo4gqumsap9Li/0iBQM1LNdq1IfEFUK4f/6oqDKcJp/UYozIS/EARgMIgVbdbf6UZdpyljGsl10",
-	"L2Rf4FATynOWNUaKyBSA2QlHSVGdcBaAO5ZXYnYm7jWkRjuHHRpnAZqCxfWSnltTlETx+N7Ui5r0oqdq",
-	"Eol0LL1yxkUWLhi3bRcKtNKz5GRJxW7C4hg88YDk6MILJaeK6bVnFXoCPc6f+6/QdQ/U+LJjT0BZ4Yod",
-	"mdiFIYlYA9lj3prNgG1Yd0Uj0bXjjrfBePtctbMAQJvb8IuuCCQJqasxcSAUaoZfJQ020mhuolUEMY5l",
-	"5V6wS/OcTtmJPGNi2Tv4XDEwYMGhOZfKGvhsbs16y+IjUli1iBsrEgo/irf5iR0bfnbO6I01/yX1pgms",
-	"CDSfeyNrW91QOEPWgKfOO/NH4Mfg83lp6Dhn5OhJAr+A0mNlov1jau0QPSRH9oiEjXPtnNB6Ji8E+uuc",
-	"kojksiykcJCNcYm2TwSPHbzm9aQNyN4pOW5BAfBr2K4CvPdgbeYovR0gNO3WbkVgUxflRlrgCgA1YbAe",
-	"Wts68E6AqS5ql0JFi2NGFZgiZ0wkjvzMjGsiRcpGdZDqjLHChRfsZ8c/PdzZf/homSyLkJ9WH2H+RUuU",
-	"XoisBmQREhR80g3MbCUY71x2Nre3lUnWXGR0F1VsdgsaaMdWScYM5bnGILRF9E8tog+fH5HzfVJrgT56",
-	"mcoM1Dyg0SMMK6LJG7PKMrZ8JhyjTNSCnrE3KdUMxnQaZVMnfAoDo73XdP+/fuWtsR9FHf64q6hMw9Vu",
-	"gUKAEywlKjmFNlSkcX9KBadOTab0DjeMUj386KMgZvVgby/uezF5fD78YR0DwVM/TLWMBPHVIEGksG7i",
-	"e+rV1C3tES6K0iDdjAglf378+WfkubRbVIQLI13MAIBHxjJbAJ1RYpUJa1TFQrCdCC9w4A0Ei3uxIp9l",
-	"WOCGIwABffZjn6CzpVAe2+8q28p7khRLGT9nmvQjUQPy9Vf//Ju/+sf/+5+++fJvj+yqJzRl3/37v/rH",
-	"f/ibwYjcHw7n9BKWc8x/ZQ2+jKk6xqwTQgU5emJ1Fkh2ehSkNwGoLfwxcOH12HuovgyJXbBmxuRsblW7",
-	"OTMzmekwp8DKB6MWSfjbYY6nDTyBPxQjY1kK8Exz4/i/6YeIeHpQUQkjjA8frXdQu21vzPSw9SCIV2sK",
-	"911QuVtVQL/DzXQF0KhwoGD1ATkG5NZFjJ5ebiHaF6O/zTNjYPg67YXWqS4Y30rZASlF/aM/aiD64pIg",
-	"Yh4/WM2hMTSdsSyWg7I2SSXpofNqozSWOFDXQf8GvrsOqFfZKygtLFM5F5wFWG10eDMq5xPmjRMK0AK+",
-	"fXn0JCZFafaM2ZP2Z56KN3RyAY9UAqdxpt1v5GHcj6abuG+tCSxLE2SbVKM8Wp+zQi8fS5GWyi5p0fh4",
-	"/+EmS3jBjKoA0VCamEtB4azy2ldJXj7554BQQ+ZWebpPfkzq4Uj9bTNFZX0WztutkQDitZ2GtF3qDxLT",
-	"9f2bXmy5cVqE0YnrJfw1UBLb2esO3uxyoMJLTyoK35IrQS2u9eGmA5R8/ZUdeCeHke2ZSDNq6GBELmZM",
-	"hYlRkCdAleLnGM7O6s+4mJKUzhnmSgFfzxZDcozWmCQYONWel4MvnSiwIjZxLgQjCfVyoe8zfjSZ8nO7",
-	"muDbWiuAoLlUKD1yLs7wZNYEFYDIYWx18nlhIhxzAguseIYbMqMZ4QJWjuPhotcnGnpJ/5kzwdsTUUgn",
-	"gVecjoLuJjuT39kF1c09D2NGgx/GeR6Xd9SUyBczqVnI6BZlLQlK5tIimpth3ErxL7Ps0NTh1ObML08e",
-	"E1bIdEbm8IZL/nNkYCcYuuSgNSFYqfiUC5o7xeYosssjoyugHT3pQljEzqEu/7c53C9mC4v7JfCPQA/k",
-	"TL9hlzNaasiJdkTSKT2BAL3Td+n7eB4BLBwwsYJ8YF83pJ1gpk7yeYkatx0cGXblNCAGhmt9zq2JK1wk",
-	"NXd2EFpbfgaisVt64ll3y7LzMDUgl4QVERT/8McqylCIENMKU/4h5kQZiDi9wCB6ZUZJZf+y8svz9YFL",
-	"kIXXKixExBqMuIxD2NsowB+mY2lMsnXmjeVHXeWn1gbXuDRWwKKppw1VRh/gX1Zy5IrRbOFjXGTCBdez",
-	"APltnbaTxmrCwggcB0EBJ0AgJfEtIHXIPTAzJcvpDHVzeGmwnvLe1jTnILZMUY5c1tHTDRNkX67Oj919",
-	"V/Lsarcimv6sQY8uBB4EM+f0jNVoDunNEWdfMQulgSWyimL7BS119Jis6CliXoQQXQPGFZ5heO9I2I1c",
-	"I0S8jj/rgQejgAurRO3xAqktIUJebM5PgZLgBiB9dml2ajguU7/jmCPxSc6nM8z4WKk+jBfHPmC4hZuX",
-	"nlOeW0VoedU/x7KwhFxQboBZwaiFha3XZiB/n0WY9zOX7O6qzlDMuMR/rBjoo2ZXZcMP1s/GAzC1UM5y",
-	"0D83XjhINpdC3WJDZqGAki+zGATRl7ROM6nqQpMDTBxRHAWUC+AONlmEUYtfINw3ACFFd5OH4Lrx29xY",
-	"0UCNttYSAggHEIrl/I0XhnXoyRo8dKAXcEXGMnOW4pJGt1HJRmSSp8BgtQXiT4mZzDNN+t7TMwzrjO5p",
-	"zJa1HL0BYjDb7XDKOgtFDqeVF8KlxtVmB6JtAt5ARz5VGYyQoqnfZrJEnERWJMr5ODCdO1MIuEjZsT2D",
-	"txSUj8t5mVOQ9lDYogkMVQXI7mnCxJQLhie8ZQdIr7F/kDGbcqF9WNeQvYTk3B00u3Orz6ba1csoDYI2",
-	"zTkThmg6L3IGiVRzkDaKGqaH5HDsg+uu6szNnUlXPGMRHOC7T+2yRDa2HIFFM2BURo+sulKyhUdfrwTC",
-	"wwqoa9BqWIAWzR9dJ0RrdXZ5hZ+CHHJBhGUrufbfQC4m8PM1tlCJ4Vihl3uEVrj35/ex3gu18sF1pvTy",
-	"MzKlkkXBsujmSF/IZThcZwGON2MOMhT+lfHkVQTla6kg1YNdh1bQ0otMepzOWFbm1lKyJ7DANFKvUGw9",
-	"05Iu5jggRHWLcuvFtWgyxFUNtuVzoVujrqS5PzpqTSYibZf1ok6dPFASu/TIT+sM8S3jel6kQ1phI5p1",
-	"TzvTZ9tg1hDjf9bQE+RQKbr4uJxMmALhZhUPOFGcZ4MArA4IFxhTVExkDCs4vQkENGFl9hk3QKApBMcG",
-	"rqzIQDhOs0cP8LSSmuGg23i/7nsDs+khTsiP4QnIAcVCSl3tm7YQiEjiABgW4N77vP8ne3t7uOg6tWfL",
-	"iJnhc3tqzYsup9RhXcaZkJcnj8lLwS8jbqoDe+SMc2srK6l1vW3vDt+cI4Ev2gtzwAm8HW2C/7SqGFhJ",
-	"7UdiIu/SbJKCkZzroNK369Q9aZRWbOQLBOJugab2/2rmnGcb+Ai7ifpJ7c7VkkyoWq8VWtQ8V8zqGHHV",
-	"175wTzs2AYolfU/H+w8fDRLHi43F2/diLjg72IkqRUqjioufz3J5LsUUzkmKfFrgIuMmZ9YIGawNGwdu",
-	"tO7EOu2CZBGHBpgDXNRSZ7VsWEqHXWG2vLkI7JY3kxWGS71SZ0xt7Z6GIAam+HND5nRBxqy2XTeixhj/",
-	"L7HI8gobnk+NQSeffxtSZJtiOgTHEdZVrRQe1ygr2lp4FM2DNfC/VMVGVS8BrDq6YTnREhA2yf/dMjN3",
-	"CYhdgF5OFb9dcD/H+oWvv3qBye3gdqaGUKxswMoIl/gelERkHBo04DuKFVIZ7V0hB8EX/pGRhuYorivv",
-	"WWc8D7RpbrwtOUiId7FYBcJFlrAalBo556lzqbhUPu6sSax91WccLIR+ziaBzbggVLERmTXdQVAJAsMI",
-	"SaBeoREDcs1EiKFqygwEFUXEiIQVrvfQOXCtf9FtYf2LAOV1r7VTO5YprIsWnyuZlSlTrnz4Gnry28gw",
-	"mjAB1lpH45Kvv2rUT33z5d8VbgBfxzwYESbOXwk6Z6/JlLnAhCtsFhlE3au0kKoiP+volLKMz1gS9IP1",
-	"RXMdVd3xOCKS2fWzD1yWdTVQW9a0cdeFYycGrheYWCds3OAH5PhnxwT8UE4EfirP2QnVZ4MRsDdpywka",
-	"kRJjmp4RqiGz2787dKwJW0lQkACXJt7GWcK5k0Kazn1tOWu4DacSurMcgFiQJRRoghxyDwI/Uyzii/pA",
-	"n5vG73WmxEGQI+FnsIKNay+5IvKFXjq46edMoS0c1/tAoawAiZKzAM3YfkP6mWvNc39vb9BO0lmbORSA",
-	"eju6bRBmi+AidFl/vG0Bc919w8jKUeJZpIF5iIyBwLAkkJAJv2SZzwN5efSky3z/7re//u5vfvvNr7/8",
-	"9q//5R9+85X9z29/98//8T9/8+Xf/eHv//W3v/8fB6RTrFWf1IPAt4MheZxLjdkCVTGVJ2DIJ8RUwWXK",
-	"aNWQbWX8tgRKOFQgTGpkRDFVi7GtEBXm3lf4oZA/oxjN9LDV4KeqGFLMlEpYncPVpocdUiqZj+zZ0Qbi",
-	"WvWOhk6j9k3QDWjp2ZSJoJK120cXZbaOiqSkyle9RouesDvQ8rgAz2s1/qEdVQHXagkUsfQAY3iIOWef",
-	"KyXE36Bu0xVGrqt87DBTb1wRWYa1Yb4jR93HqIK8A0qAxgrytfEWEI4jvY3qKCtuXMGpd14JVC3ij7aI",
-	"sgGqCCiPvYp5ffcxczUFclIrrH1/bIee4KrHKgAGBKQmL08+2flTdJsMkra3GCIE4S8/5+wiIfeHw9Bf",
-	"eoBu42NAGkmpENL4Uvawe5HdPPSiAk0aaxawSZGGRdYnFxXEVXy7w4oo9ktoiwDmFRfQy+gNfLQkkuN+",
-	"X7f3Lxr7+6K9tyrZ4JqJwC1ygKUE1LCE7Q6K+BxWra9RFINNjDShalp6qqCkbfPcQyOnb9fnGx/pPxvc",
-	"xIq6JeTdEPghoD0QIzB+CSLvlhoNbpRHNSKUTMo8xwa2ac2xBUtJ3+qOctJSU2r7YxCtFf3eG+y1++nF",
-	"oRoBf4OYbrWvXLSVnm+zpsDyYuKcjBd1VTmqgrQoGFWEC0LFgvhGyAnJ5TQJm3mour1uGyVumnVnWtDu",
-	"LKTYFTBZB8EbVMtE4LVhq5vGl4MhwXQZ7OXNgzL+IZlTLrBVi2sRZy1UOfGtiw58w6O64x12kImZrn6k",
-	"a7SkdNNtrHu4ibareI+6qJYPo8+xQIvMGRWavHo9JIcufvPowYEDBAIB0+O5NlykBt0B0D2w7rsHRsnm",
-	"rum2K2dtJzo73TY0ffNamKAGpsJ3jb/XHTwTL2CB9mxpqbhZgH7iVASo3K86b0PoCn+qBpgZU2Cnbe5i",
-	"nMuHbWh4Uh1r2ekVyhN6Jq0CHxqThM8LVN2sJjY8FUu13M5oL5SEem9hFE3NgW9bOKMFeHoyNuEC0rNT",
-	"CIF5AFsaORWBxxKoB1zYfc0Y8vWLp4dPPn0KVaMEC8eBA7sK3k9Fv6uP+aAuhl9R9p4ASIJKZp34SvhT",
-	"cSqsPqtk6VKwXXtTcMpnMkWFJta80umc7LJQTFtNd17mhu9oNrWfnIqCmhmprjMYkcPP/v9Ncp+hKdbu",
-	"O/v1cDi8sqqLPLMy6lSEvafuaQJv1jlLkap8100MX4QtDoanIuhIWpFISFX9kF50OdbMJKQhnwe9oLtW",
-	"b3+4N9zbgY/s9MP7YIwXTNCC90a9D4d7ww+xL8AMGGF3Bu0bfwUNQVgk4/UTCOHosmDqnGtp95pblcSC",
-	"2WKfDcmRc7NUbWnrU/WCcqMP6k4YEMoX9gQguZQFOGGhnAsciWAbsMtCajuKa1hL0pnk6G/bwc+tvKsu",
-	"JzjKeqPeT5hxbShbdxjs7+3d2q0FboaOKwsKJVMLE/Ag8XM2bIie3ujV66Sny/mcqkVv1HvmQDgk+3t7",
-	"5GLGc+Y5HUYBa16Tn56cPD8gpaClmTFhOERcceRdKH1Yh7dc0oyMaU5FWllzUqUzpo2iBrBpx+E1OhPA",
-	"nhdbj58dtRK2AY11dG1IXjZX57IzPV1FcfXCT/n9oQu3gbtfECMR4o1OHkO0BYEyuyarVu8l4UqsV/tG",
-	"tEufAwtJpbiaVGIKpO8m0MyLPSAP9z70FyaAYlCCUatnpcnkhXCkcb6/m9KCjnnOq2Y/MRr5BTYjhH6S",
-	"kHDlmhSO2UK6+UHw3COpVCyp6trg4JETMmHUlIrpxmxDRMDQYgtrRhISPk+8lGxWsg6wRUKYaqZKIcB4",
-	"tLKFmyqwy7EgUxAhGyPbJblO2FGyexzC5IaU19YyokTWWJw/v1YLhpM6JTr6dcWZrZy8GvNO2A/9mh3m",
-	"l6Dhjs/3AohxaTGeVUf25rBof4HkCsyqIFzmvJtV4Z8HQ9XuSHcC4RnX5nn92h3KomZXogiQ0Hiq1lyx",
-	"GiRZAkEgP2EnKTOD212uK50qAEcDrk2tpYbPYBTm69fgJf2jJwmYLIlrznbgTWrXoM3qe0aTjE+Zxgzu",
-	"yx1DzyTO5CqvejSbc4GNZ3QEWdiYKuyK5tTKj52373YR1WwqdtW0UFxP0xa53L+rVWTdOke7IxkA/PZJ",
-	"Y+Q66YEn0c8J2n60HR93bdCo0BfMtS/tVzognHY67IQ2OADxLtWZJtTguQidiyAt3xWC6NWE03iGHuC6",
-	"5dkOLn/HkQzKxmVJsfuu+v+V80UyjB01afEFs2ZAkxbvWnKspwHokWBFooLlZXdBBjh0SAYHNd1ZzBYa",
-	"8AhWAGISz3WoqwBMBSt2VtuY1UteJxuCG+levVsFjnsa+kc62QM9mPyFcs1r0oqWSFl7g9t6X9PVa0da",
-	"LfOyoqJulSzs56sY3AZESmF4TijJ6KKuVFm4amcXT+HaOwsUS+05OeOWz6r+mrACq1TgXUdoeS4fh/X0",
-	"vSVgA+zelliY7K++czHGGlC33F72KlmCkJUmJrwkzuUC4qVGYL9XqG4tt9VdthO7axdRZcdgTLFKNHW1",
-	"gT4x5uHeoGspOZ9z016Ea7uzLnkmvp5GPNTjHVK0ZYkxzgN/M4pXIjGD3Mc5Y8usQqOd8NrbfxBhgDsU",
-	"ic22tBGx+HmQ9lsTSUIEu6juFjhogauOEmN8+DaEp11fg/kcawaE28dSGdMQ5HO6AKNn0FxyYsWu3Rbk",
-	"18JNYB3i0n4ckZaxPdSvoLDqrZddu+94drXGsqjyDVYKbH8hm5HgZKjIsg63GOnEHOnvDYePutnJfh/n",
-	"pnUdsN4Pra696XJIDomQYscwNYeaLCtTUqqgcuQFM2qxc2hlf+tey+BJ1C6rt3l1c4KGXiE06G2PaY2A",
-	"vASqQ3YKmefuwEJLPYNgD+IVkOxv1rt1wk2it6BueQnqZtS/m1q7O2/fkfuel9ppKsHiQi78/ugbAeVs",
-	"f0fpd2W5LqcKD0ZuAUFNQXDlmHHCBa6LBFtFoz/WxzGqNSfu8gN8VIH7Tb09MFqEJJNS4b0sLisXGtt0",
-	"0TsUHlSGSFcwYqUD40X11kYKW3AZXvfVt9fUdnwa8JbqzsM/fnVnaYFjqnmKNq+DzoDkjJ5jOwLieC9y",
-	"xc89Xd3oA7ncsK1TgYD3FSwQLUdXkDduBgeYXeKumrQPEkI1+cnTEw+bKjM2k94AiIHAFXkta/SwJ6u5",
-	"l3ke09Tv8hxtZNGtUfnCvbZulPqetL56LfUNc3ICfPSJVPP3pditdq0F+Z7bDd+6LQXp4PZdc/HLOjfy",
-	"zO2vx+XyZec3p4TH3mdWmaXBKbMfOWXwbEJflXbdD7uPjZjHq/Jz4YRxh9fqoPcqx9cT+P3WKCVZ/4W7",
-	"vX9Zwq7TAB5L4ZOh3K1NgyRSviPyxQgujCeKTUqN8vlUuHueAEUQTH8jpHnDs5yRB3sfBQHbsCVQXYoj",
-	"FVGl0FWbqE5hyydHWc5ip3Hd7Oz1D4WeEfvNs8R11+KCpFSnNGODdUS+RhdKOs3KgOzu/JzpUmdDB1Ng",
-	"hT09wYKObp3q1qyvoMDF+fzBtVr3AQ9uzx+Sz/BiHPCfN3q83IX1tebFkmd4CJUR/DZTR9+nZLmj4yqe",
-	"C/tDPq5eYGJyg7/vaXIxkznmit2Ms2PHFVae3Oi4qvpTrvJItdtq3pn8aE7UIUSazRvv3BzesBXsAXaB",
-	"bRQq4v1b7psfotg4juH29pk52k90I17+XkkL+4rePXlB51HSdw1dId8cerxiu9fqgYXQAOqJWmpYQI9D",
-	"8qRU0PnIZ/tgEFkfkErGX0MvBhLe8ZNcS87kcqpXyRg045/JqV7n9n4BVafQt4AzVxSj2VsyBeW96q/D",
-	"9RB+5sJq9VY1hQw8bMPj041dryIGV3Ekp8L1i4JAuw+cQ4/wOV2QX5bzwg5yQVXmO96PaXo2qIqyqnuW",
-	"ob8xpF/an6DHfqm0VN2qLEQmG5rsln3k3m3rOFpfZb5sNviQgwsnNEIPVLheEnU7QNx01aAPs/SENdwX",
-	"zGBCjEtySCUUL2iipRSngmpfh5/L6ZRlEIlm88Is6m5/lTuc9J2DCvMjZqVV1uSFGAzJJ+CXgEzOKXQa",
-	"0Rhbn1IuTkV1Bjfw1o2jH2iUxN+jHRFqz+TUM0rrcvDerWnUrVRuC2ltFKNz0m9eXZ5031teCV52bqce",
-	"NCIj6FxaYdC/lyN0MzEX9sPtdDqH/YfWirsNvcf713Ie3/9jch5DF4X36TZd6hO1wnX6Pnyj6xSJRsOu",
-	"qJ6wpnlXgmxH8Y40lmHtc9Cn7gfOfXhX9A3Cipsq084R3MpCzbiR0BWzDXlM4oKWUzSH0pyO7lmBOXgP",
-	"Qhj2XDyom8hUHbNOhb+1wV3jp7Clddgp1r7IDYRRuApvz3M6oT1usSrBO95U1VGX51ALhd36BsNTcVSp",
-	"j45GBDmqvQY7f8EWrnQBq6tgV7E0KWh59jN3W9MteMp/CKb/Rm3eBiMH3laLozivQvSJNu7Bn5AzLjLs",
-	"+nZDL+Fm3ORvXP8h8tNTCOWFQeJoU7p+Jd/ggk/ItYTGSUlF61DVZ82FU/EWId9mQ3+7vGuTbiUtKv85",
-	"VGe4CxJKPGWQ7ao7kiIc4ILrt8gDd2Sxt5pD/ZCdb7fW+yzS66xx50ik7VkCnfF3QMuylkoX4zYyKHxr",
-	"xoq2qMhISgUZB0kft+8xREPereRadrw21Oi1zsJjeOuuVbOgq3hX/gzcl5C8L0/OaqXLy4/g5hro/1Ir",
-	"Y1P2/SpZzWqius771WsraIJ1QQEuLqFuvbhpRfCaCNZ1hqyLjLcY/CdPT8iuM1F3e81Cqu432y++vvp/",
-	"AQAA//8=",
+	"1H1tjxw3mthfIToG1L1b0zMaS7rzzIfDWJLXcyvZWo20i0SjE9hV7G7uVJMlkjU9vfIA6ySLZDc43Ifk",
+	"S7D3JUASX4DgDkiAIAhwCOC/4rP37l8c+DxkFaua1S/zYms/SdNVxZfnjc873/VSOSukYMLo3sG7XkEV",
+	"nTHDFPzFMzYrpGEiXfyULewvGdOp4oXhUvQOeneHw/3798k513yUM3J08vD4mKRTqmhqh0jIiCpGpCJU",
+	"E0q0UWVqSsWynTFneWZ/4GJC+qe94XB42hsMe0mP23GnjGZM9ZKeoDPWO+gd1+vYsQtJejqdshm1KzKL",
+	"wr6CY/UuL5MeHz+lJp3CBqKjjXfwhdXD6IKmrBqkoGZaD4HPkp5ib0uuWNY7MKpk4XgzevGEiYmZ9g4e",
+	"fJj0Zlz4P+8mdjDDlB32L17RnV/t7Xz0uu/+s/P6R/6nwZ990EsiCyt51rEs+2TVotpjXdqXdSGFZoBv",
+	"WTBFLW6P0pQVhsE8qRSGCWP/S4si5ym8sftLbUngXTD6B4qNewe9f7Fbk9QuPtW7n/uRcdYmGb2YMlK9",
+	"QOaWWNz8pC8VUazI6YJlCZlzMyUVMZid5+4JsRsF8kFcw2Yi7zXXuwzZJxI3Z59uAcXLpFcoOcrZbAW8",
+	"3Bs/3g5uz9y4EagdCfL8k4fko3v3/4S4wYdIuPitHfrIPGFUm89Fyn5WspJ9PtJMnSMgaJZxOxTNnymL",
+	"eMMtEYxprll7Kuk+I3JM2kOSveH+cI/0v/7qH//7//7u//7Pb3795bf/7v99+7vf2//8+//xh//0N9/+",
+	"1d/947/5+z/87v9895v/MDgg7y7JiI2lYsRMGRlzpQ3BCQBQh2TGZiOmNJEiX5CxVGQ+pQZenkptSCrF",
+	"mKsZyyy+i2Dp73ozpjWdsIeyRPi3AFYUSl7wGTWMpPYVux33SUByVGRESEMWzBCangk5z1k2seSXcZ1S",
+	"lVk4KMIuCksedhEzLvisnPUO9ip25cKwCVO9y6T31kLp8QXXKGHdCyMpc0YFIMxwk9vfOrFVDStHv2Sp",
+	"saO23z0pWLolVnXB0tUY/fY3/+3b3/1+MCTHuB1NrDwX7Jwpi4ZzpizAxkrOnCzXFjJjK/65FHoZQRnL",
+	"+TlTi0csp4sTlkqR6WVEPWJjWuaGZPYtu0JG02mNIIeyQ7JH5lMmiJxxY1g2JEdEM5Hd0UTOBX7spiBz",
+	"LvSQHAlSFhmgf0qFRTqQWE4NU/AprHhGLxCb9z7c39tbh123mOfM8jyXonNTT6Sd0RDDZ4xQvwnCNTlj",
+	"hUmQIj00ufEECe+HSweZwjQxsqZdT64OvCw7tD9N7eHqyNTOo5g20pOs3+Td/b2PHjS2+SCyz8vwVHnV",
+	"uenX3bQM9Bmh44eKUcOeMy1LlbLn7G3JtNmSkD+WGZDJs89PXpDd8/1dOJ717jv493JXudH1kADNWw4v",
+	"FD+nhh2LojRI1uc05xbCGaETyoVGkfOJVDNij9eMjEAazV6qnPRnVoFgGWEXNDX5IiFGUZ5bgOuc6inh",
+	"Is3LjGWDZR5wY7SUhP29e3/aVhNaB40/5m9PuUh6cjxm8P/mLHf31y+uAdFA0jlcJ72LnYnccT/aU3D4",
+	"nM6fIiX1QN9CCbbVZy3CBAAlFYjdoAFZxsktQpePZ4VZ3MBx+VRmZc5+IdUZU2Rv+OFwD8gPf/g5U9qq",
+	"PHvD+8O9A6A3xcZMMZE2Dztd8bMsjeYZAwlhxZxiqVSZhnPSTJlGitUJ0ZJwY9me5nO60OTdpSVFD4fm",
+	"9rr2/6yN0i2A0GQwOSYUecnYw3xK7Y4EI/344ZMQ+OOhFLqcecAlEWAODlCG05Fm9kBXVr3g9Wm+tOfm",
+	"lmIbF+cneJZ1b7jJgffvf/ggwg9NcJxTBYejZqliHiANKjgAMYOy6M/pOT2BrwnPrIwdc3v69v/i1dHO",
+	"v6I7v3rzwWv3v72dj9588PrdXvLgw8sPEpJOWXqGsspSk5NpUpERS2mpQc8WR8+OiSVExAJx4mnxmZ1+",
+	"AOR5TvOSaX+oD8nHXGRcTBJyThW8gNtwK9ZTMPMEw7+t0HVnTAi0B/cCVNRAjqDgJ4qKbc+AIyvRRcoL",
+	"mt/RRMmcES5gTbAea2T+6LR3QKzussDfBgmRBQ6fL4igSsm5tSUkslBccqNdbNisTQb37+6vFZEzenGM",
+	"nwIw8DFVii7sU7toOygT9hh+1TvnbA52K8u4kQrEWHvEykhdeSQsWzqh0KyMWTt/ICsRDRH8fMpobsC+",
+	"bsJHG2pKHW5BnkVW3Z4ev3odmehYnAcW2RbU8KmVnezCMAHytZ9KoWXOdp8/Pnr09PFwloHcsNaH4Nqe",
+	"46CkkykVWc4U4dW8pE/JyJ71A+TYUAItE0jq5NVLtNCXrdymVJtPpWY4vJXVcwo0tyxISrSMn/I85xHN",
+	"8lM5J7kUE+D45kYUFUN3HlLTO+hlshzlLG6yiNKaXXZChMoLPmNdU7588ZCwQqZTMoM3vJpt1XFuKrA2",
+	"5ubCPLjXW6FDR+Z56jVcLmB3AKv1JpcsTSpRVWqZPGWaMpaxDA/bCkzMlEpYtXlMeW6fcqv9KTZPiGKW",
+	"Gq35V1DBQbhKACwpqDZwDoNKn/MZN3ZpnvaruSwQYNgoBwPCHMGsZpSQuoLvAvgt0UoElzV0AlYPGG0l",
+	"Gz7hWyvnm7Bik6/uaDKzHymW2jO9izU16QM5MD1IiGBza1yBNyEhVNfuAtA3LLrMlM3IGWOFxv9yQWZs",
+	"Ju1pwK2+xQ3RhoJF26cGl3B/L6LAV9K/+s8qD04A2su2zG8hGMeLogUAH0HNEzl5LIxarEVKcws5O2d5",
+	"KKgzNionvaSXywk4Yceyl/TmVFl6YEp1nD6O8CKkm/Q0e+vPzDXsbxqCZoMPzlFh2ohp7DIaUyRu8/Xq",
+	"GwMG0K9gG4f7FXjhiMw9hTs2sPp8URrQqUqR0nIyNRWtA+B1QmSeVcQ9JM+oRvLOrfzR7C1418eGKau6",
+	"KEYzIsV1qbba+9Y06yETARoy+ZYw+1ww8viEzODbiNo8BKXT6vxTOSfSTJlyL2vCZ4VUVkZDjGHXvnja",
+	"s+L7tIf/H0TPcO++DXSqe3c/uvfh3r3NbPKItRwa5bXiHirxw53XP4r7+yMGrl9kAHcH3E6wI9Cu4SaM",
+	"WLJ9a30KjOvYE9K+uqtKYdlth474cJaRr78KPxwMPXVrkrE0p4rp2r+L3GENknOeMX1IHGMSzXKWGkf2",
+	"/Jw1SSAh8ym3ukgJRw3gHPV8N0XmJ11Gt19NgzO8VBwzDBPBERSXgJVGj9q/++Nui2uSXin425K5x0aV",
+	"rJZj63jxuXcJLFFDtfglOgiwHaGIOhqzPS+m4EFJvDtSKpKxnBnHmt7VlkDUD07gnfrwr4M8UhDqTvY+",
+	"UE3BmNKoDRSlmjCreGWKn7OhPZUNAwnJxmOWGlJQrpzZr5HmYB5aOIKrptGE5rmc6wNSMDBgd4UU7JCo",
+	"Ugj/1xcFVYbT/ItSnAk5F4fgUhEpePN2qx8rbW4XHbDZFzgUanaNkSIyBWBmlbDGCWcBuGN5Jab1415D",
+	"arRz2KFxFqApWFwv6bk1RUkUj+9N40xJL3qqJpFY8NIrZ1xk4YJx23ahQCtWPQVSsZuwOIZYJSA5uvBC",
+	"yYlieu1ZhbESj/Nn/isMbgI1vuzYE1BWuGJHJnZhSCK9JKbH25ErGomuHXe8Dcbb56qdBQDa3IZfdEUg",
+	"SUhdjYkDoVAz/CppsJFGcx2tIogCL7s/BLswz+iEvZBnTCybbs8UAxcf2JgzqazCzmaajKVl8QNrjWl7",
+	"0lNNCj+K94oSOzb87GzHjX0jS+pNE1gRaD7zbqhtdUPhXH0GYhnefjkAC5PPZqWho5yR40cJ/AJKj5WJ",
+	"9o+JosLoITm2RyRsnGsXptNTORcY0XBKIpLLspDCQTbGJXqHInjs4DWvJ21A9k7JcQsKgF/DdhXgvY9/",
+	"s1DSzQCh6dnrVgQ2DeJspAWuAFATBuuhtW2I4wUw1bx2ula0OGJUgSlyxkTiyM9MuSZSpOygtsvREodT",
+	"3H528unRzv79B8tkWYT8tPoI8y9aovRCZDUgi5Cg4JNuYGYrwXjrsrO5va1MsuYio7uosle2oIF29gnJ",
+	"mKE815imYxENvp+jZ8fkfD9wAfn8jlRmoOYBjR5j4gWavDGrLIu4805QJmpBz9iblGoGYzqNsqkTPoaB",
+	"0d5rBkhfv/LW2I+iIVHcVVSm4Wq3QCHACZYSlZxCGyrSuD+lglOnJlP6kAR6Ru9/9FHgJ723txf3vZg8",
+	"Ph/+sI6B4KkfplpGgvhqkCBSWDfxPfZq6pb2CBdFaZBuDgglf37y+WfkmbRbVIQLI11UFYBHRjJbAJ1R",
+	"YpUJa1TFklQ6EV7gwBsIFvdiRT7LsMANRwAC+uzHPoVxS6GM0QTajgOwlPFzpkk/ElclX3/1T7/5y3/4",
+	"///lmy//5tiuekxT9t1//Mt/+Pu/HhyQu8PhjF7Ack74r6zBlzFVZ+HohFBBjh9ZnQXSQR8ECaAAauPj",
+	"HpVxeAfVlyGxC9bMmJzNrGo3Y2YqMx1mXVn5YNQiCX87yvG0gSfwh2JkJEsBsTtuHP83/RAxP27WzsG4",
+	"/2B9CC+IVWzE9LD1IM2h1hTuurSbblUB/Q7X0xXqYEEYKQjIMSC3LmL09HID+RAx+ts8dxCGrxMDaZ0M",
+	"iBkAKTskpah/9EcNxKddmlhn1O7IGJpOWRbL0lubxpf00Hm1UaJfHKjroH8N310H1Kv8PpQWlqmcC84C",
+	"rDY6vBmV8zHzxgkFaAHfvjx+FJOiNHvC7En7M0/FGzq5gEcqgdM40+42MtXuRoOJ7ltrAsvSBPl41SgP",
+	"1mf10YuHUqSlsktaND7ev7/JEp4zo3gsovmcuSQ9ziqvfZUG69MjD4kPQN0lPyb1cKT+tpnEtz5P8e3W",
+	"SADx2k7U3C45Eonp6v5NL7bcOC3C6MT1Ev4aKInt7HUHb3Y5UOGlRxWFXzMk2nCAkq+/sgPv5DCyPRNp",
+	"Rg0dHJD5lKkwdRQim1Qpfo4JP1n9GRcTktIZw2xS4OvpYkhO0BqTBFNLtOfl4EsnCqyITZwLwUhCvVzo",
+	"+5xITSb83K4m+LbWCiCtSCqUHjkXZ3gya4IKQOQwtjr5rDA6njcR8Aw3ZEoznxCA4+Gi1+cFeEn/GY0l",
+	"B7yw8PSvOB0F3U12Jr+zOdXNPUdzNq6UCRIwukVZS4KSmbSIxiSDiJXiX2bZkdkyb8ORgZ1gw5QNqfiE",
+	"C5o7xeY4sstjoyugHT/qQljEzqGuQqI53C+mC5ck0wT/AeiBnOk37GJKSw3xe0ckndJzECZqLH0fz7SC",
+	"hQMmVpAP7OuatBPM1Ek+L1HjrjN+Vk4DYmC41ufcmrjCRVJzZwehteVnIBq7pSeedTcsO49SA3JJWBFB",
+	"8Q9/rKIMhQgxrTDlH2LWqIGI03MMoldmlFT2Lyu/PF8fuhICeK3CQkSswYjLOIS9HQT4w4RVjWUIzryx",
+	"/KirDP7a4BqVxgpYNPUgZ0UfEpcLQ2iuGM0WPsblcrEC5Ld12k4aqwkLI3AcBAWcAIGUxLeA1CH3wEyV",
+	"LCdT1M3hpcF6yguSmRzElinKkcs6erpmCcHL1RUEu+9Knl3uVkTTnzbo0YXAg2DmjJ6xGs0hvTni7Ctm",
+	"oTSwRFZRbL+gpY4ekxU9RcyLEKJrwLjCMwzvHQu7kRvIvGzzZz0w5H15qFSlLKMFUltChJxvzk+BkuAG",
+	"IH12YXZqOC5Tv+OYY/FJzidTzPhYqT6MFic+YLiFm5eeU55bRWh51T/HwtmEzCk3wKxg1G6Y5QgVTizC",
+	"vJ+5ciBXl4tixpVGYU1VHzW7ql5osH42HoCphXKWg/658cJBsrkikxYbMgsFlHyZxSCIvqR1mklVl+Id",
+	"YuKI4iigXAB3sMkijFr8AuG+AQgpups8BNeN3+bGigZqtLWWEEA4gFAsK3q0MKxDT9bgoQO9gCsykpmz",
+	"FJc0uo2K2iKTPAYGqy2QKuFY5pkmfe/pGYaVmHc01hNYjt4AMZjtdjRhnaV0R5PKC+FS42qzA9E2Bm+g",
+	"I5+qUFBIwa6QDr0iQzfpQe7oiT2DtxSUD8tZmVOQ9lD6p10aqg+Q3dGEiQkXLMhKhRI+qgwZsQkX2od1",
+	"DdlLSM7dQbM7s/psql1FodIgaNOcM2GIprMiZy4DdgyJzIbpITka+eC6q8t1c2fSlRdaBAf47lO7LJGN",
+	"LEdgWSEYldEjq64lb+HRV3SC8LAC6gq0GpboRvNH1wnRWp2N5J+DHHJBhGUrufbfQC4m8PMVtlCJ4Vgp",
+	"rHuEVrj35/exIha18sFVpvTyMzKlkkXBsujmSF/IZThcZQGON2MOMhT+lfHkVQTlq00h1YNdhVbQ0otM",
+	"epJOWVbm1lKyJ7DANFKvUGw905Iu5jggRHWLcuvFtWgyxFUNtuVzoVujDsoD8OioNZmItF3Wizp18kBJ",
+	"7NIjn9YZ4lvG9bxIh7TCRjTrjnamz7bBrCHG/6yhJ8iRUnTxcTkeMwXCjbsCGu/ZIACrQ8IFxhQVExnD",
+	"GndvAgFNWJl9xg0QaArBsYErvMSCFc0e3MPTCop97KDbeL/uegOz6SFOyI/hCcgBxUJKXe2bthCISOIA",
+	"GBbg3vu8/yd7e3u46Dq1Z8uImeEze2rNii6n1FFd6J6Qly8ekpeCX0TcVIf2yBnl1lZWUut6294dvjlH",
+	"Al+0F+aAE3g72gT/tKoYWEntx2Isb9NskoKRnOugF0LXqXuFGi4g7hZoav+vZs55toGPsJuoH9XuXC3J",
+	"mKr1WqFFzTPFrI4RV33tC3e0YxOg2LqMZ//+g0HieLGxePtezAVnB3uhSpHSqOLi57NcnksxgXMSS4xI",
+	"gYuMm5xZI2SwNmwcuNG6E+u0C5JFHBpgDnBRS53VsmEpHXaF2fJmHtgtb8YrDJd6pc6Y2to9DUEMTPHn",
+	"hszogoxYbbtuRI0x/l9ikeUVNjyfGoNOPv82pMg2xXQIjmOsq1opPG6gxG6t8CiaB2vgf6mKjapuK1h1",
+	"dM1yoiUgbJL/u2Vm7hIQuwC9nCp+s+B+hvULX3/1HJPbwe1MDaFY2YCVES7xPSiJyDi0sMF3FCukMtq7",
+	"Qg6DL/wjIw3NUVxX3rPOeJ6vzHW25CAh3sViFQgXWcJ6eWrkjKfOpeJS+bizJrE7gD7jYCH0czYObMYF",
+	"oYodkGnTHQSVIDCMkATqFRoxINduiRiqJsxAUFFEjEhY4XoPnQPX+hfdFta/CFBe91o7tWOZwrpo8ZmS",
+	"WZky5RosXEFPfhsZRhMmwFrraO309VeN+qlvvvzbwg3gOz0MDggT568EnbHXZMJcYMK1fhAZRN2rtJCq",
+	"Z0nW0UtqGZ+xJOh764vmOvpexOOISGZXzz5wWdbVQG1Z08ZdF46dGLhaYGKdsHGDH5KTn50Q8EM5EfhU",
+	"nrMXVJ8NDoC9SVtO0IiUGNH0jFANmd3+3aFjTdhKgoIEuDTxNs4Szp0U0nTmu2+whttwIqF/1SGIBVlC",
+	"gSbIIfcg8DPFIr6oD/S5afxeZ0ocBjkSfgYr2Lj2kisiX+iF7zXwjCm0heN6HyiUFSBRchagGdtvSD9z",
+	"zcvu7mHteJikszZzKAD1dnTbIMwWwUXosv542wLmuj+RkZWjxLNIA/MQGQOBYUkgIWN+wTKfB/Ly+FGX",
+	"+f7db3/93V//9ptff/ntX/3rP/zmK/uf3/7un/7zf/3my7/9w9/9229//78OSadYqz6pB4FvB0PyMJca",
+	"swWqYipPwJBPiKmCy5TRqiHbyvhtCZRwqECY1MiIYqoWY1shKsy9r/BDIX9GMZrpYasFWlUxVDfDcLXp",
+	"YQ+pSuYje3Y0yrlSvaOhk6h9E/RLW3o2YSKoZO320UWZraMiKanyVa/QxCzsn7Y8LsDzSq3RaEdVwJWa",
+	"pkUsPcAYHmLO2edKCfE3qNt0hZHrKh87zNRrV0SWYW2Y71lUd3qrIO+AEqCxgnxtvAWE40hvozrKihtX",
+	"cOqtVwJVi/ijLaJsgCoCyhOvYl7dfcxcTYEc1wpr3x/boSe46kINgAEBqcnLF5/s/Cm6TQZJ21sMEYLw",
+	"l59zNk/I3eEw9Jceotv4BJBGUiqENL6UPezvZjcP3fpAk8aaBWzjpmGR9clFBXEV3+6wcr2JXMEVF9Dt",
+	"7Q18tCSS435ft/cvGvv7or23KtngionALXKApQTUsITtDor4HFatr1AUg23eNKFqUnqqoKRt89xBI6dv",
+	"1+dbw+k/G1zHiroh5F0T+CGgPRAjMH4JIu+GWrFulEd1QCgZl3mOLb7TmmMLlpK+1R3luKWm1PbHIFor",
+	"+oO3IG13HI1DNQL+BjHdaOfNaLNR34hSgeXFxDkZLeqqclQFaVEwqggXhIoF8a3iE5LLSRI281B1A/I2",
+	"Stw06860oCFkSLErYLIOgteolonAa8NWN40vB0OC6TJ42wEPyviHZEa5wFYtrommtVDl2LcuOvQNj+qe",
+	"oNhBJma6+pGu0LTXTbex7uEm2q7iPeqiWj6MPscCLTJjVGjy6vWQHLn4zYN7hw4QCARMj+facJEadAdA",
+	"f9W6MykYJZu7ptuunLW9Ou1029D09WthghqYCt81/l538Ey8gAXas6Wl4mYB+olTEaByv7qbAEJX+FM1",
+	"wNSYAu8i4C7GuXzYhoana8TXamrsFcoX9ExaBT40JgmfFai6WU1seCqWarmd0V4oCfXewiiamkPf2HVK",
+	"C/D0ZGzMBaRnpxAC8wC2NHIqAo8lUA+4sPuaMeTrujfhkGDhOHBgV8H7qeh33fQwqIvhV5S9JwCSoJJZ",
+	"J74S/lScCqvPKlm6FGzXABqc8plMUaGJtfd1Oie7KBTTVtOdlbnhO5pN7CenoqBmSqoLXw7I0Wf/cpPc",
+	"Z2iKtfvOfj0cDi+hI+OZlVGnotXFEd6sc5YiVfmumxi+CFscDE9F0LO5IpGQqvohvehypJlJSEM+D3pB",
+	"d63e/nBvuLcDH9nph3fBGC+YoAXvHfQ+HO4NP8S+AFNghN0pNLj9FTQEYZGM108ghKPLgqlzrqXda25V",
+	"Egtmi302JMfOzVI17q5P1TnlRh/WnTAglC/sCUByKQtwwkI5FzgSwTZgF4XUdhTX0pukU8nR37aDn1t5",
+	"V13fcpz1Dno/YcY16m3d8rK/t3dj97q4GToudSmUTC1MwIPEz9mwIXp6B69eJz1dzmZULXoHvScOhEOy",
+	"v7dH5lOeM8/pMApY85p8+uLFs0NSClqaKROGQ8QVR96F0od1eMslzciI5lSklTUnVTpl2ihqAJt2HF6j",
+	"MwHsebH18MlxK2Eb0FhH14bkZXN1LjvT01UUV8/9lD8cunAbuPsFMRIh3ujkMURbECiza7Jq9V4SrsR6",
+	"tW9Eu/Q5sJBUiqtJJaZA+m4CzbzYQ3J/70N/pQwoBiUYtXpamkzOhSON8/3dlBZ0xHNeNfuJ0cgvsBkh",
+	"9JOEhCvXpHDEFtLND4LnDkmlYklV1wYHjxyTMaOmVEw3ZhsiAoYWW1gzkpDweeKlZLOSdYAtEsJUM1UK",
+	"AcajlS3cVIFdjgWZggjZGNkuyd0VECW7hyFMrkl5bS0jSmSNxfnza7VgeFGnREe/rjizlZNXY94J+6Ff",
+	"s8P8EjTc8fm9AGJUWoxn1ZG9OSzaXyC5ArMqCJc572ZV+OfBULU70p1AeMK1eVa/douyqNmVKAIkNJ6q",
+	"NVesBkmWQBDIT3VP52tIpwrA0YBrU2up4TM4CPP1a/CS/vGjBEyWxDVnO/QmtWvQZvU9o0nGJ0xjBvfF",
+	"jqFnEmdylVc9ms24wMYzOoIsbEwVdkVzauXHztt3s4hqNhW7bFoorqdpi1zu3tYqsm6do92RDAB+86Rx",
+	"4DrpgSfRzwnafrQdH3dt0KjQc+bal/YrHRBOOx12QhscgniX6kwTavBchM5FkJbvCkH0asJpPEMPcN3y",
+	"bAeXv+NIBmXjsqTYfVf9/9L5IhnGjpq0+JxZM6BJi7ctOdbTAPRIsCJRwfKy2yADHDokg8Oa7ixmCw14",
+	"BCsAMYnnOtRVAKaCFTurbcTqJa+TDcGdna/erQLHHQ39I53sgR5M/srN5kWSRUukrL3jcr2v6fK1I62W",
+	"eVlRUbdKFvbzVQzuSyOlMDwnlGR0UVeqLFy1s4uncO2dBe4qgSm3fFb114QVWKUCb4NDy3P5OKyn7y0B",
+	"G2D3tsTCZH85qIsx1oC64fayl8kShKw0MeE1mi4XEK99A/u9QnVrua3usp3YXbuIKjsGY4pVoqmrDfSJ",
+	"Me5OhdhS4A6N9iJc2511yTPx9TTioR7vkKItS4xxHvq7o7wSiRnkPs4ZW2YVGu2E197+vQgD3KJIbLal",
+	"jYjFz4O035pImhdnHLbAVUeJMT58E8LTrq/BfI41A8LtY6mMaQjyGV2A0bN81wduC/Jr4a7EDnFpP45I",
+	"y9ge6ldQWPXWy67ddzy7XGNZVPkGKwW2v7LSSHAyVGRZh1uMdGKO9PeGwwfd7GS/j3PTug5Y3w+trr0L",
+	"eEiOiJBixzA1g5osK1NSqqBy5DkzarFzZGV/6+bf4EnULqu3eXl9goZeITTobY9pjYC8BKpDdgqZ5+7A",
+	"Qks9g2AP4hWQ7O8evXHCTaL3RG95TfRm1L+bWrs7b98i/j0vtdNUgsWFXPjD0TcCytn+jtJvy3JdThUe",
+	"HLgFBDUFwaWMwe1d5AhsFY3+WB/HqNacuMsP8FEF7jf19sBoEZKMS4X3srisXGhs00XvUHhQGSJdwYiV",
+	"Dozn1VsbKWzBdaHdl4NfUdvxacBbqjv3//jVnaUFjqjmKdq8DjoDkjN6ju0IiOO9yBU/cCEY3ugDudyw",
+	"rVOBgPcVLBAtR1eQN24Gh5hd4i7jtQ/gbrCfPH7hYVNlxmbSGwAxELgir2WNHvZkNfcyz2Oa+m2eo40s",
+	"ujUqX7jX1o1SP5DWV6+lvoNTjoGPPpFq9n0pdqtda0G+53bDt25LQTq4eddc/DrjjTxz++txWUHEN+q4",
+	"AUp46H1mlVkanDL7kVMGzyb0VWnX/bD72Ih5vCo/F04Yd3itDnqvcnw9gt9vjFKS9V+Mn0K35mUJu04D",
+	"eCiFT4ZytzYNkkj5jsgXB8RSDVFsXGqUz6fC3fMEKIJg+hshzRue5Yzc2/soCNiGLYHqUhypiCqFrtpE",
+	"dQpbPj7OchY7jetmZ6/fF3pG7DfPEtddiwuSUp3SjA3WEfkaXSjpNCsDsrv1c6ZLnQ0dTIEV9vgFFnR0",
+	"61Q3Zn0FBS7O5w+u1boPOJYCOJvyM7wYB/znjR4vt2F9rXmx5BkeQmUEv83U0e9TstzScRXPhX2fj6vn",
+	"mJjc4O87msynMsdcsetxduy4wsqTax1XVX/KVR6pdlvNW5MfzYk6hEizeeOtm8MbtoI9xC6wjUJFvH/L",
+	"ffM+io2TGG5vnpmj/UQ34uUflLSwr+jtkxd0HiV919AV8s2hxyu2e60eWAgNoJ6opYYF9Dgkj0oFnY98",
+	"tg8GkfUhqWT8FfRiIOEdP8mV5ExwG3dn9O7n0Gu+fYOsS4mDs1pOhuSnrDDBldyjRccN3knktm7QTl1U",
+	"4P4eVGNjtvQg8QVdS00RsVcFFc5vBVl/51DHJaQBjSKVKusKCeIejoPdbxCGDbxF1wyGrbuC4lbdDq1L",
+	"yTuYLqCMZsTmNnhvozvl110n3w4s+bOcK+Jv1Qf10l2f/4NK/s24M5cTvUoDQNA8sW+tId/nUBMOXUU4",
+	"cyVrmr0lEzCtq+5XXA/hZy6szW0NR8iPxSZZvhjAdRJjcFFOcipcN7cpXvnv1PK+a/T0y3JW2EHmVGX+",
+	"PooRTc8GVclkdQs6dB+H5Gj7E9yAUSotVbehCXkDDQ7bssvju20Zd30PiGWj3gcEXbCvERikwnV6qZt1",
+	"4qar9pmYQyukYGTBDKaruRQkS8UarlCWUpwKqn2XjFxOJiyDPBE2K8yi7sVZBatI37mPMXtpWlpTSs7F",
+	"YEg+Aa8h5FlPoA+QxsyXCeXiVFQacgNv3Th6T2OY/pb7iPR7IieeUVpX9/duzN5tiTYLaW0Uo7NKFrrm",
+	"DQkpRUrLydRUIs8XmFRqETu3Uw8acUt0/a5wt71HYi7sVt0ZEgq7g217WnfFdvavdHjf/WMK7UCPk+8z",
+	"qLHUxW1FYOP7iFysU/Mb7fSiWvya1npO0aB4gyHLsDNB0EXyPec+vMn9GkH/TU1dF6Zp5Yhn3EgwLtqQ",
+	"xxRLaAhHcyic6+htFzhr7miv3R3WLZ6qfnanwt+p4i7ZVNhwPuzjbF/kBkwSrsK7LZ3FZo9brBnybnFV",
+	"9bvmOVQqYi/NwfBUHFfGnaMRQY5rn97OT9nCWVFY+wi7ilks0JDwZ+4utRuIY70PjrmNmjAODhx4Ww3I",
+	"4rwKxmKYyWPfO+Miw56M1/Thb8ZNLiHjveSnxxBoD1M4oi0j+5V8g+t3IRMa2polFa1Dza01F07FW4R8",
+	"mw0L1zjR2etW0qLyn0PtlLu+pMRTBtmuusEswgEu9eUGeeCW/Gmt1m3vs2v8xjoTRjoRNm4EijQlTODe",
+	"ih3Qsqyl0sW4jfwm3zi1oi1rzadUkFGQknXz/nx0s7mVXMnLpg01eq0r/wTeum3VLOj535XdBreZJN+X",
+	"n3W10uXlR3CvFHRnqpWxyQ/syWnW+tVdGF69toImWBeUx+MS6saom9brr4kvX2XIugXAFoP/5PELsuvd",
+	"db1mmWP3m+0XX1/+cwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

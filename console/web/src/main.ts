@@ -590,6 +590,7 @@ async function workerView(root: HTMLElement, space: string, w: Resource, version
   const paused = h("input", { id: "log-pause", type: "checkbox" });
   const logBox = h("div", { class: "log", id: "log", role: "log", "aria-label": "Worker log", tabindex: "0" });
   const logErr = h("div");
+  const invBox = h("div", { id: "invocations" });
   replace(root,
     h("h2", null, "Handlers"), h("p", null, (w.spec?.handlers ?? []).join(", ")),
     h("h2", null, "Versions"),
@@ -604,7 +605,7 @@ async function workerView(root: HTMLElement, space: string, w: Resource, version
       h("label", { for: "log-text" }, "Text"), text,
       h("label", null, paused, " Pause the tail")),
     logErr, logBox,
-    h("p", { class: "muted" }, "Recent invocations with their duration and outcome: this host's API has no route for them yet."),
+    h("h2", null, "Recent invocations"), invBox,
     versionBox);
   if (selected) {
     try {
@@ -655,6 +656,41 @@ async function workerView(root: HTMLElement, space: string, w: Resource, version
     }
   };
   void follow();
+
+  // Recent invocations (the host keeps the newest 50 per worker), every 3 s.
+  const routes = await hostRoutes();
+  if (!routes.has("GET /v2/spaces/{space}/resources/{uid}/invocations")) {
+    replace(invBox, h("p", { class: "muted" }, "This host's API has no route for a worker's invocations."));
+    return;
+  }
+  const names = new Map<string, string>();
+  const nameOf = async (uid: string) => {
+    if (!names.has(uid)) {
+      names.set(uid, uid);
+      try { names.set(uid, (await call<Resource>("GET", spacePath(space, "/resources/" + enc(uid)))).name); } catch { /* keep the UID */ }
+    }
+    return names.get(uid)!;
+  };
+  const loadInv = async () => {
+    try {
+      const page = await call<{ items: any[] }>("GET", spacePath(space, "/resources/" + enc(w.uid) + "/invocations?limit=20"));
+      await Promise.all(page.items.flatMap((i) => [nameOf(i.consumerUid), nameOf(i.queueUid)]));
+      if (gen !== generation) return;
+      replace(invBox, page.items.length === 0 ? h("p", { class: "muted" }, "No queue handler invocation since the host started.") :
+        h("table", null, h("caption", { class: "visually-hidden" }, "Recent invocations"),
+          h("thead", null, h("tr", null, ["Finished", "Outcome", "Duration", "Messages", "Queue", "Consumer"].map((x) => h("th", { scope: "col" }, x)))),
+          h("tbody", null, page.items.map((i) => h("tr", { "data-outcome": i.outcome },
+            h("td", null, h("time", { datetime: new Date(i.finishTimeMillis).toISOString() }, new Date(i.finishTimeMillis).toLocaleTimeString())),
+            h("td", null, badge(i.outcome)),
+            h("td", { class: "num" }, i.durationMillis < 1000 ? i.durationMillis.toFixed(1) + " ms" : (i.durationMillis / 1000).toFixed(2) + " s"),
+            h("td", { class: "num" }, i.messages),
+            h("td", null, link(resHref(space, i.queueUid), names.get(i.queueUid) ?? i.queueUid)),
+            h("td", null, link(resHref(space, i.consumerUid), names.get(i.consumerUid) ?? i.consumerUid)))))));
+    } catch (e) { if (gen === generation) replace(invBox, problemBox(e)); }
+  };
+  await loadInv();
+  const invTimer = setInterval(() => void loadInv(), 3000);
+  onLeave(() => clearInterval(invTimer));
 }
 
 function versionView(root: HTMLElement, space: string, v: Resource, title: string | null) {

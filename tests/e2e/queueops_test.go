@@ -161,3 +161,90 @@ func TestRedriveAcrossKill(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadLetterMetadataAndRedriveToSource: on the binary, a dead-lettered
+// message is listed with its source queue, consumer, reason and attempts,
+// still after a SIGKILL and restart, and a redrive without a target sends
+// it back to that source queue.
+func TestDeadLetterMetadataAndRedriveToSource(t *testing.T) {
+	e := startEnv(t, hostOpts{})
+	ctx := ctxT(t, 180*time.Second)
+	topo := e.topology(harness.TopologyOptions{MaxRetries: -1, MaxBatchSize: 1})
+	// The dead-letter queue keeps what arrives (its consumer would
+	// acknowledge it at once).
+	setDelivery(t, e, topo.Space, topo.DLQ, false)
+	var bodies []string
+	for i := range 4 {
+		bodies = append(bodies, body(fmt.Sprintf("d%02d", i), "throw"))
+	}
+	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", bodies); err != nil || !sr.OK {
+		t.Fatalf("send: %v %+v", err, sr)
+	}
+	type listed struct {
+		Attempts   int `json:"attempts"`
+		DeadLetter *struct {
+			SourceQueueUid    string `json:"sourceQueueUid"`
+			SourceQueueName   string `json:"sourceQueueName"`
+			ConsumerUid       string `json:"consumerUid"`
+			Reason            string `json:"reason"`
+			Attempts          int    `json:"attempts"`
+			OriginalMessageId string `json:"originalMessageId"`
+		} `json:"deadLetter"`
+	}
+	list := func(uid string) []listed {
+		t.Helper()
+		r, err := e.admin.Do(ctx, "GET", "/v2/spaces/"+topo.Space+"/resources/"+uid+"/messages?limit=100", nil, nil)
+		if err != nil || r.Status != 200 {
+			t.Fatalf("messages: %v %s", err, r)
+		}
+		var pg struct {
+			Items []listed `json:"items"`
+		}
+		if err := r.JSON(&pg); err != nil {
+			t.Fatal(err)
+		}
+		return pg.Items
+	}
+	check := func(when string) {
+		t.Helper()
+		if err := harness.Poll(30*time.Second, func() error {
+			items := list(topo.DLQ)
+			if len(items) != 4 {
+				return fmt.Errorf("the dead-letter queue lists %d messages", len(items))
+			}
+			for _, it := range items {
+				dl := it.DeadLetter
+				if dl == nil || dl.SourceQueueUid != topo.Queue || dl.SourceQueueName != topo.QueueName || dl.ConsumerUid != topo.Consumer ||
+					dl.Reason != "retries_exhausted" || dl.Attempts != 1 || dl.OriginalMessageId == "" {
+					return fmt.Errorf("listed %+v", dl)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	check("after dead-lettering")
+	if err := e.host.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	check("after a SIGKILL and restart")
+
+	// Back to the source, which holds them (paused) as new messages.
+	setDelivery(t, e, topo.Space, topo.Queue, false)
+	op := postOp(t, e, "/v2/spaces/"+topo.Space+"/resources/"+topo.DLQ+"/redrive", map[string]any{})
+	done, err := e.admin.WaitOp(ctx, topo.Space, op.ID, 30*time.Second)
+	if err != nil || done.State != "succeeded" || done.Progress["moved"] != 4 || done.Progress["total"] != 4 {
+		t.Fatalf("redrive: %+v %v", done, err)
+	}
+	back := list(topo.Queue)
+	if len(back) != 4 || len(list(topo.DLQ)) != 0 {
+		t.Fatalf("after the redrive the source lists %d, the dead-letter queue %d", len(back), len(list(topo.DLQ)))
+	}
+	for _, it := range back {
+		if it.DeadLetter != nil || it.Attempts != 0 {
+			t.Fatalf("a redriven message is listed %+v", it)
+		}
+	}
+}

@@ -77,6 +77,7 @@ describe("console", { skip: reason ?? false }, () => {
     await page.getByRole("link", { name: /^hello-v/ }).click();
     await page.getByRole("heading", { name: "Modules" }).waitFor();
     await page.locator("li", { hasText: "binds queue as env.BACKLOG" }).getByRole("link", { name: "backlog" }).waitFor();
+    await page.locator("li", { hasText: "env.BACKLOG → queue" }).getByRole("link", { name: "backlog", exact: true }).waitFor();
     assert.match(await page.locator("pre code.hljs").first().innerHTML(), /<span class="hljs-keyword">export<\/span>/);
     assert.deepEqual(page.errors, []);
     await page.context().close();

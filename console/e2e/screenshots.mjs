@@ -44,8 +44,10 @@ try {
   await shot(page, "redrive-done");
   await page.goto(host.base + "/console/#/s/demo/r/" + (await host.byName("hello")).uid);
   await page.locator("#log div").first().waitFor();
-  await page.getByRole("heading", { name: "Live log" }).scrollIntoViewIfNeeded();
+  await page.locator("#invocations tr[data-outcome]").first().waitFor();
   await shot(page, "worker");
+  await page.evaluate(() => document.getElementById("log").previousElementSibling.previousElementSibling.previousElementSibling.scrollIntoView());
+  await shot(page, "worker-log");
   await page.goto(host.base + "/console/#/s/demo/ops");
   await page.getByRole("heading", { name: "Operations" }).waitFor();
   await shot(page, "operations");

@@ -702,7 +702,12 @@ function versionView(root: HTMLElement, space: string, v: Resource, title: strin
     h("h3", null, "Vars"),
     vars.length ? dl(vars.map(([k, x]) => [k, x])) : h("p", { class: "muted" }, "None."),
     h("h3", null, "Bindings"),
-    bindings.length ? h("ul", null, bindings.map((b) => h("li", null, h("code", null, "env." + b.name), " → queue ", link(resHref(space, b.resource.resourceUid), b.resource.resourceUid)))) : h("p", { class: "muted" }, "None."),
+    bindings.length ? h("ul", null, bindings.map((b) => {
+      const a = link(resHref(space, b.resource.resourceUid), b.resource.resourceUid);
+      call<Resource>("GET", spacePath(space, "/resources/" + enc(b.resource.resourceUid)))
+        .then((r) => { a.textContent = r.name; a.title = r.uid; }).catch(() => a.after(" (gone)"));
+      return h("li", null, h("code", null, "env." + b.name), " → queue ", a);
+    })) : h("p", { class: "muted" }, "None."),
     h("p", { class: "muted" }, "Secrets are write-only: the Host API never returns them, so the console cannot show them."),
     h("h3", null, "Modules"),
     (s.modules ?? []).map((m: any) => h("section", { class: "module" },

@@ -75,3 +75,16 @@ Feature: Purge (host extension)
     Then the request is refused with 404 "not_a_queue"
     When I POST "/v2/spaces/{{space}}/resources/{{nouid}}/purge"
     Then the request is refused with 404 "not_found"
+
+  @restart
+  Scenario: a purge is durable across a restart, and is not run again by it
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    When "w" sends 4 messages tagged "p" through "TASKS" in one batch
+    And I purge "q"
+    Then the purge ends succeeded with progress removed 4
+    When "w" sends {"tag":"kept","do":"ack"} through "TASKS"
+    And the host restarts
+    Then the stats of "q" become 1 message: 1 available, 0 delayed, 0 retry-waiting, 0 in flight
+    And "q" holds 1 message tagged "kept"
+    And the purge ends succeeded with progress removed 4

@@ -108,3 +108,14 @@ Feature: Redrive (host extension)
     When I purge "q"
     And I cancel the redrive
     Then the request is refused with 409 "operation_not_cancellable"
+
+  @restart
+  Scenario: a redrive under way when the host restarts goes on afterwards, moving each message once
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends 20 messages tagged "x" through "DLQ" in one batch
+    And I redrive "dlq" to "q" at 4 messages per second
+    Then the redrive is running with between 2 and 16 moved of 20
+    When the host restarts
+    Then the redrive ends succeeded with progress moved 20, total 20
+    And "q" and "dlq" hold 20 messages tagged "x" between them, each once
+    And "q" holds 20 messages tagged "x"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/takoform/queuehost/runtime/delivery"
@@ -28,7 +29,8 @@ type deliveryEvents struct {
 	ch   chan hostEvent
 	stop chan struct{}
 	done chan struct{}
-	// workers caches each consumer's worker; the loop alone uses it.
+	// workers caches each consumer's worker (the loop writes it).
+	mu      sync.Mutex
 	workers map[string]cachedWorker
 }
 
@@ -63,12 +65,38 @@ func (d *deliveryEvents) post(ev delivery.Event) {
 
 // batch is called with every finished batch (ObserveBatch): each is an
 // invocation of the consumer's worker, and a failed one also a log line.
+// While the consumer's worker is cached the invocation is recorded here
+// and only a failure goes through the channel, so that a busy queue's
+// batches do not crowd out the events; otherwise the loop looks the
+// worker up once.
 func (d *deliveryEvents) batch(o delivery.BatchObservation) {
-	ev := hostEvent{Event: delivery.Event{QueueUID: o.QueueUID, Count: o.Messages}, ConsumerUID: o.ConsumerUID, Batch: &o}
+	ev := hostEvent{Event: delivery.Event{QueueUID: o.QueueUID, Count: o.Messages}, ConsumerUID: o.ConsumerUID}
 	if o.Failed {
 		ev.Kind = eventBatchFailed
 	}
+	if w, ok := d.cached(o.ConsumerUID); ok {
+		if w != "" {
+			d.h.invocations.add(w, o)
+		}
+		if o.Failed && w != "" {
+			ev.WorkerUID = w
+			d.send(ev)
+		}
+		return
+	}
+	ev.Batch = &o
 	d.send(ev)
+}
+
+// cached is the consumer's worker as read less than 30 s ago.
+func (d *deliveryEvents) cached(consumerUID string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, ok := d.workers[consumerUID]
+	if !ok || time.Since(c.read) >= 30*time.Second {
+		return "", false
+	}
+	return c.uid, true
 }
 
 func (d *deliveryEvents) send(ev hostEvent) {
@@ -123,15 +151,16 @@ func (d *deliveryEvents) loop() {
 // consumerWorker is workerOf for a batch, cached for 30 s per consumer
 // (a batch finishes many times a second on a busy queue).
 func (d *deliveryEvents) consumerWorker(ev hostEvent) string {
-	now := time.Now()
-	if c, ok := d.workers[ev.ConsumerUID]; ok && now.Sub(c.read) < 30*time.Second {
-		return c.uid
+	if uid, ok := d.cached(ev.ConsumerUID); ok {
+		return uid
 	}
 	uid := d.workerOf(ev)
+	d.mu.Lock()
 	if len(d.workers) >= maxInvocationWorkers {
 		clear(d.workers)
 	}
-	d.workers[ev.ConsumerUID] = cachedWorker{uid: uid, read: now}
+	d.workers[ev.ConsumerUID] = cachedWorker{uid: uid, read: time.Now()}
+	d.mu.Unlock()
 	return uid
 }
 

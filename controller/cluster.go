@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
@@ -70,4 +71,32 @@ func (c *Controller) reindexSpace(ctx context.Context, space string) error {
 		c.index(r)
 	}
 	return nil
+}
+
+// ResumeUnfinished drives, in the background, every unfinished Operation
+// of the store that this host is not driving now: on a store shared by
+// several hosts, those whose host died are resumed here (drive claims each
+// first, so one another host is driving is left to it).
+// Operations updated less than minAge ago are left alone (their host is
+// most likely driving them).
+func (c *Controller) ResumeUnfinished(ctx context.Context, minAge time.Duration) {
+	ops, err := c.st.UnfinishedOperations(ctx)
+	if err != nil {
+		return
+	}
+	for _, op := range ops {
+		if c.now().Sub(op.UpdateTime) < minAge {
+			continue
+		}
+		if _, ok := decodeIntent(op); !ok && op.Kind != KindPurge && op.Kind != KindRedrive {
+			continue
+		}
+		c.opMu.Lock()
+		busy := c.driving[op.ID]
+		c.opMu.Unlock()
+		if busy {
+			continue
+		}
+		c.goBackground(func(bg context.Context) { c.drive(bg, op) })
+	}
 }

@@ -118,6 +118,11 @@ type Options struct {
 	// The host's resources changed by other hosts are then also read
 	// back from the store (busy).
 	SharedLock func(ctx context.Context, space string) (release func(), err error)
+	// ClaimOperation, when set, lets one host of a shared store drive an
+	// Operation at a time: drive claims it first and skips it when
+	// another host holds it (ResumeUnfinished picks up those whose host
+	// died).
+	ClaimOperation func(ctx context.Context, id string) (release func(), ok bool)
 }
 
 // Controller is the resource controller: admission, Operations, the

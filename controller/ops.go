@@ -306,6 +306,27 @@ func (c *Controller) drive(ctx context.Context, op store.Operation) {
 		return
 	}
 	defer c.unclaim(op.ID)
+	if c.opts.ClaimOperation != nil {
+		// Several hosts on one store: one drives an Operation at a time,
+		// and it may have ended on another meanwhile.
+		release, ok := c.opts.ClaimOperation(ctx, op.ID)
+		if !ok {
+			// Another host drives it: look again later, so that this
+			// host forgets it (and wakes its waiters) once it ends.
+			c.scheduleRetry(op.ID)
+			return
+		}
+		defer release()
+		cur, err := c.st.Operation(ctx, op.ID)
+		if err != nil {
+			return
+		}
+		if cur.Done() {
+			c.unscheduleRetry(op.ID)
+			c.resolved(cur)
+			return
+		}
+	}
 	if op.Kind == KindPurge || op.Kind == KindRedrive {
 		c.driveQueueOp(ctx, op)
 		return

@@ -62,6 +62,9 @@ type cluster struct {
 	// reindex, when set, is told of resource records changed by another
 	// host (the controller's reference index).
 	reindex func(ctx context.Context, uid string)
+	// resume, when set, drives the unfinished Operations no live host
+	// drives (controller ResumeUnfinished), every rescan.
+	resume func(ctx context.Context)
 	// locker holds the spaces' admission locks (controller
 	// Options.SharedLock).
 	locker *pgstore.Locker
@@ -85,8 +88,8 @@ type cluster struct {
 	// owned lease is surely still held: the start of the call that took
 	// or renewed it, plus the ttl, minus a tenth for clock rate drift.
 	validUntil map[string]time.Time
-	members   []string
-	renewedAt time.Time
+	members    []string
+	renewedAt  time.Time
 
 	kick     chan struct{}
 	pmu      sync.Mutex
@@ -137,7 +140,11 @@ func (c *cluster) Start(ctx context.Context) error {
 	for _, l := range []struct {
 		ch string
 		f  func(string)
-	}{{sendChannel, c.onSend}, {resourceChannel, c.onResource}, {pgstore.ReleasedChannel, func(string) { poke(c.kick) }},
+	}{{sendChannel, c.onSend}, {resourceChannel, c.onResource}, {pgstore.ReleasedChannel, func(name string) {
+		if name == "" || strings.HasPrefix(name, "queue/") {
+			poke(c.kick)
+		}
+	}},
 		{detachChannel, c.onDetach}, {detachedChannel, c.onDetached}} {
 		stop, err := c.pg.Listen(bg, l.ch, l.f)
 		if err != nil {
@@ -216,6 +223,9 @@ func (c *cluster) loop(ctx context.Context) {
 		case <-c.kick:
 		case <-rescan.C:
 			c.adoptAll()
+			if c.resume != nil {
+				c.resume(ctx)
+			}
 			continue
 		}
 		c.place(ctx)
@@ -450,7 +460,18 @@ func (c *cluster) fenced(uid string) {
 // ---- notifications ----
 
 // Queue and Accepted: delivery.Remote, for queues another host owns.
+// Queue reads the queue's record, so that a send through this host uses
+// the deliveryDelaySeconds another host may have just changed (its
+// announcement may still be on its way); the known configuration when
+// the read fails.
 func (c *cluster) Queue(uid string) (int, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if r, err := c.pg.Resource(ctx, uid); err == nil && r.FormURL == schemas.FormAtLeastOnceQueue && r.State != store.StateDeleting {
+		if cfg, err := controller.QueueConfigOf(r); err == nil {
+			return cfg.DeliveryDelaySeconds, true
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cfg, ok := c.queues[uid]
@@ -1183,4 +1204,35 @@ func (ce clusterEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) 
 		return delivery.MoveResult{}, abi.ErrUnknownQueue
 	}
 	return ce.c.eng.MoveNext(ctx, req)
+}
+
+// claimOperation takes the lease "op/<id>" for as long as this host drives
+// the Operation (renewed every third of the ttl), so that no other host
+// drives it at the same time; false when another host holds it.
+func (c *cluster) claimOperation(ctx context.Context, id string) (func(), bool) {
+	l, err := c.pg.Acquire(ctx, "op/"+id, c.id, c.ttl)
+	if err != nil {
+		return nil, false
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(c.ttl / 3):
+			}
+			if n, err := c.pg.Renew(context.Background(), l, c.ttl); err == nil {
+				l = n
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.pg.Forget(rctx, l)
+	}, true
 }

@@ -271,12 +271,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		locker := h.cluster.locker
 		h.cluster.plain = h.st
 		ctlOpts.SharedLock = func(ctx context.Context, space string) (func(), error) { return locker.Lock(ctx, "space/"+space) }
+		ctlOpts.ClaimOperation = h.cluster.claimOperation
 	}
 	h.ctl, err = controller.New(ctlOpts)
 	if err == nil {
 		h.parts.add("controller", h.ctl)
 		if h.cluster != nil {
 			h.cluster.reindex = h.ctl.Reindex
+			h.cluster.resume = func(ctx context.Context) { h.ctl.ResumeUnfinished(ctx, 2*h.cluster.ttl) }
 			h.parts.add("cluster", h.cluster)
 		}
 		h.parts.add("record expiry", &expiry{h: h})

@@ -390,3 +390,16 @@ func (s *Store) LeaseHeld(ctx context.Context, name string) (bool, error) {
 		return n > 0, nil
 	})
 }
+
+// Forget deletes l's row if l is still its holder's, for leases whose
+// epoch no write is fenced with (an Operation's claim): their rows would
+// otherwise accumulate, one per Operation.
+func (s *Store) Forget(ctx context.Context, l store.Lease) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM store_leases WHERE name = $1 AND holder = $2 AND epoch = $3`, l.Name, l.Holder, l.Epoch); err != nil {
+		return s.readErr(err)
+	}
+	return nil
+}

@@ -89,8 +89,8 @@ var mutations = []mutation{
 		What: "a dead-lettered message keeps its attempts in the dead-letter queue instead of starting as a new message",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "moved = append(moved, newMsg(id, now, now+delay, 0, len(body), seq))",
-			Replace: "moved = append(moved, newMsg(id, now, now+delay, m.attempts, len(body), seq))",
+			Search:  "nm := newMsg(id, now, now+delay, 0, len(body), seq)",
+			Replace: "nm := newMsg(id, now, now+delay, m.attempts, len(body), seq)",
 		}},
 		Tags:   "@retries",
 		Expect: []string{"an exhausted message moves to the dead-letter queue as a new message"},

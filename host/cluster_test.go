@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"github.com/takoform/queuehost/schemas"
 	"github.com/takoform/queuehost/tests/apiclient"
@@ -204,5 +205,65 @@ func TestClusterAdmissionRaces(t *testing.T) {
 		if k != 1 {
 			t.Errorf("name %q is held by %d resources", n, k)
 		}
+	}
+}
+
+// TestClusterOperationResumesOnAnotherHost: an Operation accepted by one
+// host, whose host stops after its intent is durable and before its
+// effect, is finished by another host of the cluster (which resumes the
+// unfinished Operations no live host drives).
+func TestClusterOperationResumesOnAnotherHost(t *testing.T) {
+	db := pgtest.Database(t)
+	dir := t.TempDir()
+	hb := startClusterHost(t, db, dir)
+	held := make(chan struct{}, 1)
+	ha, err := New(context.Background(), Config{
+		DataDir: dir, StoreURL: db, ClusterActive: true, ClusterTTL: time.Second,
+		Listen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: time.Second, UnsafeInProcessWorkers: true,
+		// The accepting host stops between the intent and the effect.
+		AfterIntent: func(ctx context.Context, op store.Operation) {
+			held <- struct{}{}
+			<-ctx.Done()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ca := apiclient.New(ha.URL(), ha.AdminToken())
+	r, err := ca.Post(ctx, "demo", "orphan", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600}, nil)
+	if err != nil || r.Status != 202 {
+		t.Fatalf("create: %v %v", err, r)
+	}
+	var op apiclient.Operation
+	if err := r.JSON(&op); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	if err := ha.Shutdown(ctx); err != nil {
+		t.Logf("shutdown of the accepting host: %v", err)
+	}
+	cb := apiclient.New(hb.URL(), hb.AdminToken())
+	fin, err := cb.WaitOp(ctx, "demo", op.ID, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fin.State != "succeeded" || fin.Effect != "applied" {
+		t.Fatalf("the Operation of the stopped host reads %s/%s on the other host, want succeeded/applied", fin.State, fin.Effect)
+	}
+	list, err := cb.List(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, res := range list {
+		found = found || (res.Name == "orphan" && res.UID == op.ResourceUID)
+	}
+	if !found {
+		t.Fatalf("the resource of the resumed Operation is not listed: %+v", list)
 	}
 }

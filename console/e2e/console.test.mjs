@@ -193,7 +193,7 @@ describe("console", { skip: reason ?? false }, () => {
     await queuePage(page, "tasks");
     const reason = page.locator("#action-reason");
     await reason.waitFor();
-    assert.match(await reason.textContent(), /may read this space but not change it/);
+    assert.match(await reason.textContent(), /Your token may not change this queue: the principal may not write in this space/);
     const buttons = page.locator(".actions button");
     assert.ok((await buttons.count()) >= 1);
     for (const b of await buttons.all()) {
@@ -203,6 +203,26 @@ describe("console", { skip: reason ?? false }, () => {
     const tasks = await host.byName("tasks");
     assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}/delivery`)).active, true);
     await page.context().close();
+  });
+
+  test("an editor of workers only sees the queue's actions disabled, and may act on nothing else by the probe", async () => {
+    const page = await signIn(browser, host, host.workerEditorToken);
+    await queuePage(page, "tasks");
+    const reason = page.locator("#action-reason");
+    await reason.waitFor();
+    assert.match(await reason.textContent(), /may not update AtLeastOnceQueue 0.2.0 resources in this space/);
+    for (const b of await page.locator(".actions button").all()) assert.ok(await b.isDisabled());
+    const tasks = await host.byName("tasks");
+    const after = await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}`);
+    assert.equal(after.generation, tasks.generation, "the probe changed nothing");
+    // the admin's probe (412) leaves the resource as it was too
+    const admin = await signIn(browser, host, host.adminToken);
+    await queuePage(admin, "tasks");
+    await admin.getByRole("button", { name: "Pause delivery" }).waitFor();
+    assert.ok(!(await admin.getByRole("button", { name: "Pause delivery" }).isDisabled()));
+    assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}`)).etag, tasks.etag);
+    await page.context().close();
+    await admin.context().close();
   });
 
   test("an API error is shown with its problem title and detail", async () => {

@@ -65,12 +65,15 @@ export async function startHost() {
   await stop(proc);
   const created = execFileSync(bin + "/tako", ["tokens", "create", "viewer", "-grant", "demo:viewer", "-data", data, "-output", "json"], { encoding: "utf8" });
   const viewerToken = JSON.parse(created.trim().split("\n").pop()).token;
+  // an editor of workers only, who reads the rest of the space
+  const workerEditor = execFileSync(bin + "/tako", ["tokens", "create", "worker-editor", "-grant", "demo:editor:worker", "-grant", "demo:viewer", "-data", data, "-output", "json"], { encoding: "utf8" });
+  const workerEditorToken = JSON.parse(workerEditor.trim().split("\n").pop()).token;
   proc = await run();
   const adminToken = readFileSync(join(data, "admin-token"), "utf8").trim();
   const tako = (...args) => execFileSync(bin + "/tako", [...args, "-host", base, "-token-file", join(data, "admin-token")], { cwd: join(here, "project"), encoding: "utf8" });
   tako("apply");
   const host = {
-    base, adminToken, viewerToken, tako, proc,
+    base, adminToken, viewerToken, workerEditorToken, tako, proc,
     async api(method, path, body) {
       const res = await fetch(base + path, {
         method, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
@@ -119,7 +122,7 @@ export async function signIn(browser, host, token) {
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error" && !/status of 40[03]/.test(m.text())) errors.push(m.text()); });
+  page.on("console", (m) => { if (m.type() === "error" && !/status of 4(00|03|04|12)/.test(m.text())) errors.push(m.text()); });
   page.errors = errors;
   await page.goto(host.base + "/console/");
   await page.getByLabel("Token").fill(token);

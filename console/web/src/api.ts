@@ -38,11 +38,12 @@ export class ApiError extends Error {
 let onUnauthenticated: (p: Problem) => void = () => {};
 export function setUnauthenticatedHandler(f: (p: Problem) => void) { onUnauthenticated = f; }
 
-export async function call<T>(method: string, path: string, body?: unknown, opts: { quiet401?: boolean; token?: string; signal?: AbortSignal } = {}): Promise<T> {
+export async function call<T>(method: string, path: string, body?: unknown, opts: { quiet401?: boolean; token?: string; signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json, application/problem+json" };
   const token = opts.token ?? session.token;
   if (token) headers.Authorization = "Bearer " + token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  Object.assign(headers, opts.headers ?? {});
   let res: Response;
   try {
     res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store", credentials: "omit", signal: opts.signal });

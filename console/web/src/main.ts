@@ -292,17 +292,18 @@ interface Stats {
   byState: { available: number; delayed: number; retryWaiting: number; inFlight: number; removing: number };
 }
 
-// canWrite asks the host whether this token may change the queue without
-// changing anything: a pause request with an empty body is refused 403 for
-// a principal that may not write in the space, and 400 (the body) for one
-// that may.
-async function canWrite(space: string, uid: string): Promise<{ ok: boolean; reason: string }> {
+// canWrite asks the host whether this token may change this resource,
+// changing nothing: an update to the spec it has now, with an If-Match no
+// ETag ever equals, is refused 403 for a principal that may not write this
+// resource's Form and 412 for one that may (the host checks the permission
+// before the precondition, and both before anything is written).
+async function canWrite(space: string, r: Resource): Promise<{ ok: boolean; reason: string }> {
   try {
-    await call("PUT", spacePath(space, "/resources/" + enc(uid) + "/delivery"), {});
+    await call("PUT", spacePath(space, "/resources/" + enc(r.uid)), { spec: r.spec }, { headers: { "If-Match": '"console-permission-probe"' } });
     return { ok: true, reason: "" };
   } catch (e) {
     const p = (e as ApiError).problem;
-    if (p?.status === 403) return { ok: false, reason: "Your token may read this space but not change it (" + (p.detail ?? p.title) + ")." };
+    if (p?.status === 403) return { ok: false, reason: "Your token may not change this " + kindOf(r.formUrl) + ": " + (p.detail ?? p.title) + "." };
     return { ok: true, reason: "" };
   }
 }
@@ -358,7 +359,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const loop = async () => { await tick(); if (gen === generation) timer = window.setTimeout(() => void loop(), interval); };
   timer = window.setTimeout(() => void loop(), interval);
   onLeave(() => clearTimeout(timer));
-  const [perm, routes] = await Promise.all([canWrite(space, q.uid), hostRoutes()]);
+  const [perm, routes] = await Promise.all([canWrite(space, q), hostRoutes()]);
   const base = "/v2/spaces/{space}/resources/{uid}";
   // Purge and redrive (spec/peers.md), offered where the host's API has
   // them; redrive only on a queue that is some consumer's dead-letter queue.

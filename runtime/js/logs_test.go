@@ -168,3 +168,30 @@ func TestLogBookWait(t *testing.T) {
 		t.Fatal("not woken by Add")
 	}
 }
+
+// BenchmarkLogBookAdd: the cost of one log line in memory and in the
+// durable book (one write to the worker's file, rewrites amortised).
+func BenchmarkLogBookAdd(b *testing.B) {
+	msg := strings.Repeat("x", 100)
+	for _, durable := range []bool{false, true} {
+		name := "memory"
+		if durable {
+			name = "file"
+		}
+		b.Run(name, func(b *testing.B) {
+			book := NewLogBook(0)
+			if durable {
+				var err error
+				if book, err = OpenLogBook(b.TempDir(), 0); err != nil {
+					b.Fatal(err)
+				}
+				defer book.Close()
+			}
+			workers := []string{"w1", "w2", "w3", "w4"}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				book.Add(workers[i%len(workers)], "v", "log", msg)
+			}
+		})
+	}
+}

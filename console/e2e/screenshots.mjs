@@ -27,6 +27,7 @@ try {
   await page.getByRole("link", { name: "backlog", exact: true }).click();
   await page.getByRole("heading", { name: "Backlog, last hour" }).waitFor();
   for (let i = 0; i < 6; i++) { await host.fetchWorker("backlog?n=15"); await page.waitForTimeout(2100); }
+  await page.getByRole("heading", { name: "Messages now" }).evaluate((e) => e.scrollIntoView());
   await shot(page, "queue");
   await page.getByRole("button", { name: /^Open message/ }).first().click();
   await page.locator("#message-detail").scrollIntoViewIfNeeded();

@@ -68,12 +68,20 @@ func (s storePart) Stop(context.Context) error { return s.close() }
 // LogsDir is the directory of DataDir that holds the workers' log files.
 const LogsDir = "logs"
 
-// logsPart removes, at start, the log files of workers deleted while the
-// host was not running (or by another host of a shared store), and closes
-// the open files at stop.
-type logsPart struct{ h *Host }
+// LogsSweepInterval is how often a host on a shared PostgreSQL store
+// removes the log files of workers another host deleted.
+const LogsSweepInterval = 10 * time.Minute
 
-func (p *logsPart) Start(ctx context.Context) error {
+// logsPart removes, at start, the log files of workers deleted while the
+// host was not running, and on a shared store every LogsSweepInterval
+// those of workers another host deleted (the deleting host forgets only
+// its own); it closes the open files at stop.
+type logsPart struct {
+	h          *Host
+	stop, done chan struct{}
+}
+
+func (p *logsPart) sweep(ctx context.Context) {
 	n, err := p.h.logs.Sweep(func(worker string) bool {
 		_, err := p.h.st.Resource(ctx, worker)
 		return !errors.Is(err, store.ErrNotFound)
@@ -83,10 +91,42 @@ func (p *logsPart) Start(ctx context.Context) error {
 	} else if n > 0 {
 		p.h.log.Info("removed the logs of deleted workers", "files", n)
 	}
+}
+
+func (p *logsPart) Start(ctx context.Context) error {
+	p.sweep(ctx)
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.done)
+		if p.h.cfg.StoreURL == "" {
+			return
+		}
+		t := time.NewTicker(LogsSweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				p.sweep(ctx)
+				cancel()
+			}
+		}
+	}()
 	return nil
 }
 
-func (p *logsPart) Stop(context.Context) error { return p.h.logs.Close() }
+func (p *logsPart) Stop(ctx context.Context) error {
+	if p.stop != nil {
+		close(p.stop)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		}
+	}
+	return p.h.logs.Close()
+}
 
 // PrincipalsReloadInterval is how often the host looks whether host.json
 // changed under it (another host of a cluster sharing the data directory

@@ -10,10 +10,17 @@ import (
 // order, some far out of order), sorted groups, removals from anywhere and
 // pops, and checks every peek, pop and Len against a plain sorted list.
 func TestMsgOrderMatchesSort(t *testing.T) {
-	for _, byExpiry := range []bool{false, true} {
-		for seed := range uint64(16) {
+	// The visibility order, the expiry order, and a serialized queue's
+	// available order (accept sequence only; a retry goes back in front).
+	for _, mode := range []string{"visible", "expiry", "seq"} {
+		byExpiry := mode == "expiry"
+		seeds := uint64(16)
+		if mode == "seq" {
+			seeds = 2 // fewer: the oracle's linear scans cost most in this mode
+		}
+		for seed := range seeds {
 			r := rand.New(rand.NewPCG(seed, 7))
-			o := &msgOrder{byExpiry: byExpiry}
+			o := &msgOrder{byExpiry: byExpiry, bySeq: mode == "seq"}
 			var live []*msg
 			in := map[*msg]bool{}
 			var seq uint64
@@ -54,10 +61,10 @@ func TestMsgOrderMatchesSort(t *testing.T) {
 					})
 				}
 				if got != want {
-					t.Fatalf("byExpiry %v seed %d step %d: got %+v, want %+v", byExpiry, seed, step, got, want)
+					t.Fatalf("%s order, seed %d step %d: got %+v, want %+v", mode, seed, step, got, want)
 				}
 				if o.Len()+popped != len(live) {
-					t.Fatalf("byExpiry %v seed %d step %d: Len %d, want %d", byExpiry, seed, step, o.Len()+popped, len(live))
+					t.Fatalf("%s order, seed %d step %d: Len %d, want %d", mode, seed, step, o.Len()+popped, len(live))
 				}
 			}
 			for step := range 8000 {
@@ -115,7 +122,7 @@ func TestMsgOrderMatchesSort(t *testing.T) {
 				live = slices.Delete(live, i, i+1)
 			}
 			if m := o.pop(); m != nil || o.Len() != 0 {
-				t.Fatalf("byExpiry %v seed %d: not empty at the end: %+v, Len %d", byExpiry, seed, m, o.Len())
+				t.Fatalf("%s order, seed %d: not empty at the end: %+v, Len %d", mode, seed, m, o.Len())
 			}
 		}
 	}

@@ -1189,14 +1189,37 @@ func (c *cluster) onDetached(uid string) {
 	}
 }
 
-// Purge and MoveNext run on the engine that holds the queue: here when
-// this host owns it, else the queue is not held here (the controller
-// answers operation_in_progress and the Operation is retried).
+// Purge runs on the engine that holds the queue when this host owns it.
+// On another host the queue's lease is revoked first (the former owner's
+// delivery writes are fenced from then on: none of its batches can settle
+// or redeliver what the purge removes), then the messages are dropped and
+// the Operation's outcome written in one Apply; the next owner loads the
+// queue empty. MoveNext (redrive) runs only on the owner.
 func (ce clusterEngine) Purge(ctx context.Context, uid string, extra func(int) []store.Mutation) (int, error) {
-	if !ce.c.isOwned(uid) {
+	c := ce.c
+	if c.isOwned(uid) {
+		return c.eng.Purge(ctx, uid, extra)
+	}
+	ce.ensure(ctx, uid)
+	if !ce.known(uid) {
 		return 0, abi.ErrUnknownQueue
 	}
-	return ce.c.eng.Purge(ctx, uid, extra)
+	if err := c.pg.Revoke(ctx, queueLease(uid)); err != nil {
+		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	n, err := c.pg.MessageCount(ctx, uid)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	muts := []store.Mutation{store.DropQueue{Queue: uid}}
+	if extra != nil {
+		muts = append(muts, extra(n)...)
+	}
+	if err := c.plain.Apply(ctx, muts...); err != nil {
+		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
+	}
+	poke(c.kick)
+	return n, nil
 }
 
 func (ce clusterEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) (delivery.MoveResult, error) {

@@ -85,11 +85,27 @@ func (d *driver) freezer(ctx context.Context, rng *rand.Rand) {
 		if ctx.Err() != nil {
 			return
 		}
-		d.hostMu.Lock()
-		h, err := d.owner(ctx, d.topo.Queue)
-		if err != nil {
+		// The owner may have just been killed (its lease not yet
+		// expired): wait for a live one, for a while.
+		var h *harness.Host
+		err := ctx.Err()
+		for end := time.Now().Add(15 * time.Second); ctx.Err() == nil; sleepCtx(ctx, 500*time.Millisecond) {
+			d.hostMu.Lock()
+			if h, err = d.owner(ctx, d.topo.Queue); err == nil {
+				break // holding hostMu
+			}
 			d.hostMu.Unlock()
-			d.logf("torture: freeze %d: no owner of the work queue now (%v); skipped", i+1, err)
+			if time.Now().After(end) {
+				break
+			}
+		}
+		if err != nil || ctx.Err() != nil {
+			if err == nil {
+				d.hostMu.Unlock()
+			}
+			if ctx.Err() == nil {
+				d.logf("torture: freeze %d: no live owner of the work queue for 15 s (%v); skipped", i+1, err)
+			}
 			continue
 		}
 		before := strings.Count(h.Out.String(), "fenced") + strings.Count(h.Out.String(), "lost the lease of a queue")

@@ -22,6 +22,13 @@ func (s *Server) GetQueueStats(ctx context.Context, req api.GetQueueStatsRequest
 	out.ByState.RetryWaiting = in.ByState["retry_waiting"]
 	out.ByState.InFlight = in.ByState["in_flight"]
 	out.ByState.Removing = in.ByState["removing"]
+	if in.InFlight != nil {
+		bs := make([]api.QueueBatchInfo, len(in.InFlight))
+		for i, b := range in.InFlight {
+			bs[i] = api.QueueBatchInfo{Id: b.ID, ConsumerUid: b.ConsumerUID, Messages: b.Messages, FormTimeMillis: b.Formed, State: api.QueueBatchInfoState(b.State)}
+		}
+		out.Batches = &bs
+	}
 	if c := in.SinceStart; c != nil {
 		out.SinceStart = &struct {
 			Accepted     int64 `json:"accepted"`

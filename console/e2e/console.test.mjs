@@ -131,6 +131,17 @@ describe("console", { skip: reason ?? false }, () => {
     await page.context().close();
   });
 
+  test("a batch in flight is listed while its handler runs", async () => {
+    const page = await signIn(browser, host, host.adminToken);
+    await queuePage(page, "tasks");
+    await host.fetchWorker("x", "slow: a long job");
+    const row = page.locator('#batches tr[data-batch-state="running"]');
+    await row.waitFor({ timeout: 15000 });
+    assert.match(await row.textContent(), /tasks-consumer1running/);
+    await page.locator("#batches").getByText("None.").waitFor({ timeout: 20000 });
+    await page.context().close();
+  });
+
   test("a dead-lettered message: its body, and where it came from and why when the host says", async (t) => {
     await host.fetchWorker("x", "fail: the order total is negative");
     const page = await signIn(browser, host, host.adminToken);

@@ -77,10 +77,11 @@ type batch struct {
 	cancel    context.CancelCauseFunc
 	timer     clock.Timer
 	done      chan struct{} // closed when bClosed
+	formed    int64         // UTC epoch ms when it was formed (inspection)
 }
 
 func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
-	b := &batch{id: e.newBatchID(), q: q, c: c, items: make([]*bmsg, len(ms)), done: make(chan struct{})}
+	b := &batch{id: e.newBatchID(), q: q, c: c, items: make([]*bmsg, len(ms)), done: make(chan struct{}), formed: e.nowMs()}
 	bms := make([]bmsg, len(ms))
 	for i, m := range ms {
 		bms[i].m = m

@@ -1,8 +1,10 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/takoform/queuehost/abi"
@@ -32,6 +34,22 @@ type QueueInspection struct {
 	// SinceStart is the queue's cumulative counts since the engine
 	// started (nil where the engine does not hold the queue).
 	SinceStart *QueueCounters
+	// InFlight lists the batches in flight, oldest first (at most
+	// MaxInspectedBatches; Batches counts them all).
+	InFlight []BatchInfo
+}
+
+// MaxInspectedBatches bounds QueueInspection.InFlight (a consumer's
+// maxConcurrency is at most 250).
+const MaxInspectedBatches = 250
+
+// BatchInfo is one batch in flight.
+type BatchInfo struct {
+	ID          string
+	ConsumerUID string
+	Messages    int
+	Formed      int64  // UTC epoch ms
+	State       string // "dispatching", "running" or "closing"
 }
 
 // MessageInfo is one message of a listing page.
@@ -98,6 +116,27 @@ func (e *Engine) Inspect(_ context.Context, uid string) (QueueInspection, error)
 		visit(en)
 	}
 	out.ByState[MsgRemoving] += q.held - counted
+	out.InFlight = make([]BatchInfo, 0, len(q.batches))
+	for _, b := range q.batches {
+		st := "closing"
+		switch b.state {
+		case bDispatching:
+			st = "dispatching"
+		case bRunning:
+			st = "running"
+		}
+		info := BatchInfo{ID: b.id, Messages: len(b.items), Formed: b.formed, State: st}
+		if b.c != nil {
+			info.ConsumerUID = b.c.cfg.UID
+		}
+		out.InFlight = append(out.InFlight, info)
+	}
+	slices.SortFunc(out.InFlight, func(a, b BatchInfo) int {
+		return cmp.Or(cmp.Compare(a.Formed, b.Formed), strings.Compare(a.ID, b.ID))
+	})
+	if len(out.InFlight) > MaxInspectedBatches {
+		out.InFlight = out.InFlight[:MaxInspectedBatches]
+	}
 	c := &q.count
 	out.SinceStart = &QueueCounters{UID: q.uid, Name: q.cfg.Name,
 		Accepted: c.accepted.Load(), Delivered: c.delivered.Load(), Acknowledged: c.acknowledged.Load(),

@@ -34,6 +34,10 @@ func TestInspectAndMessagePages(t *testing.T) {
 	}
 	// The counts since start come with the inspection (the console's
 	// rates): 4 accepted, 1 delivered, none acknowledged yet.
+	// The batch in flight is listed: its consumer, size and state.
+	if len(in.InFlight) != 1 || in.InFlight[0].ConsumerUID != "c" || in.InFlight[0].Messages != 1 || in.InFlight[0].State != "running" || in.InFlight[0].Formed == 0 || in.InFlight[0].ID == "" {
+		t.Errorf("batches in flight %+v", in.InFlight)
+	}
 	if c := in.SinceStart; c == nil || c.Accepted != 4 || c.Delivered != 1 || c.Acknowledged != 0 || c.Retried != 0 {
 		t.Errorf("since start %+v", in.SinceStart)
 	}

@@ -288,6 +288,7 @@ function consumerSettings(space: string, c: Resource): HTMLElement {
 
 interface Stats {
   queueUid: string; messages: number; bytes: number; oldestAgeSeconds: number; batchesInFlight: number; active: boolean;
+  batches?: { id: string; consumerUid: string; messages: number; formTimeMillis: number; state: string }[];
   sinceStart?: { accepted: number; delivered: number; acknowledged: number; retried: number; deadLettered: number; discarded: number; expired: number };
   byState: { available: number; delayed: number; retryWaiting: number; inFlight: number; removing: number };
 }
@@ -313,6 +314,8 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const statsErr = h("div");
   const chartBox = h("div", { class: "chart", id: "backlog-chart", role: "img", "aria-label": "Backlog over the last hour" });
   const every = h("span", { id: "sample-every" }, "2 s");
+  const batchesBox = h("div", { id: "batches" });
+  const consumerName = new Map(consumers.map((c) => [c.uid, c.name]));
   const ratesBox = h("div", { class: "chart", id: "rates-chart", role: "img", "aria-label": "Messages per second over the last hour" });
   const actions = h("div", { class: "actions" });
   const actionOut = h("div", { "aria-live": "polite" });
@@ -327,6 +330,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     h("h2", null, "Consumer"),
     consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
       h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(space, c)))),
+    h("h2", null, "Batches in flight"), batchesBox,
     h("h2", null, "Browse messages"), msgs);
   const chart = new QueueCharts(chartBox, ratesBox, space + "/" + q.uid);
   onLeave(() => chart.destroy());
@@ -353,6 +357,16 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
         ["Delivery", s.active ? "delivering" : "paused"],
       ].map(([k, v]) => h("div", { class: "stat", "data-stat": String(k) }, h("div", { class: "k" }, String(k)), h("div", { class: "v" }, String(v)))));
       renderActions();
+      const bs = s.batches ?? [];
+      replace(batchesBox, bs.length === 0 ? h("p", { class: "muted" }, s.batches ? "None." : "This host's stats do not list batches.") :
+        h("table", null, h("caption", { class: "visually-hidden" }, "Batches in flight"),
+          h("thead", null, h("tr", null, ["Batch", "Consumer", "Messages", "State", "Formed"].map((x) => h("th", { scope: "col" }, x)))),
+          h("tbody", null, bs.map((b) => h("tr", { "data-batch-state": b.state },
+            h("td", null, h("code", null, b.id)),
+            h("td", null, link(resHref(space, b.consumerUid), consumerName.get(b.consumerUid) ?? b.consumerUid)),
+            h("td", { class: "num" }, b.messages), h("td", null, b.state),
+            h("td", null, ago(b.formTimeMillis)))))),
+        s.batchesInFlight > bs.length ? h("p", { class: "muted" }, (s.batchesInFlight - bs.length) + " more not listed.") : null);
     } catch (e) { if (gen === generation) replace(statsErr, problemBox(e)); }
   };
   let timer = 0;

@@ -15,11 +15,13 @@ export default {
     await env.TASKS.send(await request.text());
     return new Response("queued\n");
   },
-  // Every message is logged; one whose body starts with "fail" throws, and
-  // with maxRetries 0 it is dead-lettered at once.
+  // Every message is logged; one whose body starts with "slow" takes 4 s,
+  // one whose body starts with "fail" throws, and with maxRetries 0 it is
+  // dead-lettered at once.
   async queue(batch, env) {
     for (const m of batch.messages) {
       const text = typeof m.body === "string" ? m.body : new TextDecoder().decode(m.body);
+      if (text.startsWith("slow")) await new Promise((r) => setTimeout(r, 4000));
       if (text.startsWith("fail")) {
         console.error("refusing " + text);
         throw new Error("cannot handle " + text);

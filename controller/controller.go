@@ -123,6 +123,18 @@ type Options struct {
 	// another host holds it (ResumeUnfinished picks up those whose host
 	// died).
 	ClaimOperation func(ctx context.Context, id string) (release func(), ok bool)
+	// CancelElsewhere, when set (a host of a cluster), asks the host that
+	// carries a redrive out (its queue's owner) to cancel it, in the name
+	// of by, and waits for its answer (with no owner, it records the
+	// cancel itself through CancelQueueOp under the queue's lease);
+	// handled false: this host owns the queue, so the cancel is recorded
+	// here.
+	CancelElsewhere func(ctx context.Context, op store.Operation, by string) (handled bool, err error)
+	// HandOff, when set (a host of a cluster), is told of a purge or a
+	// redrive this host stopped driving because another host delivers
+	// its queue, once drive has let it go (ClaimOperation released): the
+	// host asks the queue's owner to carry it out.
+	HandOff func(op store.Operation)
 }
 
 // Controller is the resource controller: admission, Operations, the
@@ -152,6 +164,9 @@ type Controller struct {
 	// queueOps are the purge and redrive Operations this process drives
 	// (ext_queueops.go): Operation ID -> *queueOpTask.
 	queueOps sync.Map
+	// handedOff: purges and redrives whose run just handed them to the
+	// queue's owner (afterHandOff).
+	handedOff sync.Map
 
 	obs  observer // see observe.go
 	refs refIndex // see refindex.go

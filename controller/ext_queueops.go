@@ -148,6 +148,11 @@ func (c *Controller) admitQueueOp(ctx context.Context, req QueueOpRequest) (unlo
 	if r.State != store.StateActive {
 		return fail(problem.Conflict(problem.CodeOperationInProgress, "the queue is %s; it can be purged or redriven once it is active", r.State))
 	}
+	if id, busy, err := c.queueOpElsewhere(ctx, req.UID); err != nil {
+		return fail(problem.Unavailable(err))
+	} else if busy {
+		return fail(problem.Conflict(problem.CodeOperationInProgress, "Operation %s on this queue has not finished", id))
+	}
 	return unlock, nil, nil
 }
 
@@ -304,6 +309,10 @@ func (c *Controller) drivePurge(ctx context.Context, op store.Operation) {
 		m, _ := putOp(done)
 		return []store.Mutation{m}
 	})
+	if errors.Is(err, delivery.ErrElsewhere) {
+		c.handOff(op)
+		return
+	}
 	if errors.Is(err, abi.ErrUnknownQueue) && ctx.Err() == nil {
 		// The engine of this host does not hold the queue (another host
 		// of an active-active cluster owns it): waiting would not change
@@ -338,6 +347,65 @@ func (c *Controller) failQueueOp(ctx context.Context, op store.Operation, fail *
 		return
 	}
 	c.finishQueueOp(op)
+}
+
+// handOff stops driving a purge or a redrive here: the queue is delivered
+// by another host of the cluster, which the engine has asked to carry the
+// Operation out (see ResumeQueueOps). The Operation stays running in the
+// store.
+func (c *Controller) handOff(op store.Operation) {
+	c.log.Info("queue operation handed to the queue's owner", "operation", op.ID, "kind", op.Kind, "queue", op.ResourceUID)
+	c.clearInflight(op.ResourceUID, op.ID)
+	c.unscheduleRetry(op.ID)
+	c.queueOps.Delete(op.ID)
+	c.handedOff.Store(op.ID, true)
+}
+
+// afterHandOff tells Options.HandOff of op if its run just handed it off.
+func (c *Controller) afterHandOff(op store.Operation) {
+	if _, ok := c.handedOff.LoadAndDelete(op.ID); ok && c.opts.HandOff != nil {
+		c.opts.HandOff(op)
+	}
+}
+
+// ResumeQueueOps drives the unfinished purges and redrives of the queues
+// for which owned is true: a host of a cluster calls it when it takes a
+// queue's delivery over (a redrive under way goes on from its recorded
+// progress), when another host hands it an Operation, and periodically.
+// An Operation already driven here is left to its run.
+func (c *Controller) ResumeQueueOps(ctx context.Context, owned func(queueUID string) bool) {
+	ops, err := c.st.UnfinishedOperations(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("reading unfinished queue operations failed", "err", err)
+		}
+		return
+	}
+	for _, op := range ops {
+		if (op.Kind != KindPurge && op.Kind != KindRedrive) || !owned(op.ResourceUID) {
+			continue
+		}
+		c.setInflight(op.ResourceUID, inflightOp{id: op.ID, kind: op.Kind})
+		c.goBackground(func(bg context.Context) { c.drive(bg, op) })
+	}
+}
+
+// queueOpElsewhere reports, on a store shared with other hosts, a purge or
+// a redrive of uid another host is carrying out (its record is running).
+func (c *Controller) queueOpElsewhere(ctx context.Context, uid string) (string, bool, error) {
+	if c.opts.SharedLock == nil {
+		return "", false, nil
+	}
+	ops, err := c.st.UnfinishedOperations(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	for _, op := range ops {
+		if op.ResourceUID == uid && (op.Kind == KindPurge || op.Kind == KindRedrive) {
+			return op.ID, true, nil
+		}
+	}
+	return "", false, nil
 }
 
 func (c *Controller) finishQueueOp(op store.Operation) {
@@ -414,6 +482,12 @@ func (c *Controller) driveRedrive(ctx context.Context, op store.Operation, in qu
 		var fail *problem.Problem
 		switch {
 		case err == nil:
+		case errors.Is(err, delivery.ErrElsewhere):
+			// Another host delivers the queue (now): it goes on from the
+			// recorded progress.
+			t.mu.Unlock()
+			c.handOff(op)
+			return
 		case (errors.Is(err, delivery.ErrUnknownTarget) || errors.Is(err, delivery.ErrMoveToSelf)) && in.Target == "":
 			// The source queue is gone: leave the message.
 			res.Outcome, res.Next = delivery.MoveSkipped, nextAfter(res, after)
@@ -527,19 +601,64 @@ func (c *Controller) CancelOperation(ctx context.Context, p *auth.Principal, spa
 	if op.Kind != KindRedrive {
 		return store.Operation{}, problem.Conflict(problem.CodeNotCancellable, "only a redrive can be cancelled; this Operation is a %s", op.Kind)
 	}
+	if c.opts.CancelElsewhere != nil && !op.Done() {
+		handled, err := c.opts.CancelElsewhere(ctx, op, p.Name)
+		if err != nil {
+			return store.Operation{}, problem.Unavailable(err)
+		}
+		if handled {
+			// The owner has recorded the cancel, or found the redrive
+			// finished: the record says which.
+			if op, err = c.st.Operation(ctx, id); err != nil {
+				return store.Operation{}, problem.Unavailable(err)
+			}
+			if !cancelledOp(op) {
+				return store.Operation{}, problem.Conflict(problem.CodeNotCancellable, "the redrive has finished (%s)", op.State)
+			}
+			c.finishQueueOp(op)
+			return op, nil
+		}
+	}
+	return c.cancelHere(ctx, id, p.Name)
+}
+
+// cancelledOp: op ended by a cancel.
+func cancelledOp(op store.Operation) bool {
+	if op.State != store.OpFailed {
+		return false
+	}
+	var doc struct {
+		Code string `json:"code"`
+	}
+	json.Unmarshal(op.Error, &doc)
+	return doc.Code == problem.CodeOperationCancelled
+}
+
+// CancelQueueOp records the cancel of a redrive this host carries out, in
+// the name of by (a principal's name), asked by another host of the
+// cluster that has checked the principal's rights (CancelElsewhere).
+func (c *Controller) CancelQueueOp(ctx context.Context, id, by string) error {
+	_, err := c.cancelHere(ctx, id, by)
+	return err
+}
+
+// cancelHere records the cancel under the task's lock: no move of this
+// host is being written meanwhile, and none is written after it.
+func (c *Controller) cancelHere(ctx context.Context, id, by string) (store.Operation, error) {
 	t := c.task(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// Under the task's lock no move is being written: this read is the
 	// redrive's last word.
-	if op, err = c.st.Operation(ctx, id); err != nil {
+	op, err := c.st.Operation(ctx, id)
+	if err != nil {
 		return store.Operation{}, problem.Unavailable(err)
 	}
 	if op.Done() {
 		return store.Operation{}, problem.Conflict(problem.CodeNotCancellable, "the redrive has finished (%s)", op.State)
 	}
 	prog := decodeRedriveProgress(op.Progress)
-	fail := problem.Conflict(problem.CodeOperationCancelled, "cancelled by %s after moving %d of %d messages; the rest stay in the dead-letter queue", p.Name, prog.moved, prog.total)
+	fail := problem.Conflict(problem.CodeOperationCancelled, "cancelled by %s after moving %d of %d messages; the rest stay in the dead-letter queue", by, prog.moved, prog.total)
 	op.State, op.UpdateTime = store.OpFailed, c.now().UTC()
 	op.Effect = store.EffectNone
 	if prog.moved > 0 {
@@ -554,7 +673,7 @@ func (c *Controller) CancelOperation(ctx context.Context, p *auth.Principal, spa
 		return store.Operation{}, problem.Unavailable(err)
 	}
 	t.cancelled = true
-	c.log.Info("redrive cancelled", "operation", id, "queue", op.ResourceUID, "moved", prog.moved, "principal", p.Name)
+	c.log.Info("redrive cancelled", "operation", id, "queue", op.ResourceUID, "moved", prog.moved, "principal", by)
 	c.finishQueueOp(op)
 	return op, nil
 }

@@ -288,8 +288,16 @@ func (c *Controller) waitOp(ctx context.Context, id string, d time.Duration, orR
 		if err != nil || settled(op) || d <= 0 {
 			return op, err
 		}
+		// On a store shared with other hosts, another host may carry the
+		// Operation out (a queue's purge or redrive runs on its owner):
+		// its changes are read, not notified.
+		var poll <-chan time.Time
+		if c.opts.SharedLock != nil {
+			poll = time.After(50 * time.Millisecond)
+		}
 		select {
 		case <-ch:
+		case <-poll:
 		case <-timer.C:
 			return c.st.Operation(ctx, id)
 		case <-ctx.Done():
@@ -306,6 +314,9 @@ func (c *Controller) drive(ctx context.Context, op store.Operation) {
 		return
 	}
 	defer c.unclaim(op.ID)
+	// Runs after the claim below is released, so that the host asked to
+	// take a handed-off purge or redrive over can claim it.
+	defer c.afterHandOff(op)
 	if c.opts.ClaimOperation != nil {
 		// Several hosts on one store: one drives an Operation at a time,
 		// and it may have ended on another meanwhile.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
@@ -45,6 +46,15 @@ const (
 	// "<consumer uid>": the owner's answer once no handler of it runs.
 	detachChannel   = "takohost_detach"
 	detachedChannel = "takohost_detached"
+	// queueOpChannel: "<queue uid>": a host asks the queue's owner to
+	// carry out the queue's unfinished purges and redrives.
+	queueOpChannel = "takohost_queueop"
+	// cancelChannel: "<queue uid> <operation id> <principal name>": a
+	// host asks the owner of a redrive's queue to cancel it;
+	// cancelledChannel: "<operation id>": the owner's answer once the
+	// cancel (or the redrive's end) is recorded.
+	cancelChannel    = "takohost_cancel"
+	cancelledChannel = "takohost_cancelled"
 )
 
 func queueLease(uid string) string { return "queue/" + uid }
@@ -65,6 +75,15 @@ type cluster struct {
 	// resume, when set, drives the unfinished Operations no live host
 	// drives (controller ResumeUnfinished), every rescan.
 	resume func(ctx context.Context)
+	// resumeQueue, when set, drives the unfinished purges and redrives
+	// of the queues for which owned is true (controller ResumeQueueOps).
+	resumeQueue func(ctx context.Context, owned func(queueUID string) bool)
+	// cancel, when set, records the cancel of a redrive this host carries
+	// out (controller CancelQueueOp).
+	cancelOp func(ctx context.Context, id, by string) error
+	// cancelWait holds, by Operation ID, the channels of CancelElsewhere
+	// calls waiting for the owner's answer.
+	cancelWait map[string][]chan struct{}
 	// locker holds the spaces' admission locks (controller
 	// Options.SharedLock).
 	locker *pgstore.Locker
@@ -113,7 +132,7 @@ func newCluster(pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog
 		byQueue: map[string]string{}, owned: map[string]store.Lease{}, validUntil: map[string]time.Time{},
 		kick: make(chan struct{}, 1), sends: map[string][]string{}, sendKick: make(chan struct{}, 1),
 		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1),
-		detachWait: map[string][]chan struct{}{},
+		detachWait: map[string][]chan struct{}{}, cancelWait: map[string][]chan struct{}{},
 	}
 }
 
@@ -145,7 +164,8 @@ func (c *cluster) Start(ctx context.Context) error {
 			poke(c.kick)
 		}
 	}},
-		{detachChannel, c.onDetach}, {detachedChannel, c.onDetached}} {
+		{detachChannel, c.onDetach}, {detachedChannel, c.onDetached}, {queueOpChannel, c.onQueueOp},
+		{cancelChannel, c.onCancel}, {cancelledChannel, c.onCancelled}} {
 		stop, err := c.pg.Listen(bg, l.ch, l.f)
 		if err != nil {
 			cancel()
@@ -226,6 +246,7 @@ func (c *cluster) loop(ctx context.Context) {
 			if c.resume != nil {
 				c.resume(ctx)
 			}
+			c.resumeQueueOps(func(string) bool { return true })
 			continue
 		}
 		c.place(ctx)
@@ -397,6 +418,8 @@ func (c *cluster) loadLocked(ctx context.Context, uid string, l store.Lease) {
 	// Sends committed while the queue was loading announced themselves
 	// before it was held: read them now.
 	c.queueAdopt(uid, nil)
+	// A purge or a redrive its previous owner had not finished goes on.
+	c.resumeQueueOps(func(q string) bool { return q == uid })
 }
 
 // consumerLive: the stored consumer is not being created or deleted (a
@@ -1189,44 +1212,165 @@ func (c *cluster) onDetached(uid string) {
 	}
 }
 
-// Purge runs on the engine that holds the queue when this host owns it.
-// On another host the queue's lease is revoked first (the former owner's
-// delivery writes are fenced from then on: none of its batches can settle
-// or redeliver what the purge removes), then the messages are dropped and
-// the Operation's outcome written in one Apply; the next owner loads the
-// queue empty. MoveNext (redrive) runs only on the owner.
+// Purge and MoveNext run on the engine that holds the queue: here when
+// this host owns it. Else (or when the queue moved on under the call)
+// delivery.ErrElsewhere tells the controller to leave the Operation to the
+// owner, which it asks, through Options.HandOff, to carry it out
+// (handOver); a host that takes a queue over resumes its unfinished
+// Operations too.
 func (ce clusterEngine) Purge(ctx context.Context, uid string, extra func(int) []store.Mutation) (int, error) {
 	c := ce.c
 	if c.isOwned(uid) {
-		return c.eng.Purge(ctx, uid, extra)
+		n, err := c.eng.Purge(ctx, uid, extra)
+		if err == nil || c.isOwned(uid) || ctx.Err() != nil {
+			return n, err
+		}
 	}
-	ce.ensure(ctx, uid)
-	if !ce.known(uid) {
-		return 0, abi.ErrUnknownQueue
-	}
-	if err := c.pg.Revoke(ctx, queueLease(uid)); err != nil {
-		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
-	}
-	n, err := c.pg.MessageCount(ctx, uid)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
-	}
-	muts := []store.Mutation{store.DropQueue{Queue: uid}}
-	if extra != nil {
-		muts = append(muts, extra(n)...)
-	}
-	if err := c.plain.Apply(ctx, muts...); err != nil {
-		return 0, fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
-	}
-	poke(c.kick)
-	return n, nil
+	return 0, delivery.ErrElsewhere
 }
 
 func (ce clusterEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) (delivery.MoveResult, error) {
-	if !ce.c.isOwned(req.From) {
-		return delivery.MoveResult{}, abi.ErrUnknownQueue
+	c := ce.c
+	if c.isOwned(req.From) {
+		res, err := c.eng.MoveNext(ctx, req)
+		if err == nil || c.isOwned(req.From) || ctx.Err() != nil {
+			return res, err
+		}
 	}
-	return ce.c.eng.MoveNext(ctx, req)
+	return delivery.MoveResult{}, delivery.ErrElsewhere
+}
+
+// handOver asks the owner of a queue to drive its unfinished purges and
+// redrives. A lost notification is made up for by the owner's periodic
+// re-read (rescanEvery), and a queue with no live owner has its
+// Operations resumed by the host that takes it.
+func (c *cluster) handOver(uid string) {
+	ctx, cancel := context.WithTimeout(c.bg, 5*time.Second)
+	defer cancel()
+	if err := c.pg.NotifyAll(ctx, queueOpChannel, []string{uid}); err != nil {
+		c.log.Warn("cluster: handing a queue operation to the queue's owner failed; it finds it at its next re-read", "queue", uid, "err", err)
+	}
+}
+
+func (c *cluster) onQueueOp(uid string) {
+	if !c.isOwned(uid) {
+		return
+	}
+	c.resumeQueueOps(func(q string) bool { return q == uid })
+}
+
+// resumeQueueOps drives the unfinished purges and redrives of the owned
+// queues for which want is true.
+func (c *cluster) resumeQueueOps(want func(string) bool) {
+	if c.resumeQueue == nil {
+		return
+	}
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(c.bg, time.Minute)
+		defer cancel()
+		c.resumeQueue(ctx, func(q string) bool { return c.isOwned(q) && want(q) })
+	})
+}
+
+// CancelElsewhere (controller Options.CancelElsewhere) asks the owner of a
+// redrive's queue to cancel it and waits for its answer, asking again
+// every tick (the owner may change). handled false: this host owns the
+// queue and records the cancel itself.
+func (c *cluster) CancelElsewhere(ctx context.Context, op store.Operation, by string) (bool, error) {
+	uid := op.ResourceUID
+	ch := make(chan struct{}, 1)
+	c.dmu.Lock()
+	c.cancelWait[op.ID] = append(c.cancelWait[op.ID], ch)
+	c.dmu.Unlock()
+	defer func() {
+		c.dmu.Lock()
+		ws := c.cancelWait[op.ID]
+		for i, w := range ws {
+			if w == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(c.cancelWait, op.ID)
+		} else {
+			c.cancelWait[op.ID] = ws
+		}
+		c.dmu.Unlock()
+	}()
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if c.isOwned(uid) {
+			return false, nil
+		}
+		live, err := c.pg.LeaseHeld(wait, queueLease(uid))
+		if err != nil {
+			return false, err
+		}
+		if !live {
+			// No host delivers the queue: the cancel is recorded here
+			// under its lease (taken by a holder of its own, so that
+			// this host's placement does not count it as delivering
+			// it), so that the host that takes the queue next reads
+			// it before any move.
+			l, err := c.pg.Acquire(wait, queueLease(uid), c.id+"#cancel", c.ttl)
+			if errors.Is(err, store.ErrLeaseHeld) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			var pb *problem.Problem
+			err = c.cancelOp(wait, op.ID, by)
+			_ = c.pg.Release(context.WithoutCancel(wait), l)
+			if err != nil && !(errors.As(err, &pb) && pb.Code == problem.CodeNotCancellable) {
+				return false, err
+			}
+			return true, nil
+		}
+		if err := c.pg.NotifyAll(wait, cancelChannel, []string{uid + " " + op.ID + " " + by}); err != nil {
+			return false, err
+		}
+		select {
+		case <-ch:
+			return true, nil
+		case <-wait.Done():
+			return false, fmt.Errorf("cancel of Operation %s: its queue's owner has not answered: %w", op.ID, wait.Err())
+		case <-time.After(c.tick()):
+		}
+	}
+}
+
+func (c *cluster) onCancel(payload string) {
+	uid, rest, _ := strings.Cut(payload, " ")
+	id, by, _ := strings.Cut(rest, " ")
+	if !c.isOwned(uid) || c.cancelOp == nil {
+		return
+	}
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(c.bg, time.Minute)
+		defer cancel()
+		var pb *problem.Problem
+		if err := c.cancelOp(ctx, id, by); err != nil && !(errors.As(err, &pb) && pb.Code == problem.CodeNotCancellable) {
+			c.log.Warn("cluster: cancelling a redrive asked by another host failed", "operation", id, "err", err)
+			return
+		}
+		if err := c.pg.NotifyAll(ctx, cancelledChannel, []string{id}); err != nil {
+			c.log.Warn("cluster: answering a cancel failed", "operation", id, "err", err)
+		}
+	})
+}
+
+func (c *cluster) onCancelled(id string) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	for _, ch := range c.cancelWait[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // claimOperation takes the lease "op/<id>" for as long as this host drives

@@ -272,6 +272,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.cluster.plain = h.st
 		ctlOpts.SharedLock = func(ctx context.Context, space string) (func(), error) { return locker.Lock(ctx, "space/"+space) }
 		ctlOpts.ClaimOperation = h.cluster.claimOperation
+		ctlOpts.CancelElsewhere = h.cluster.CancelElsewhere
+		ctlOpts.HandOff = func(op store.Operation) { h.cluster.handOver(op.ResourceUID) }
 	}
 	h.ctl, err = controller.New(ctlOpts)
 	if err == nil {
@@ -279,6 +281,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		if h.cluster != nil {
 			h.cluster.reindex = h.ctl.Reindex
 			h.cluster.resume = func(ctx context.Context) { h.ctl.ResumeUnfinished(ctx, 2*h.cluster.ttl) }
+			h.cluster.resumeQueue = h.ctl.ResumeQueueOps
+			h.cluster.cancelOp = h.ctl.CancelQueueOp
 			h.parts.add("cluster", h.cluster)
 		}
 		h.parts.add("record expiry", &expiry{h: h})

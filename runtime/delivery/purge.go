@@ -98,6 +98,9 @@ var (
 	ErrUnknownTarget = errors.New("the target queue is not known to the engine")
 	// ErrMoveToSelf: a message cannot move to the queue it is in.
 	ErrMoveToSelf = errors.New("a message cannot move to the queue it is in")
+	// ErrElsewhere: the queue is delivered by another engine of a cluster
+	// (its owner), which carries out a purge or a move of its messages.
+	ErrElsewhere = errors.New("the queue is delivered by another host")
 )
 
 // MoveOutcome is what MoveNext did with one message.
@@ -217,6 +220,9 @@ func (e *Engine) MoveNext(ctx context.Context, req MoveRequest) (MoveResult, err
 func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extra func(newID, target string) []store.Mutation) (newID string, moved bool, err error) {
 	t := e.queue(target)
 	if t == nil {
+		if delay, ok := e.remoteQueue(target); ok {
+			return e.moveRemote(ctx, q, m, target, delay, extra)
+		}
 		return "", false, fmt.Errorf("%w: %s", ErrUnknownTarget, target)
 	}
 	q.life.RLock()
@@ -279,5 +285,42 @@ func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extr
 	}
 	t.mu.Unlock()
 	e.notify()
+	return newID, true, nil
+}
+
+// moveRemote is move into a queue another engine of the cluster holds: the
+// accept into it, the removal from q and extra are one store.Apply (as a
+// send into a remote queue, the target's owner is told and adopts the new
+// message).
+func (e *Engine) moveRemote(ctx context.Context, q *queue, m *msg, target string, delaySeconds int, extra func(newID, target string) []store.Mutation) (newID string, moved bool, err error) {
+	q.life.RLock()
+	defer q.life.RUnlock()
+	if q.removed {
+		return "", false, abi.ErrUnknownQueue
+	}
+	bodies, err := e.store.Bodies(ctx, q.uid, []string{m.id})
+	if err != nil {
+		return "", false, backendErr(err)
+	}
+	body := bodies[0]
+	if body == nil {
+		return "", false, nil
+	}
+	newID = e.serialIDs(nil, e.serialSeqs(1), 1)[0]
+	now := e.nowMs()
+	muts := []store.Mutation{
+		store.AcceptMessage{
+			Message: store.Message{Queue: target, ID: newID, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(body)},
+			Body:    body,
+		},
+		store.RemoveMessages{Queue: q.uid, IDs: []string{m.id}, Reason: store.RemovedRedriven},
+	}
+	if extra != nil {
+		muts = append(muts, extra(newID, target)...)
+	}
+	if err := e.store.Apply(ctx, muts...); err != nil {
+		return "", false, backendErr(err)
+	}
+	e.remote.Accepted(target, []string{newID})
 	return newID, true, nil
 }

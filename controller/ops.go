@@ -322,8 +322,10 @@ func (c *Controller) drive(ctx context.Context, op store.Operation) {
 		// and it may have ended on another meanwhile.
 		release, ok := c.opts.ClaimOperation(ctx, op.ID)
 		if !ok {
-			// Another host drives it: look again later, so that this
-			// host forgets it (and wakes its waiters) once it ends.
+			// Another host drives it: this host's admission reads it
+			// from the store from now on (busy), and this host looks
+			// again later, to wake its waiters once it ends.
+			c.clearInflight(op.ResourceUID, op.ID)
 			c.scheduleRetry(op.ID)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/schemas"
 )
 
 // What a host of a cluster (several hosts on one database, spec/cluster.md)
@@ -40,6 +41,13 @@ func (c *Controller) busy(ctx context.Context, uid string) (inflightOp, bool) {
 	switch r.State {
 	case store.StateCreating, store.StateUpdating, store.StateDeleting, store.StateReconciling:
 	default:
+		// A purge or a redrive leaves the queue's record as it is: it is
+		// found among the unfinished Operations.
+		if r.FormURL == schemas.FormAtLeastOnceQueue {
+			if id, ok, _ := c.queueOpElsewhere(ctx, uid); ok {
+				return inflightOp{id: id, kind: KindPurge}, true
+			}
+		}
 		return inflightOp{}, false
 	}
 	if ops, err := c.st.UnfinishedOperations(ctx); err == nil {

@@ -206,6 +206,7 @@ func (c *Controller) Purge(ctx context.Context, req QueueOpRequest) (store.Opera
 	if err != nil || prior != nil {
 		return deref(prior), prior != nil, err
 	}
+	c.refresh(ctx, req.UID)
 	if _, err := c.env.Engine.Inspect(ctx, req.UID); err != nil {
 		unlock()
 		return store.Operation{}, false, engineQueueErr(err)
@@ -239,6 +240,7 @@ func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Ope
 		unlock()
 		return store.Operation{}, false, err
 	}
+	c.refresh(ctx, req.UID)
 	st, err := c.env.Engine.Inspect(ctx, req.UID)
 	if err != nil {
 		unlock()
@@ -253,6 +255,21 @@ func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Ope
 		c.queueOps.Delete(id)
 	}
 	return op, false, err
+}
+
+// refresher is an Engine that may hold fewer of a queue's messages than
+// the store (a host of a cluster: sends through other hosts are adopted
+// on notification) and can catch up on request.
+type refresher interface {
+	Refresh(ctx context.Context, uid string)
+}
+
+// refresh makes the engine hold every stored message of uid before a
+// purge or a redrive counts them.
+func (c *Controller) refresh(ctx context.Context, uid string) {
+	if r, ok := c.env.Engine.(refresher); ok {
+		r.Refresh(ctx, uid)
+	}
 }
 
 // checkRedriveTarget: an explicit target is another AtLeastOnceQueue of

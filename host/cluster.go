@@ -1220,7 +1220,12 @@ func (c *cluster) onDetached(uid string) {
 // Operations too.
 func (ce clusterEngine) Purge(ctx context.Context, uid string, extra func(int) []store.Mutation) (int, error) {
 	c := ce.c
+	c.loaded(uid)
 	if c.isOwned(uid) {
+		// Messages sent through other hosts whose announcement has not
+		// been adopted yet are removed by the purge all the same; adopted
+		// first, they are counted in its outcome.
+		ce.Refresh(ctx, uid)
 		n, err := c.eng.Purge(ctx, uid, extra)
 		if err == nil || c.isOwned(uid) || ctx.Err() != nil {
 			return n, err
@@ -1231,13 +1236,43 @@ func (ce clusterEngine) Purge(ctx context.Context, uid string, extra func(int) [
 
 func (ce clusterEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) (delivery.MoveResult, error) {
 	c := ce.c
+	c.loaded(req.From)
 	if c.isOwned(req.From) {
+		if req.After == (delivery.Cursor{}) {
+			// A redrive's first step (or its resumption): every message
+			// stored by then is held, so none is left behind.
+			ce.Refresh(ctx, req.From)
+		}
 		res, err := c.eng.MoveNext(ctx, req)
 		if err == nil || c.isOwned(req.From) || ctx.Err() != nil {
 			return res, err
 		}
 	}
 	return delivery.MoveResult{}, delivery.ErrElsewhere
+}
+
+// Refresh (controller: before a purge's or a redrive's admission counts
+// the queue) makes the owner's engine adopt every stored message of the
+// queue it has not adopted yet (sent through other hosts, their
+// announcement still on its way).
+func (ce clusterEngine) Refresh(ctx context.Context, uid string) {
+	c := ce.c
+	c.loaded(uid)
+	if !c.isOwned(uid) {
+		return
+	}
+	if ms, err := c.pg.Messages(ctx, uid); err == nil {
+		c.eng.Adopt(uid, ms)
+	}
+}
+
+// loaded waits, when this host has just taken uid's lease, until its
+// engine has loaded the queue (loadLocked runs under own).
+func (c *cluster) loaded(uid string) {
+	if c.isOwned(uid) && !c.eng.Holds(uid) {
+		c.own.Lock()
+		c.own.Unlock() //nolint:staticcheck // a barrier: the load in progress has ended
+	}
 }
 
 // handOver asks the owner of a queue to drive its unfinished purges and

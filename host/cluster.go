@@ -156,24 +156,23 @@ func (c *cluster) rescanEvery() time.Duration { return max(3*c.ttl, 5*time.Secon
 func (c *cluster) Start(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	c.bg, c.cancel = bg, cancel
-	for _, l := range []struct {
-		ch string
-		f  func(string)
-	}{{sendChannel, c.onSend}, {resourceChannel, c.onResource}, {pgstore.ReleasedChannel, func(name string) {
-		if name == "" || strings.HasPrefix(name, "queue/") {
-			poke(c.kick)
-		}
-	}},
-		{detachChannel, c.onDetach}, {detachedChannel, c.onDetached}, {queueOpChannel, c.onQueueOp},
-		{cancelChannel, c.onCancel}, {cancelledChannel, c.onCancelled}} {
-		stop, err := c.pg.Listen(bg, l.ch, l.f)
-		if err != nil {
-			cancel()
-			c.stopListeners()
-			return fmt.Errorf("cluster: listening on %s: %w", l.ch, err)
-		}
-		c.stops = append(c.stops, stop)
+	// One connection carries every channel (a database's connections are
+	// few).
+	stop, err := c.pg.ListenMany(bg, map[string]func(string){
+		sendChannel: c.onSend, resourceChannel: c.onResource,
+		pgstore.ReleasedChannel: func(name string) {
+			if name == "" || strings.HasPrefix(name, "queue/") {
+				poke(c.kick)
+			}
+		},
+		detachChannel: c.onDetach, detachedChannel: c.onDetached, queueOpChannel: c.onQueueOp,
+		cancelChannel: c.onCancel, cancelledChannel: c.onCancelled,
+	})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("cluster: listening for the other hosts: %w", err)
 	}
+	c.stops = append(c.stops, stop)
 	c.place(ctx)
 	c.log.Info("cluster: active host on the shared database", "host", c.id, "members", len(c.members), "queuesOwned", len(c.owned), "leaseTTL", c.ttl.String())
 	c.wg.Go(func() { c.loop(bg) })

@@ -263,7 +263,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		ObservationPaused: observationPaused(cfg.Faults),
 	}
 	if h.cluster != nil {
-		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 8); err != nil {
+		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 4); err != nil {
 			_ = h.rt.Stop(ctx)
 			h.closeStore()
 			return nil, fmt.Errorf("host: %w", err)

@@ -403,3 +403,93 @@ func (s *Store) Forget(ctx context.Context, l store.Lease) error {
 	}
 	return nil
 }
+
+// ListenMany is Listen on several channels over one connection (a
+// database's connections are few: a host of a cluster listens on many
+// channels). Each channel's handler runs on a goroutine of its own, in
+// order; after a lost connection every handler is called with "".
+func (s *Store) ListenMany(ctx context.Context, handlers map[string]func(payload string)) (stop func(), err error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	cfg := s.pool.Config().ConnConfig.Copy()
+	connect := func(ctx context.Context) (*pgx.Conn, error) {
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		for ch := range handlers {
+			if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+				c.Close(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+		return c, nil
+	}
+	conn, err := connect(ctx)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	queues := make(map[string]chan string, len(handlers))
+	for ch, f := range handlers {
+		q := make(chan string, 4096)
+		queues[ch] = q
+		wg.Go(func() {
+			for {
+				select {
+				case <-lctx.Done():
+					return
+				case p := <-q:
+					f(p)
+				}
+			}
+		})
+	}
+	post := func(ch, p string) {
+		if q, ok := queues[ch]; ok {
+			select {
+			case q <- p:
+			case <-lctx.Done():
+			}
+		}
+	}
+	wg.Go(func() {
+		defer func() {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+		}()
+		backoff := 50 * time.Millisecond
+		for {
+			n, err := conn.WaitForNotification(lctx)
+			if err == nil {
+				post(n.Channel, n.Payload)
+				continue
+			}
+			if lctx.Err() != nil {
+				return
+			}
+			s.log.Warn("pgstore: listener connection lost; reconnecting", "channels", len(handlers), "err", err)
+			conn.Close(context.Background())
+			conn = nil
+			for conn == nil {
+				select {
+				case <-lctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				if conn, err = connect(lctx); err != nil {
+					conn = nil
+					backoff = min(2*backoff, 2*time.Second)
+				}
+			}
+			backoff = 50 * time.Millisecond
+			for ch := range handlers {
+				post(ch, "") // anything may have been missed meanwhile: re-read
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }, nil
+}

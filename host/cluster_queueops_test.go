@@ -131,6 +131,11 @@ func TestClusterPurgeAndRedriveFromANonOwner(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		// While the owner moves messages, the queue's delete through the
+		// non-owner (which handed the redrive over) is refused.
+		if st, _, raw := cb.do("DELETE", "/v2/spaces/demo/resources/"+src, nil); st != 409 {
+			t.Fatalf("delete of the queue during its redrive, on the non-owner: %d %s", st, raw)
+		}
 		st, cancelled, raw := cb.do("POST", "/v2/spaces/demo/operations/"+id+"/cancel", nil)
 		if st != 200 || cancelled["state"] != "failed" {
 			t.Fatalf("cancel on the non-owner: %d %s", st, raw)

@@ -117,7 +117,11 @@ type cluster struct {
 	adopts   map[string][]string // queue -> IDs to adopt; nil slice: re-read all
 	adoptKck chan struct{}
 	changes  []string // resource UIDs changed by other hosts
-	chKick   chan struct{}
+	// announces are this host's resource changes waiting to be
+	// announced (announceLoop).
+	announces []string
+	annKick   chan struct{}
+	chKick    chan struct{}
 
 	stops  []func()
 	bg     context.Context // background work; ends with Stop
@@ -131,7 +135,7 @@ func newCluster(pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog
 		queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{},
 		byQueue: map[string]string{}, owned: map[string]store.Lease{}, validUntil: map[string]time.Time{},
 		kick: make(chan struct{}, 1), sends: map[string][]string{}, sendKick: make(chan struct{}, 1),
-		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1),
+		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1), annKick: make(chan struct{}, 1),
 		detachWait: map[string][]chan struct{}{}, cancelWait: map[string][]chan struct{}{},
 	}
 }
@@ -179,6 +183,7 @@ func (c *cluster) Start(ctx context.Context) error {
 	c.wg.Go(func() { c.sendLoop(bg) })
 	c.wg.Go(func() { c.adoptLoop(bg) })
 	c.wg.Go(func() { c.changeLoop(bg) })
+	c.wg.Go(func() { c.announceLoop(bg) })
 	return nil
 }
 
@@ -618,14 +623,33 @@ func (c *cluster) announce(uids []string) {
 	if len(uids) == 0 {
 		return
 	}
-	ps := make([]string, len(uids))
-	for i, u := range uids {
-		ps[i] = c.id + " " + u
+	// Queued, not sent here: the write that changed the records returns
+	// at once (an Operation's outcome is visible as soon as it commits,
+	// and its host must not still hold it busy while a NOTIFY goes out).
+	c.pmu.Lock()
+	for _, u := range uids {
+		c.announces = append(c.announces, c.id+" "+u)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.pg.NotifyAll(ctx, resourceChannel, ps); err != nil {
-		c.log.Warn("cluster: announcing a resource change failed; the other hosts find it at their next re-read", "err", err)
+	c.pmu.Unlock()
+	poke(c.annKick)
+}
+
+// announceLoop sends the queued resource announcements, in order, every
+// waiting one in one statement.
+func (c *cluster) announceLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.annKick:
+		}
+		c.pmu.Lock()
+		ps := c.announces
+		c.announces = nil
+		c.pmu.Unlock()
+		if err := c.pg.NotifyAll(ctx, resourceChannel, ps); err != nil && ctx.Err() == nil {
+			c.log.Warn("cluster: announcing a resource change failed; the other hosts find it at their next re-read", "err", err)
+		}
 	}
 }
 

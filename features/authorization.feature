@@ -52,6 +52,18 @@ Feature: Authorisation
     And the problem points at "/spec/queue"
     And the listing holds exactly 0 resources named "c"
 
+  @AtLeastOnceQueue-0.2.0 @WorkerVersion-0.5.0 @Q-REF-6
+  @needs-narrow
+  Scenario: a reference grants no permission: an editor of versions who cannot read queues cannot bind one
+    When I act as the "narrow" principal
+    And I create a version "w-nb" of "w" with:
+      """
+      {"queueProducerBindings": [{"name": "TASKS", "resource": {"resourceUid": "{{uid:q}}"}}]}
+      """
+    Then the request is refused with 403 "forbidden"
+    And the problem points at "/spec/queueProducerBindings/0/resource/resourceUid"
+    And the listing holds exactly 0 resources named "w-nb"
+
   @needs-narrow
   Scenario: a principal narrowed to some Forms cannot read the others, and lists only what it may read
     When I act as the "narrow" principal

@@ -247,7 +247,7 @@ var mutations = []mutation{
 			Replace: "if false && !sp.principal.Can(sp.name, rf.FormURL, auth.Read) {",
 		}},
 		Tags:   "@authorization",
-		Expect: []string{"a reference grants no permission: an editor of consumers who cannot read queues is forbidden"},
+		Expect: []string{"a reference grants no permission: an editor of versions who cannot read queues cannot bind one"},
 	},
 	{
 		ID:   "send-authorised-at-call",

@@ -8,6 +8,7 @@
 // back, every Operation ended and no name is held twice.
 //
 //	go run ./tools/torture -kills 60 [-duration 3m] [-seed 1] [-bin bin/takohost] [-store postgres://... [-db-disconnects N] [-cluster 3 [-freezes 1]]]
+//	go run ./tools/torture -kills 30 -pg-private -pg-restarts 2 [-cluster 3 -freezes 2] [-db-disconnects N]
 //
 // It prints its figures and exits 1 on any violation, 2 on a setup error.
 package main
@@ -40,6 +41,8 @@ func main() {
 	flag.IntVar(&cfg.StoreDisconnects, "db-disconnects", 0, "with -store: terminate every connection to the database this many times during the load (what a PostgreSQL restart does)")
 	flag.IntVar(&cfg.Cluster, "cluster", 0, "with -store: run this many ACTIVE hosts on the database (-cluster-active); the load goes round-robin and every kill SIGKILLs one of them at random")
 	flag.IntVar(&cfg.Freezes, "freezes", 1, "with -cluster: freeze the work queue's owner (SIGSTOP) past its lease this many times, then resume it (its late writes must be fenced)")
+	flag.BoolVar(&cfg.PGPrivate, "pg-private", false, "run the hosts on a private PostgreSQL server the torture starts itself (initdb into a temporary directory, a free port; as root, run as the postgres user) instead of -store; skipped when the binaries are missing")
+	flag.IntVar(&cfg.PGRestarts, "pg-restarts", 0, "with -pg-private: stop the private server (-m fast, then -m immediate, alternately) and start it again this many times during the load")
 	hostile := flag.Duration("hostile", 0, "instead of the kill torture: the hostile-worker soak for this long (hostile workers beside a bystander; reports host RSS, CPU and the bystander's p99)")
 	flag.Parse()
 	if cfg.Seed == 0 {

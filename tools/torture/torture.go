@@ -51,6 +51,13 @@ type Config struct {
 	// resumed (cluster.go).
 	Cluster int
 	Freezes int
+	// PGPrivate runs the hosts on a PostgreSQL server the torture starts
+	// itself (initdb into a temporary directory, a free port; pgprivate.go)
+	// instead of StoreServer, and PGRestarts times during the load stops
+	// that server (-m fast, then -m immediate, alternately) and starts it
+	// again while the hosts run.
+	PGPrivate  bool
+	PGRestarts int
 }
 
 // Result holds the run's figures; Violations is empty on success.
@@ -85,11 +92,20 @@ type Result struct {
 	// owners frozen past their lease, Fenced those that, resumed, logged
 	// a delivery write refused by the fence.
 	Hosts, Freezes, Fenced int
+	// PGRestarts counts the restarts of the private PostgreSQL server by
+	// stop mode; PGDown is the total time it was down.
+	PGRestarts     int
+	PGRestartModes map[string]int
+	PGDown         time.Duration
+	// Skipped is set when the run could not be made on this machine (no
+	// PostgreSQL binaries for -pg-private); nothing was checked.
+	Skipped string
 }
 
 type driver struct {
 	cfg  Config
-	db   string // the host's database, with Config.StoreServer
+	db   string     // the host's database, with Config.StoreServer
+	pg   *privatePG // the private server, with Config.PGPrivate
 	out  io.Writer
 	host *harness.Host
 	// hosts are every active host with Config.Cluster (host is the
@@ -157,6 +173,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	d.res.Ops = map[string]int{}
 	d.res.Mutations = map[string]int{}
 	d.res.ResourcesFinal = map[string]int{}
+	d.res.PGRestartModes = map[string]int{}
+	if cfg.PGPrivate {
+		if cfg.StoreServer != "" {
+			return nil, fmt.Errorf("-pg-private and -store both given: the private server replaces -store")
+		}
+		pg, err := startPrivatePG(ctx)
+		if errors.Is(err, ErrNoPostgres) {
+			d.res.Skipped = err.Error()
+			d.logf("torture: SKIPPED: -pg-private: %v", err)
+			return &d.res, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("private PostgreSQL server: %w", err)
+		}
+		defer func() { pg.Close(cfg.KeepData) }()
+		if cfg.KeepData {
+			d.logf("torture: private PostgreSQL server kept in %s", pg.dir)
+		}
+		d.pg = pg
+		cfg.StoreServer = pg.URL
+		d.cfg.StoreServer = pg.URL
+		d.logf("torture: private PostgreSQL server on port %d (%s, trust, fsync on)", pg.port, pg.dir)
+	} else if cfg.PGRestarts > 0 {
+		return nil, fmt.Errorf("-pg-restarts needs -pg-private: the torture restarts only a server it owns")
+	}
 
 	bin := cfg.Bin
 	if bin == "" {
@@ -285,6 +326,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		go func() {
 			defer wg.Done()
 			d.disconnector(loadCtx, rand.New(rand.NewSource(cfg.Seed*31+2000)))
+		}()
+	}
+	if d.pg != nil && cfg.PGRestarts > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.pgRestarter(loadCtx, rand.New(rand.NewSource(cfg.Seed*31+4000)))
 		}()
 	}
 	loadStart := time.Now()
@@ -952,6 +1000,9 @@ func (d *driver) print() {
 	fmt.Fprintf(w, "  kills                %d (%s), host starts %d\n", r.Kills, fmtMap(r.KillModes), r.Starts)
 	if r.Hosts > 1 {
 		fmt.Fprintf(w, "  cluster              %d active hosts on one database, load round-robin; %d owners frozen past their lease, %d of them fenced on resuming\n", r.Hosts, r.Freezes, r.Fenced)
+	}
+	if r.PGRestarts > 0 || d.cfg.PGRestarts > 0 {
+		fmt.Fprintf(w, "  postgres restarts    %d of %d (%s), private server down %s in all\n", r.PGRestarts, d.cfg.PGRestarts, fmtMap(r.PGRestartModes), r.PGDown.Round(time.Millisecond))
 	}
 	if r.DBDisconnects > 0 {
 		fmt.Fprintf(w, "  database disconnects %d rounds, %d connections terminated\n", r.DBDisconnects, r.DBConnsKilled)

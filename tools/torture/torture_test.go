@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 
@@ -64,5 +66,69 @@ func TestHostileShort(t *testing.T) {
 	}
 	if res.Invocations["flat 500"] == 0 || res.Invocations["doubling 500"] == 0 || res.BystanderSent < 20 {
 		t.Fatalf("the soak did not run: %v, bystander %d", res.Invocations, res.BystanderSent)
+	}
+}
+
+// TestPrivatePGRestart starts the private PostgreSQL server of -pg-private,
+// writes a row, stops it (-m fast, then -m immediate) and starts it again:
+// the committed rows survive both, the URL stays the same, and Close
+// removes the directory.
+func TestPrivatePGRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: initdb and two restarts take several seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := startPrivatePG(ctx)
+	if errors.Is(err, ErrNoPostgres) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := pg.dir
+	defer pg.Close(false)
+	exec := func(sql string) int {
+		t.Helper()
+		c, err := pgx.Connect(ctx, pg.URL)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, pg.LogTail())
+		}
+		defer c.Close(ctx)
+		var n int
+		if err := c.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	exec(`SELECT count(*) FROM (SELECT 1) x`)
+	c, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE t (i int); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []string{"fast", "immediate"} {
+		if err := pg.Stop(mode); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// The open connection is gone with the server.
+			if err := c.Ping(ctx); err == nil {
+				t.Fatal("a connection survived the server's stop")
+			}
+			c.Close(ctx)
+		}
+		if err := pg.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := exec(`SELECT count(*) FROM t`); n != 1 {
+			t.Fatalf("after -m %s: %d rows, want 1", mode, n)
+		}
+	}
+	pg.Close(false)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Close left %s behind: %v", dir, err)
 	}
 }

@@ -4,7 +4,8 @@ GO      ?= go
 DATA    ?= ./data
 ADDR    ?= 127.0.0.1:8787
 PKGS    := ./...
-# The PostgreSQL server the torture run on PostgreSQL creates its database on.
+# The PostgreSQL server the torture run on PostgreSQL creates its database on (the cluster
+# torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
 .PHONY: all generate build run test conform conform-cluster bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
@@ -56,7 +57,7 @@ torture:
 	TORTURE=1 $(GO) test -count=1 -timeout 60m -run 'Torture|Crash' ./runtime/...
 	$(GO) run ./tools/torture -kills 60
 	$(GO) run ./tools/torture -kills 30 -db-disconnects 8 -store '$(PGSERVER)'
-	$(GO) run ./tools/torture -kills 30 -db-disconnects 4 -store '$(PGSERVER)' -cluster 3 -freezes 2
+	$(GO) run ./tools/torture -kills 30 -db-disconnects 4 -pg-private -pg-restarts 2 -cluster 3 -freezes 2
 	$(GO) run ./tools/torture -hostile 60s
 
 ## fuzz: each fuzz target for a bounded time

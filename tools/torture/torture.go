@@ -683,6 +683,11 @@ func (d *driver) disconnector(ctx context.Context, rng *rand.Rand) {
 			return
 		}
 		c, err := pgx.Connect(ctx, d.cfg.StoreServer)
+		// With -pg-restarts the server may be down right now: retry.
+		for try := 0; err != nil && d.pg != nil && try < 20 && ctx.Err() == nil; try++ {
+			sleepCtx(ctx, 500*time.Millisecond)
+			c, err = pgx.Connect(ctx, d.cfg.StoreServer)
+		}
 		if err != nil {
 			d.logf("torture: disconnect %d: %v", i+1, err)
 			continue

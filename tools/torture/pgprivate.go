@@ -18,8 +18,8 @@ import (
 )
 
 // PGBinDir is where -pg-private looks for initdb, pg_ctl and postgres when
-// they are not on PATH.
-const PGBinDir = "/usr/lib/postgresql/15/bin"
+// they are not on PATH (a variable so that a test can point it elsewhere).
+var PGBinDir = "/usr/lib/postgresql/15/bin"
 
 // ErrNoPostgres is returned by startPrivatePG when the PostgreSQL server
 // binaries are not installed; the driver skips the run with that message.
@@ -40,10 +40,8 @@ type privatePG struct {
 
 // findPGBin returns the directory holding initdb and pg_ctl.
 func findPGBin() (string, error) {
-	for _, dir := range []string{PGBinDir} {
-		if isExec(filepath.Join(dir, "initdb")) && isExec(filepath.Join(dir, "pg_ctl")) {
-			return dir, nil
-		}
+	if isExec(filepath.Join(PGBinDir, "initdb")) && isExec(filepath.Join(PGBinDir, "pg_ctl")) {
+		return PGBinDir, nil
 	}
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
 		dir := filepath.Dir(p)

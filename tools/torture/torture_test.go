@@ -132,3 +132,24 @@ func TestPrivatePGRestart(t *testing.T) {
 		t.Fatalf("Close left %s behind: %v", dir, err)
 	}
 }
+
+// TestPrivatePGSkipped: without the PostgreSQL binaries, -pg-private skips
+// the run with a message naming what is missing, starts no host and
+// reports no violation.
+func TestPrivatePGSkipped(t *testing.T) {
+	old := PGBinDir
+	PGBinDir = t.TempDir()
+	defer func() { PGBinDir = old }()
+	t.Setenv("PATH", t.TempDir())
+	var out strings.Builder
+	res, err := Run(context.Background(), Config{Kills: 1, PGPrivate: true, PGRestarts: 1, Bin: "/nonexistent", Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped == "" || len(res.Violations) > 0 || res.Starts != 0 {
+		t.Fatalf("skipped %q, violations %v, starts %d", res.Skipped, res.Violations, res.Starts)
+	}
+	if !strings.Contains(out.String(), "SKIPPED") || !strings.Contains(out.String(), "initdb") {
+		t.Fatalf("no clear skip message: %q", out.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,10 @@ type childResult struct {
 	HeapStore     float64 `json:"heapStore"` // after store.Open, before the engine
 	AttachSeconds float64 `json:"attachSeconds"`
 	RestartCPU    float64 `json:"restartCpuSeconds"`
+	// inspection of the backlog (ext-inspect): medians
+	PageFirst float64 `json:"pageFirstSeconds"` // a listing page of 100 from the head
+	PageMid   float64 `json:"pageMidSeconds"`   // a listing page of 100 from the middle
+	Counts    float64 `json:"countsSeconds"`    // the counts by state (Engine.Inspect)
 }
 
 func heapInuse() float64 {
@@ -239,7 +244,58 @@ func childBacklog(dir string, n int, profile string) (childResult, error) {
 		return r, fmt.Errorf("no delivery within 2 minutes of the restart")
 	}
 	r.Heap, r.RSS = heapInuse(), rssBytes()
+	if err := measureInspection(ctx, eng, "q1", &r); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// measureInspection times what a viewer of the backlog's queue asks for
+// (ext-inspect): a listing page of 100 from the head and from the middle
+// (reached by following the pages' cursors, not timed), and the counts by
+// state; each the median of several calls.
+func measureInspection(ctx context.Context, eng *delivery.Engine, uid string, r *childResult) error {
+	median := func(k int, f func() error) (float64, error) {
+		ts := make([]float64, 0, k)
+		for range k {
+			t := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			ts = append(ts, time.Since(t).Seconds())
+		}
+		sort.Float64s(ts)
+		return ts[len(ts)/2], nil
+	}
+	page := func(c delivery.Cursor) func() error {
+		return func() error {
+			p, _, _, err := eng.MessagePage(ctx, uid, c, 100)
+			if err == nil && len(p) != 100 {
+				err = fmt.Errorf("a listing page held %d messages, not 100", len(p))
+			}
+			return err
+		}
+	}
+	var err error
+	if r.PageFirst, err = median(21, page(delivery.Cursor{})); err != nil {
+		return err
+	}
+	mid := delivery.Cursor{}
+	for i := 0; i < r.Messages/200; i++ {
+		_, next, more, err := eng.MessagePage(ctx, uid, mid, 100)
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		mid = next
+	}
+	if r.PageMid, err = median(21, page(mid)); err != nil {
+		return err
+	}
+	r.Counts, err = median(5, func() error { _, err := eng.Inspect(ctx, uid); return err })
+	return err
 }
 
 // child runs this binary with -child and decodes its result.
@@ -383,6 +439,9 @@ func (b *bench) backlogLayer(ctx context.Context, n int) {
 	s.row("restart: + Attach returned", num(r.AttachSeconds)+" s", "", "")
 	s.row("restart-to-first-delivery", num(r.FirstDelivery)+" s", "bare journal replay", ratio(jt.Seconds(), r.FirstDelivery))
 	s.row("CPU time of the child during the restart (getrusage; includes one GC for the heap figure)", num(r.RestartCPU)+" s", "restart wall time", ratio(r.RestartCPU, r.FirstDelivery))
+	s.row("inspection: counts by state (Engine.Inspect, the stats route; walks the queue)", fmt.Sprintf("%.3f ms", r.Counts*1e3), "", "")
+	s.row("inspection: a listing page of 100 from the head", fmt.Sprintf("%.1f µs", r.PageFirst*1e6), "counts by state", ratio(r.PageFirst, r.Counts))
+	s.row("inspection: a listing page of 100 from the middle", fmt.Sprintf("%.1f µs", r.PageMid*1e6), "a page from the head", ratio(r.PageMid, r.PageFirst))
 	b.profiles = append(b.profiles, profileRun{Name: "the restart with the backlog (child process, store.Open to the first delivery)", Path: prof, Section: s})
 	s.note("When the restart's CPU time is well below its wall time, the restart waited (for I/O or locks) rather than computed; the profile below then covers only the computing part.")
 	s.note("Ratios of times are limit time ÷ measured time (100%% would mean no cost above the limit). First batch: %d messages.", r.FirstBatch)

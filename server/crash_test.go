@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
@@ -128,7 +129,8 @@ func runChild(dir string) {
 	}
 	var srv *Server
 	if err == nil {
-		srv, err = New(Options{Controller: ctl, Auth: testAuth(), Workers: wk, Logger: opts.Logger})
+		reg := auth.NewRegistry(testAuth(), "")
+		srv, err = New(Options{Controller: ctl, Auth: reg, Principals: reg, Workers: wk, Logger: opts.Logger})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

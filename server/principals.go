@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
@@ -19,9 +18,6 @@ type Principals interface {
 }
 
 func (s *Server) ListPrincipals(ctx context.Context, _ api.ListPrincipalsRequestObject) (api.ListPrincipalsResponseObject, error) {
-	if s.principals == nil {
-		return nil, noPrincipalAPI()
-	}
 	out := api.ListPrincipals200JSONResponse{Items: []api.Principal{}}
 	for _, p := range s.principals.List() {
 		out.Items = append(out.Items, toAPIPrincipal(p))
@@ -30,9 +26,6 @@ func (s *Server) ListPrincipals(ctx context.Context, _ api.ListPrincipalsRequest
 }
 
 func (s *Server) CreatePrincipal(ctx context.Context, req api.CreatePrincipalRequestObject) (api.CreatePrincipalResponseObject, error) {
-	if s.principals == nil {
-		return nil, noPrincipalAPI()
-	}
 	var grants []auth.Grant
 	for _, g := range req.Body.Grants {
 		gr := auth.Grant{Space: g.Space, Role: string(g.Role)}
@@ -50,19 +43,12 @@ func (s *Server) CreatePrincipal(ctx context.Context, req api.CreatePrincipalReq
 }
 
 func (s *Server) RevokePrincipal(ctx context.Context, req api.RevokePrincipalRequestObject) (api.RevokePrincipalResponseObject, error) {
-	if s.principals == nil {
-		return nil, noPrincipalAPI()
-	}
 	p, err := s.principals.Revoke(req.Principal)
 	if err != nil {
 		return nil, principalProblem(err)
 	}
 	s.log.Info("principal revoked", "principal", p.ID, "name", p.Name, "by", principal(ctx).ID)
 	return api.RevokePrincipal200JSONResponse(toAPIPrincipal(p)), nil
-}
-
-func noPrincipalAPI() error {
-	return problem.New(http.StatusNotImplemented, problem.CodeMethodNotAllowed, "this host does not manage principals through the Host API")
 }
 
 func principalProblem(err error) error {

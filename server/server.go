@@ -45,13 +45,13 @@ type Authenticator interface {
 	Authenticate(token string) (*auth.Principal, bool)
 }
 
-// Options configures a Server. Controller, Auth and Workers are required.
+// Options configures a Server. Controller, Auth, Principals and Workers are
+// required.
 type Options struct {
 	Controller *controller.Controller
 	Auth       Authenticator
 	Workers    Workers
-	// Principals, when set, is what the admin routes (/v2/principals)
-	// manage; without it they answer 501.
+	// Principals is what the admin routes (/v2/principals) manage.
 	Principals Principals
 	// Logger gets the access log and the server's own events; slog.Default
 	// when nil.
@@ -95,8 +95,8 @@ var _ api.StrictServerInterface = (*Server)(nil)
 // New builds the server's handler. The controller's lifecycle is the
 // caller's: start it before serving.
 func New(opts Options) (*Server, error) {
-	if opts.Controller == nil || opts.Auth == nil || opts.Workers == nil {
-		return nil, errors.New("server: Controller, Auth and Workers are required")
+	if opts.Controller == nil || opts.Auth == nil || opts.Principals == nil || opts.Workers == nil {
+		return nil, errors.New("server: Controller, Auth, Principals and Workers are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

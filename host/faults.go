@@ -77,6 +77,10 @@ type FaultRule struct {
 	Targets []string // of FaultTargets; empty: any
 	Scope   string   // a space, resource UID or queue UID; "": any
 	Skip    int      // matching Applies let through before the first affected one
+	// hit, when set (the host's own tests), is sent to, without blocking,
+	// each time the rule affects an Apply: the event a test waits for
+	// instead of polling or sleeping.
+	hit chan<- struct{}
 }
 
 // Faults is the set of armed rules. The zero value has none; it is safe for
@@ -227,6 +231,12 @@ func (f *Faults) take(muts []store.Mutation) FaultMode {
 		}
 		if r.Count--; r.Count == 0 {
 			f.rules = slices.Delete(f.rules, i, i+1)
+		}
+		if r.hit != nil {
+			select {
+			case r.hit <- struct{}{}:
+			default:
+			}
 		}
 		return r.Mode
 	}

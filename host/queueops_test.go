@@ -20,7 +20,13 @@ import (
 
 func startHostHeld(t *testing.T, dir string, hold func(store.Operation) bool) *Host {
 	t.Helper()
-	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second}
+	return startHostFaulty(t, dir, hold, nil)
+}
+
+// startHostFaulty is startHostHeld with the fault hook f (nil: none).
+func startHostFaulty(t *testing.T, dir string, hold func(store.Operation) bool, f *Faults) *Host {
+	t.Helper()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second, Faults: f}
 	if hold != nil {
 		cfg.AfterIntent = func(ctx context.Context, op store.Operation) {
 			if hold(op) {
@@ -36,6 +42,26 @@ func startHostHeld(t *testing.T, dir string, hold func(store.Operation) bool) *H
 		t.Fatal(err)
 	}
 	return h
+}
+
+// journalAt opens the journal of a stopped host and returns the
+// Operation id and the bodies of the queues, as the next start finds them.
+func journalAt(t *testing.T, dir, id string, queues ...string) (store.Operation, []map[string]int) {
+	t.Helper()
+	js, _, err := store.Open(t.Context(), dir, store.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	op, err := js.Operation(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []map[string]int
+	for _, q := range queues {
+		bodies = append(bodies, storedBodies(t, js, q))
+	}
+	return op, bodies
 }
 
 func sendN(t *testing.T, h *Host, queue, prefix string, n int) {
@@ -100,46 +126,40 @@ func TestPurgeResumesAfterARestart(t *testing.T) {
 	if st != 202 || op["state"] != "running" || op["kind"] != "purge" {
 		t.Fatalf("purge: %d %s", st, raw)
 	}
+	id := op["id"].(string)
 	// While it is under way the queue takes no other Operation.
 	if st, _, raw := c.do("PUT", "/v2/spaces/demo/resources/"+q+"/delivery", map[string]any{"active": false}); st != 409 {
 		t.Fatalf("pause during the purge: %d %s", st, raw)
 	}
 	h.Shutdown(context.Background())
-	if n := len(bodiesOf(t, startHostHeldNoop(t, dir), q)); n != 0 {
+	// What the journal holds at the stop: the purge journaled up to its
+	// intent, and every message.
+	stopped, bodies := journalAt(t, dir, id, q)
+	if stopped.State != store.OpRunning || stopped.Effect != store.EffectNone {
+		t.Fatalf("the purge at the stop: %s/%s, want running/none", stopped.State, stopped.Effect)
+	}
+	if n := len(bodies[0]); n != 12 {
+		t.Fatalf("at the stop the queue holds %d messages, want 12", n)
+	}
+
+	// The next start resumes the purge while it starts (it may be over
+	// before the host answers anything): it is awaited by its ID, never
+	// looked for among the unfinished Operations.
+	h2 := startHostHeld(t, dir, nil)
+	defer h2.Shutdown(context.Background())
+	done := waitOp(t, newClient(t, h2.URL(), h2.AdminToken()), id)
+	if done["state"] != "succeeded" || done["effect"] != "applied" || progress(done, "removed") != 12 {
+		t.Fatalf("resumed purge: %v", done)
+	}
+	if n := len(bodiesOf(t, h2, q)); n != 0 {
 		t.Fatalf("after the restart the queue holds %d messages", n)
 	}
-}
-
-// startHostHeldNoop is a second start whose purge Operation resumes; it
-// returns the host once that Operation has finished.
-func startHostHeldNoop(t *testing.T, dir string) *Host {
-	t.Helper()
-	h := startHostHeld(t, dir, nil)
-	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	c := newClient(t, h.URL(), h.AdminToken())
-	ops, err := h.st.UnfinishedOperations(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range ops {
-		op := waitOp(t, c, o.ID)
-		if op["state"] != "succeeded" {
-			t.Fatalf("resumed %s: %v", o.Kind, op)
-		}
-		if o.Kind == "purge" && progress(op, "removed") != 12 {
-			t.Fatalf("resumed purge: %v", op)
-		}
-	}
-	if len(ops) == 0 {
-		t.Fatal("no Operation left to resume")
-	}
-	return h
 }
 
 func TestRedriveResumesAfterARestart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		hold bool // stop before the first move; else half way
+		hold bool // stop before the first move; else after the fourth
 	}{{"after its intent", true}, {"half way", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
@@ -147,51 +167,47 @@ func TestRedriveResumesAfterARestart(t *testing.T) {
 			if tc.hold {
 				hold = func(op store.Operation) bool { return op.Kind == "redrive" }
 			}
-			h := startHostHeld(t, dir, hold)
+			faults := &Faults{}
+			h := startHostFaulty(t, dir, hold, faults)
 			c := newClient(t, h.URL(), h.AdminToken())
 			src := c.create("dlq", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
 			dst := c.create("tasks", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
 			sendN(t, h, src, "m", 20)
+			// Half way: the fifth move's write into the target (and every
+			// retry of it) fails, so that the redrive stands at exactly
+			// four moved whenever the host stops, however slow the
+			// machine; the test stops it once that write was refused.
+			refused := make(chan struct{}, 1)
+			if !tc.hold {
+				if err := faults.Add(FaultRule{Mode: FailWrites, Count: 1 << 30, Targets: []string{"sends"}, Scope: dst, Skip: 4, hit: refused}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			st, op, raw := c.do("POST", "/v2/spaces/demo/resources/"+src+"/redrive", map[string]any{
 				"targetQueue": map[string]any{"resourceUid": dst}, "maxMessagesPerSecond": 10})
 			if st != 202 || op["kind"] != "redrive" || progress(op, "total") != 20 {
 				t.Fatalf("redrive: %d %s", st, raw)
 			}
 			id := op["id"].(string)
+			want := 0 // moved at the stop
 			if !tc.hold {
-				deadline := time.Now().Add(20 * time.Second)
-				for {
-					_, op, _ := c.do("GET", "/v2/spaces/demo/operations/"+id, nil)
-					if progress(op, "moved") >= 4 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("no progress: %v", op)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				<-refused
+				want = 4
 			}
 			h.Shutdown(context.Background())
 			// What the journal holds at the stop: every message in exactly
 			// one of the queues, and the progress counts those moved.
-			js, _, err := store.Open(t.Context(), dir, store.Options{Logger: quietLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, b := storedBodies(t, js, src), storedBodies(t, js, dst)
-			stopped, err := js.Operation(t.Context(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			js.Close()
+			stopped, bodies := journalAt(t, dir, id, src, dst)
+			a, b := bodies[0], bodies[1]
 			checkOnce(t, a, b, 20)
 			if moved := progressMoved(stopped); moved != len(b) {
 				t.Fatalf("progress says %d moved, the target holds %d", moved, len(b))
 			}
-			if tc.hold && len(b) != 0 {
-				t.Fatalf("%d moved before the effect", len(b))
+			if len(b) != want || stopped.State != store.OpRunning {
+				t.Fatalf("at the stop: %d moved, the redrive %s; want %d moved, running", len(b), stopped.State, want)
 			}
 
+			// The next start (no faults) resumes it from its progress.
 			h2 := startHostHeld(t, dir, nil)
 			defer h2.Shutdown(context.Background())
 			c2 := newClient(t, h2.URL(), h2.AdminToken())

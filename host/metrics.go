@@ -147,6 +147,8 @@ var (
 	sandboxesLive  = prometheus.NewDesc("takohost_sandboxes", "Live worker sandbox processes.", nil, nil)
 	logWriteErrors = prometheus.NewDesc("takohost_worker_log_write_errors_total", "Worker log lines a log file could not take (kept in memory only; see the host's data directory).", nil, nil)
 	sandboxKills   = prometheus.NewDesc("takohost_sandbox_kills_total", "Sandboxes that ended other than by going idle, by reason: memory (over its limit), time (an invocation past its deadline), init, crash (exited on its own), shutdown.", []string{"reason"}, nil)
+	sandboxContain = prometheus.NewDesc("takohost_sandbox_containment", "1 when the sandboxes get an operating-system containment layer on this machine, 0 when not (the host's log says why): seccomp (no_new_privs and the seccomp filter), cgroup_memory, cgroup_pids (a cgroup per sandbox with these caps), netns (a network namespace per sandbox).", []string{"layer"}, nil)
+	sandboxCgFails = prometheus.NewDesc("takohost_sandbox_cgroup_failures_total", "Sandboxes the host could not put in a cgroup of their own although the machine allows it (they ran under the RSS watchdog alone).", nil, nil)
 )
 
 // sandboxEndReasons are the reasons takohost_sandbox_kills_total always
@@ -157,7 +159,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, q := range queueDescs {
 		ch <- q.d
 	}
-	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive, sandboxKills, logWriteErrors} {
+	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive, sandboxKills, sandboxContain, sandboxCgFails, logWriteErrors} {
 		ch <- d
 	}
 }
@@ -195,6 +197,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, r := range sandboxEndReasons {
 			ch <- prometheus.MustNewConstMetric(sandboxKills, prometheus.CounterValue, float64(ends[r]), r)
 		}
+		ct, cgFails := sb.Pool.Containment()
+		for layer, on := range map[string]bool{"seccomp": ct.Seccomp, "cgroup_memory": ct.Cgroup != "", "cgroup_pids": ct.CgroupPids, "netns": ct.NetNS} {
+			v := 0.0
+			if on {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(sandboxContain, prometheus.GaugeValue, v, layer)
+		}
+		ch <- prometheus.MustNewConstMetric(sandboxCgFails, prometheus.CounterValue, float64(cgFails))
 	}
 }
 

@@ -169,6 +169,16 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	if metricValue(text, "takohost_sandboxes") < 1 {
 		t.Error("no live sandbox counted")
 	}
+	// The containment layers this machine allows (root: all of them when
+	// the kernel has seccomp and a writable memory cgroup).
+	for _, layer := range []string{"seccomp", "cgroup_memory", "cgroup_pids", "netns"} {
+		if got := metricValue(text, "takohost_sandbox_containment", `layer="`+layer+`"`); got != 0 && got != 1 {
+			t.Errorf("containment layer %s = %v, want 0 or 1", layer, got)
+		}
+	}
+	if got := metricValue(text, "takohost_sandbox_cgroup_failures_total"); got != 0 {
+		t.Errorf("sandboxes without their cgroup: %v", got)
+	}
 	if got := metricValue(text, "takohost_worker_log_write_errors_total"); got != 0 {
 		t.Errorf("worker log write errors %v, want 0", got)
 	}

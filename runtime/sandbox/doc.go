@@ -28,9 +28,11 @@
 // dials). Log lines come to the host's LogBook, rate-limited per worker.
 //
 // Limits, enforced from outside JavaScript:
-//   - memory: the host polls the sandbox's RSS (/proc) and kills it above
-//     Options.MemoryLimit (512 MiB); inside, GOMEMLIMIT is three quarters of
-//     it and RLIMIT_AS (4 GiB) makes a huge allocation fail in the sandbox;
+//   - memory: where the host can create cgroups, the kernel caps the
+//     sandbox's cgroup at Options.MemoryLimit (512 MiB, below); the host
+//     also polls the sandbox's RSS (/proc) and kills it above that limit;
+//     inside, GOMEMLIMIT is three quarters of it and RLIMIT_AS (4 GiB)
+//     makes a huge allocation fail in the sandbox;
 //   - stack: debug.SetMaxStack (64 MiB), so a runaway recursion in Go code
 //     (the bundler, goja's natives) ends the sandbox;
 //   - time: goja's interrupt ends the invocation at its deadline inside the
@@ -49,7 +51,45 @@
 // A sandbox idle for IdleTimeout (30 s) is stopped; at most MaxSandboxes
 // (256) live at once (the least recently used idle one makes room).
 //
-// Not contained: there is no uid, namespace, seccomp or cgroup isolation —
-// a sandbox runs as the host's user and could open files if goja were
-// escaped; CPU is bounded only by the time limit, not shared fairly.
+// # Containment by the operating system
+//
+// Each layer is applied where the machine allows it; Pool.Containment
+// says which are on and why one is off (also logged when the pool is made,
+// and the host's metrics show it):
+//   - seccomp (contain_linux.go): in its init frame, before any worker
+//     code, a sandbox sets RLIMIT_CORE 0, RLIMIT_FSIZE 0, RLIMIT_NOFILE 64,
+//     no_new_privs and a seccomp filter on every thread (TSYNC;
+//     github.com/elastic/go-seccomp-bpf) that answers EPERM to exec, fork
+//     (clone without CLONE_THREAD), every socket call (socket, connect,
+//     bind, listen, accept), every open (open, openat, openat2, creat: the
+//     bundler and the runtimes read no file, and the local time zone is
+//     loaded before), changes to the file system, io_uring, ptrace and
+//     process_vm_*, signals to any other process, set*id, unshare/setns,
+//     mount, kexec, modules, bpf, perf_event_open, keyctl, a new resource
+//     limit, and executable memory (mmap/mprotect with PROT_EXEC); a second
+//     filter refuses system calls of another architecture (32-bit calls of
+//     a 64-bit process). The host asks for the filter when its kernel has
+//     seccomp; a sandbox that cannot install it exits before serving.
+//   - cgroup (cgroup_linux.go): where the host can create cgroups (v2
+//     with the memory controller, else v1's memory and pids hierarchies),
+//     the pool makes a group takohost-<pid>-<n> under the host's own
+//     cgroup and each sandbox a child of it with memory.max /
+//     memory.limit_in_bytes = MemoryLimit (swap too where accounted) and
+//     pids.max = MaxTasks (128); the host moves the sandbox in right after
+//     starting it, before sending it anything, and removes the group when
+//     it has exited. The kernel's kill at that cap is reported as "memory
+//     cap" (from the group's oom_kill count). Elsewhere the RSS watchdog
+//     is the memory cap, which it stays in any case.
+//   - network namespace: when the host runs as root, each sandbox starts
+//     in a network namespace of its own (CLONE_NEWNET: no interface but a
+//     loopback that is down); the pool stops asking for one if the kernel
+//     refuses it.
+//   - Pdeathsig SIGKILL: a sandbox never outlives its host.
+//
+// Not contained: a sandbox runs as the host's user (root if the host is)
+// with the host's file system view: it can open no file, but stat,
+// readlink and access still answer about any path; an unprivileged host
+// gets no
+// network namespace (no user namespace is tried); CPU is bounded only by
+// the time limit, not shared fairly (no cpu controller).
 package sandbox

@@ -113,6 +113,14 @@ type Options struct {
 	Executable string
 	// Logger receives the host-side events.
 	Logger *slog.Logger
+	// MaxTasks is each sandbox's pids cap where the host can make cgroups
+	// (default DefaultMaxTasks); its memory cap there is MemoryLimit.
+	MaxTasks int
+
+	// Tests only: containment layers off, the sandbox's opSelfTest on,
+	// the RSS watchdog off, another /proc/self for the cgroup detection.
+	noSeccomp, noCgroup, noNetNS, selfTest, noWatchdog bool
+	cgroupProc                                         string
 }
 
 func (o Options) withDefaults() Options {
@@ -161,6 +169,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.MaxTasks <= 0 {
+		o.MaxTasks = DefaultMaxTasks
+	}
 	return o
 }
 
@@ -176,6 +187,7 @@ type Pool struct {
 	out      *outbound
 	stopReap chan struct{}
 	reapDone chan struct{}
+	contain  *containment
 
 	endsMu sync.Mutex
 	ends   map[string]int64 // Ends
@@ -206,7 +218,9 @@ func New(opts Options) (*Pool, error) {
 		procs:    map[string]*proc{},
 		handlers: map[string][]string{},
 		stopReap: make(chan struct{}), reapDone: make(chan struct{}),
+		contain: newContainment(opts),
 	}
+	p.logContainment()
 	go p.reapLoop()
 	return p, nil
 }
@@ -230,6 +244,7 @@ func (p *Pool) Close() {
 	for _, pr := range procs {
 		<-pr.done
 	}
+	p.contain.close()
 }
 
 // Logs returns the worker's log entries with Seq > after (js.Runtime.Logs).
@@ -515,14 +530,19 @@ func (p *Pool) start(key string) (*proc, error) {
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cg := p.contain.prepare(p, cmd) // cgroup_linux.go
+	if cmd, err = p.contain.start(p, cmd); err != nil {
 		nc.Close()
+		cg.remove()
 		return nil, fmt.Errorf("sandbox: starting %s: %w", p.exe, err)
 	}
+	cg = p.contain.enter(p, cg, cmd.Process.Pid)
 	pr := &proc{pool: p, key: key, cmd: cmd, c: newConn(nc), stderr: stderr, sent: map[string]bool{},
-		calls: map[uint64]*call{}, exited: make(chan struct{}), done: make(chan struct{}), lastUsed: time.Now()}
+		calls: map[uint64]*call{}, exited: make(chan struct{}), done: make(chan struct{}), lastUsed: time.Now(), cg: cg}
 	go func() {
 		_ = cmd.Wait()
+		pr.cgOOM = cg.oomKills() > 0
+		cg.remove()
 		close(pr.exited)
 	}()
 	go pr.readLoop()
@@ -599,6 +619,9 @@ type proc struct {
 
 	users    int
 	lastUsed time.Time
+
+	cg    *sandboxCgroup // nil without one
+	cgOOM bool           // the kernel killed it at its cgroup's memory cap (set before exited is closed)
 }
 
 // call is one invocation running in the sandbox.
@@ -702,6 +725,9 @@ func (pr *proc) readLoop() {
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
 		reason, kind := pr.killReason, pr.killKind
+		if reason == "" && pr.cgOOM {
+			reason, kind = pr.cgroupMemoryReason(), EndMemory
+		}
 		if reason == "" {
 			reason, kind = classify(pr.stderr.String()), EndCrash
 		}
@@ -727,6 +753,9 @@ func (pr *proc) watch() {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	limit := pr.pool.opts.MemoryLimit
+	if pr.pool.opts.noWatchdog {
+		return
+	}
 	for {
 		select {
 		case <-pr.done:

@@ -118,6 +118,15 @@ func (c *containment) noNetNS(err error) {
 // contain itself, the network namespace, and its cgroup (nil when the pool
 // has none or making it failed, which is logged).
 func (c *containment) prepare(p *Pool, cmd *exec.Cmd) *sandboxCgroup {
+	// Only the host says what the sandbox applies, never the environment
+	// the host inherited.
+	env := cmd.Env[:0:0]
+	for _, kv := range cmd.Env {
+		if !strings.HasPrefix(kv, envSeccomp+"=") && !strings.HasPrefix(kv, envSelfTest+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
 	if c.report().Seccomp {
 		cmd.Env = append(cmd.Env, envSeccomp+"=1")
 	}

@@ -158,12 +158,17 @@ type cgroupTree struct {
 	memLimit int64
 	tasks    int
 	seq      atomic.Uint64
+
+	mu     sync.Mutex
+	live   int  // sandbox groups not yet removed
+	closed bool // the pool is closed: the last group removed removes the parents
 }
 
 // sandboxCgroup is one sandbox's cgroup (a directory per hierarchy).
 type sandboxCgroup struct {
-	t    *cgroupTree
-	dirs []string // dirs[0] has the memory controller
+	t       *cgroupTree
+	dirs    []string // dirs[0] has the memory controller
+	removed atomic.Bool
 }
 
 var poolSeq atomic.Uint64
@@ -430,6 +435,9 @@ func removeGroup(dir string) {
 // create makes a sandbox's cgroup with its caps.
 func (t *cgroupTree) create() (*sandboxCgroup, error) {
 	name := "s" + strconv.FormatUint(t.seq.Add(1), 10)
+	t.mu.Lock()
+	t.live++
+	t.mu.Unlock()
 	g := &sandboxCgroup{t: t}
 	for _, parent := range t.parents {
 		d := filepath.Join(parent, name)
@@ -509,9 +517,10 @@ func (g *sandboxCgroup) oomKills() int64 {
 // remove removes the group once its process is gone (the kernel may take
 // a moment to see the group empty).
 func (g *sandboxCgroup) remove() {
-	if g == nil {
+	if g == nil || g.removed.Swap(true) {
 		return
 	}
+	defer g.t.removed()
 	for _, d := range g.dirs {
 		for i := 0; ; i++ {
 			err := syscall.Rmdir(d)
@@ -523,8 +532,29 @@ func (g *sandboxCgroup) remove() {
 	}
 }
 
-// close removes the pool's parent groups (after its sandboxes ended).
+// close removes the pool's parent groups once every sandbox group is
+// removed (now, or when the last sandbox still stopping has exited).
 func (t *cgroupTree) close() {
+	t.mu.Lock()
+	t.closed = true
+	last := t.live == 0
+	t.mu.Unlock()
+	if last {
+		t.removeParents()
+	}
+}
+
+func (t *cgroupTree) removed() {
+	t.mu.Lock()
+	t.live--
+	last := t.closed && t.live == 0
+	t.mu.Unlock()
+	if last {
+		t.removeParents()
+	}
+}
+
+func (t *cgroupTree) removeParents() {
 	for _, p := range t.parents {
 		removeGroup(p)
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -347,5 +348,28 @@ func BenchmarkSandboxStart(b *testing.B) {
 
 			}
 		})
+	}
+}
+
+// The local time zone (JavaScript's Date uses it) is read before the
+// seccomp filter refuses every open: a host with TZ set gives its
+// sandboxes that zone, not UTC.
+func TestSandboxTimeZoneUnderSeccomp(t *testing.T) {
+	if _, err := os.Stat("/usr/share/zoneinfo/America/New_York"); err != nil {
+		t.Skip("no zoneinfo here")
+	}
+	t.Setenv("TZ", "America/New_York")
+	p := newPool(t, Options{})
+	if ct, _ := p.Containment(); !ct.Seccomp {
+		t.Skipf("no seccomp: %v", ct.Notes)
+	}
+	v := worker("tz", `export default { fetch() { return new Response(String(new Date(0).getTimezoneOffset())); } };`)
+	resp, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w/x", nil), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "300" {
+		t.Fatalf("offset %q, want 300 (New York in January)", b)
 	}
 }

@@ -45,6 +45,7 @@ func BenchmarkInvocation(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.Run("fetch-send/sandbox", func(b *testing.B) {
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := p.Fetch(ctx, v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
@@ -54,6 +55,7 @@ func BenchmarkInvocation(b *testing.B) {
 		})
 	})
 	b.Run("fetch-send/in-process", func(b *testing.B) {
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := rt.Fetch(ctx, v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
@@ -67,6 +69,7 @@ func BenchmarkInvocation(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})); err != nil {
@@ -80,6 +83,7 @@ func BenchmarkInvocation(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})); err != nil {

@@ -333,7 +333,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 			}
 			defer p.Close()
 			for i := 0; b.Loop(); i++ {
-				pr, err := p.get(fmt.Sprint("w:", i))
+				pr, err := p.get(fmt.Sprint("w:", i), 1)
 				if err != nil {
 					b.Fatal(err)
 				}

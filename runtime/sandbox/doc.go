@@ -15,11 +15,13 @@
 // A sandbox is the host's own executable started with EnvVar=1: Main, the
 // first call of every program that can start a host, then serves the host
 // on a socketpair (fd 3) and exits. Frames are gob-encoded (protocol.go);
-// requests go both ways and are multiplexed by ID.
+// requests go both ways and are multiplexed by ID; concurrent writers'
+// frames are coalesced into one write.
 //
-// Pool (the host side) keeps one sandbox per ModuleWorker for its
-// invocations (all of the worker's versions share it) and one per space for
-// admission probes (Probe). A sandbox holds the js.Runtime (compiled
+// Pool (the host side) keeps a ModuleWorker's invocations in sandboxes of
+// its own (all of the worker's versions share them; a busy worker spreads
+// over up to Options.Instances of them, each with one processor) and one
+// sandbox per space for admission probes (Probe). A sandbox holds the js.Runtime (compiled
 // programs, goja runtimes); the host keeps everything durable and every
 // authority: the sandbox asks the host for each send (the host sends as the
 // version the invocation runs and only to its Bindings' queues), each

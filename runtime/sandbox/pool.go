@@ -78,14 +78,22 @@ type Options struct {
 	// (default 30 s). MaxSandboxes bounds the live ones (default 256).
 	IdleTimeout  time.Duration
 	MaxSandboxes int
-	// Procs is each sandbox's GOMAXPROCS (default half the host's, at
-	// least 1). A sandbox runs one worker's invocations; with one
-	// processor, the hand-off of a reply from its socket reader to the
+	// Procs is each sandbox's GOMAXPROCS (default 1). With one processor,
+	// the hand-off of a reply from a sandbox's socket reader to the
 	// invocation waiting for it stays on the thread that read it instead
 	// of waking another, which on a busy machine is a context switch per
 	// frame (four frames per fetch that sends), and its idle processors
-	// do not spin against the host's.
+	// do not spin against the host's. A busy worker gets more sandboxes
+	// instead (Instances).
 	Procs int
+	// Instances is how many sandboxes one ModuleWorker's invocations may
+	// spread over (default the host's GOMAXPROCS), and SpreadAt how many
+	// invocations each of a worker's sandboxes must be running before
+	// the next one starts (default 2). An invocation goes to the worker's
+	// sandbox running the fewest; idle ones are reaped like any other.
+	// The blast radius stays the worker: its sandboxes run only its code.
+	Instances int
+	SpreadAt  int
 	// GCPercent is each sandbox's GOGC (default 400). A sandbox's live
 	// heap is small (its runtimes and the invocations in flight) and
 	// every invocation allocates, so at the Go default it collects every
@@ -149,7 +157,13 @@ func (o Options) withDefaults() Options {
 		o.GCPercent = DefaultGCPercent
 	}
 	if o.Procs <= 0 {
-		o.Procs = max(1, runtime.GOMAXPROCS(0)/2)
+		o.Procs = 1
+	}
+	if o.Instances <= 0 {
+		o.Instances = runtime.GOMAXPROCS(0)
+	}
+	if o.SpreadAt <= 0 {
+		o.SpreadAt = 2
 	}
 	if o.MaxSandboxes <= 0 {
 		o.MaxSandboxes = DefaultMaxSandboxes
@@ -194,7 +208,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	closed   bool
-	procs    map[string]*proc    // by key: "w:"+workerUID or "a:"+space
+	procs    map[string]*proc    // by key: "w:"+workerUID (instanceKey for its further ones) or "a:"+space
 	handlers map[string][]string // by version UID, from the first load
 }
 
@@ -315,7 +329,7 @@ func (p *Pool) Stats() (live int) {
 // sandbox (a bundler stack overflow, the memory cap, the time limit) is a
 // *abi.CompileError: the version is refused, the host is untouched.
 func (p *Pool) Probe(ctx context.Context, v *abi.Version) ([]string, error) {
-	r, err := p.invoke(ctx, "a:"+v.Space, v, &frame{Op: opProbe}, p.loadLimit())
+	r, err := p.invoke(ctx, keyAdmission+v.Space, v, &frame{Op: opProbe}, p.loadLimit())
 	if err != nil {
 		if errors.Is(err, ErrSandboxEnded) {
 			return nil, &abi.CompileError{Message: "the modules could not be loaded: " + err.Error()}
@@ -338,7 +352,7 @@ func (p *Pool) QueueHandler(ctx context.Context, v *abi.Version) (abi.Handler, e
 	}
 	v = copyVersion(v)
 	return abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
-		_, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opQueue, Batch: &batchMsg{ID: b.ID, Queue: b.Queue, Messages: b.Messages}, batch: b}, 0)
+		_, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, &frame{Op: opQueue, Batch: &batchMsg{ID: b.ID, Queue: b.Queue, Messages: b.Messages}, batch: b}, 0)
 		return err
 	}), nil
 }
@@ -350,7 +364,7 @@ func (p *Pool) load(ctx context.Context, v *abi.Version) ([]string, error) {
 	if ok {
 		return hs, nil
 	}
-	r, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opLoad}, p.loadLimit())
+	r, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, &frame{Op: opLoad}, p.loadLimit())
 	if err != nil {
 		// Admission loaded this version; if it no longer loads, say so
 		// where the worker's owner looks (deliveries wait and retry).
@@ -402,7 +416,7 @@ func (p *Pool) Fetch(ctx context.Context, v *abi.Version, r *http.Request, path 
 		}
 	}
 	m := &httpMsg{Method: r.Method, URL: r.URL.String(), Host: r.Host, TLS: r.TLS != nil, Header: r.Header, Body: body}
-	res, err := p.invoke(ctx, "w:"+v.WorkerUID, v, &frame{Op: opFetch, HTTP: m, Path: path}, 0)
+	res, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, &frame{Op: opFetch, HTTP: m, Path: path}, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +439,11 @@ func (p *Pool) invoke(ctx context.Context, key string, v *abi.Version, f *frame,
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	pr, err := p.get(key)
+	n := 1
+	if strings.HasPrefix(key, keyWorker) {
+		n = p.opts.Instances
+	}
+	pr, err := p.get(key, n)
 	if err != nil {
 		return nil, err
 	}
@@ -433,31 +451,75 @@ func (p *Pool) invoke(ctx context.Context, key string, v *abi.Version, f *frame,
 	return pr.invoke(ctx, v, f, deadline)
 }
 
-// get returns the live sandbox of key, starting one when there is none,
-// and counts the caller as using it (release when done).
-func (p *Pool) get(key string) (*proc, error) {
+// Key prefixes of the pool's sandboxes: a ModuleWorker's invocations, a
+// space's admission probes.
+const (
+	keyWorker    = "w:"
+	keyAdmission = "a:"
+)
+
+// instanceKey is the key of the i-th sandbox of key: key itself for the
+// first, key#i for the others.
+func instanceKey(key string, i int) string {
+	if i == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(i)
+}
+
+// get returns a live sandbox of key (one of up to n instances: the one
+// running the fewest invocations, or a new one when each runs SpreadAt or
+// more and fewer than n live), starting one when there is none, and counts
+// the caller as using it (release when done).
+func (p *Pool) get(key string, n int) (*proc, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, ErrClosed
 	}
-	pr := p.procs[key]
-	if pr != nil && pr.ended() {
-		delete(p.procs, key)
-		pr = nil
-	}
-	if pr == nil {
-		if len(p.procs) >= p.opts.MaxSandboxes && !p.evictIdleLocked() {
-			return nil, fmt.Errorf("%w: %d sandboxes are running invocations", ErrTooManySandboxes, len(p.procs))
+	var best *proc
+	free := ""
+	for i := 0; i < n; i++ {
+		k := instanceKey(key, i)
+		pr := p.procs[k]
+		if pr != nil && pr.ended() {
+			delete(p.procs, k)
+			pr = nil
 		}
-		var err error
-		if pr, err = p.start(key); err != nil {
+		switch {
+		case pr == nil:
+			if free == "" {
+				free = k
+			}
+		case best == nil || pr.users < best.users:
+			best = pr
+		}
+	}
+	if best == nil || free != "" && best.users >= p.opts.SpreadAt {
+		pr, err := p.startLocked(free)
+		switch {
+		case err == nil:
+			best = pr
+		case best == nil || !errors.Is(err, ErrTooManySandboxes):
 			return nil, err
 		}
-		p.procs[key] = pr
 	}
-	pr.users++
-	pr.lastUsed = time.Now()
+	best.users++
+	best.lastUsed = time.Now()
+	return best, nil
+}
+
+// startLocked starts the sandbox of key, stopping the least recently used
+// idle one first when MaxSandboxes are live.
+func (p *Pool) startLocked(key string) (*proc, error) {
+	if len(p.procs) >= p.opts.MaxSandboxes && !p.evictIdleLocked() {
+		return nil, fmt.Errorf("%w: %d sandboxes are running invocations", ErrTooManySandboxes, len(p.procs))
+	}
+	pr, err := p.start(key)
+	if err != nil {
+		return nil, err
+	}
+	p.procs[key] = pr
 	return pr, nil
 }
 
@@ -699,14 +761,15 @@ func (pr *proc) stop() {
 func (pr *proc) evict(versionUID string) {
 	// Under the write lock, in frame order with the invocations' frames.
 	pr.c.wmu.Lock()
-	defer pr.c.wmu.Unlock()
 	pr.mu.Lock()
 	had := pr.sent[versionUID]
 	delete(pr.sent, versionUID)
 	pr.mu.Unlock()
-	if had {
-		_ = pr.c.enc.Encode(&frame{Op: opEvict, VersionUID: versionUID})
+	if !had {
+		pr.c.wmu.Unlock()
+		return
 	}
+	_ = pr.c.encodeAndFlush(&frame{Op: opEvict, VersionUID: versionUID})
 }
 
 // readLoop serves the sandbox's requests until the socket ends, then

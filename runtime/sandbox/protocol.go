@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/gob"
 	"errors"
@@ -242,10 +244,22 @@ func (w *wireErr) err() error {
 // conn multiplexes requests in both directions over one socket. Frames are
 // written under a lock (each frame whole) and read by one goroutine, which
 // hands replies to their waiting callers and requests to handle.
+//
+// Writes are coalesced: a frame is encoded into a buffer under the write
+// lock, and the first writer to find no write in progress writes the
+// buffer to the socket, and again whatever other writers appended while it
+// wrote, until the buffer is empty. Under concurrent invocations one
+// system call (and one wake-up of the peer) carries many frames; a lone
+// frame is written at once by its own writer.
 type conn struct {
 	c   net.Conn
 	wmu sync.Mutex
-	enc *gob.Encoder
+	enc *gob.Encoder // encodes into wbuf
+	// wbuf holds encoded frames not yet written; spare is the buffer the
+	// last write used, reused for the next.
+	wbuf, spare *bytes.Buffer
+	writing     bool  // a writer is writing (the others only append)
+	werr        error // the first write error: the socket is broken
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -253,14 +267,59 @@ type conn struct {
 	closed  error
 }
 
+// readBufferSize is the read buffer of a conn: a frame of a batch of 100
+// messages of 100 B is read in one system call.
+const readBufferSize = 64 << 10
+
 func newConn(c net.Conn) *conn {
-	return &conn{c: c, enc: gob.NewEncoder(c), pending: map[uint64]chan *frame{}}
+	cn := &conn{c: c, wbuf: new(bytes.Buffer), spare: new(bytes.Buffer), pending: map[uint64]chan *frame{}}
+	cn.enc = gob.NewEncoder(writerFunc(func(b []byte) (int, error) { return cn.wbuf.Write(b) }))
+	return cn
 }
 
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(b []byte) (int, error) { return w(b) }
+
+// write encodes f and sends it.
 func (c *conn) write(f *frame) error {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.enc.Encode(f)
+	return c.encodeAndFlush(f)
+}
+
+// encodeAndFlush appends f to the buffer and, unless another writer is
+// writing (it will write f too), writes the buffer until it is empty. It
+// is called with wmu held and releases it.
+func (c *conn) encodeAndFlush(f *frame) error {
+	if c.werr != nil {
+		err := c.werr
+		c.wmu.Unlock()
+		return err
+	}
+	if err := c.enc.Encode(f); err != nil {
+		c.wmu.Unlock()
+		return err
+	}
+	if c.writing {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.writing = true
+	var err error
+	for c.wbuf.Len() > 0 && err == nil {
+		buf := c.wbuf
+		c.wbuf, c.spare = c.spare, buf
+		c.wmu.Unlock()
+		_, err = c.c.Write(buf.Bytes())
+		buf.Reset()
+		c.wmu.Lock()
+	}
+	c.writing = false
+	if err != nil && c.werr == nil {
+		c.werr = err
+	}
+	c.wmu.Unlock()
+	return err
 }
 
 // start registers a request and writes it; wait for the reply on the
@@ -290,9 +349,7 @@ func (c *conn) startPrepared(f *frame, prepare func(*frame), before ...func(id u
 	if prepare != nil {
 		prepare(f)
 	}
-	err := c.enc.Encode(f)
-	c.wmu.Unlock()
-	if err != nil {
+	if err := c.encodeAndFlush(f); err != nil {
 		c.forget(f.ID)
 		return 0, nil, fmt.Errorf("sandbox: writing to the socket: %w", err)
 	}
@@ -334,7 +391,7 @@ func (c *conn) err() error {
 // must not block on the socket's peer). It returns the read error, and
 // fails every pending call with closedErr(err).
 func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error {
-	dec := gob.NewDecoder(c.c)
+	dec := gob.NewDecoder(bufio.NewReaderSize(c.c, readBufferSize))
 	var err error
 	for {
 		f := new(frame)

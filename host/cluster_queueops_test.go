@@ -63,7 +63,8 @@ func ownedQueue(t *testing.T, c *client, name string, want *Host, others ...*Hos
 func TestClusterPurgeAndRedriveFromANonOwner(t *testing.T) {
 	db := clusterDB(t)
 	dir := t.TempDir()
-	ha, hb := startClusterHost(t, db, dir), startClusterHost(t, db, dir)
+	faults := &Faults{} // ha's
+	ha, hb := startClusterHostFaulty(t, db, dir, faults), startClusterHost(t, db, dir)
 	ca, cb := newClient(t, ha.URL(), ha.AdminToken()), newClient(t, hb.URL(), hb.AdminToken())
 
 	t.Run("purge", func(t *testing.T) {
@@ -157,22 +158,22 @@ func TestClusterPurgeAndRedriveFromANonOwner(t *testing.T) {
 		src := ownedQueue(t, ca, "h", ha, hb)
 		dst := ownedQueue(t, ca, "i", hb, ha)
 		sendN(t, hb, src, "m", 20)
+		// The owner's fifth move (and every retry of it) is refused, so
+		// that it stops with exactly four moved however slow the machine,
+		// never after the redrive ended.
+		refused := make(chan struct{}, 1)
+		if err := faults.Add(FaultRule{Mode: FailWrites, Count: 1 << 30, Targets: []string{"sends"}, Scope: dst, Skip: 4, hit: refused}); err != nil {
+			t.Fatal(err)
+		}
 		st, op, raw := cb.do("POST", "/v2/spaces/demo/resources/"+src+"/redrive", map[string]any{
 			"targetQueue": map[string]any{"resourceUid": dst}, "maxMessagesPerSecond": 10})
 		if st != 202 {
 			t.Fatalf("redrive: %d %s", st, raw)
 		}
 		id := op["id"].(string)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			_, cur, _ := cb.do("GET", "/v2/spaces/demo/operations/"+id, nil)
-			if progress(cur, "moved") >= 4 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no progress: %v", cur)
-			}
-			time.Sleep(50 * time.Millisecond)
+		<-refused
+		if _, cur, _ := cb.do("GET", "/v2/spaces/demo/operations/"+id, nil); cur["state"] != "running" || progress(cur, "moved") != 4 {
+			t.Fatalf("the redrive when its owner stops: %v, want running with 4 moved", cur)
 		}
 		ha.Shutdown(context.Background()) // hb takes src over and goes on
 		done := waitOp(t, cb, id)

@@ -18,9 +18,17 @@ import (
 // host.json and the admin token, which the hosts of a cluster share.
 func startClusterHost(t *testing.T, db, dir string) *Host {
 	t.Helper()
+	return startClusterHostFaulty(t, db, dir, nil)
+}
+
+// startClusterHostFaulty is startClusterHost with the fault hook f (nil:
+// none).
+func startClusterHostFaulty(t *testing.T, db, dir string, f *Faults) *Host {
+	t.Helper()
 	h, err := New(context.Background(), Config{
 		DataDir: dir, StoreURL: db, ClusterActive: true, ClusterTTL: 2 * time.Second,
 		Listen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second, UnsafeInProcessWorkers: true,
+		Faults: f,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -35,8 +35,11 @@ type Containment struct {
 	Cgroup     string
 	CgroupPids bool
 	// NetNS: each sandbox starts in a network namespace of its own, which
-	// has no interface but a loopback that is down.
-	NetNS bool
+	// has no interface but a loopback that is down. UserNS: the host is
+	// not root, so that namespace belongs to a user namespace of the
+	// sandbox's own, which maps only the host's uid and gid to themselves
+	// (the sandbox keeps no capability after its exec).
+	NetNS, UserNS bool
 	// Notes says why a layer is off.
 	Notes []string
 }
@@ -81,8 +84,8 @@ func newContainment(o Options) *containment {
 	switch {
 	case o.noNetNS:
 		st.Notes = append(st.Notes, "netns: off (Options)")
-	case os.Geteuid() != 0:
-		st.Notes = append(st.Notes, "netns: the host is not root (no unprivileged user namespace is tried)")
+	case os.Geteuid() != 0 || o.userNS:
+		st.NetNS, st.UserNS = true, true
 	default:
 		st.NetNS = true
 	}
@@ -97,20 +100,18 @@ func (c *containment) report() Containment {
 	return r
 }
 
-func (c *containment) netns() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state.NetNS
-}
-
 // noNetNS turns the network namespace off for the pool's next sandboxes
 // (the kernel refused to make one).
 func (c *containment) noNetNS(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state.NetNS {
-		c.state.NetNS = false
-		c.state.Notes = append(c.state.Notes, "netns: the kernel refused a new network namespace ("+err.Error()+")")
+		what := "a new network namespace"
+		if c.state.UserNS {
+			what = "a new user and network namespace"
+		}
+		c.state.NetNS, c.state.UserNS = false, false
+		c.state.Notes = append(c.state.Notes, "netns: the kernel refused "+what+" ("+err.Error()+")")
 	}
 }
 
@@ -133,8 +134,15 @@ func (c *containment) prepare(p *Pool, cmd *exec.Cmd) *sandboxCgroup {
 	if c.selfTest {
 		cmd.Env = append(cmd.Env, envSelfTest+"=1")
 	}
-	if c.netns() {
+	if st := c.report(); st.NetNS {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+		if st.UserNS {
+			uid, gid := os.Geteuid(), os.Getegid()
+			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+			cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		}
 	}
 	if c.cg == nil {
 		return nil
@@ -567,11 +575,12 @@ func procCgroups(pid int) string {
 }
 
 // start starts cmd; when the kernel refuses the new network namespace
-// (no CAP_SYS_ADMIN, say), the pool's sandboxes go without one from then
-// on (logged) and cmd is started again without it.
+// (no CAP_SYS_ADMIN, or no unprivileged user namespaces, say), the pool's
+// sandboxes go without one from then on (logged) and cmd is started again
+// without it.
 func (c *containment) start(p *Pool, cmd *exec.Cmd) (*exec.Cmd, error) {
 	err := cmd.Start()
-	if err == nil || cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWNET == 0 || !(errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC)) {
+	if err == nil || cmd.SysProcAttr.Cloneflags&syscall.CLONE_NEWNET == 0 || !(errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC)) {
 		return cmd, err
 	}
 	c.noNetNS(err)
@@ -579,7 +588,8 @@ func (c *containment) start(p *Pool, cmd *exec.Cmd) (*exec.Cmd, error) {
 	again := exec.Command(cmd.Path)
 	again.Dir, again.Env, again.ExtraFiles, again.Stderr = cmd.Dir, cmd.Env, cmd.ExtraFiles, cmd.Stderr
 	attr := *cmd.SysProcAttr
-	attr.Cloneflags &^= syscall.CLONE_NEWNET
+	attr.Cloneflags &^= syscall.CLONE_NEWNET | syscall.CLONE_NEWUSER
+	attr.UidMappings, attr.GidMappings = nil, nil
 	again.SysProcAttr = &attr
 	return again, again.Start()
 }
@@ -616,7 +626,7 @@ func (p *Pool) Containment() (c Containment, cgroupFailures int64) {
 
 func (p *Pool) logContainment() {
 	c := p.contain.report()
-	p.opts.Logger.Info("sandbox: containment", "seccomp", c.Seccomp, "cgroup", c.Cgroup, "cgroup_pids", c.CgroupPids, "netns", c.NetNS,
+	p.opts.Logger.Info("sandbox: containment", "seccomp", c.Seccomp, "cgroup", c.Cgroup, "cgroup_pids", c.CgroupPids, "netns", c.NetNS, "userns", c.UserNS,
 		"memory_limit_mib", p.opts.MemoryLimit>>20, "max_tasks", p.opts.MaxTasks)
 	for _, n := range c.Notes {
 		p.opts.Logger.Warn("sandbox: containment layer off", "why", n)

@@ -110,6 +110,8 @@ func TestContainment(t *testing.T) {
 	}{
 		{"contained", Options{selfTest: true, MaxTasks: 77}},
 		{"seccomp-only", Options{selfTest: true, noNetNS: true, noCgroup: true}},
+		// What a host not running as root does (here forced while root).
+		{"userns", Options{selfTest: true, userNS: true, noCgroup: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPool(t, c.o)
@@ -147,8 +149,19 @@ func TestContainment(t *testing.T) {
 			if c.name == "contained" && os.Geteuid() == 0 && !ct.NetNS {
 				t.Errorf("running as root, no network namespace: %v", ct.Notes)
 			}
+			myUser, _ := os.Readlink("/proc/self/ns/user")
+			itsUser, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
+			if ct.UserNS != (myUser != itsUser) || c.name == "userns" && !(ct.UserNS && ct.NetNS) {
+				t.Errorf("Containment %+v, but the sandbox's user namespace is %s and the host's %s", ct, itsUser, myUser)
+			}
 
 			if c.name != "contained" {
+				if c.name == "userns" {
+					// The sandbox sees its own ids, mapped to themselves.
+					if got := statusField(t, pid, "Uid"); !strings.HasPrefix(got, strconv.Itoa(os.Geteuid())+"\t") {
+						t.Errorf("Uid: %q", got)
+					}
+				}
 				if ct.Cgroup != "" || pr.cg != nil {
 					t.Fatalf("cgroup %q with noCgroup", ct.Cgroup)
 				}
@@ -324,6 +337,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 		{"seccomp", Options{noCgroup: true, noNetNS: true}},
 		{"cgroup", Options{noSeccomp: true, noNetNS: true}},
 		{"netns", Options{noSeccomp: true, noCgroup: true}},
+		{"userns", Options{noSeccomp: true, noCgroup: true, userNS: true}},
 		{"all", Options{}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -82,16 +82,17 @@
 //     it has exited. The kernel's kill at that cap is reported as "memory
 //     cap" (from the group's oom_kill count). Elsewhere the RSS watchdog
 //     is the memory cap, which it stays in any case.
-//   - network namespace: when the host runs as root, each sandbox starts
-//     in a network namespace of its own (CLONE_NEWNET: no interface but a
-//     loopback that is down); the pool stops asking for one if the kernel
-//     refuses it.
+//   - network namespace: each sandbox starts in a network namespace of its
+//     own (CLONE_NEWNET: no interface but a loopback that is down); a host
+//     not running as root makes it in a user namespace of the sandbox's
+//     own (CLONE_NEWUSER, the host's uid and gid mapped to themselves); the
+//     pool stops asking for one if the kernel refuses it.
 //   - Pdeathsig SIGKILL: a sandbox never outlives its host.
 //
 // Not contained: a sandbox runs as the host's user (root if the host is)
 // with the host's file system view: it can open no file, but stat,
-// readlink and access still answer about any path; an unprivileged host
-// gets no
-// network namespace (no user namespace is tried); CPU is bounded only by
-// the time limit, not shared fairly (no cpu controller).
+// readlink and access still answer about any path; an unprivileged host on
+// a kernel without unprivileged user namespaces gets no network
+// namespace; CPU is bounded only by the time limit, not shared fairly (no
+// cpu controller).
 package sandbox

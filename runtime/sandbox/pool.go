@@ -126,9 +126,10 @@ type Options struct {
 	MaxTasks int
 
 	// Tests only: containment layers off, the sandbox's opSelfTest on,
-	// the RSS watchdog off, another /proc/self for the cgroup detection.
-	noSeccomp, noCgroup, noNetNS, selfTest, noWatchdog bool
-	cgroupProc                                         string
+	// the RSS watchdog off, the user namespace of an unprivileged host
+	// (userNS) while root, another /proc/self for the cgroup detection.
+	noSeccomp, noCgroup, noNetNS, selfTest, noWatchdog, userNS bool
+	cgroupProc                                                 string
 }
 
 func (o Options) withDefaults() Options {

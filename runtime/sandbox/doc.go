@@ -79,9 +79,11 @@
 //     memory.limit_in_bytes = MemoryLimit (swap too where accounted) and
 //     pids.max = MaxTasks (128); the host moves the sandbox in right after
 //     starting it, before sending it anything, and removes the group when
-//     it has exited. The kernel's kill at that cap is reported as "memory
-//     cap" (from the group's oom_kill count). Elsewhere the RSS watchdog
-//     is the memory cap, which it stays in any case.
+//     it has exited (the empty groups of a host that was killed are
+//     removed by the next pool made in the same cgroup). The kernel's kill
+//     at that cap is reported as "memory cap" (from the group's oom_kill
+//     count). Elsewhere the RSS watchdog is the memory cap, which it stays
+//     in any case.
 //   - network namespace: each sandbox starts in a network namespace of its
 //     own (CLONE_NEWNET: no interface but a loopback that is down); a host
 //     not running as root makes it in a user namespace of the sandbox's

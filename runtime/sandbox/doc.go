@@ -14,9 +14,10 @@
 //
 // A sandbox is the host's own executable started with EnvVar=1: Main, the
 // first call of every program that can start a host, then serves the host
-// on a socketpair (fd 3) and exits. Frames are gob-encoded (protocol.go);
-// requests go both ways and are multiplexed by ID; concurrent writers'
-// frames are coalesced into one write.
+// on a socketpair (fd 3) and exits. Frames are length-prefixed, in the
+// protocol-buffer wire format (codec.go, written with protowire); requests
+// go both ways and are multiplexed by ID; concurrent writers' frames are
+// coalesced into one write.
 //
 // Pool (the host side) keeps a ModuleWorker's invocations in sandboxes of
 // its own (all of the worker's versions share them; a busy worker spreads

@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +31,7 @@ const (
 	opLog      = "log"
 )
 
-// frame is the one message type on the socket, gob-encoded. A request has
+// frame is the one message type on the socket (codec.go). A request has
 // an ID (unique per direction) and Op; its reply has the same ID and Reply
 // set. One-way frames have ID 0. Only the fields an operation uses are set.
 type frame struct {
@@ -70,8 +68,8 @@ type initMsg struct {
 	MaxStack          int
 }
 
-// wireOutgoing and wireSettlement carry an optional delay explicitly: gob
-// drops zero values, so a *int pointing at 0 would arrive as nil (the
+// wireOutgoing and wireSettlement carry an optional delay explicitly: the
+// codec drops zero values, so a *int pointing at 0 would arrive as nil (the
 // queue's default) instead of "no delay".
 type wireOutgoing struct {
 	Body     []byte
@@ -254,10 +252,9 @@ func (w *wireErr) err() error {
 type conn struct {
 	c   net.Conn
 	wmu sync.Mutex
-	enc *gob.Encoder // encodes into wbuf
 	// wbuf holds encoded frames not yet written; spare is the buffer the
 	// last write used, reused for the next.
-	wbuf, spare *bytes.Buffer
+	wbuf, spare []byte
 	writing     bool  // a writer is writing (the others only append)
 	werr        error // the first write error: the socket is broken
 
@@ -272,14 +269,8 @@ type conn struct {
 const readBufferSize = 64 << 10
 
 func newConn(c net.Conn) *conn {
-	cn := &conn{c: c, wbuf: new(bytes.Buffer), spare: new(bytes.Buffer), pending: map[uint64]chan *frame{}}
-	cn.enc = gob.NewEncoder(writerFunc(func(b []byte) (int, error) { return cn.wbuf.Write(b) }))
-	return cn
+	return &conn{c: c, pending: map[uint64]chan *frame{}}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (w writerFunc) Write(b []byte) (int, error) { return w(b) }
 
 // write encodes f and sends it.
 func (c *conn) write(f *frame) error {
@@ -296,23 +287,22 @@ func (c *conn) encodeAndFlush(f *frame) error {
 		c.wmu.Unlock()
 		return err
 	}
-	if err := c.enc.Encode(f); err != nil {
-		c.wmu.Unlock()
-		return err
-	}
+	c.wbuf = appendFrame(c.wbuf, f)
 	if c.writing {
 		c.wmu.Unlock()
 		return nil
 	}
 	c.writing = true
 	var err error
-	for c.wbuf.Len() > 0 && err == nil {
+	for len(c.wbuf) > 0 && err == nil {
 		buf := c.wbuf
-		c.wbuf, c.spare = c.spare, buf
+		c.wbuf, c.spare = c.spare[:0], nil
 		c.wmu.Unlock()
-		_, err = c.c.Write(buf.Bytes())
-		buf.Reset()
+		_, err = c.c.Write(buf)
 		c.wmu.Lock()
+		if cap(buf) <= readBufferSize {
+			c.spare = buf[:0]
+		}
 	}
 	c.writing = false
 	if err != nil && c.werr == nil {
@@ -391,11 +381,11 @@ func (c *conn) err() error {
 // must not block on the socket's peer). It returns the read error, and
 // fails every pending call with closedErr(err).
 func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error {
-	dec := gob.NewDecoder(bufio.NewReaderSize(c.c, readBufferSize))
+	r := bufio.NewReaderSize(c.c, readBufferSize)
 	var err error
 	for {
 		f := new(frame)
-		if err = dec.Decode(f); err != nil {
+		if err = readFrame(r, f); err != nil {
 			break
 		}
 		if f.Reply {

@@ -87,11 +87,15 @@ type Options struct {
 	// instead (Instances).
 	Procs int
 	// Instances is how many sandboxes one ModuleWorker's invocations may
-	// spread over (default the host's GOMAXPROCS), and SpreadAt how many
-	// invocations each of a worker's sandboxes must be running before
-	// the next one starts (default 2). An invocation goes to the worker's
-	// sandbox running the fewest; idle ones are reaped like any other.
-	// The blast radius stays the worker: its sandboxes run only its code.
+	// spread over (default twice the host's GOMAXPROCS), and SpreadAt how
+	// many invocations each of a worker's sandboxes must be running before
+	// the next one starts (default 1). An invocation goes to the worker's
+	// sandbox running the fewest, so under load no invocation's
+	// JavaScript waits behind another's on a sandbox's one processor while
+	// another sandbox could run it; twice the processors lets the kernel
+	// run one sandbox while another waits on the host. Idle ones are
+	// reaped like any other. The blast radius stays the worker: its
+	// sandboxes run only its code.
 	Instances int
 	SpreadAt  int
 	// GCPercent is each sandbox's GOGC (default 400). A sandbox's live
@@ -161,10 +165,10 @@ func (o Options) withDefaults() Options {
 		o.Procs = 1
 	}
 	if o.Instances <= 0 {
-		o.Instances = runtime.GOMAXPROCS(0)
+		o.Instances = 2 * runtime.GOMAXPROCS(0)
 	}
 	if o.SpreadAt <= 0 {
-		o.SpreadAt = 2
+		o.SpreadAt = 1
 	}
 	if o.MaxSandboxes <= 0 {
 		o.MaxSandboxes = DefaultMaxSandboxes

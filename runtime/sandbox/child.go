@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -23,8 +22,11 @@ import (
 // starts; nothing else should.
 const EnvVar = "TAKOHOST_SANDBOX"
 
-// socketFD is the child's end of the socketpair (cmd.ExtraFiles[0]).
-const socketFD = 3
+// The child's ends of its pipes to the host (cmd.ExtraFiles).
+const (
+	fromHostFD = 3
+	toHostFD   = 4
+)
 
 // Main must be the first call of every program that can start a host
 // (cmd/takohost, the tools, and the TestMain of packages whose tests start
@@ -39,17 +41,15 @@ func Main() {
 }
 
 func childMain() int {
-	f := os.NewFile(socketFD, "sandbox-socket")
-	nc, err := net.FileConn(f)
-	f.Close()
+	hostEnd, err := openPipeConn(fromHostFD, toHostFD)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: the host socket:", err)
+		fmt.Fprintln(os.Stderr, "sandbox: the pipes to the host:", err)
 		return 70
 	}
 	// The host never expects a working directory: whatever the worker
-	// loads comes over the socket.
+	// loads comes over the connection.
 	_ = os.Chdir("/")
-	c := newConn(nc)
+	c := newConn(hostEnd)
 	s := &child{c: c, versions: map[string]*abi.Version{}, calls: map[uint64]context.CancelFunc{}}
 	err = c.readLoop(s.handle, func(err error) error { return err })
 	if s.rt != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/takoform/queuehost/abi"
 )
 
-// The frame codec. On the socket a frame is its length (an unsigned
+// The frame codec. On the connection a frame is its length (an unsigned
 // varint) followed by its fields in the protocol-buffer wire format,
 // written and read with protowire: each field is a numbered tag and a
 // value, nested structures are length-delimited, zero values are left

@@ -38,7 +38,7 @@ const opSelfTest = "selftest"
 // Resource limits of the sandbox process, beside RLIMIT_AS (Options.AddressSpace).
 const (
 	// sandboxNoFile is RLIMIT_NOFILE: a sandbox holds its standard
-	// descriptors, the socket and the Go runtime's poller.
+	// descriptors, its two pipes to the host and the Go runtime's poller.
 	sandboxNoFile = 64
 )
 
@@ -119,8 +119,8 @@ var (
 	// Running another program or forking: a sandbox only ever starts
 	// threads (clone with CLONE_THREAD, below).
 	denyExec = []string{"execve", "execveat", "fork", "vfork"}
-	// The network: the host performs every outbound fetch; the sandbox's
-	// one socket, to the host, is open before the filter.
+	// The network: the host performs every outbound fetch; the sandbox
+	// talks to the host on pipes opened before the filter.
 	denyNet = []string{"socket", "socketpair", "connect", "bind", "listen", "accept", "accept4"}
 	// The file system: nothing is opened, created, linked, renamed,
 	// removed or changed (the bundler and the runtimes work in memory;
@@ -162,7 +162,7 @@ var (
 // (kill(0, …) included), raising a resource limit (prlimit64 with a new
 // value) and mapping executable memory answer EPERM. Everything else is
 // allowed: the Go runtime's own needs (memory, threads, futexes, signals
-// to itself, the socket's reads and writes, the poller, time).
+// to itself, the pipes' reads and writes, the poller, time).
 func sandboxPolicy(info *arch.Info, pid int) (seccomp.Policy, error) {
 	var names []string
 	for _, g := range [][]string{denyExec, denyNet, denyFiles, denyProcs, denySystem} {

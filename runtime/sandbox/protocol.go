@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -31,7 +32,7 @@ const (
 	opLog      = "log"
 )
 
-// frame is the one message type on the socket (codec.go). A request has
+// frame is the one message type on the connection (codec.go). A request has
 // an ID (unique per direction) and Op; its reply has the same ID and Reply
 // set. One-way frames have ID 0. Only the fields an operation uses are set.
 type frame struct {
@@ -143,7 +144,7 @@ type logMsg struct {
 	Worker, Version, Level, Message string
 }
 
-// wireErr carries an error across the socket with enough to rebuild the
+// wireErr carries an error across the connection with enough to rebuild the
 // sentinel the other side tests with errors.Is/As.
 type wireErr struct {
 	Kind    string // errKind*
@@ -205,7 +206,7 @@ func toWire(err error) *wireErr {
 	return w
 }
 
-// wireError is an error that came over the socket: its text as the other
+// wireError is an error that came over the connection: its text as the other
 // side had it, unwrapping to the matching sentinel.
 type wireError struct {
 	msg      string
@@ -245,18 +246,18 @@ func (w *wireErr) err() error {
 //
 // Writes are coalesced: a frame is encoded into a buffer under the write
 // lock, and the first writer to find no write in progress writes the
-// buffer to the socket, and again whatever other writers appended while it
+// buffer to the connection, and again whatever other writers appended while it
 // wrote, until the buffer is empty. Under concurrent invocations one
 // system call (and one wake-up of the peer) carries many frames; a lone
 // frame is written at once by its own writer.
 type conn struct {
-	c   net.Conn
+	c   io.ReadWriteCloser
 	wmu sync.Mutex
 	// wbuf holds encoded frames not yet written; spare is the buffer the
 	// last write used, reused for the next.
 	wbuf, spare []byte
 	writing     bool  // a writer is writing (the others only append)
-	werr        error // the first write error: the socket is broken
+	werr        error // the first write error: the connection is broken
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -268,7 +269,7 @@ type conn struct {
 // messages of 100 B is read in one system call.
 const readBufferSize = 64 << 10
 
-func newConn(c net.Conn) *conn {
+func newConn(c io.ReadWriteCloser) *conn {
 	return &conn{c: c, pending: map[uint64]chan *frame{}}
 }
 
@@ -341,7 +342,7 @@ func (c *conn) startPrepared(f *frame, prepare func(*frame), before ...func(id u
 	}
 	if err := c.encodeAndFlush(f); err != nil {
 		c.forget(f.ID)
-		return 0, nil, fmt.Errorf("sandbox: writing to the socket: %w", err)
+		return 0, nil, fmt.Errorf("sandbox: writing to the sandbox connection: %w", err)
 	}
 	return f.ID, ch, nil
 }
@@ -376,9 +377,9 @@ func (c *conn) err() error {
 	return c.closed
 }
 
-// readLoop reads frames until the socket ends, passing replies to their
+// readLoop reads frames until the connection ends, passing replies to their
 // callers and everything else to handle (called on the read goroutine: it
-// must not block on the socket's peer). It returns the read error, and
+// must not block on the connection's peer). It returns the read error, and
 // fails every pending call with closedErr(err).
 func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error {
 	r := bufio.NewReaderSize(c.c, readBufferSize)
@@ -400,7 +401,7 @@ func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error 
 		}
 		handle(f)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 		err = io.EOF
 	}
 	c.mu.Lock()

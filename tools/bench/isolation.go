@@ -29,7 +29,7 @@ const isolationRounds = 2
 func (b *bench) isolationLayer(ctx context.Context) {
 	s := b.rep.section("Cost of worker isolation (runtime/sandbox vs in-process goja)",
 		fmt.Sprintf("Two hosts in this process, both up for the whole phase (host.New on fresh data directories, 127.0.0.1), the same worker as the host producer section: "+
-			"one with worker code in sandbox processes (the default: the fetch handler runs in the worker's sandbox and asks the host for each send over the socket), "+
+			"one with worker code in sandbox processes (the default: the fetch handler runs in the worker's sandbox and asks the host for each send over its pipes), "+
 			"one with UnsafeInProcessWorkers (goja in the host process). Each point runs on the in-process host, then on the sandboxed one, then on each again in the reverse order, %d times over; "+
 			"a figure is the mean of its %d runs (the machine is shared: interleaving keeps drift out of the ratio). "+
 			"Producer points: closed-loop HTTP clients on the worker fetch route, 100 B bodies, %s per run. "+

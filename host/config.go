@@ -82,6 +82,11 @@ type Config struct {
 	SandboxMemoryLimit int64
 	SandboxIdleTimeout time.Duration
 	MaxSandboxes       int
+	// SandboxesPerWorker lets a busy ModuleWorker's invocations spread
+	// over up to this many sandboxes (1 when zero). More than one means
+	// module-level state is per sandbox: what one invocation keeps in a
+	// module variable may be missing in the next.
+	SandboxesPerWorker int
 	// Faults, when not nil, injects store failures on command (see
 	// faults.go). For tests and the conformance runner only; nil in
 	// production.

@@ -223,6 +223,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			MemoryLimit:       cfg.SandboxMemoryLimit,
 			IdleTimeout:       cfg.SandboxIdleTimeout,
 			MaxSandboxes:      cfg.MaxSandboxes,
+			Instances:         cfg.SandboxesPerWorker,
 			Logger:            cfg.Logger,
 			Logs:              h.logs,
 		})

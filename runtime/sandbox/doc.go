@@ -19,9 +19,9 @@
 // go both ways and are multiplexed by ID; concurrent writers' frames are
 // coalesced into one write.
 //
-// Pool (the host side) keeps a ModuleWorker's invocations in sandboxes of
-// its own (all of the worker's versions share them; a busy worker spreads
-// over up to Options.Instances of them, each with one processor) and one
+// Pool (the host side) keeps a ModuleWorker's invocations in a sandbox of
+// its own (all of the worker's versions share it; Options.Instances lets a
+// busy worker spread over more, with module state per sandbox) and one
 // sandbox per space for admission probes (Probe). A sandbox holds the js.Runtime (compiled
 // programs, goja runtimes); the host keeps everything durable and every
 // authority: the sandbox asks the host for each send (the host sends as the

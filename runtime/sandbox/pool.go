@@ -77,24 +77,19 @@ type Options struct {
 	// (default 30 s). MaxSandboxes bounds the live ones (default 256).
 	IdleTimeout  time.Duration
 	MaxSandboxes int
-	// Procs is each sandbox's GOMAXPROCS (default 1). With one processor,
-	// the hand-off of a reply from a sandbox's socket reader to the
-	// invocation waiting for it stays on the thread that read it instead
-	// of waking another, which on a busy machine is a context switch per
-	// frame (four frames per fetch that sends), and its idle processors
-	// do not spin against the host's. A busy worker gets more sandboxes
-	// instead (Instances).
+	// Procs is each sandbox's GOMAXPROCS (default the host's): a worker's
+	// invocations share one sandbox and so one module state, as they
+	// share one isolate in workerd and did in process, and its
+	// JavaScript may use as many cores as in-process goja did.
 	Procs int
 	// Instances is how many sandboxes one ModuleWorker's invocations may
-	// spread over (default twice the host's GOMAXPROCS), and SpreadAt how
-	// many invocations each of a worker's sandboxes must be running before
-	// the next one starts (default 1). An invocation goes to the worker's
-	// sandbox running the fewest, so under load no invocation's
-	// JavaScript waits behind another's on a sandbox's one processor while
-	// another sandbox could run it; twice the processors lets the kernel
-	// run one sandbox while another waits on the host. Idle ones are
-	// reaped like any other. The blast radius stays the worker: its
-	// sandboxes run only its code.
+	// spread over (default 1), and SpreadAt how many invocations each of a
+	// worker's sandboxes must be running before the next one starts
+	// (default 1). An invocation goes to the worker's sandbox running the
+	// fewest; idle ones are reaped like any other; the blast radius stays
+	// the worker. More than one changes what workers observe: module-level
+	// state is then per sandbox, so a value one invocation keeps may be
+	// missing in the next (the conformance kit keeps a batch that way).
 	Instances int
 	SpreadAt  int
 	// GCPercent is each sandbox's GOGC (default 400). A sandbox's live
@@ -161,10 +156,10 @@ func (o Options) withDefaults() Options {
 		o.GCPercent = DefaultGCPercent
 	}
 	if o.Procs <= 0 {
-		o.Procs = 1
+		o.Procs = runtime.GOMAXPROCS(0)
 	}
 	if o.Instances <= 0 {
-		o.Instances = 2 * runtime.GOMAXPROCS(0)
+		o.Instances = 1
 	}
 	if o.SpreadAt <= 0 {
 		o.SpreadAt = 1

@@ -37,7 +37,7 @@ func (c pipeConn) Close() error {
 
 // openPipeConn is the sandbox's side, from the descriptors it inherited.
 // They are made non-blocking so that os.NewFile puts them on the poller (a
-// blocking read would hold the sandbox's one processor).
+// blocking read would hold one of the sandbox's processors).
 func openPipeConn(readFD, writeFD int) (pipeConn, error) {
 	for _, fd := range []int{readFD, writeFD} {
 		if err := syscall.SetNonblock(fd, true); err != nil {

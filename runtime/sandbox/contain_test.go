@@ -90,20 +90,7 @@ var refused = []string{"exec", "create", "open", "socket", "connect", "fork", "s
 // namespace and in its own cgroup with the pool's caps, and that cgroup
 // removed with the sandbox.
 func TestContainment(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	addr := liveTCPPort(t)
 	for _, c := range []struct {
 		name string
 		o    Options
@@ -127,7 +114,7 @@ func TestContainment(t *testing.T) {
 			if got := statusField(t, pid, "NoNewPrivs"); got != "1" {
 				t.Errorf("NoNewPrivs: %q, want 1", got)
 			}
-			got := selfTestOf(t, pr, ln.Addr().String())
+			got := selfTestOf(t, pr, addr)
 			for _, what := range refused {
 				if got[what] != "operation not permitted" {
 					t.Errorf("%s: %q, want operation not permitted", what, got[what])
@@ -223,26 +210,13 @@ func TestContainment(t *testing.T) {
 // Without the filter the same attempts are not refused with EPERM (so
 // TestContainment sees the filter, not something else failing).
 func TestSelfTestWithoutContainment(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	addr := liveTCPPort(t)
 	p := newPool(t, Options{selfTest: true, noSeccomp: true, noNetNS: true, noCgroup: true})
 	pr := sandboxOf(t, p, "bare")
 	if got := statusField(t, pr.cmd.Process.Pid, "Seccomp"); got != "0" {
 		t.Fatalf("Seccomp: %q, want 0", got)
 	}
-	got := selfTestOf(t, pr, ln.Addr().String())
+	got := selfTestOf(t, pr, addr)
 	t.Logf("%v", got)
 	for _, what := range refused {
 		if got[what] == "operation not permitted" || got[what] == "" {
@@ -386,4 +360,26 @@ func TestSandboxTimeZoneUnderSeccomp(t *testing.T) {
 	if string(b) != "300" {
 		t.Fatalf("offset %q, want 300 (New York in January)", b)
 	}
+}
+
+// liveTCPPort listens on a loopback port that accepts and closes every
+// connection (what the self-test's connect would reach without the filter)
+// for the rest of the test, and returns its address.
+func liveTCPPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -184,66 +184,11 @@ func (s *Store) Notify(ctx context.Context, channel, payload string) error {
 }
 
 // Listen LISTENs on channel on a connection of its own (a pooled one
-// would be handed to others), calling f for each notification; after a
-// lost connection it reconnects and calls f("").
+// would be handed to others), calling f for each notification, in order;
+// after a lost connection it reconnects and calls f(""). It is ListenMany
+// with one channel.
 func (s *Store) Listen(ctx context.Context, channel string, f func(payload string)) (stop func(), err error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	cfg := s.pool.Config().ConnConfig.Copy()
-	listen := "LISTEN " + pgx.Identifier{channel}.Sanitize()
-	connect := func(ctx context.Context) (*pgx.Conn, error) {
-		c, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := c.Exec(ctx, listen); err != nil {
-			c.Close(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		return c, nil
-	}
-	conn, err := connect(ctx)
-	if err != nil {
-		return nil, s.readErr(err)
-	}
-	lctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer func() {
-			if conn != nil {
-				conn.Close(context.Background())
-			}
-		}()
-		backoff := 50 * time.Millisecond
-		for {
-			n, err := conn.WaitForNotification(lctx)
-			if err == nil {
-				f(n.Payload)
-				continue
-			}
-			if lctx.Err() != nil {
-				return
-			}
-			s.log.Warn("pgstore: listener connection lost; reconnecting", "channel", channel, "err", err)
-			conn.Close(context.Background())
-			conn = nil
-			for conn == nil {
-				select {
-				case <-lctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				if conn, err = connect(lctx); err != nil {
-					conn = nil
-					backoff = min(2*backoff, 2*time.Second)
-				}
-			}
-			backoff = 50 * time.Millisecond
-			f("") // anything may have been missed meanwhile: re-read
-		}
-	})
-	return func() { cancel(); wg.Wait() }, nil
+	return s.ListenMany(ctx, map[string]func(string){channel: f})
 }
 
 // MessagesOf reads the records (not the bodies) of the given messages of
@@ -404,10 +349,11 @@ func (s *Store) Forget(ctx context.Context, l store.Lease) error {
 	return nil
 }
 
-// ListenMany is Listen on several channels over one connection (a
-// database's connections are few: a host of a cluster listens on many
-// channels). Each channel's handler runs on a goroutine of its own, in
-// order; after a lost connection every handler is called with "".
+// ListenMany LISTENs on several channels over one connection of its own
+// (a pooled one would be handed to others; a database's connections are
+// few, and a host of a cluster listens on many channels). Each channel's
+// handler runs on a goroutine of its own, in order; after a lost
+// connection it reconnects and every handler is called with "".
 func (s *Store) ListenMany(ctx context.Context, handlers map[string]func(payload string)) (stop func(), err error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err

@@ -316,45 +316,24 @@ func (h *Host) ready() error {
 // RecordRetention, at start and every ExpiryInterval, so that the store's
 // history stays bounded (see store.Store.ExpireRecords).
 type expiry struct {
-	h    *Host
-	stop context.CancelFunc
-	done chan struct{}
+	h *Host
+	periodic
 }
 
 func (e *expiry) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	e.stop, e.done = cancel, make(chan struct{})
-	go e.loop(ctx)
+	e.start(ExpiryInterval, true, e.sweep)
 	return nil
 }
 
-func (e *expiry) Stop(ctx context.Context) error {
-	e.stop()
-	select {
-	case <-e.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (e *expiry) Stop(ctx context.Context) error { return e.halt(ctx) }
 
-func (e *expiry) loop(ctx context.Context) {
-	defer close(e.done)
-	t := time.NewTicker(ExpiryInterval)
-	defer t.Stop()
-	for {
-		n, err := e.h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			e.h.log.Warn("expiring finished Operations failed; retrying later", "err", err)
-		case n > 0:
-			e.h.log.Info("expired finished Operations and idempotency keys", "records", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+func (e *expiry) sweep(ctx context.Context) {
+	n, err := e.h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		e.h.log.Warn("expiring finished Operations failed; retrying later", "err", err)
+	case n > 0:
+		e.h.log.Info("expired finished Operations and idempotency keys", "records", n)
 	}
 }
 

@@ -77,8 +77,8 @@ const LogsSweepInterval = 10 * time.Minute
 // those of workers another host deleted (the deleting host forgets only
 // its own); it closes the open files at stop.
 type logsPart struct {
-	h          *Host
-	stop, done chan struct{}
+	h *Host
+	periodic
 }
 
 func (p *logsPart) sweep(ctx context.Context) {
@@ -95,36 +95,18 @@ func (p *logsPart) sweep(ctx context.Context) {
 
 func (p *logsPart) Start(ctx context.Context) error {
 	p.sweep(ctx)
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(p.done)
-		if p.h.cfg.StoreURL == "" {
-			return
-		}
-		t := time.NewTicker(LogsSweepInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				p.sweep(ctx)
-				cancel()
-			}
-		}
-	}()
+	if p.h.cfg.StoreURL != "" {
+		p.start(LogsSweepInterval, false, func(context.Context) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p.sweep(ctx)
+		})
+	}
 	return nil
 }
 
 func (p *logsPart) Stop(ctx context.Context) error {
-	if p.stop != nil {
-		close(p.stop)
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-		}
-	}
+	_ = p.halt(ctx)
 	return p.h.logs.Close()
 }
 
@@ -135,34 +117,59 @@ const PrincipalsReloadInterval = time.Second
 
 // principalsPart reloads host.json when it changed (auth.Registry.Reload).
 type principalsPart struct {
-	h          *Host
-	stop, done chan struct{}
+	h *Host
+	periodic
 }
 
 func (p *principalsPart) Start(context.Context) error {
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(PrincipalsReloadInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				if changed, err := p.h.principals.Reload(); err != nil {
-					p.h.log.Warn("host.json changed but does not load; the principals stay as they were", "error", err)
-				} else if changed {
-					p.h.log.Info("host.json changed: principals reloaded")
-				}
-			}
+	p.start(PrincipalsReloadInterval, false, func(context.Context) {
+		if changed, err := p.h.principals.Reload(); err != nil {
+			p.h.log.Warn("host.json changed but does not load; the principals stay as they were", "error", err)
+		} else if changed {
+			p.h.log.Info("host.json changed: principals reloaded")
 		}
-	}()
+	})
 	return nil
 }
 
-func (p *principalsPart) Stop(ctx context.Context) error {
-	close(p.stop)
+func (p *principalsPart) Stop(ctx context.Context) error { return p.halt(ctx) }
+
+// periodic runs a part's work every interval on a goroutine of its own
+// (and once at once when now is set), from start until halt. The context
+// it passes ends when halt is called.
+type periodic struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (p *periodic) start(every time.Duration, now bool, work func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		if now {
+			work(ctx)
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				work(ctx)
+			}
+		}
+	}()
+}
+
+// halt stops the work and waits for its goroutine, or for ctx; nothing
+// to do when start was not called.
+func (p *periodic) halt(ctx context.Context) error {
+	if p.cancel == nil {
+		return nil
+	}
+	p.cancel()
 	select {
 	case <-p.done:
 		return nil

@@ -238,13 +238,9 @@ func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extr
 	if q.removed {
 		return "", false, abi.ErrUnknownQueue
 	}
-	bodies, err := e.store.Bodies(ctx, q.uid, []string{m.id})
-	if err != nil {
-		return "", false, backendErr(err)
-	}
-	body := bodies[0]
-	if body == nil {
-		return "", false, nil
+	body, err := e.bodyOf(ctx, q, m)
+	if body == nil || err != nil {
+		return "", false, err
 	}
 	var seq uint64
 	if t.serial {
@@ -264,17 +260,7 @@ func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extr
 		newID, seq = e.newMessageIDs(t, 1)[0], e.seq.Add(1)
 	}
 	now := e.nowMs()
-	muts := []store.Mutation{
-		store.AcceptMessage{
-			Message: store.Message{Queue: t.uid, ID: newID, AcceptedAt: now, VisibleAt: now + delay, Size: len(body)},
-			Body:    body,
-		},
-		store.RemoveMessages{Queue: q.uid, IDs: []string{m.id}, Reason: store.RemovedRedriven},
-	}
-	if extra != nil {
-		muts = append(muts, extra(newID, target)...)
-	}
-	if err := e.store.Apply(ctx, muts...); err != nil {
+	if err := e.store.Apply(ctx, moveMutations(q, m, t.uid, newID, now, now+delay, body, extra)...); err != nil {
 		return "", false, backendErr(err)
 	}
 	nm := newMsg(newID, now, now+delay, 0, len(body), seq)
@@ -298,19 +284,36 @@ func (e *Engine) moveRemote(ctx context.Context, q *queue, m *msg, target string
 	if q.removed {
 		return "", false, abi.ErrUnknownQueue
 	}
-	bodies, err := e.store.Bodies(ctx, q.uid, []string{m.id})
-	if err != nil {
-		return "", false, backendErr(err)
-	}
-	body := bodies[0]
-	if body == nil {
-		return "", false, nil
+	body, err := e.bodyOf(ctx, q, m)
+	if body == nil || err != nil {
+		return "", false, err
 	}
 	newID = e.serialIDs(nil, e.serialSeqs(1), 1)[0]
 	now := e.nowMs()
+	if err := e.store.Apply(ctx, moveMutations(q, m, target, newID, now, now+int64(delaySeconds)*1000, body, extra)...); err != nil {
+		return "", false, backendErr(err)
+	}
+	e.remote.Accepted(target, []string{newID})
+	return newID, true, nil
+}
+
+// bodyOf reads m's body from the store: nil (and no error) when the
+// message is gone from q.
+func (e *Engine) bodyOf(ctx context.Context, q *queue, m *msg) ([]byte, error) {
+	bodies, err := e.store.Bodies(ctx, q.uid, []string{m.id})
+	if err != nil {
+		return nil, backendErr(err)
+	}
+	return bodies[0], nil
+}
+
+// moveMutations are the writes of one move, applied together: the accept
+// of body into target as newID, m's removal from q as redriven, and what
+// extra adds.
+func moveMutations(q *queue, m *msg, target, newID string, now, visibleAt int64, body []byte, extra func(newID, target string) []store.Mutation) []store.Mutation {
 	muts := []store.Mutation{
 		store.AcceptMessage{
-			Message: store.Message{Queue: target, ID: newID, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(body)},
+			Message: store.Message{Queue: target, ID: newID, AcceptedAt: now, VisibleAt: visibleAt, Size: len(body)},
 			Body:    body,
 		},
 		store.RemoveMessages{Queue: q.uid, IDs: []string{m.id}, Reason: store.RemovedRedriven},
@@ -318,9 +321,5 @@ func (e *Engine) moveRemote(ctx context.Context, q *queue, m *msg, target string
 	if extra != nil {
 		muts = append(muts, extra(newID, target)...)
 	}
-	if err := e.store.Apply(ctx, muts...); err != nil {
-		return "", false, backendErr(err)
-	}
-	e.remote.Accepted(target, []string{newID})
-	return newID, true, nil
+	return muts
 }

@@ -401,16 +401,7 @@ func TestSandboxProcs(t *testing.T) {
 	t.Setenv("GOGC", "50")
 	for _, procs := range []int{1, 3} {
 		p := newPool(t, Options{Procs: procs, GCPercent: 100 * procs})
-		v := worker(fmt.Sprint("procs", procs), `export default { fetch() { return new Response("ok"); } };`)
-		if _, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
-			t.Fatal(err)
-		}
-		p.mu.Lock()
-		pr := p.procs["w:"+v.WorkerUID]
-		p.mu.Unlock()
-		if pr == nil {
-			t.Fatal("no sandbox for the worker")
-		}
+		pr := sandboxOf(t, p, fmt.Sprint("procs", procs))
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pr.cmd.Process.Pid))
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -29,7 +30,10 @@ type nopSettler struct{}
 func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
 
 // BenchmarkInvocation compares one fetch invocation with one send, and one
-// queue batch of 100 messages, in a sandbox and in process.
+// queue batch of 100 messages, in a sandbox and in process: "parallel" from
+// 4 goroutines per processor (throughput), "sequential" one at a time (the
+// latency a sandbox adds: two pipe crossings per request, two more per
+// send).
 func BenchmarkInvocation(b *testing.B) {
 	v := worker("bench", benchSrc)
 	p, err := New(Options{Sender: nopSender{}})
@@ -44,52 +48,48 @@ func BenchmarkInvocation(b *testing.B) {
 		msgs[i] = abi.Message{ID: "m", Body: make([]byte, 100), Attempts: 1}
 	}
 	ctx := context.Background()
-	b.Run("fetch-send/sandbox", func(b *testing.B) {
-		b.SetParallelism(4)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := p.Fetch(ctx, v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	})
-	b.Run("fetch-send/in-process", func(b *testing.B) {
-		b.SetParallelism(4)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := rt.Fetch(ctx, v, httptest.NewRequest("GET", "http://w/x", nil), "x"); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	})
-	b.Run("queue100/sandbox", func(b *testing.B) {
-		h, err := p.QueueHandler(ctx, v)
-		if err != nil {
-			b.Fatal(err)
+	sandboxed, err := p.QueueHandler(ctx, v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inProcess, err := rt.QueueHandler(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fetch := func(f func(context.Context, *abi.Version, *http.Request, string) (*http.Response, error)) func() error {
+		return func() error {
+			_, err := f(ctx, v, httptest.NewRequest("GET", "http://w/x", nil), "x")
+			return err
 		}
-		b.SetParallelism(4)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})); err != nil {
+	}
+	queue := func(h abi.Handler) func() error {
+		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})) }
+	}
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"fetch-send/sandbox", fetch(p.Fetch)},
+		{"fetch-send/in-process", fetch(rt.Fetch)},
+		{"queue100/sandbox", queue(sandboxed)},
+		{"queue100/in-process", queue(inProcess)},
+	} {
+		b.Run("parallel/"+c.name, func(b *testing.B) {
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := c.op(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+		b.Run("sequential/"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := c.op(); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-	})
-	b.Run("queue100/in-process", func(b *testing.B) {
-		h, err := rt.QueueHandler(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.SetParallelism(4)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	})
+	}
 }

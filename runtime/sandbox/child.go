@@ -71,6 +71,8 @@ type child struct {
 	mu       sync.Mutex
 	versions map[string]*abi.Version
 	calls    map[uint64]context.CancelFunc
+
+	work workers // runs the requests (serve)
 }
 
 func (s *child) handle(f *frame) {
@@ -107,7 +109,7 @@ func (s *child) handle(f *frame) {
 			s.versions[f.Version.UID] = f.Version
 			s.mu.Unlock()
 		}
-		go s.serve(f)
+		s.work.run(func() { s.serve(f) })
 	}
 }
 

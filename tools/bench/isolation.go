@@ -101,6 +101,7 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	}
 	b.results["isolation/worst"] = worst
 	b.notes["isolation/worst"] = worstName
+	b.isolationLatency(ctx, s)
 }
 
 // attachConsumer gives the benchmark queue a consumer (the worker's queue

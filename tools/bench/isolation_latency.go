@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/sandbox"
+)
+
+// nopSender accepts every send at once: the latency rows measure the
+// runtimes, not the journal.
+type nopSender struct{}
+
+func (nopSender) Send(_ context.Context, _, _, _ string, msgs []abi.OutgoingMessage) ([]string, error) {
+	ids := make([]string, len(msgs))
+	for i := range ids {
+		ids[i] = "id"
+	}
+	return ids, nil
+}
+
+// isolationLatencyRounds × isolationLatencyCalls sequential invocations per
+// runtime, the runtimes alternating round by round.
+const (
+	isolationLatencyRounds = 5
+	isolationLatencyCalls  = 400
+)
+
+// isolationLatency measures what a sandbox adds to one invocation, one at
+// a time and without a disk: the bench worker's fetch that sends one
+// message (four pipe crossings in a sandbox: the request, the send, its
+// answer, the response) and a queue batch of 100 messages (two), each in a
+// sandbox (runtime/sandbox) and in process (runtime/js), with a sender
+// that answers at once. It adds a note to s with the medians of the
+// rounds' means.
+func (b *bench) isolationLatency(ctx context.Context, s *section) {
+	pool, err := sandbox.New(sandbox.Options{Sender: nopSender{}, Logger: quietLogger})
+	if err != nil {
+		s.note("Sequential latency: not measured: starting a sandbox pool: %v", err)
+		return
+	}
+	defer pool.Close()
+	rt := js.New(js.Options{Sender: nopSender{}, Logger: quietLogger})
+	defer rt.Close()
+	v := benchVersion("v-latency", []abi.Binding{{Name: "Q", QueueUID: "q"}})
+	msgs := make([]abi.Message, 100)
+	for i := range msgs {
+		msgs[i] = abi.Message{ID: fmt.Sprintf("m%d", i), Body: make([]byte, 100), Attempts: 1}
+	}
+	sbQueue, err := pool.QueueHandler(ctx, v)
+	if err != nil {
+		s.note("Sequential latency: not measured: loading the worker in a sandbox: %v", err)
+		return
+	}
+	inQueue, err := rt.QueueHandler(v)
+	if err != nil {
+		s.note("Sequential latency: not measured: loading the worker in process: %v", err)
+		return
+	}
+	fetch := func(f func(context.Context, *abi.Version, *http.Request, string) (*http.Response, error)) func() error {
+		return func() error {
+			resp, err := f(ctx, v, httptest.NewRequest("GET", "http://w/one?size=100", nil), "one")
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return err
+		}
+	}
+	queue := func(h abi.Handler) func() error {
+		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})) }
+	}
+	type op struct{ sandboxed, inProcess func() error }
+	ops := []struct {
+		name string
+		op   op
+	}{
+		{"a fetch that sends one message", op{fetch(pool.Fetch), fetch(rt.Fetch)}},
+		{"a queue batch of 100 messages", op{queue(sbQueue), queue(inQueue)}},
+	}
+	for _, o := range ops {
+		var sb, in []time.Duration
+		for range isolationLatencyRounds {
+			for _, sandboxed := range []bool{true, false} {
+				f := o.op.inProcess
+				if sandboxed {
+					f = o.op.sandboxed
+				}
+				_ = f() // a first call outside the timing
+				t0 := time.Now()
+				for range isolationLatencyCalls {
+					if err := f(); err != nil {
+						s.note("Sequential latency of %s: not measured: %v", o.name, err)
+						return
+					}
+				}
+				mean := time.Since(t0) / isolationLatencyCalls
+				if sandboxed {
+					sb = append(sb, mean)
+				} else {
+					in = append(in, mean)
+				}
+			}
+		}
+		slices.Sort(sb)
+		slices.Sort(in)
+		msb, mIn := sb[len(sb)/2], in[len(in)/2]
+		s.note("Sequential latency of %s (one at a time, no disk, a sender that answers at once; median of %d rounds of %d, alternating): %s in a sandbox, %s in process: the sandbox adds %s (%s of the in-process time).",
+			o.name, isolationLatencyRounds, isolationLatencyCalls, usec(msb), usec(mIn), usec(msb-mIn), ratio(float64(msb), float64(mIn)))
+	}
+}
+

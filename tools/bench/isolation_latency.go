@@ -114,4 +114,3 @@ func (b *bench) isolationLatency(ctx context.Context, s *section) {
 			o.name, isolationLatencyRounds, isolationLatencyCalls, usec(msb), usec(mIn), usec(msb-mIn), ratio(float64(msb), float64(mIn)))
 	}
 }
-

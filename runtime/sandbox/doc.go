@@ -17,7 +17,9 @@
 // on two pipes (fds 3 and 4, pipe.go) and exits. Frames are length-prefixed, in the
 // protocol-buffer wire format (codec.go, written with protowire); requests
 // go both ways and are multiplexed by ID; concurrent writers' frames are
-// coalesced into one write.
+// coalesced into one write. In the sandbox each request of the host runs
+// on a worker goroutine kept between requests (workers.go), whose stack,
+// grown by goja's interpreter, is reused rather than grown again.
 //
 // Pool (the host side) keeps a ModuleWorker's invocations in a sandbox of
 // its own (all of the worker's versions share it; Options.Instances lets a

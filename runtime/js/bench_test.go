@@ -6,19 +6,15 @@ import (
 	"testing"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 )
-
-// nopSettler accepts every settlement at once.
-type nopSettler struct{}
-
-func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
 
 func benchBatch(n int) *abi.Batch {
 	msgs := make([]abi.Message, n)
 	for i := range msgs {
 		msgs[i] = abi.Message{ID: fmt.Sprintf("m%d", i), TimestampMillis: 1700000000000, Body: []byte(`{"order":12345,"item":"widget"}`), Attempts: 1}
 	}
-	return abi.NewBatch("bench-batch", "orders", msgs, nopSettler{})
+	return abi.NewBatch("bench-batch", "orders", msgs, abitest.Settler{})
 }
 
 // BenchmarkQueueInvocation measures the per-batch overhead of a JavaScript

@@ -8,18 +8,8 @@ import (
 	"testing"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 )
-
-// nopSender accepts every send at once with a fixed ID.
-type nopSender struct{}
-
-func (nopSender) Send(_ context.Context, _, _, _ string, msgs []abi.OutgoingMessage) ([]string, error) {
-	ids := make([]string, len(msgs))
-	for i := range ids {
-		ids[i] = "id"
-	}
-	return ids, nil
-}
 
 const benchFetchSendWorker = `export default {
   async fetch(request, env) {
@@ -34,7 +24,7 @@ const benchFetchSendWorker = `export default {
 // requests sharing the version's pool.
 func BenchmarkFetchSend(b *testing.B) {
 	newRT := func(b *testing.B) (*Runtime, *abi.Version) {
-		rt := New(Options{Sender: nopSender{}})
+		rt := New(Options{Sender: abitest.Sender{}})
 		v := &abi.Version{UID: "v-bench-fetch", Space: "space-1", WorkerUID: "w-bench-fetch", Principal: "alice", MainModule: "main.js",
 			Modules: []abi.Module{{Name: "main.js", Content: benchFetchSendWorker}}, Bindings: []abi.Binding{{Name: "OUT", QueueUID: "q-1"}}}
 		return rt, v
@@ -89,7 +79,7 @@ export default {
 // 100 messages of 100 bytes with one sendBatch: mostly the conversion of the
 // message objects to Go.
 func BenchmarkFetchSendBatch(b *testing.B) {
-	rt := New(Options{Sender: nopSender{}})
+	rt := New(Options{Sender: abitest.Sender{}})
 	defer rt.Close()
 	v := &abi.Version{UID: "v-bench-sendbatch", Space: "space-1", WorkerUID: "w-bench-sendbatch", Principal: "alice", MainModule: "main.js",
 		Modules: []abi.Module{{Name: "main.js", Content: benchSendBatchWorker}}, Bindings: []abi.Binding{{Name: "OUT", QueueUID: "q-1"}}}

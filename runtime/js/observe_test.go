@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 )
 
 // These tests pin what worker code can observe of the objects the host
@@ -329,7 +330,7 @@ func TestObserveBatchBodies(t *testing.T) {
 		}
 		msgs[i] = abi.Message{ID: fmt.Sprintf("id-%d", i), TimestampMillis: ts, Body: []byte(fmt.Sprintf("m%d:%s", i, strings.Repeat("x", i))), Attempts: 1 + i%4}
 	}
-	b := abi.NewBatch("b-bodies", "orders", msgs, nopSettler{})
+	b := abi.NewBatch("b-bodies", "orders", msgs, abitest.Settler{})
 	for i := 0; i < 2; i++ {
 		if err := h.HandleBatch(t.Context(), b); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 	"github.com/takoform/queuehost/runtime/js"
 )
 
@@ -15,20 +16,6 @@ const benchSrc = `export default {
   async queue(batch) { let n = 0; for (const m of batch.messages) n += m.body.byteLength; },
 };`
 
-type nopSender struct{}
-
-func (nopSender) Send(_ context.Context, _, _, _ string, msgs []abi.OutgoingMessage) ([]string, error) {
-	ids := make([]string, len(msgs))
-	for i := range ids {
-		ids[i] = "id"
-	}
-	return ids, nil
-}
-
-type nopSettler struct{}
-
-func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
-
 // BenchmarkInvocation compares one fetch invocation with one send, and one
 // queue batch of 100 messages, in a sandbox and in process: "parallel" from
 // 4 goroutines per processor (throughput), "sequential" one at a time (the
@@ -36,12 +23,12 @@ func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return
 // send).
 func BenchmarkInvocation(b *testing.B) {
 	v := worker("bench", benchSrc)
-	p, err := New(Options{Sender: nopSender{}})
+	p, err := New(Options{Sender: abitest.Sender{}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	rt := js.New(js.Options{Sender: nopSender{}})
+	rt := js.New(js.Options{Sender: abitest.Sender{}})
 	defer rt.Close()
 	msgs := make([]abi.Message, 100)
 	for i := range msgs {
@@ -63,7 +50,7 @@ func BenchmarkInvocation(b *testing.B) {
 		}
 	}
 	queue := func(h abi.Handler) func() error {
-		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})) }
+		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, abitest.Settler{})) }
 	}
 	for _, c := range []struct {
 		name string

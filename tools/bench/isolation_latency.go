@@ -9,21 +9,10 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/sandbox"
 )
-
-// nopSender accepts every send at once: the latency rows measure the
-// runtimes, not the journal.
-type nopSender struct{}
-
-func (nopSender) Send(_ context.Context, _, _, _ string, msgs []abi.OutgoingMessage) ([]string, error) {
-	ids := make([]string, len(msgs))
-	for i := range ids {
-		ids[i] = "id"
-	}
-	return ids, nil
-}
 
 // isolationLatencyRounds × isolationLatencyCalls sequential invocations per
 // runtime, the runtimes alternating round by round.
@@ -40,13 +29,13 @@ const (
 // that answers at once. It adds a note to s with the medians of the
 // rounds' means.
 func (b *bench) isolationLatency(ctx context.Context, s *section) {
-	pool, err := sandbox.New(sandbox.Options{Sender: nopSender{}, Logger: quietLogger})
+	pool, err := sandbox.New(sandbox.Options{Sender: abitest.Sender{}, Logger: quietLogger})
 	if err != nil {
 		s.note("Sequential latency: not measured: starting a sandbox pool: %v", err)
 		return
 	}
 	defer pool.Close()
-	rt := js.New(js.Options{Sender: nopSender{}, Logger: quietLogger})
+	rt := js.New(js.Options{Sender: abitest.Sender{}, Logger: quietLogger})
 	defer rt.Close()
 	v := benchVersion("v-latency", []abi.Binding{{Name: "Q", QueueUID: "q"}})
 	msgs := make([]abi.Message, 100)
@@ -73,7 +62,7 @@ func (b *bench) isolationLatency(ctx context.Context, s *section) {
 		}
 	}
 	queue := func(h abi.Handler) func() error {
-		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, nopSettler{})) }
+		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, abitest.Settler{})) }
 	}
 	type op struct{ sandboxed, inProcess func() error }
 	ops := []struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 	"github.com/takoform/queuehost/runtime/js"
 )
 
@@ -57,12 +58,6 @@ var jsKind = handlerKind{Name: "goja handler", New: func(ctx context.Context) (a
 	return h, rt.Close, nil
 }}
 
-// nopSettler accepts every settlement at once: the overhead runs measure
-// the invocation, not the store.
-type nopSettler struct{}
-
-func (nopSettler) Settle(context.Context, string, abi.Settlement) error { return nil }
-
 // overheadLayer calls HandleBatch directly, on one goroutine, with batches
 // of 1 and 100 messages of 100 B, for the goja handler and for goHandler:
 // time per batch = a + b·n gives the per-batch (a) and per-message (b)
@@ -94,7 +89,7 @@ func (b *bench) overheadLayer(ctx context.Context) {
 			calls := 0
 			for time.Now().Before(deadline) {
 				for k := 0; k < 16; k++ {
-					bt := abi.NewBatch(fmt.Sprintf("b%d", calls), "bench", msgs, nopSettler{})
+					bt := abi.NewBatch(fmt.Sprintf("b%d", calls), "bench", msgs, abitest.Settler{})
 					if err := h.HandleBatch(ctx, bt); err != nil {
 						b.prog.end()
 						return r, err

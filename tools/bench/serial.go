@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/abi/abitest"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -148,7 +149,7 @@ func (b *bench) runSerial(ctx context.Context, h abi.Handler, size int, counter 
 			for i, id := range ids {
 				msgs[i] = abi.Message{ID: id, TimestampMillis: start.UnixMilli(), Body: bodies[i], Attempts: 1}
 			}
-			if err := h.HandleBatch(ctx, abi.NewBatch(bid, "bound", msgs, nopSettler{})); err != nil {
+			if err := h.HandleBatch(ctx, abi.NewBatch(bid, "bound", msgs, abitest.Settler{})); err != nil {
 				return err
 			}
 			t3 := time.Now()

@@ -16,7 +16,7 @@ import (
 // so a quiet sandbox keeps no goroutines beyond its reader. The most
 // recently idle worker is reused first (its stack and caches are warm).
 //
-// The zero value is ready; idle is DefaultWorkerIdle when zero.
+// The zero value is ready; idle is defaultWorkerIdle when zero.
 type workers struct {
 	idle time.Duration
 
@@ -24,9 +24,9 @@ type workers struct {
 	waiting []chan func() // each idle worker's own hand-over channel
 }
 
-// DefaultWorkerIdle is how long a sandbox's idle worker goroutine waits for
-// the next request before it ends.
-const DefaultWorkerIdle = 10 * time.Second
+// defaultWorkerIdle is how long an idle worker waits for the next request
+// before it ends.
+const defaultWorkerIdle = 10 * time.Second
 
 // run starts f on an idle worker, or on a new goroutine when none is idle.
 // It never waits for f.
@@ -53,7 +53,7 @@ func (w *workers) idleCount() int {
 func (w *workers) loop(f func()) {
 	idle := w.idle
 	if idle <= 0 {
-		idle = DefaultWorkerIdle
+		idle = defaultWorkerIdle
 	}
 	ch := make(chan func(), 1)
 	t := time.NewTimer(idle)

@@ -55,10 +55,14 @@ func (b *bench) isolationLatency(ctx context.Context, s *section) {
 	fetch := func(f func(context.Context, *abi.Version, *http.Request, string) (*http.Response, error)) func() error {
 		return func() error {
 			resp, err := f(ctx, v, httptest.NewRequest("GET", "http://w/one?size=100", nil), "one")
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("status %d", resp.StatusCode)
+			if err != nil {
+				return err
 			}
-			return err
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
 		}
 	}
 	queue := func(h abi.Handler) func() error {

@@ -7,26 +7,20 @@ import (
 	"syscall"
 )
 
-// pipe is one direction of the host–sandbox connection.
-type pipe struct{ r, w *os.File }
-
-func newPipe() (pipe, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return pipe{}, fmt.Errorf("sandbox: pipe: %w", err)
-	}
-	return pipe{r, w}, nil
-}
-
-func (p pipe) close() {
-	p.r.Close()
-	p.w.Close()
-}
-
 // pipeConn is one side of the connection: frames are read from r and
 // written to w (both non-blocking, on the Go runtime's poller). Close
 // closes both, which ends a read in progress on either side's loop.
 type pipeConn struct{ r, w *os.File }
+
+// newPipe is one direction of the connection: one pipe's two ends, split
+// between the host and the sandbox by Pool.start.
+func newPipe() (pipeConn, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return pipeConn{}, fmt.Errorf("sandbox: pipe: %w", err)
+	}
+	return pipeConn{r, w}, nil
+}
 
 func (c pipeConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
 func (c pipeConn) Write(b []byte) (int, error) { return c.w.Write(b) }

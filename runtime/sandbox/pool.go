@@ -581,7 +581,7 @@ func (p *Pool) start(key string) (*proc, error) {
 	}
 	fromChild, err := newPipe()
 	if err != nil {
-		toChild.close()
+		toChild.Close()
 		return nil, err
 	}
 	defer toChild.r.Close()

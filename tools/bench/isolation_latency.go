@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"time"
 
 	"github.com/takoform/queuehost/abi"
@@ -68,21 +67,20 @@ func (b *bench) isolationLatency(ctx context.Context, s *section) {
 	queue := func(h abi.Handler) func() error {
 		return func() error { return h.HandleBatch(ctx, abi.NewBatch("b", "q", msgs, abitest.Settler{})) }
 	}
-	type op struct{ sandboxed, inProcess func() error }
 	ops := []struct {
-		name string
-		op   op
+		name                 string
+		sandboxed, inProcess func() error
 	}{
-		{"a fetch that sends one message", op{fetch(pool.Fetch), fetch(rt.Fetch)}},
-		{"a queue batch of 100 messages", op{queue(sbQueue), queue(inQueue)}},
+		{"a fetch that sends one message", fetch(pool.Fetch), fetch(rt.Fetch)},
+		{"a queue batch of 100 messages", queue(sbQueue), queue(inQueue)},
 	}
 	for _, o := range ops {
 		var sb, in []time.Duration
 		for range isolationLatencyRounds {
 			for _, sandboxed := range []bool{true, false} {
-				f := o.op.inProcess
+				f := o.inProcess
 				if sandboxed {
-					f = o.op.sandboxed
+					f = o.sandboxed
 				}
 				_ = f() // a first call outside the timing
 				t0 := time.Now()
@@ -100,9 +98,7 @@ func (b *bench) isolationLatency(ctx context.Context, s *section) {
 				}
 			}
 		}
-		slices.Sort(sb)
-		slices.Sort(in)
-		msb, mIn := sb[len(sb)/2], in[len(in)/2]
+		msb, mIn := percentilesOf(sb).P50, percentilesOf(in).P50
 		s.note("Sequential latency of %s (one at a time, no disk, a sender that answers at once; median of %d rounds of %d, alternating): %s in a sandbox, %s in process: the sandbox adds %s (%s of the in-process time).",
 			o.name, isolationLatencyRounds, isolationLatencyCalls, usec(msb), usec(mIn), usec(msb-mIn), ratio(float64(msb), float64(mIn)))
 	}

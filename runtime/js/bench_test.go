@@ -75,7 +75,7 @@ func BenchmarkRuntimeStart(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := e.newInstance(); err != nil {
+		if _, err := e.newInstance(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 	}

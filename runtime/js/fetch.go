@@ -80,10 +80,10 @@ func (rt *Runtime) Fetch(ctx context.Context, v *abi.Version, r *http.Request, p
 	var se *ScriptError
 	switch {
 	case errors.As(err, &se):
-		e.logError(fmt.Sprintf("Uncaught (in fetch handler) %s", se.describe()))
+		e.logError(ctx, fmt.Sprintf("Uncaught (in fetch handler) %s", se.describe()))
 		return problemResponse(r, "worker_exception", "The worker's fetch handler threw an exception", se.Error()), nil
 	case errors.Is(err, ErrTimeout):
-		e.logError("Uncaught (in fetch handler) " + err.Error())
+		e.logError(ctx, "Uncaught (in fetch handler) "+err.Error())
 		return problemResponse(r, "worker_timeout", "The worker's fetch handler ran out of time", err.Error()), nil
 	}
 	return nil, err
@@ -245,7 +245,7 @@ func (c *fetchCall) finish(res goja.Value) error {
 	return err
 }
 
-func (e *version) logError(msg string) { e.logLine("error", msg) }
+func (e *version) logError(ctx context.Context, msg string) { e.logLine(ctx, "error", msg) }
 
 // httpResponse converts what responseParts returned.
 func (in *instance) httpResponse(parts *goja.Object, r *http.Request) (*http.Response, error) {

@@ -77,7 +77,10 @@ type Options struct {
 	// LogSink, when set, receives every worker log line instead of the
 	// Runtime's own LogBook (Runtime.Logs then stays empty): a sandbox
 	// process forwards its lines to the host this way.
-	LogSink func(workerUID, versionUID, level, message string)
+	// The context is the invocation's that logged the line, the one its
+	// handler was called with (context.Background() for a line logged
+	// outside any invocation).
+	LogSink func(ctx context.Context, workerUID, versionUID, level, message string)
 	// Transport, when set, replaces the outbound fetch transport. The host
 	// allow-list is still checked for every request and redirect, but the
 	// dial-time address checks are then the transport's job. For tests.
@@ -136,9 +139,9 @@ func New(opts Options) *Runtime {
 	return rt
 }
 
-func (rt *Runtime) addLog(worker, versionUID, level, msg string) {
+func (rt *Runtime) addLog(ctx context.Context, worker, versionUID, level, msg string) {
 	if rt.opts.LogSink != nil {
-		rt.opts.LogSink(worker, versionUID, level, msg)
+		rt.opts.LogSink(ctx, worker, versionUID, level, msg)
 		return
 	}
 	rt.logs.Add(worker, versionUID, level, msg)
@@ -218,11 +221,11 @@ func secretRedactor(v *abi.Version) *strings.Replacer {
 }
 
 // logLine adds msg to the worker's log with the version's secrets hidden.
-func (e *version) logLine(level, msg string) {
+func (e *version) logLine(ctx context.Context, level, msg string) {
 	if e.secrets != nil {
 		msg = e.secrets.Replace(msg)
 	}
-	e.rt.addLog(e.v.WorkerUID, e.v.UID, level, msg)
+	e.rt.addLog(ctx, e.v.WorkerUID, e.v.UID, level, msg)
 }
 
 // Compile returns v's Program, compiling it once per version UID (versions
@@ -286,12 +289,15 @@ func copyVersion(v *abi.Version) abi.Version {
 func (e *version) close() { e.pool.close() }
 
 // newInstance makes a runtime for the version: globals, env, and the
-// modules evaluated (top-level code under the startup limit).
-func (e *version) newInstance() (*instance, error) {
+// modules evaluated (top-level code under the startup limit) for the
+// invocation of ctx, which its top-level log lines belong to.
+func (e *version) newInstance(ctx context.Context) (*instance, error) {
 	in, err := newBareInstance(e.rt, e)
 	if err != nil {
 		return nil, err
 	}
+	in.callCtx = ctx
+	defer func() { in.callCtx = nil }()
 	def, err := evalProgram(in.vm, e.prog, e.rt.opts.StartupTimeout)
 	if err != nil {
 		return nil, err
@@ -308,8 +314,9 @@ type instance struct {
 	rt  *Runtime // nil in the compile probe
 	ver *version // nil in the compile probe
 
-	cur       *invocation // the running invocation, nil between invocations
-	broken    bool        // interrupted or abandoned: never reuse
+	cur       *invocation     // the running invocation, nil between invocations
+	callCtx   context.Context // the context of the call holding the instance (its log lines')
+	broken    bool            // interrupted or abandoned: never reuse
 	nextTimer int64
 
 	h                                        helpers
@@ -324,7 +331,11 @@ func (in *instance) log(level, msg string) {
 	if in.rt == nil || in.ver == nil {
 		return
 	}
-	in.ver.logLine(level, msg)
+	ctx := in.callCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	in.ver.logLine(ctx, level, msg)
 }
 
 // run checks an instance out of the version's pool, runs f on it and
@@ -334,7 +345,9 @@ func (e *version) run(ctx context.Context, f func(in *instance) error) error {
 	if err != nil {
 		return err
 	}
+	in.callCtx = ctx
 	err = f(in)
+	in.callCtx = nil
 	if in.broken {
 		e.rt.opts.Logger.Info("js: runtime discarded", "version", e.v.UID, "worker", e.v.WorkerUID, "error", err)
 		e.pool.discard()
@@ -348,14 +361,14 @@ func (e *version) run(ctx context.Context, f func(in *instance) error) error {
 // (idle or busy); idle ones are reused, newest first.
 type pool struct {
 	slots  chan struct{}
-	create func() (*instance, error)
+	create func(context.Context) (*instance, error)
 
 	mu     sync.Mutex
 	idle   []*instance
 	closed bool
 }
 
-func newPool(max int, create func() (*instance, error)) *pool {
+func newPool(max int, create func(context.Context) (*instance, error)) *pool {
 	return &pool{slots: make(chan struct{}, max), create: create}
 }
 
@@ -382,7 +395,7 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 		return in, nil
 	}
 	p.mu.Unlock()
-	in, err := p.create()
+	in, err := p.create(ctx)
 	if err != nil {
 		<-p.slots
 		return nil, err

@@ -41,7 +41,7 @@ func Main() {
 }
 
 func childMain() int {
-	hostEnd, err := openPipeConn(fromHostFD, toHostFD)
+	hostEnd, err := openPipeConn(fromHostFD, toHostFD, "connection")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox: the pipes to the host:", err)
 		return 70
@@ -104,12 +104,29 @@ func (s *child) handle(f *frame) {
 			s.rt.Evict(f.VersionUID)
 		}
 	default:
-		if f.Version != nil {
-			s.mu.Lock()
-			s.versions[f.Version.UID] = f.Version
-			s.mu.Unlock()
+		s.accept(f)
+		s.work.run(func() { s.serve(nil, f) })
+	}
+}
+
+// accept keeps the version a request carries.
+func (s *child) accept(f *frame) {
+	if f.Version != nil {
+		s.mu.Lock()
+		s.versions[f.Version.UID] = f.Version
+		s.mu.Unlock()
+	}
+}
+
+// runLane runs the invocations that come over lane l until it ends.
+func (s *child) runLane(l *childLane) {
+	for {
+		f := l.next()
+		if f == nil {
+			return
 		}
-		s.work.run(func() { s.serve(f) })
+		s.accept(f)
+		s.serve(l, f)
 	}
 }
 
@@ -140,10 +157,24 @@ func (s *child) init(m *initMsg) {
 		InvocationTimeout: m.InvocationTimeout,
 		StartupTimeout:    m.StartupTimeout,
 		Transport:         transport{s},
-		LogSink: func(worker, version, level, msg string) {
-			_ = s.c.write(&frame{Op: opLog, Log: &logMsg{Worker: worker, Version: version, Level: level, Message: msg}})
+		// A line goes the way its invocation's reply will, ahead of it.
+		LogSink: func(ctx context.Context, worker, version, level, msg string) {
+			f := &frame{Op: opLog, Log: &logMsg{Worker: worker, Version: version, Level: level, Message: msg}}
+			if l := invOf(ctx).lane; l != nil {
+				_ = l.write(f)
+				return
+			}
+			_ = s.c.write(f)
 		},
 	})
+	for i := range m.Lanes {
+		l, err := openChildLane(i)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(70)
+		}
+		go s.runLane(l)
+	}
 }
 
 func (s *child) version(f *frame) (*abi.Version, error) {
@@ -151,24 +182,56 @@ func (s *child) version(f *frame) (*abi.Version, error) {
 	defer s.mu.Unlock()
 	v := s.versions[f.VersionUID]
 	if v == nil {
-		return nil, fmt.Errorf("sandbox: the version %s was never sent", f.VersionUID)
+		return nil, fmt.Errorf("%w: %s", errVersionNotSent, f.VersionUID)
 	}
 	return v, nil
 }
 
+// errVersionNotSent: a request named a version the sandbox does not hold
+// (the host sends it again with the request).
+var errVersionNotSent = errors.New("sandbox: the request's version was never sent")
+
 type invKey struct{}
 
-func invOf(ctx context.Context) uint64 {
-	id, _ := ctx.Value(invKey{}).(uint64)
-	return id
+// inv is what an invocation's context carries: its ID, which its sends,
+// settlements and fetches name, and the lane it came over (nil: the
+// connection), which they go over.
+type inv struct {
+	id   uint64
+	lane *childLane
 }
 
-// serve runs one request of the host on its own goroutine; the context
-// carries the request's ID (so that sends, settlements and fetches name
-// their invocation) and ends at its deadline or on opCancel.
-func (s *child) serve(f *frame) {
+func invOf(ctx context.Context) inv {
+	in, _ := ctx.Value(invKey{}).(inv)
+	return in
+}
+
+// caller is the way to the host: the connection or a lane.
+type caller interface {
+	call(ctx context.Context, f *frame) (*frame, error)
+}
+
+// to is the way to the host of the invocation of ctx.
+func (s *child) to(ctx context.Context) caller {
+	if l := invOf(ctx).lane; l != nil {
+		return l
+	}
+	return s.c
+}
+
+// serve runs one request of the host that came over lane l (nil: the
+// connection) and replies the same way; the context carries the
+// invocation (inv) and ends at its deadline or on opCancel.
+func (s *child) serve(l *childLane, f *frame) {
 	r := &frame{}
-	defer func() { s.c.reply(f, r) }()
+	defer func() {
+		if l == nil {
+			s.c.reply(f, r)
+			return
+		}
+		r.ID, r.Reply = f.ID, true
+		_ = l.write(r)
+	}()
 	if s.rt == nil {
 		r.Err = toWire(errors.New("sandbox: not initialised"))
 		return
@@ -178,7 +241,7 @@ func (s *child) serve(f *frame) {
 		r.Err = toWire(err)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), invKey{}, f.ID))
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), invKey{}, inv{id: f.ID, lane: l}))
 	if !f.Deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, f.Deadline)
 	}
@@ -253,8 +316,8 @@ func (s *child) fetch(ctx context.Context, v *abi.Version, f *frame) (*httpMsg, 
 // ask sends a request to the host for the invocation of ctx and waits for
 // the reply (the host answers within the invocation's life).
 func (s *child) ask(ctx context.Context, f *frame) (*frame, error) {
-	f.Inv = invOf(ctx)
-	r, err := s.c.call(ctx, f)
+	f.Inv = invOf(ctx).id
+	r, err := s.to(ctx).call(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +345,7 @@ type settler struct {
 // invocation calls it: the host answers unknown_batch once that one ended.
 func (x settler) Settle(ctx context.Context, batchID string, st abi.Settlement) error {
 	f := &frame{Op: opSettle, BatchID: batchID, Settlement: toWireSettlement(st), Inv: x.inv}
-	r, err := x.s.c.call(ctx, f)
+	r, err := x.s.to(ctx).call(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,7 @@ func appendFrame(b []byte, f *frame) []byte {
 		e.int(4, m.MemoryLimit)
 		e.int(5, m.AddressSpace)
 		e.int(6, int64(m.MaxStack))
+		e.int(7, int64(m.Lanes))
 		e.end(at)
 	}
 	if v := f.Version; v != nil {
@@ -319,6 +320,8 @@ func decodeFrame(b []byte, f *frame) error {
 					m.AddressSpace = s.int()
 				case 6:
 					m.MaxStack = s.intN()
+				case 7:
+					m.Lanes = s.intN()
 				default:
 					s.skip()
 				}

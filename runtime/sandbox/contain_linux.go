@@ -38,7 +38,8 @@ const opSelfTest = "selftest"
 // Resource limits of the sandbox process, beside RLIMIT_AS (Options.AddressSpace).
 const (
 	// sandboxNoFile is RLIMIT_NOFILE: a sandbox holds its standard
-	// descriptors, its two pipes to the host and the Go runtime's poller.
+	// descriptors, its two pipes to the host, two per lane (at most
+	// maxLanes) and the Go runtime's poller.
 	sandboxNoFile = 64
 )
 

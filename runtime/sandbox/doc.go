@@ -14,12 +14,20 @@
 //
 // A sandbox is the host's own executable started with EnvVar=1: Main, the
 // first call of every program that can start a host, then serves the host
-// on two pipes (fds 3 and 4, pipe.go) and exits. Frames are length-prefixed, in the
-// protocol-buffer wire format (codec.go, written with protowire); requests
-// go both ways and are multiplexed by ID; concurrent writers' frames are
-// coalesced into one write. In the sandbox each request of the host runs
-// on a worker goroutine kept between requests (workers.go), whose stack,
-// grown by goja's interpreter, is reused rather than grown again.
+// on two pipes (fds 3 and 4, pipe.go) and exits. Frames are
+// length-prefixed, in the protocol-buffer wire format (codec.go, written
+// with protowire); requests go both ways and are multiplexed by ID;
+// concurrent writers' frames are coalesced into one write. In the sandbox
+// each request of the host that comes this way runs on a worker goroutine
+// kept between requests (workers.go), whose stack, grown by goja's
+// interpreter, is reused rather than grown again. Besides that connection
+// a sandbox has Options.Lanes lanes (lane.go, fds 5 on): pipe pairs that
+// one invocation has to itself, read by the goroutine that waits for the
+// frame, so that an invocation and its sends cost no hand-over between
+// goroutines; an invocation goes over the connection only when every lane
+// is busy. Pipe I/O is raw system calls on the runtime's poller (rawFile,
+// pipe.go). A worker's log lines go the way its invocation's reply goes,
+// ahead of it, so a line is in the log when the invocation returns.
 //
 // Pool (the host side) keeps a ModuleWorker's invocations in a sandbox of
 // its own (all of the worker's versions share it; Options.Instances lets a

@@ -38,6 +38,10 @@ const (
 	DefaultFetchPerCall      = 6   // concurrent outbound fetches per invocation, as Cloudflare allows
 	DefaultFetchPerHost      = 16  // connections per destination
 	DefaultFetchTotal        = 256 // concurrent outbound fetches of the whole host
+	DefaultLanes             = 8   // lanes per sandbox (lane.go)
+	DefaultMaxLaneCalls      = 64  // invocations over lanes at once, host-wide
+
+	maxLanes = 24 // the sandbox's descriptors stay under sandboxNoFile
 )
 
 // Errors of the pool.
@@ -92,6 +96,14 @@ type Options struct {
 	// missing in the next (the conformance kit keeps a batch that way).
 	Instances int
 	SpreadAt  int
+	// Lanes is how many invocations of a sandbox run over lanes of their
+	// own (lane.go) rather than over its shared connection (default
+	// DefaultLanes; negative: none; at most maxLanes). Each lane is two
+	// pipes, so two descriptors in the host and two in the sandbox. MaxLaneCalls bounds
+	// the invocations over lanes at once in the whole host (default
+	// DefaultMaxLaneCalls).
+	Lanes        int
+	MaxLaneCalls int
 	// GCPercent is each sandbox's GOGC (default 400). A sandbox's live
 	// heap is small (its runtimes and the invocations in flight) and
 	// every invocation allocates, so at the Go default it collects every
@@ -185,6 +197,17 @@ func (o Options) withDefaults() Options {
 	if o.MaxTasks <= 0 {
 		o.MaxTasks = DefaultMaxTasks
 	}
+	switch {
+	case o.Lanes == 0:
+		o.Lanes = DefaultLanes
+	case o.Lanes < 0:
+		o.Lanes = 0
+	case o.Lanes > maxLanes:
+		o.Lanes = maxLanes
+	}
+	if o.MaxLaneCalls <= 0 {
+		o.MaxLaneCalls = DefaultMaxLaneCalls
+	}
 	return o
 }
 
@@ -204,6 +227,9 @@ type Pool struct {
 
 	endsMu sync.Mutex
 	ends   map[string]int64 // Ends
+
+	laneCalls atomic.Int64 // invocations over lanes now (MaxLaneCalls)
+	laneTotal atomic.Int64 // invocations that went over a lane (tests)
 
 	mu       sync.Mutex
 	closed   bool
@@ -575,34 +601,49 @@ func (p *Pool) start(key string) (*proc, error) {
 	// round trip between two Go processes measured 16-36 µs over pipes
 	// and 29-66 µs over a socketpair on this project's 2-core machines,
 	// and an invocation that sends is two round trips.
-	toChild, err := newPipe()
+	toChildR, toChildW, err := newPipe()
 	if err != nil {
 		return nil, err
 	}
-	fromChild, err := newPipe()
+	fromChildR, fromChildW, err := newPipe()
 	if err != nil {
-		toChild.Close()
+		toChildR.Close()
+		toChildW.Close()
 		return nil, err
 	}
-	defer toChild.r.Close()
-	defer fromChild.w.Close()
-	hostEnd := pipeConn{r: fromChild.r, w: toChild.w}
+	defer toChildR.Close()
+	defer fromChildW.Close()
+	hostEnd, err := newPipeConn(fromChildR, toChildW)
+	if err != nil {
+		fromChildR.Close()
+		toChildW.Close()
+		return nil, err
+	}
+	lanes, laneFiles, err := hostLanes(p.opts.Lanes)
+	if err != nil {
+		hostEnd.Close()
+		return nil, err
+	}
+	defer closeLanes(nil, laneFiles, nil)
 	cmd := exec.Command(p.exe)
 	cmd.Dir = "/"
 	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none", "GOMAXPROCS="+strconv.Itoa(p.opts.Procs), "GOGC="+strconv.Itoa(p.opts.GCPercent))
-	cmd.ExtraFiles = []*os.File{toChild.r, fromChild.w} // the child's fds 3 and 4
+	cmd.ExtraFiles = append([]*os.File{toChildR, fromChildW}, laneFiles...) // the child's fds 3 and 4, then laneFD(i)
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cg := p.contain.prepare(p, cmd) // cgroup_linux.go
 	if cmd, err = p.contain.start(p, cmd); err != nil {
 		hostEnd.Close()
+		closeLanes(lanes, nil, nil)
 		cg.remove()
 		return nil, fmt.Errorf("sandbox: starting %s: %w", p.exe, err)
 	}
 	cg = p.contain.enter(p, cg, cmd.Process.Pid)
 	pr := &proc{pool: p, key: key, cmd: cmd, c: newConn(hostEnd), stderr: stderr, sent: map[string]bool{},
-		calls: map[uint64]*call{}, exited: make(chan struct{}), done: make(chan struct{}), lastUsed: time.Now(), cg: cg}
+		calls: map[uint64]*call{}, exited: make(chan struct{}), done: make(chan struct{}), lastUsed: time.Now(), cg: cg,
+		lanes: lanes}
+	pr.ending, pr.end = context.WithCancelCause(context.Background())
 	go func() {
 		_ = cmd.Wait()
 		pr.cgOOM = cg.oomKills() > 0
@@ -614,7 +655,7 @@ func (p *Pool) start(key string) (*proc, error) {
 	err = pr.c.write(&frame{Op: opInit, Init: &initMsg{
 		InvocationTimeout: p.opts.InvocationTimeout, StartupTimeout: p.opts.StartupTimeout,
 		AllowedFetchHosts: p.opts.AllowedFetchHosts, MemoryLimit: p.opts.MemoryLimit,
-		AddressSpace: p.opts.AddressSpace, MaxStack: p.opts.MaxStack,
+		AddressSpace: p.opts.AddressSpace, MaxStack: p.opts.MaxStack, Lanes: len(lanes),
 	}})
 	if err != nil {
 		pr.kill(EndInit, "it could not be initialised")
@@ -670,12 +711,16 @@ type proc struct {
 	cmd    *exec.Cmd
 	c      *conn
 	stderr *headBuffer
-	exited chan struct{} // closed once the process has been waited for
-	done   chan struct{} // closed once the connection is drained and calls failed
+	exited chan struct{}   // closed once the process has been waited for
+	done   chan struct{}   // closed once the connection is drained and calls failed
+	ending context.Context // cancelled once the sandbox is killed, stopped or its connection ended
+	end    context.CancelCauseFunc
 
-	mu         sync.Mutex // guards the fields below; users and lastUsed are the pool's
-	sent       map[string]bool
+	mu         sync.Mutex      // guards the fields below; users and lastUsed are the pool's
+	sent       map[string]bool // versions the sandbox has confirmed holding
 	calls      map[uint64]*call
+	lanes      []*laneEnd // the free lanes
+	lanesShut  bool       // the sandbox ended: a lane given back is closed
 	killReason string
 	killKind   string // an End constant, set with killReason by kill
 	endErr     error
@@ -731,6 +776,7 @@ const (
 // running fail with, kind one of the End constants.
 func (pr *proc) kill(kind, reason string) {
 	pr.dying.Store(true)
+	pr.end(ErrSandboxEnded)
 	pr.mu.Lock()
 	if pr.killReason == "" {
 		pr.killReason = reason
@@ -746,6 +792,7 @@ func (pr *proc) kill(kind, reason string) {
 // stop ends an idle sandbox: closing its pipes makes it exit.
 func (pr *proc) stop() {
 	pr.dying.Store(true)
+	pr.end(ErrSandboxEnded)
 	pr.mu.Lock()
 	if pr.killReason == "" {
 		pr.killReason = "idle"
@@ -761,17 +808,13 @@ func (pr *proc) stop() {
 }
 
 func (pr *proc) evict(versionUID string) {
-	// Under the write lock, in frame order with the invocations' frames.
-	pr.c.wmu.Lock()
 	pr.mu.Lock()
 	had := pr.sent[versionUID]
 	delete(pr.sent, versionUID)
 	pr.mu.Unlock()
-	if !had {
-		pr.c.wmu.Unlock()
-		return
+	if had {
+		_ = pr.c.write(&frame{Op: opEvict, VersionUID: versionUID})
 	}
-	_ = pr.c.encodeAndFlush(&frame{Op: opEvict, VersionUID: versionUID})
 }
 
 // readLoop serves the sandbox's requests until the connection ends, then
@@ -781,6 +824,7 @@ func (pr *proc) readLoop() {
 	defer close(pr.done)
 	_ = pr.c.readLoop(pr.handle, func(error) error {
 		pr.dying.Store(true)
+		pr.end(ErrSandboxEnded)
 		select {
 		case <-pr.exited:
 		case <-time.After(2 * time.Second):
@@ -806,6 +850,7 @@ func (pr *proc) readLoop() {
 		return pr.endErr
 	})
 	pr.c.c.Close()
+	pr.shutLanes()
 	pr.pool.mu.Lock()
 	if pr.pool.procs[pr.key] == pr {
 		delete(pr.pool.procs, pr.key)
@@ -849,42 +894,56 @@ func processRSS(pid int) int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// invoke sends f for v (the version itself the first time) and waits for
-// the reply, killing the sandbox when it does not answer in time.
+// invoke sends f for v and waits for the reply, killing the sandbox when
+// it does not answer in time. The version itself goes with f until the
+// sandbox has confirmed holding it (several invocations may carry it at
+// first); one that the sandbox no longer holds (an Evict crossed f) is
+// sent again with f.
 func (pr *proc) invoke(ctx context.Context, v *abi.Version, f *frame, deadline time.Time) (*frame, error) {
 	f.VersionUID, f.Deadline = v.UID, deadline
-	// The version goes with the first frame written that names it (the
-	// decision is made under the write lock, so frames naming it later
-	// are written after it).
-	prepare := func(f *frame) {
+	pr.mu.Lock()
+	if !pr.sent[v.UID] {
+		f.Version = v
+	}
+	pr.mu.Unlock()
+	r, err := pr.invokeOnce(ctx, v, f, deadline)
+	if errors.Is(err, errVersionNotSent) && f.Version == nil {
+		f.Version = v
+		r, err = pr.invokeOnce(ctx, v, f, deadline)
+	}
+	if r != nil && f.Version != nil && f.Op != opProbe {
 		pr.mu.Lock()
-		if !pr.sent[v.UID] {
-			f.Version = v
-			if f.Op != opProbe {
-				pr.sent[v.UID] = true
-			}
-		}
+		pr.sent[v.UID] = true
 		pr.mu.Unlock()
 	}
-	cl := &call{ctx: ctx, v: v, batch: f.batch, fetches: make(chan struct{}, pr.pool.opts.FetchPerCall)}
-	id, ch, err := pr.c.startPrepared(f, prepare, func(id uint64) {
+	return r, err
+}
+
+// invokeOnce runs f over a free lane, or over the connection when there is
+// none. The reply is nil when the sandbox did not answer.
+func (pr *proc) invokeOnce(ctx context.Context, v *abi.Version, f *frame, deadline time.Time) (*frame, error) {
+	// What the host performs for the invocation (sends, settlements,
+	// outbound fetches) stops when the caller gives up or the sandbox ends.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopEnd := context.AfterFunc(pr.ending, func() { cancel(context.Cause(pr.ending)) })
+	defer stopEnd()
+	cl := &call{ctx: cctx, v: v, batch: f.batch, fetches: make(chan struct{}, pr.pool.opts.FetchPerCall)}
+	if l := pr.takeLane(); l != nil {
+		r, ok, err := pr.invokeLane(ctx, l, cl, f, deadline)
+		pr.giveLane(l, ok)
+		return r, err
+	}
+	id, ch, err := pr.c.start(f, func(id uint64) {
 		pr.mu.Lock()
 		pr.calls[id] = cl
 		pr.mu.Unlock()
 	})
-	defer func() {
-		pr.mu.Lock()
-		delete(pr.calls, f.ID)
-		pr.mu.Unlock()
-	}()
+	defer pr.forgetCall(f.ID)
 	if err != nil {
 		return nil, pr.failure(v, err)
 	}
-
-	grace := pr.pool.opts.KillGrace
-	killTimer := time.AfterFunc(time.Until(deadline)+grace, func() {
-		pr.kill(EndTime, fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
-	})
+	killTimer := pr.killTimer(deadline)
 	defer killTimer.Stop()
 	select {
 	case r, ok := <-ch:
@@ -896,16 +955,147 @@ func (pr *proc) invoke(ctx context.Context, v *abi.Version, f *frame, deadline t
 	}
 	// The caller gave up: ask the sandbox to stop the invocation and give
 	// it the grace to do so.
-	_ = pr.c.write(&frame{Op: opCancel, Inv: id})
-	killTimer.Reset(grace)
+	pr.cancel(id, killTimer)
 	r, ok := <-ch
 	if !ok {
 		return nil, pr.failure(v, pr.c.err())
 	}
-	if r.Err != nil {
-		return nil, r.Err.err()
+	return r, cancelled(ctx, r)
+}
+
+// invokeLane runs f over the lane l, performing the sandbox's requests that
+// come on it until the reply; ok is false when the lane can no longer be
+// used (the sandbox ended).
+func (pr *proc) invokeLane(ctx context.Context, l *laneEnd, cl *call, f *frame, deadline time.Time) (r *frame, ok bool, err error) {
+	f.ID = pr.c.newID()
+	pr.mu.Lock()
+	pr.calls[f.ID] = cl
+	pr.mu.Unlock()
+	defer pr.forgetCall(f.ID)
+	killTimer := pr.killTimer(deadline)
+	defer killTimer.Stop()
+	// The lane is read on this goroutine: a caller that gives up asks the
+	// sandbox to stop over the connection, and reads on.
+	stop := context.AfterFunc(ctx, func() { pr.cancel(f.ID, killTimer) })
+	defer stop()
+	if err := l.write(f); err != nil {
+		return nil, false, pr.laneFailure(cl.v, err)
 	}
-	return nil, context.Cause(ctx)
+	for {
+		g, err := l.read()
+		if err != nil {
+			return nil, false, pr.laneFailure(cl.v, err)
+		}
+		if g.Reply {
+			if g.ID != f.ID {
+				continue // no reply but the invocation's comes over a lane
+			}
+			if ctx.Err() != nil {
+				return g, true, cancelled(ctx, g)
+			}
+			return g, true, g.Err.err()
+		}
+		if g.Op == opLog {
+			pr.log(g)
+			continue
+		}
+		// A request behind which more wait, or an outbound fetch (slow by
+		// nature), is performed on a goroutine of its own; the others here.
+		if g.Op == opOutbound || l.br.Buffered() > 0 {
+			go func() { _ = l.write(pr.answer(g)) }()
+		} else {
+			_ = l.write(pr.answer(g))
+		}
+	}
+}
+
+// cancelled is the outcome of an invocation whose caller gave up: the
+// sandbox's error if it failed, else why the caller gave up.
+func cancelled(ctx context.Context, r *frame) error {
+	if r.Err != nil {
+		return r.Err.err()
+	}
+	return context.Cause(ctx)
+}
+
+// killTimer kills the sandbox KillGrace after deadline.
+func (pr *proc) killTimer(deadline time.Time) *time.Timer {
+	grace := pr.pool.opts.KillGrace
+	return time.AfterFunc(time.Until(deadline)+grace, func() {
+		pr.kill(EndTime, fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
+	})
+}
+
+// cancel asks the sandbox to stop the invocation id and gives it
+// KillGrace to do so.
+func (pr *proc) cancel(id uint64, killTimer *time.Timer) {
+	_ = pr.c.write(&frame{Op: opCancel, Inv: id})
+	killTimer.Reset(pr.pool.opts.KillGrace)
+}
+
+func (pr *proc) forgetCall(id uint64) {
+	pr.mu.Lock()
+	delete(pr.calls, id)
+	pr.mu.Unlock()
+}
+
+// laneFailure is the error of an invocation whose lane broke: the sandbox
+// ended (why is known once its connection is drained), or, if it has not
+// within a few seconds, it is killed as broken.
+func (pr *proc) laneFailure(v *abi.Version, err error) error {
+	select {
+	case <-pr.done:
+	case <-time.After(3 * time.Second):
+		pr.kill(EndCrash, fmt.Sprintf("crash (its lane to the host broke: %v)", err))
+		<-pr.done
+	}
+	return pr.failure(v, pr.c.err())
+}
+
+// takeLane returns a free lane of the sandbox, nil when none is free or
+// the host's MaxLaneCalls are running.
+func (pr *proc) takeLane() *laneEnd {
+	p := pr.pool
+	if p.laneCalls.Add(1) > int64(p.opts.MaxLaneCalls) {
+		p.laneCalls.Add(-1)
+		return nil
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	n := len(pr.lanes)
+	if n == 0 || pr.lanesShut {
+		p.laneCalls.Add(-1)
+		return nil
+	}
+	l := pr.lanes[n-1]
+	pr.lanes = pr.lanes[:n-1]
+	p.laneTotal.Add(1)
+	return l
+}
+
+// giveLane returns l to the free lanes, or closes it when it broke or the
+// sandbox ended.
+func (pr *proc) giveLane(l *laneEnd, ok bool) {
+	pr.pool.laneCalls.Add(-1)
+	pr.mu.Lock()
+	if ok && !pr.lanesShut {
+		pr.lanes = append(pr.lanes, l)
+		l = nil
+	}
+	pr.mu.Unlock()
+	if l != nil {
+		l.close()
+	}
+}
+
+// shutLanes closes the free lanes once the sandbox has ended (the busy
+// ones are closed as they are given back).
+func (pr *proc) shutLanes() {
+	pr.mu.Lock()
+	free := pr.lanes
+	pr.lanes, pr.lanesShut = nil, true
+	pr.mu.Unlock()
+	closeLanes(free, nil, nil)
 }
 
 // failure logs to the worker's log why its invocation failed when the
@@ -918,26 +1108,37 @@ func (pr *proc) failure(v *abi.Version, err error) error {
 	return err
 }
 
-// handle serves a request of the sandbox (on the read goroutine: anything
-// that can wait runs on its own goroutine).
+// handle serves a request of the sandbox that came over the connection
+// (on the read goroutine: anything that can wait runs on its own
+// goroutine).
 func (pr *proc) handle(f *frame) {
 	if f.Op == opLog {
-		if f.Log != nil && pr.pool.limiter.allow(f.Log.Worker, time.Now()) {
-			if n := pr.pool.limiter.takeDropped(f.Log.Worker); n > 0 {
-				pr.pool.logs.Add(f.Log.Worker, f.Log.Version, "warn", fmt.Sprintf("%d log lines were dropped: the worker logged more than %d lines per second", n, pr.pool.opts.LogRate))
-			}
-			pr.pool.logs.Add(f.Log.Worker, f.Log.Version, f.Log.Level, f.Log.Message)
-		}
+		pr.log(f)
 		return
 	}
+	go func() { pr.c.reply(f, pr.answer(f)) }()
+}
+
+// log keeps a line the sandbox logged, within the worker's rate.
+func (pr *proc) log(f *frame) {
+	if f.Log != nil && pr.pool.limiter.allow(f.Log.Worker, time.Now()) {
+		if n := pr.pool.limiter.takeDropped(f.Log.Worker); n > 0 {
+			pr.pool.logs.Add(f.Log.Worker, f.Log.Version, "warn", fmt.Sprintf("%d log lines were dropped: the worker logged more than %d lines per second", n, pr.pool.opts.LogRate))
+		}
+		pr.pool.logs.Add(f.Log.Worker, f.Log.Version, f.Log.Level, f.Log.Message)
+	}
+}
+
+// answer performs a request of the sandbox for the invocation it names and
+// returns the reply.
+func (pr *proc) answer(f *frame) *frame {
 	pr.mu.Lock()
 	cl := pr.calls[f.Inv]
 	pr.mu.Unlock()
-	go func() {
-		r := &frame{}
-		r.IDs, r.HTTP, r.Err = pr.serve(cl, f)
-		pr.c.reply(f, r)
-	}()
+	r := &frame{}
+	r.IDs, r.HTTP, r.Err = pr.serve(cl, f)
+	r.ID, r.Reply = f.ID, true
+	return r
 }
 
 func (pr *proc) serve(cl *call, f *frame) ([]string, *httpMsg, *wireErr) {

@@ -67,6 +67,7 @@ type initMsg struct {
 	MemoryLimit       int64
 	AddressSpace      int64
 	MaxStack          int
+	Lanes             int // lanes at laneFD(0), laneFD(1), ...
 }
 
 // wireOutgoing and wireSettlement carry an optional delay explicitly: the
@@ -163,6 +164,7 @@ const (
 	errKindTooLarge       = "request_too_large"
 	errKindExhausted      = "exhausted"
 	errKindTimeout        = "timeout"
+	errKindNoVersion      = "no_version"
 	errKindOther          = "other"
 )
 
@@ -196,6 +198,8 @@ func toWire(err error) *wireErr {
 		w.Kind = errKindExhausted
 	case errors.Is(err, js.ErrTimeout):
 		w.Kind = errKindTimeout
+	case errors.Is(err, errVersionNotSent):
+		w.Kind = errKindNoVersion
 	default:
 		for code, sentinel := range codeErrs {
 			if errors.Is(err, sentinel) {
@@ -234,6 +238,8 @@ func (w *wireErr) err() error {
 		sentinel = js.ErrRuntimeExhausted
 	case errKindTimeout:
 		sentinel = js.ErrTimeout
+	case errKindNoVersion:
+		sentinel = errVersionNotSent
 	case errKindCode:
 		sentinel = codeErrs[w.Code]
 	}
@@ -273,16 +279,10 @@ func newConn(c io.ReadWriteCloser) *conn {
 	return &conn{c: c, pending: map[uint64]chan *frame{}}
 }
 
-// write encodes f and sends it.
+// write encodes f into the buffer and, unless another writer is writing
+// (it will write f too), writes the buffer until it is empty.
 func (c *conn) write(f *frame) error {
 	c.wmu.Lock()
-	return c.encodeAndFlush(f)
-}
-
-// encodeAndFlush appends f to the buffer and, unless another writer is
-// writing (it will write f too), writes the buffer until it is empty. It
-// is called with wmu held and releases it.
-func (c *conn) encodeAndFlush(f *frame) error {
 	if c.werr != nil {
 		err := c.werr
 		c.wmu.Unlock()
@@ -316,13 +316,7 @@ func (c *conn) encodeAndFlush(f *frame) error {
 // start registers a request and writes it; wait for the reply on the
 // returned channel (closed without a value when the connection ends).
 // before, when not nil, sees the request's ID before it is written.
-func (c *conn) start(f *frame, before ...func(id uint64)) (uint64, chan *frame, error) {
-	return c.startPrepared(f, nil, before...)
-}
-
-// startPrepared is start with prepare called on f under the write lock,
-// right before it is encoded: what prepare decides is in frame order.
-func (c *conn) startPrepared(f *frame, prepare func(*frame), before ...func(id uint64)) (uint64, chan *frame, error) {
+func (c *conn) start(f *frame, before func(id uint64)) (uint64, chan *frame, error) {
 	ch := make(chan *frame, 1)
 	c.mu.Lock()
 	if c.closed != nil {
@@ -333,18 +327,23 @@ func (c *conn) startPrepared(f *frame, prepare func(*frame), before ...func(id u
 	f.ID = c.nextID
 	c.pending[f.ID] = ch
 	c.mu.Unlock()
-	for _, b := range before {
-		b(f.ID)
+	if before != nil {
+		before(f.ID)
 	}
-	c.wmu.Lock()
-	if prepare != nil {
-		prepare(f)
-	}
-	if err := c.encodeAndFlush(f); err != nil {
+	if err := c.write(f); err != nil {
 		c.forget(f.ID)
 		return 0, nil, fmt.Errorf("sandbox: writing to the sandbox connection: %w", err)
 	}
 	return f.ID, ch, nil
+}
+
+// newID is a request ID of this side that no request over the connection
+// will have (for an invocation over a lane).
+func (c *conn) newID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	return c.nextID
 }
 
 func (c *conn) forget(id uint64) {
@@ -355,7 +354,7 @@ func (c *conn) forget(id uint64) {
 
 // call is start and a wait bounded by ctx.
 func (c *conn) call(ctx context.Context, f *frame) (*frame, error) {
-	id, ch, err := c.start(f)
+	id, ch, err := c.start(f, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -137,10 +137,7 @@ type childLane struct {
 	requests chan *frame   // the next invocation, from whoever read it
 	dead     chan struct{} // closed when reading the lane failed
 	fail     sync.Once
-
-	mu      sync.Mutex
-	nextID  uint64
-	pending map[uint64]chan *frame
+	replies  replies // the calls waiting for the host's replies
 }
 
 // openChildLane opens lane i from the descriptors the sandbox inherited.
@@ -154,7 +151,7 @@ func openChildLane(i int) (*childLane, error) {
 
 func newChildLane(e *laneEnd) *childLane {
 	l := &childLane{laneEnd: e, tok: make(chan struct{}, 1), requests: make(chan *frame, 1),
-		dead: make(chan struct{}), pending: map[uint64]chan *frame{}}
+		dead: make(chan struct{})}
 	l.tok <- struct{}{}
 	return l
 }
@@ -164,30 +161,22 @@ func (l *childLane) next() *frame { return l.await(l.requests, nil) }
 
 // call sends a request to the host and waits for its reply, or for ctx.
 func (l *childLane) call(ctx context.Context, f *frame) (*frame, error) {
-	ch := make(chan *frame, 1)
-	l.mu.Lock()
-	l.nextID++
-	f.ID = l.nextID
-	l.pending[f.ID] = ch
-	l.mu.Unlock()
+	ch, err := l.replies.add(f)
+	if err != nil {
+		return nil, err
+	}
 	if err := l.write(f); err != nil {
-		l.forget(f.ID)
+		l.replies.forget(f.ID)
 		return nil, fmt.Errorf("%w: %w", errLaneEnded, err)
 	}
 	if r := l.await(ch, ctx.Done()); r != nil {
 		return r, nil
 	}
-	l.forget(f.ID)
+	l.replies.forget(f.ID)
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
 	return nil, errLaneEnded
-}
-
-func (l *childLane) forget(id uint64) {
-	l.mu.Lock()
-	delete(l.pending, id)
-	l.mu.Unlock()
 }
 
 // await returns the frame sent on ch, reading the lane itself whenever no
@@ -218,7 +207,10 @@ func (l *childLane) await(ch chan *frame, done <-chan struct{}) *frame {
 		}
 		f, err := l.read()
 		if err != nil {
-			l.fail.Do(func() { close(l.dead) })
+			l.fail.Do(func() {
+				l.replies.close(errLaneEnded)
+				close(l.dead)
+			})
 			l.tok <- struct{}{}
 			return nil
 		}
@@ -232,13 +224,7 @@ func (l *childLane) await(ch chan *frame, done <-chan struct{}) *frame {
 // the lane's goroutine.
 func (l *childLane) dispatch(f *frame) {
 	if f.Reply {
-		l.mu.Lock()
-		ch := l.pending[f.ID]
-		delete(l.pending, f.ID)
-		l.mu.Unlock()
-		if ch != nil {
-			ch <- f
-		}
+		l.replies.deliver(f)
 		return
 	}
 	select {

@@ -91,9 +91,9 @@ func TestLaneCallsGetTheirOwnReplies(t *testing.T) {
 	if f := l.next(); f == nil || f.ID != 42 || f.Op != opFetch {
 		t.Fatalf("next: %+v, want the invocation the host wrote", f)
 	}
-	l.mu.Lock()
-	left := len(l.pending)
-	l.mu.Unlock()
+	l.replies.mu.Lock()
+	left := len(l.replies.pending)
+	l.replies.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d calls still pending", left)
 	}

@@ -265,10 +265,79 @@ type conn struct {
 	writing     bool  // a writer is writing (the others only append)
 	werr        error // the first write error: the connection is broken
 
+	replies replies // this side's requests waiting for their replies
+}
+
+// replies matches the replies that come over a connection or a lane to
+// the requests of this side waiting for them, by request ID. Once closed
+// (the way ended) it registers nothing more and every waiting request's
+// channel is closed.
+type replies struct {
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan *frame
 	closed  error
+}
+
+// add gives f the next request ID and returns the channel its reply will
+// come on, or the error the way ended with.
+func (r *replies) add(f *frame) (chan *frame, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed != nil {
+		return nil, r.closed
+	}
+	if r.pending == nil {
+		r.pending = map[uint64]chan *frame{}
+	}
+	r.nextID++
+	f.ID = r.nextID
+	ch := make(chan *frame, 1)
+	r.pending[f.ID] = ch
+	return ch, nil
+}
+
+// newID is a request ID that no request added will have.
+func (r *replies) newID() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	return r.nextID
+}
+
+// deliver passes reply f to the request waiting for it; a reply nobody
+// waits for any more is dropped.
+func (r *replies) deliver(f *frame) {
+	r.mu.Lock()
+	ch := r.pending[f.ID]
+	delete(r.pending, f.ID)
+	r.mu.Unlock()
+	if ch != nil {
+		ch <- f
+	}
+}
+
+func (r *replies) forget(id uint64) {
+	r.mu.Lock()
+	delete(r.pending, id)
+	r.mu.Unlock()
+}
+
+// close ends the way with err: every waiting request's channel is closed.
+func (r *replies) close(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = err
+	for id, ch := range r.pending {
+		close(ch)
+		delete(r.pending, id)
+	}
+}
+
+func (r *replies) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // readBufferSize is the read buffer of a conn: a frame of a batch of 100
@@ -276,7 +345,7 @@ type conn struct {
 const readBufferSize = 64 << 10
 
 func newConn(c io.ReadWriteCloser) *conn {
-	return &conn{c: c, pending: map[uint64]chan *frame{}}
+	return &conn{c: c}
 }
 
 // write encodes f into the buffer and, unless another writer is writing
@@ -317,21 +386,15 @@ func (c *conn) write(f *frame) error {
 // returned channel (closed without a value when the connection ends).
 // before, when not nil, sees the request's ID before it is written.
 func (c *conn) start(f *frame, before func(id uint64)) (uint64, chan *frame, error) {
-	ch := make(chan *frame, 1)
-	c.mu.Lock()
-	if c.closed != nil {
-		c.mu.Unlock()
-		return 0, nil, c.closed
+	ch, err := c.replies.add(f)
+	if err != nil {
+		return 0, nil, err
 	}
-	c.nextID++
-	f.ID = c.nextID
-	c.pending[f.ID] = ch
-	c.mu.Unlock()
 	if before != nil {
 		before(f.ID)
 	}
 	if err := c.write(f); err != nil {
-		c.forget(f.ID)
+		c.replies.forget(f.ID)
 		return 0, nil, fmt.Errorf("sandbox: writing to the sandbox connection: %w", err)
 	}
 	return f.ID, ch, nil
@@ -339,18 +402,7 @@ func (c *conn) start(f *frame, before func(id uint64)) (uint64, chan *frame, err
 
 // newID is a request ID of this side that no request over the connection
 // will have (for an invocation over a lane).
-func (c *conn) newID() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.nextID++
-	return c.nextID
-}
-
-func (c *conn) forget(id uint64) {
-	c.mu.Lock()
-	delete(c.pending, id)
-	c.mu.Unlock()
-}
+func (c *conn) newID() uint64 { return c.replies.newID() }
 
 // call is start and a wait bounded by ctx.
 func (c *conn) call(ctx context.Context, f *frame) (*frame, error) {
@@ -365,16 +417,12 @@ func (c *conn) call(ctx context.Context, f *frame) (*frame, error) {
 		}
 		return r, nil
 	case <-ctx.Done():
-		c.forget(id)
+		c.replies.forget(id)
 		return nil, context.Cause(ctx)
 	}
 }
 
-func (c *conn) err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *conn) err() error { return c.replies.err() }
 
 // readLoop reads frames until the connection ends, passing replies to their
 // callers and everything else to handle (called on the read goroutine: it
@@ -389,13 +437,7 @@ func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error 
 			break
 		}
 		if f.Reply {
-			c.mu.Lock()
-			ch := c.pending[f.ID]
-			delete(c.pending, f.ID)
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- f
-			}
+			c.replies.deliver(f)
 			continue
 		}
 		handle(f)
@@ -403,13 +445,7 @@ func (c *conn) readLoop(handle func(*frame), closedErr func(error) error) error 
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 		err = io.EOF
 	}
-	c.mu.Lock()
-	c.closed = closedErr(err)
-	for id, ch := range c.pending {
-		close(ch)
-		delete(c.pending, id)
-	}
-	c.mu.Unlock()
+	c.replies.close(closedErr(err))
 	return err
 }
 

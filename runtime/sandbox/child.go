@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/js"
@@ -50,7 +51,8 @@ func childMain() int {
 	// loads comes over the connection.
 	_ = os.Chdir("/")
 	c := newConn(hostEnd)
-	s := &child{c: c, versions: map[string]*abi.Version{}, calls: map[uint64]context.CancelFunc{}}
+	s := &child{c: c, versions: map[string]*abi.Version{}, calls: map[uint64]context.CancelFunc{},
+		early: map[uint64]time.Time{}, earlyHorizon: time.Minute}
 	err = c.readLoop(s.handle, func(err error) error { return err })
 	if s.rt != nil {
 		s.rt.Close()
@@ -71,6 +73,12 @@ type child struct {
 	mu       sync.Mutex
 	versions map[string]*abi.Version
 	calls    map[uint64]context.CancelFunc
+	// early holds cancels that came before their invocation started
+	// (opCancel comes over the connection, the invocation over a lane or
+	// to a worker goroutine), each with when it came; one older than
+	// earlyHorizon is dropped.
+	early        map[uint64]time.Time
+	earlyHorizon time.Duration
 
 	work workers // runs the requests (serve)
 }
@@ -82,6 +90,9 @@ func (s *child) handle(f *frame) {
 	case opCancel:
 		s.mu.Lock()
 		cancel := s.calls[f.Inv]
+		if cancel == nil {
+			s.cancelEarly(f.Inv, time.Now())
+		}
 		s.mu.Unlock()
 		if cancel != nil {
 			cancel()
@@ -118,6 +129,17 @@ func (s *child) accept(f *frame) {
 	}
 }
 
+// cancelEarly keeps the cancel of invocation id, which has not started
+// (or has already ended), for it to find when it starts; s.mu is held.
+func (s *child) cancelEarly(id uint64, now time.Time) {
+	for k, at := range s.early {
+		if now.Sub(at) > s.earlyHorizon {
+			delete(s.early, k)
+		}
+	}
+	s.early[id] = now
+}
+
 // runLane runs the invocations that come over lane l until it ends.
 func (s *child) runLane(l *childLane) {
 	for {
@@ -144,6 +166,12 @@ func (s *child) init(m *initMsg) {
 	}
 	if m.MaxStack > 0 {
 		debug.SetMaxStack(m.MaxStack)
+	}
+	if m.InvocationTimeout > 0 {
+		// The host kills a sandbox whose invocation outlives its
+		// deadline by KillGrace: no invocation starts later than that
+		// after its cancel.
+		s.earlyHorizon = 2 * m.InvocationTimeout
 	}
 	// The sandbox's own containment (contain_linux.go), before any worker
 	// code: a sandbox that cannot apply what the host asked for ends here.
@@ -248,7 +276,12 @@ func (s *child) serve(l *childLane, f *frame) {
 	defer cancel()
 	s.mu.Lock()
 	s.calls[f.ID] = cancel
+	_, cancelled := s.early[f.ID]
+	delete(s.early, f.ID)
 	s.mu.Unlock()
+	if cancelled {
+		cancel()
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.calls, f.ID)

@@ -196,3 +196,33 @@ func TestVersionSentAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelBeforeStart: a caller that has given up before its invocation
+// starts (the cancel, over the connection, may reach the sandbox before
+// the invocation, over a lane) gets its cancellation, and the sandbox is
+// not killed for running past the grace.
+func TestCancelBeforeStart(t *testing.T) {
+	p := newPool(t, Options{Sender: &recSender{}, KillGrace: 300 * time.Millisecond})
+	v := worker("early", `export default { async fetch() {
+		await new Promise(r => setTimeout(r, 2000));
+		return new Response("late");
+	} };`)
+	if _, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w/", nil), "/"); err != nil {
+		t.Fatal(err) // starts the sandbox (the 2 s wait is within its 5 s limit)
+	}
+	for i := range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		t0 := time.Now()
+		_, err := p.Fetch(ctx, v, httptest.NewRequest("GET", "http://w/", nil), "/")
+		if err == nil {
+			t.Fatalf("%d: a fetch whose caller had given up succeeded", i)
+		}
+		if d := time.Since(t0); d > time.Second {
+			t.Fatalf("%d: the cancelled fetch took %v (%v)", i, d, err)
+		}
+	}
+	if n := p.Ends()[EndTime]; n != 0 {
+		t.Fatalf("%d sandboxes killed for time: a cancel that came before its invocation was lost", n)
+	}
+}

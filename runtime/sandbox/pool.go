@@ -99,9 +99,9 @@ type Options struct {
 	// Lanes is how many invocations of a sandbox run over lanes of their
 	// own (lane.go) rather than over its shared connection (default
 	// DefaultLanes; negative: none; at most maxLanes). Each lane is two
-	// pipes, so two descriptors in the host and two in the sandbox. MaxLaneCalls bounds
-	// the invocations over lanes at once in the whole host (default
-	// DefaultMaxLaneCalls).
+	// pipes, so two descriptors in the host and two in the sandbox.
+	// MaxLaneCalls bounds the invocations over lanes at once in the whole
+	// host (default DefaultMaxLaneCalls).
 	Lanes        int
 	MaxLaneCalls int
 	// GCPercent is each sandbox's GOGC (default 400). A sandbox's live

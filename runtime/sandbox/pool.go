@@ -713,7 +713,7 @@ type proc struct {
 	stderr *headBuffer
 	exited chan struct{}   // closed once the process has been waited for
 	done   chan struct{}   // closed once the connection is drained and calls failed
-	ending context.Context // cancelled once the sandbox is killed, stopped or its connection ended
+	ending context.Context // cancelled once the sandbox is killed, stopped or its connection ended (it is going)
 	end    context.CancelCauseFunc
 
 	mu         sync.Mutex      // guards the fields below; users and lastUsed are the pool's
@@ -724,7 +724,6 @@ type proc struct {
 	killReason string
 	killKind   string // an End constant, set with killReason by kill
 	endErr     error
-	dying      atomic.Bool // set once the sandbox is killed, stopped or its socket ended
 
 	users    int
 	lastUsed time.Time
@@ -743,17 +742,7 @@ type call struct {
 
 // ended reports whether the sandbox is gone or going: killed, stopped or
 // its socket ended (a new invocation must start another).
-func (pr *proc) ended() bool {
-	if pr.dying.Load() {
-		return true
-	}
-	select {
-	case <-pr.done:
-		return true
-	default:
-		return false
-	}
-}
+func (pr *proc) ended() bool { return pr.ending.Err() != nil }
 
 func (pr *proc) release() {
 	pr.pool.mu.Lock()
@@ -775,7 +764,6 @@ const (
 // kill ends the process at once; reason is what the invocations it was
 // running fail with, kind one of the End constants.
 func (pr *proc) kill(kind, reason string) {
-	pr.dying.Store(true)
 	pr.end(ErrSandboxEnded)
 	pr.mu.Lock()
 	if pr.killReason == "" {
@@ -791,7 +779,6 @@ func (pr *proc) kill(kind, reason string) {
 
 // stop ends an idle sandbox: closing its pipes makes it exit.
 func (pr *proc) stop() {
-	pr.dying.Store(true)
 	pr.end(ErrSandboxEnded)
 	pr.mu.Lock()
 	if pr.killReason == "" {
@@ -823,7 +810,6 @@ func (pr *proc) evict(versionUID string) {
 func (pr *proc) readLoop() {
 	defer close(pr.done)
 	_ = pr.c.readLoop(pr.handle, func(error) error {
-		pr.dying.Store(true)
 		pr.end(ErrSandboxEnded)
 		select {
 		case <-pr.exited:

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -62,138 +64,224 @@ const (
 )
 
 // appendFrame appends f, length first, to b.
+//
+// Every byte is written once, into a buffer grown once to its final size.
+// A length-delimited value's length comes before it, so each is measured
+// before it is written (as protobuf marshalers size a message first): the
+// encoder in sizing mode counts what it would append. Writing a value first
+// and then moving it up to put its length in front, as this encoder did at
+// first, copied a batch of 100 bodies of 127,000 B once per level it is
+// nested in, into a buffer grown by doubling: with 16 sendBatch calls at
+// once, enough copies to take a sandbox over its 512 MiB.
 func appendFrame(b []byte, f *frame) []byte {
-	e := encoder{b: b}
-	top := e.begin(0)
-	e.uint(fID, f.ID)
-	e.bool(fReply, f.Reply)
-	e.str(fOp, f.Op)
-	e.uint(fInv, f.Inv)
-	if m := f.Init; m != nil {
-		at := e.begin(fInit)
-		e.int(1, int64(m.InvocationTimeout))
-		e.int(2, int64(m.StartupTimeout))
-		e.strs(3, m.AllowedFetchHosts)
-		e.int(4, m.MemoryLimit)
-		e.int(5, m.AddressSpace)
-		e.int(6, int64(m.MaxStack))
-		e.int(7, int64(m.Lanes))
-		e.end(at)
-	}
-	if v := f.Version; v != nil {
-		at := e.begin(fVersion)
-		e.version(v)
-		e.end(at)
-	}
-	e.str(fVersionUID, f.VersionUID)
-	if !f.Deadline.IsZero() { // written even at the epoch (0)
-		e.b = protowire.AppendTag(e.b, fDeadline, protowire.VarintType)
-		e.b = protowire.AppendVarint(e.b, uint64(f.Deadline.UnixNano()))
-	}
-	if m := f.Batch; m != nil {
-		at := e.begin(fBatch)
-		e.str(1, m.ID)
-		e.str(2, m.Queue)
-		for i := range m.Messages {
-			msg := &m.Messages[i]
-			at := e.begin(3)
-			e.str(1, msg.ID)
-			e.int(2, msg.TimestampMillis)
-			e.bytes(3, msg.Body)
-			e.int(4, int64(msg.Attempts))
-			e.end(at)
-		}
-		e.end(at)
-	}
-	if m := f.HTTP; m != nil {
-		at := e.begin(fHTTP)
-		e.str(1, m.Method)
-		e.str(2, m.URL)
-		e.str(3, m.Host)
-		e.bool(4, m.TLS)
-		for k, vs := range m.Header {
-			at := e.begin(5)
-			e.str(1, k)
-			e.strs(2, vs)
-			e.end(at)
-		}
-		e.bytes(6, m.Body)
-		e.int(7, int64(m.Status))
-		e.str(8, m.StatusText)
-		e.end(at)
-	}
-	e.str(fPath, f.Path)
-	e.str(fQueueUID, f.QueueUID)
-	for i := range f.Messages {
-		m := &f.Messages[i]
-		at := e.begin(fMessages)
-		e.bytes(1, m.Body)
-		e.bool(2, m.HasDelay)
-		e.int(3, int64(m.Delay))
-		e.end(at)
-	}
-	if s := f.Settlement; s != nil {
-		at := e.begin(fSettlement)
-		e.int(1, int64(s.Kind))
-		e.str(2, s.MessageID)
-		e.bool(3, s.HasDelay)
-		e.int(4, int64(s.Delay))
-		e.end(at)
-	}
-	e.str(fBatchID, f.BatchID)
-	e.strs(fIDs, f.IDs)
-	e.strs(fHandlers, f.Handlers)
-	if l := f.Log; l != nil {
-		at := e.begin(fLog)
-		e.str(1, l.Worker)
-		e.str(2, l.Version)
-		e.str(3, l.Level)
-		e.str(4, l.Message)
-		e.end(at)
-	}
-	if w := f.Err; w != nil {
-		at := e.begin(fErr)
-		e.str(1, w.Kind)
-		e.str(2, w.Code)
-		e.str(3, w.Message)
-		e.str(4, w.File)
-		e.int(5, int64(w.Line))
-		e.int(6, int64(w.Column))
-		e.end(at)
-	}
-	e.end(top)
+	e := encoder{sizing: true}
+	e.fields(f)
+	size := e.n
+	e = encoder{b: grow(b, protowire.SizeBytes(size))}
+	e.b = appendVarint(e.b, uint64(size))
+	e.fields(f)
 	return e.b
 }
 
-func (e *encoder) version(v *abi.Version) {
-	e.str(1, v.UID)
-	e.str(2, v.Space)
-	e.str(3, v.WorkerUID)
-	e.str(4, v.Principal)
-	e.str(5, v.MainModule)
-	for _, m := range v.Modules {
-		at := e.begin(6)
-		e.str(1, m.Name)
-		e.str(2, m.Content)
-		e.end(at)
+// grow returns b with room for n more bytes. An empty b without the room is
+// replaced by a buffer of exactly n bytes; one holding frames already (a
+// connection's coalesced writes) grows as append grows it, so that frames
+// appended one by one do not each move all of it to a new buffer.
+func grow(b []byte, n int) []byte {
+	switch {
+	case cap(b)-len(b) >= n:
+		return b
+	case len(b) == 0:
+		return make([]byte, 0, n)
 	}
-	e.strMap(7, v.Vars)
-	e.strMap(8, v.Secrets)
-	for _, b := range v.Bindings {
-		at := e.begin(9)
-		e.str(1, b.Name)
-		e.str(2, b.QueueUID)
-		e.end(at)
+	return slices.Grow(b, n)
+}
+
+// encoder appends fields to b, zero values left out; in sizing mode it
+// appends nothing and counts in n the bytes it would append.
+type encoder struct {
+	b      []byte
+	n      int
+	sizing bool
+}
+
+// nested appends field n holding the structure v: its length, measured
+// first, then its fields. (A structure is measured again by each one it is
+// nested in, adding up lengths, not copying bytes: frames nest three deep.)
+func (e *encoder) nested(n protowire.Number, v any) {
+	if e.sizing {
+		start := e.n
+		e.fields(v)
+		e.n += protowire.SizeTag(n) + protowire.SizeVarint(uint64(e.n-start))
+		return
+	}
+	e.sizing, e.n = true, 0
+	e.fields(v)
+	e.sizing = false
+	e.b = appendVarint(e.b, protowire.EncodeTag(n, protowire.BytesType))
+	e.b = appendVarint(e.b, uint64(e.n))
+	e.fields(v)
+}
+
+// strEntry and header are the entries of a map[string]string and of an
+// http.Header, as nested structures.
+type strEntry struct{ k, v string }
+
+type header struct {
+	name   string
+	values []string
+}
+
+// fields appends the fields of v: the frame, or a structure nested in it
+// (a pointer to it). One switch over the structures, rather than a
+// function value or an interface method for each, keeps the encoder and
+// the map entries (which such calls would leak) on the stack, as does the
+// panic's not formatting v.
+func (e *encoder) fields(v any) {
+	switch v := v.(type) {
+	case *frame:
+		e.uint(fID, v.ID)
+		e.bool(fReply, v.Reply)
+		e.str(fOp, v.Op)
+		e.uint(fInv, v.Inv)
+		if v.Init != nil {
+			e.nested(fInit, v.Init)
+		}
+		if v.Version != nil {
+			e.nested(fVersion, v.Version)
+		}
+		e.str(fVersionUID, v.VersionUID)
+		if !v.Deadline.IsZero() { // written even at the epoch (0)
+			e.varint(fDeadline, uint64(v.Deadline.UnixNano()))
+		}
+		if v.Batch != nil {
+			e.nested(fBatch, v.Batch)
+		}
+		if v.HTTP != nil {
+			e.nested(fHTTP, v.HTTP)
+		}
+		e.str(fPath, v.Path)
+		e.str(fQueueUID, v.QueueUID)
+		for i := range v.Messages {
+			e.nested(fMessages, &v.Messages[i])
+		}
+		if v.Settlement != nil {
+			e.nested(fSettlement, v.Settlement)
+		}
+		e.str(fBatchID, v.BatchID)
+		e.strs(fIDs, v.IDs)
+		e.strs(fHandlers, v.Handlers)
+		if v.Log != nil {
+			e.nested(fLog, v.Log)
+		}
+		if v.Err != nil {
+			e.nested(fErr, v.Err)
+		}
+	case *initMsg:
+		e.int(1, int64(v.InvocationTimeout))
+		e.int(2, int64(v.StartupTimeout))
+		e.strs(3, v.AllowedFetchHosts)
+		e.int(4, v.MemoryLimit)
+		e.int(5, v.AddressSpace)
+		e.int(6, int64(v.MaxStack))
+		e.int(7, int64(v.Lanes))
+	case *abi.Version:
+		e.str(1, v.UID)
+		e.str(2, v.Space)
+		e.str(3, v.WorkerUID)
+		e.str(4, v.Principal)
+		e.str(5, v.MainModule)
+		for i := range v.Modules {
+			e.nested(6, &v.Modules[i])
+		}
+		e.strMap(7, v.Vars)
+		e.strMap(8, v.Secrets)
+		for i := range v.Bindings {
+			e.nested(9, &v.Bindings[i])
+		}
+	case *abi.Module:
+		e.str(1, v.Name)
+		e.str(2, v.Content)
+	case *abi.Binding:
+		e.str(1, v.Name)
+		e.str(2, v.QueueUID)
+	case *strEntry:
+		e.str(1, v.k)
+		e.str(2, v.v)
+	case *batchMsg:
+		e.str(1, v.ID)
+		e.str(2, v.Queue)
+		for i := range v.Messages {
+			e.nested(3, &v.Messages[i])
+		}
+	case *abi.Message:
+		e.str(1, v.ID)
+		e.int(2, v.TimestampMillis)
+		e.bytes(3, v.Body)
+		e.int(4, int64(v.Attempts))
+	case *httpMsg:
+		e.str(1, v.Method)
+		e.str(2, v.URL)
+		e.str(3, v.Host)
+		e.bool(4, v.TLS)
+		var h header // one for every entry, on the stack (see strMap)
+		for k, vs := range v.Header {
+			h = header{k, vs}
+			e.nested(5, &h)
+		}
+		e.bytes(6, v.Body)
+		e.int(7, int64(v.Status))
+		e.str(8, v.StatusText)
+	case *header:
+		e.str(1, v.name)
+		e.strs(2, v.values)
+	case *wireOutgoing:
+		e.bytes(1, v.Body)
+		e.bool(2, v.HasDelay)
+		e.int(3, int64(v.Delay))
+	case *wireSettlement:
+		e.int(1, int64(v.Kind))
+		e.str(2, v.MessageID)
+		e.bool(3, v.HasDelay)
+		e.int(4, int64(v.Delay))
+	case *logMsg:
+		e.str(1, v.Worker)
+		e.str(2, v.Version)
+		e.str(3, v.Level)
+		e.str(4, v.Message)
+	case *wireErr:
+		e.str(1, v.Kind)
+		e.str(2, v.Code)
+		e.str(3, v.Message)
+		e.str(4, v.File)
+		e.int(5, int64(v.Line))
+		e.int(6, int64(v.Column))
+	default:
+		panic("sandbox: no codec for " + reflect.TypeOf(v).String())
 	}
 }
 
-// encoder appends fields to b; zero values are left out.
-type encoder struct{ b []byte }
+func (e *encoder) strMap(n protowire.Number, m map[string]string) {
+	var ent strEntry // not &strEntry{k, v} in the loop, which the compiler puts on the heap
+	for k, v := range m {
+		ent = strEntry{k, v}
+		e.nested(n, &ent)
+	}
+}
+
+// varint appends the varint field n, even of v 0.
+func (e *encoder) varint(n protowire.Number, v uint64) {
+	if e.sizing {
+		e.n += protowire.SizeTag(n) + protowire.SizeVarint(v)
+		return
+	}
+	e.b = appendVarint(e.b, protowire.EncodeTag(n, protowire.VarintType))
+	e.b = appendVarint(e.b, v)
+}
 
 func (e *encoder) uint(n protowire.Number, v uint64) {
 	if v != 0 {
-		e.b = protowire.AppendTag(e.b, n, protowire.VarintType)
-		e.b = protowire.AppendVarint(e.b, v)
+		e.varint(n, v)
 	}
 }
 
@@ -201,21 +289,13 @@ func (e *encoder) int(n protowire.Number, v int64) { e.uint(n, uint64(v)) }
 
 func (e *encoder) bool(n protowire.Number, v bool) {
 	if v {
-		e.uint(n, 1)
+		e.varint(n, 1)
 	}
 }
 
 func (e *encoder) str(n protowire.Number, s string) {
 	if s != "" {
-		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-		e.b = protowire.AppendString(e.b, s)
-	}
-}
-
-func (e *encoder) bytes(n protowire.Number, v []byte) {
-	if len(v) > 0 {
-		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-		e.b = protowire.AppendBytes(e.b, v)
+		e.strField(n, s)
 	}
 }
 
@@ -223,37 +303,41 @@ func (e *encoder) bytes(n protowire.Number, v []byte) {
 // kept (it is a field of length 0, not a missing field).
 func (e *encoder) strs(n protowire.Number, ss []string) {
 	for _, s := range ss {
-		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
-		e.b = protowire.AppendString(e.b, s)
+		e.strField(n, s)
 	}
 }
 
-func (e *encoder) strMap(n protowire.Number, m map[string]string) {
-	for k, v := range m {
-		at := e.begin(n)
-		e.str(1, k)
-		e.str(2, v)
-		e.end(at)
+// strField appends the string field n, even of s "".
+func (e *encoder) strField(n protowire.Number, s string) {
+	if e.sizing {
+		e.n += protowire.SizeTag(n) + protowire.SizeBytes(len(s))
+		return
 	}
+	e.b = appendVarint(e.b, protowire.EncodeTag(n, protowire.BytesType))
+	e.b = appendVarint(e.b, uint64(len(s)))
+	e.b = append(e.b, s...)
 }
 
-// begin starts a length-delimited field n (n 0: the frame itself, which
-// has no tag): what is appended until end(at) is its value.
-func (e *encoder) begin(n protowire.Number) (at int) {
-	if n != 0 {
-		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+func (e *encoder) bytes(n protowire.Number, v []byte) {
+	if len(v) == 0 {
+		return
 	}
-	return len(e.b)
+	if e.sizing {
+		e.n += protowire.SizeTag(n) + protowire.SizeBytes(len(v))
+		return
+	}
+	e.b = appendVarint(e.b, protowire.EncodeTag(n, protowire.BytesType))
+	e.b = appendVarint(e.b, uint64(len(v)))
+	e.b = append(e.b, v...)
 }
 
-// end puts the length of the value begun at at in front of it (moving
-// the value up to make room).
-func (e *encoder) end(at int) {
-	size := len(e.b) - at
-	k := protowire.SizeVarint(uint64(size))
-	e.b = append(e.b, make([]byte, k)...)
-	copy(e.b[at+k:], e.b[at:at+size])
-	protowire.AppendVarint(e.b[at:at], uint64(size))
+// appendVarint is protowire.AppendVarint with its one-byte case (the tags
+// of fields 1 to 15, most lengths and numbers) inlined.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
 }
 
 // errFrame is what a malformed frame fails with.

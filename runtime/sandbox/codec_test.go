@@ -188,6 +188,12 @@ func FuzzCodec(f *testing.F) {
 		if !reflect.DeepEqual(again, &got) {
 			t.Fatalf("re-encoding changed the frame:\n%+v\n%+v", again, &got)
 		}
+		// And to what the reference encoder writes (of the same length
+		// when a map of more than one entry may come out in another order).
+		b, want := appendFrame(nil, &got), refAppendFrame(nil, &got)
+		if len(b) != len(want) || !bytes.Equal(b, want) && mapsOfOne(&got) {
+			t.Fatalf("encoded as\n%x\nnot as the reference\n%x", b, want)
+		}
 	})
 }
 
@@ -214,4 +220,334 @@ func BenchmarkCodecBatch(b *testing.B) {
 			}
 		}
 	}
+}
+
+// bigFrames are the frames of a sendBatch(100) of 127,000 B bodies (sandbox
+// to host) and of a queue delivery of as many (host to sandbox, a level
+// deeper); smallSend is a send of one 100 B message.
+func bigFrames() (send, queue *frame) {
+	out := make([]wireOutgoing, 100)
+	in := make([]abi.Message, 100)
+	for i := range out {
+		out[i].Body = bytes.Repeat([]byte{byte(i)}, 127000)
+		in[i] = abi.Message{ID: fmt.Sprintf("01JABCDEFGHJKMNPQRSTVWX%03d", i), TimestampMillis: 1700000000000 + int64(i), Body: out[i].Body, Attempts: 1}
+	}
+	send = &frame{ID: 9, Op: opSend, Inv: 7, QueueUID: "q-0123456789", Messages: out}
+	queue = &frame{ID: 10, Op: opQueue, VersionUID: "v-0123456789", Deadline: time.Unix(1700000000, 5), Batch: &batchMsg{ID: "b-01", Queue: "q", Messages: in}}
+	return send, queue
+}
+
+func smallSend() *frame {
+	return &frame{ID: 9, Op: opSend, Inv: 7, QueueUID: "q-0123456789", Messages: []wireOutgoing{{Body: make([]byte, 100)}}}
+}
+
+// BenchmarkAppendFrame encodes the frames of bigFrames and smallSend into
+// a new buffer (as a lane does for a frame over its buffer's size), and
+// smallSend into a reused one (as a lane does otherwise).
+func BenchmarkAppendFrame(b *testing.B) {
+	send, queue := bigFrames()
+	for _, bc := range []struct {
+		name  string
+		f     *frame
+		reuse bool
+	}{
+		{"send-100x127000", send, false},
+		{"queue-100x127000", queue, false},
+		{"send-1x100", smallSend(), false},
+		{"send-1x100-reuse", smallSend(), true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(appendFrame(nil, bc.f))))
+			var buf []byte
+			for b.Loop() {
+				if bc.reuse {
+					buf = appendFrame(buf[:0], bc.f)
+				} else {
+					buf = appendFrame(nil, bc.f)
+				}
+			}
+		})
+	}
+}
+
+// TestCodecWireFormatUnchanged: appendFrame writes, byte for byte, what
+// refAppendFrame (the encoder it replaced) wrote, for frames with every
+// field set, with values whose lengths cross the varint size boundaries
+// (so do the nested values holding them), and for the frames of a send and
+// a queue delivery; and what it writes decodes to the frame. Maps are kept
+// to one entry where bytes are compared: with more, their order on the
+// wire is Go's map order, and only the lengths are compared.
+func TestCodecWireFormatUnchanged(t *testing.T) {
+	seed := 0
+	var full frame
+	fill(t, reflect.ValueOf(&full).Elem(), &seed)
+	if a, b := appendFrame(nil, &full), refAppendFrame(nil, &full); len(a) != len(b) {
+		t.Fatalf("every field set (maps of 2): %d bytes, want %d", len(a), len(b))
+	}
+	one := full
+	one.Version = new(abi.Version)
+	*one.Version = *full.Version
+	one.HTTP = new(httpMsg)
+	*one.HTTP = *full.HTTP
+	one.Version.Vars = map[string]string{"k": "v"}
+	one.Version.Secrets = map[string]string{"": "secret"}
+	one.HTTP.Header = map[string][]string{"Content-Type": {"text/plain", ""}}
+
+	send, queue := bigFrames()
+	frames := map[string]*frame{
+		"zero":                          {},
+		"every field set":               &one,
+		"send of one":                   smallSend(),
+		"send of 100 x 127000 B":        send,
+		"queue batch of 100 x 127000 B": queue,
+		"deadline at the epoch":         {Deadline: time.Unix(0, 0)},
+		"deadline before the epoch":     {Deadline: time.Unix(-5, 0)},
+		"empty strings in lists":        {IDs: []string{"", "a", ""}, Handlers: []string{""}, Init: &initMsg{AllowedFetchHosts: []string{""}}},
+		"empty nested values":           {Init: &initMsg{}, Version: &abi.Version{Modules: []abi.Module{{}}, Bindings: []abi.Binding{{}}}, Batch: &batchMsg{Messages: []abi.Message{{}}}, HTTP: &httpMsg{Header: map[string][]string{"": nil}}, Messages: []wireOutgoing{{}}, Settlement: &wireSettlement{}, Log: &logMsg{}, Err: &wireErr{}},
+		"negative numbers":              {Init: &initMsg{InvocationTimeout: -1, MemoryLimit: -1 << 62, MaxStack: -3}, Err: &wireErr{Line: -1, Column: -2}, Settlement: &wireSettlement{Kind: -1, HasDelay: true, Delay: -9}},
+	}
+	// Bodies of lengths around each varint boundary, alone and nested one
+	// and two levels down: each length, and each nested value's, is written
+	// in 1, 2, 3 and 4 bytes.
+	for _, n := range []int{0, 1, 100, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128, 129, 130, 16360, 16370, 16375, 16380, 16383, 16384, 16385, 1<<21 - 20, 1<<21 - 1, 1 << 21} {
+		var body []byte // nil at 0, as it decodes
+		if n > 0 {
+			body = bytes.Repeat([]byte{'x'}, n)
+		}
+		frames[fmt.Sprintf("bodies of %d B", n)] = &frame{
+			Messages: []wireOutgoing{{Body: body}, {Body: body, HasDelay: true, Delay: 1}},
+			Batch:    &batchMsg{ID: "b", Messages: []abi.Message{{ID: "m", Body: body}, {Body: body, Attempts: 300}}},
+			HTTP:     &httpMsg{Body: body, Header: map[string][]string{"H": {string(body)}}},
+			Log:      &logMsg{Message: string(body)},
+			Version:  &abi.Version{Modules: []abi.Module{{Name: "m.js", Content: string(body)}}, Vars: map[string]string{"V": string(body)}},
+		}
+	}
+	prefix := []byte("frames before it ")
+	for name, f := range frames {
+		want := refAppendFrame(nil, f)
+		if got := appendFrame(nil, f); !bytes.Equal(got, want) {
+			t.Errorf("%s: appendFrame wrote %d bytes, not the reference's %d (or not the same):\n got %.200x\nwant %.200x", name, len(got), len(want), got, want)
+			continue
+		}
+		if got := appendFrame(bytes.Clone(prefix), f); !bytes.Equal(got, append(bytes.Clone(prefix), want...)) {
+			t.Errorf("%s: appended to %q, it wrote %.200x", name, prefix, got)
+		}
+		if got := roundTrip(t, f); !reflect.DeepEqual(got, f) {
+			t.Errorf("%s: decoded to something else", name)
+		}
+	}
+}
+
+// mapsOfOne: no map in f has more than one entry.
+func mapsOfOne(f *frame) bool {
+	return (f.HTTP == nil || len(f.HTTP.Header) <= 1) && (f.Version == nil || len(f.Version.Vars) <= 1 && len(f.Version.Secrets) <= 1)
+}
+
+// TestCodecAllocatesOnce: a frame is encoded into a buffer allocated once,
+// at its exact size, or into the room the buffer given has.
+func TestCodecAllocatesOnce(t *testing.T) {
+	seed := 0
+	var full frame // maps of 2 entries, the encoder's map entries included
+	fill(t, reflect.ValueOf(&full).Elem(), &seed)
+	send, queue := bigFrames()
+	for name, f := range map[string]*frame{"send": send, "queue": queue, "small send": smallSend(), "every field set": &full} {
+		b := appendFrame(nil, f)
+		if cap(b) != len(b) {
+			t.Errorf("%s: a buffer of capacity %d for a frame of %d bytes", name, cap(b), len(b))
+		}
+		if n := testing.AllocsPerRun(3, func() { appendFrame(nil, f) }); n != 1 {
+			t.Errorf("%s: %v allocations, want 1", name, n)
+		}
+		buf := make([]byte, 0, len(b))
+		if n := testing.AllocsPerRun(3, func() { buf = appendFrame(buf[:0], f) }); n != 0 {
+			t.Errorf("%s: %v allocations into a buffer with room, want 0", name, n)
+		}
+	}
+}
+
+// refAppendFrame is the encoder appendFrame replaced, kept as the
+// reference of the wire format: it wrote each length-delimited value first
+// and then moved it up to put its length in front.
+func refAppendFrame(b []byte, f *frame) []byte {
+	e := refEncoder{b: b}
+	top := e.begin(0)
+	e.uint(fID, f.ID)
+	e.bool(fReply, f.Reply)
+	e.str(fOp, f.Op)
+	e.uint(fInv, f.Inv)
+	if m := f.Init; m != nil {
+		at := e.begin(fInit)
+		e.int(1, int64(m.InvocationTimeout))
+		e.int(2, int64(m.StartupTimeout))
+		e.strs(3, m.AllowedFetchHosts)
+		e.int(4, m.MemoryLimit)
+		e.int(5, m.AddressSpace)
+		e.int(6, int64(m.MaxStack))
+		e.int(7, int64(m.Lanes))
+		e.end(at)
+	}
+	if v := f.Version; v != nil {
+		at := e.begin(fVersion)
+		e.str(1, v.UID)
+		e.str(2, v.Space)
+		e.str(3, v.WorkerUID)
+		e.str(4, v.Principal)
+		e.str(5, v.MainModule)
+		for _, m := range v.Modules {
+			at := e.begin(6)
+			e.str(1, m.Name)
+			e.str(2, m.Content)
+			e.end(at)
+		}
+		e.strMap(7, v.Vars)
+		e.strMap(8, v.Secrets)
+		for _, b := range v.Bindings {
+			at := e.begin(9)
+			e.str(1, b.Name)
+			e.str(2, b.QueueUID)
+			e.end(at)
+		}
+		e.end(at)
+	}
+	e.str(fVersionUID, f.VersionUID)
+	if !f.Deadline.IsZero() {
+		e.b = protowire.AppendTag(e.b, fDeadline, protowire.VarintType)
+		e.b = protowire.AppendVarint(e.b, uint64(f.Deadline.UnixNano()))
+	}
+	if m := f.Batch; m != nil {
+		at := e.begin(fBatch)
+		e.str(1, m.ID)
+		e.str(2, m.Queue)
+		for i := range m.Messages {
+			msg := &m.Messages[i]
+			at := e.begin(3)
+			e.str(1, msg.ID)
+			e.int(2, msg.TimestampMillis)
+			e.bytes(3, msg.Body)
+			e.int(4, int64(msg.Attempts))
+			e.end(at)
+		}
+		e.end(at)
+	}
+	if m := f.HTTP; m != nil {
+		at := e.begin(fHTTP)
+		e.str(1, m.Method)
+		e.str(2, m.URL)
+		e.str(3, m.Host)
+		e.bool(4, m.TLS)
+		for k, vs := range m.Header {
+			at := e.begin(5)
+			e.str(1, k)
+			e.strs(2, vs)
+			e.end(at)
+		}
+		e.bytes(6, m.Body)
+		e.int(7, int64(m.Status))
+		e.str(8, m.StatusText)
+		e.end(at)
+	}
+	e.str(fPath, f.Path)
+	e.str(fQueueUID, f.QueueUID)
+	for i := range f.Messages {
+		m := &f.Messages[i]
+		at := e.begin(fMessages)
+		e.bytes(1, m.Body)
+		e.bool(2, m.HasDelay)
+		e.int(3, int64(m.Delay))
+		e.end(at)
+	}
+	if s := f.Settlement; s != nil {
+		at := e.begin(fSettlement)
+		e.int(1, int64(s.Kind))
+		e.str(2, s.MessageID)
+		e.bool(3, s.HasDelay)
+		e.int(4, int64(s.Delay))
+		e.end(at)
+	}
+	e.str(fBatchID, f.BatchID)
+	e.strs(fIDs, f.IDs)
+	e.strs(fHandlers, f.Handlers)
+	if l := f.Log; l != nil {
+		at := e.begin(fLog)
+		e.str(1, l.Worker)
+		e.str(2, l.Version)
+		e.str(3, l.Level)
+		e.str(4, l.Message)
+		e.end(at)
+	}
+	if w := f.Err; w != nil {
+		at := e.begin(fErr)
+		e.str(1, w.Kind)
+		e.str(2, w.Code)
+		e.str(3, w.Message)
+		e.str(4, w.File)
+		e.int(5, int64(w.Line))
+		e.int(6, int64(w.Column))
+		e.end(at)
+	}
+	e.end(top)
+	return e.b
+}
+
+type refEncoder struct{ b []byte }
+
+func (e *refEncoder) uint(n protowire.Number, v uint64) {
+	if v != 0 {
+		e.b = protowire.AppendTag(e.b, n, protowire.VarintType)
+		e.b = protowire.AppendVarint(e.b, v)
+	}
+}
+
+func (e *refEncoder) int(n protowire.Number, v int64) { e.uint(n, uint64(v)) }
+
+func (e *refEncoder) bool(n protowire.Number, v bool) {
+	if v {
+		e.uint(n, 1)
+	}
+}
+
+func (e *refEncoder) str(n protowire.Number, s string) {
+	if s != "" {
+		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+		e.b = protowire.AppendString(e.b, s)
+	}
+}
+
+func (e *refEncoder) bytes(n protowire.Number, v []byte) {
+	if len(v) > 0 {
+		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+		e.b = protowire.AppendBytes(e.b, v)
+	}
+}
+
+func (e *refEncoder) strs(n protowire.Number, ss []string) {
+	for _, s := range ss {
+		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+		e.b = protowire.AppendString(e.b, s)
+	}
+}
+
+func (e *refEncoder) strMap(n protowire.Number, m map[string]string) {
+	for k, v := range m {
+		at := e.begin(n)
+		e.str(1, k)
+		e.str(2, v)
+		e.end(at)
+	}
+}
+
+func (e *refEncoder) begin(n protowire.Number) (at int) {
+	if n != 0 {
+		e.b = protowire.AppendTag(e.b, n, protowire.BytesType)
+	}
+	return len(e.b)
+}
+
+func (e *refEncoder) end(at int) {
+	size := len(e.b) - at
+	k := protowire.SizeVarint(uint64(size))
+	e.b = append(e.b, make([]byte, k)...)
+	copy(e.b[at+k:], e.b[at:at+size])
+	protowire.AppendVarint(e.b[at:at], uint64(size))
 }

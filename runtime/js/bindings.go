@@ -174,15 +174,12 @@ func jsType(v goja.Value) string {
 
 var errBadIDs = errors.New("the sender returned the wrong number of message IDs")
 
-// send calls Sender.Send off the loop with the invocation's context.
+// send calls Sender.Send off the loop with the invocation's context, or
+// starts it on the loop when the Sender is a SendStarter.
 func (in *instance) send(b abi.Binding, msgs []abi.OutgoingMessage, batch bool) goja.Value {
 	ver := in.ver
 	sender := in.rt.opts.Sender
-	return in.async(func(ctx context.Context) (any, error) {
-		if sender == nil {
-			return nil, fmt.Errorf("no queue sender is configured: %w", abi.ErrBackendUnavailable)
-		}
-		ids, err := sender.Send(ctx, ver.v.Principal, ver.v.Space, b.QueueUID, msgs)
+	result := func(ids []string, err error) (any, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +187,8 @@ func (in *instance) send(b abi.Binding, msgs []abi.OutgoingMessage, batch bool) 
 			return nil, fmt.Errorf("%w: %d for %d messages", errBadIDs, len(ids), len(msgs))
 		}
 		return ids, nil
-	}, func(r any) goja.Value {
+	}
+	ok := func(r any) goja.Value {
 		ids := r.([]string)
 		if !batch {
 			return in.vm.ToValue(ids[0])
@@ -200,5 +198,18 @@ func (in *instance) send(b abi.Binding, msgs []abi.OutgoingMessage, batch bool) 
 			out[i] = id
 		}
 		return in.vm.NewArray(out...)
-	}, in.codeError)
+	}
+	if st, isStarter := sender.(SendStarter); isStarter {
+		return in.started(func(ctx context.Context, done func(any, error)) {
+			st.StartSend(ctx, ver.v.Principal, ver.v.Space, b.QueueUID, msgs, func(ids []string, err error) {
+				done(result(ids, err))
+			})
+		}, ok, in.codeError)
+	}
+	return in.async(func(ctx context.Context) (any, error) {
+		if sender == nil {
+			return nil, fmt.Errorf("no queue sender is configured: %w", abi.ErrBackendUnavailable)
+		}
+		return result(sender.Send(ctx, ver.v.Principal, ver.v.Space, b.QueueUID, msgs))
+	}, ok, in.codeError)
 }

@@ -2,9 +2,11 @@ package js
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
+	"sync/atomic"
 	"testing"
 
 	"github.com/takoform/queuehost/abi"
@@ -19,8 +21,56 @@ type sendSeen struct {
 }
 
 func TestProducerBindings(t *testing.T) {
-	snd := &fakeSender{}
-	rt := New(Options{Sender: snd})
+	t.Run("Sender", func(t *testing.T) { testProducerBindings(t, &fakeSender{}, nil) })
+	// The same, through a SendStarter and a Waiter: each send is started
+	// on the loop and its result comes from another goroutine.
+	t.Run("SendStarter", func(t *testing.T) {
+		snd := &startingSender{fakeSender: &fakeSender{}}
+		w := &countingWaiter{}
+		testProducerBindings(t, snd, w)
+		if n, want := snd.started.Load(), int64(len(snd.sent())); n != want {
+			t.Errorf("%d sends started, %d sent: the runtime called Send, not StartSend", n, want)
+		}
+		if w.waits.Load() == 0 || w.wakes.Load() < snd.started.Load() {
+			t.Errorf("the Waiter waited %d times and was woken %d times for %d sends", w.waits.Load(), w.wakes.Load(), snd.started.Load())
+		}
+	})
+}
+
+// startingSender is a SendStarter whose sends each complete on a goroutine
+// of their own.
+type startingSender struct {
+	*fakeSender
+	started atomic.Int64
+}
+
+func (s *startingSender) StartSend(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage, done func([]string, error)) {
+	s.started.Add(1)
+	go func() { done(s.Send(ctx, principal, space, queueUID, msgs)) }()
+}
+
+// countingWaiter waits as the runtime does without one, counting.
+type countingWaiter struct{ waits, wakes atomic.Int64 }
+
+func (w *countingWaiter) Wait(ctx context.Context, wake <-chan struct{}) {
+	w.waits.Add(1)
+	select {
+	case <-wake:
+	case <-ctx.Done():
+	}
+}
+
+func (w *countingWaiter) Wake(context.Context) { w.wakes.Add(1) }
+
+func testProducerBindings(t *testing.T, sender abi.Sender, w Waiter) {
+	var snd *fakeSender
+	switch s := sender.(type) {
+	case *fakeSender:
+		snd = s
+	case *startingSender:
+		snd = s.fakeSender
+	}
+	rt := New(Options{Sender: sender, Waiter: w})
 	defer rt.Close()
 	v := queueVersion(t, "v-sends", "sends")
 	if err := runBatch(t, rt, newFakeSettler(), v, "b1", 1); err != nil {

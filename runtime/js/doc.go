@@ -53,7 +53,10 @@
 // touching the runtime. Go work started from JavaScript (settlements,
 // sends, outbound fetch) runs on its own goroutine and hands its result back
 // through the invocation's task queue, so every Promise is resolved on the
-// loop goroutine. An invocation ends when the handler's returned value (a
+// loop goroutine. A Sender that is a SendStarter starts its sends on the
+// loop goroutine instead, and an Options.Waiter may let the loop goroutine
+// read their results itself while it waits (a sandbox does both: see
+// Waiter). An invocation ends when the handler's returned value (a
 // Promise is awaited) has settled and every ctx.waitUntil promise has
 // settled. At that point:
 //

@@ -36,6 +36,7 @@ type invocation struct {
 	tasks  []func() error
 	closed bool
 	wake   chan struct{}
+	waiter Waiter // Options.Waiter, nil: wait on wake
 
 	// loop goroutine only:
 	timers map[int64]*time.Timer
@@ -52,9 +53,30 @@ func (inv *invocation) post(f func() error) {
 	}
 	inv.tasks = append(inv.tasks, f)
 	inv.mu.Unlock()
+	inv.notify()
+}
+
+// notify wakes the loop goroutine waiting for work (from any goroutine).
+func (inv *invocation) notify() {
 	select {
 	case inv.wake <- struct{}{}:
 	default:
+	}
+	if inv.waiter != nil {
+		inv.waiter.Wake(inv.ctx)
+	}
+}
+
+// wait blocks until work is posted or the invocation ends (or earlier:
+// see Waiter).
+func (inv *invocation) wait() {
+	if inv.waiter != nil {
+		inv.waiter.Wait(inv.ctx, inv.wake)
+		return
+	}
+	select {
+	case <-inv.wake:
+	case <-inv.ctx.Done():
 	}
 }
 
@@ -101,8 +123,14 @@ func (in *instance) invoke(ctx context.Context, limit time.Duration, start func(
 	}
 	ictx, cancel := context.WithDeadlineCause(ctx, deadline, ErrTimeout)
 	inv := &invocation{inst: in, ctx: ictx, limit: limit, wake: make(chan struct{}, 1), timers: map[int64]*time.Timer{}}
+	if in.rt != nil {
+		inv.waiter = in.rt.opts.Waiter
+	}
 	in.cur = inv
-	stopWatch := context.AfterFunc(ictx, func() { in.vm.Interrupt(ErrTimeout) })
+	stopWatch := context.AfterFunc(ictx, func() {
+		in.vm.Interrupt(ErrTimeout)
+		inv.notify()
+	})
 	defer func() {
 		if !stopWatch() {
 			// The interrupt fired or is firing: never reuse this runtime.
@@ -138,10 +166,7 @@ func (in *instance) invoke(ctx context.Context, limit time.Duration, start func(
 		}
 		tasks := inv.take()
 		if len(tasks) == 0 {
-			select {
-			case <-inv.wake:
-			case <-ictx.Done():
-			}
+			inv.wait()
 			continue
 		}
 		for _, t := range tasks {
@@ -299,6 +324,24 @@ func (in *instance) async(work func(ctx context.Context) (any, error), ok func(a
 		c.v, c.err = work(inv.ctx)
 		inv.post(c.settle)
 	}()
+	return in.vm.ToValue(p)
+}
+
+// started is async for Go work that starts without blocking and reports
+// its result through done, once, from any goroutine: no goroutine of its
+// own (SendStarter).
+func (in *instance) started(start func(ctx context.Context, done func(any, error)), ok func(any) goja.Value, fail func(error) goja.Value) goja.Value {
+	p, resolve, reject := in.vm.NewPromise()
+	inv := in.cur
+	if inv == nil {
+		_ = reject(in.newError("Error", "asynchronous I/O is only allowed inside a handler invocation"))
+		return in.vm.ToValue(p)
+	}
+	c := &completion{resolve: resolve, reject: reject, ok: ok, fail: fail}
+	start(inv.ctx, func(v any, err error) {
+		c.v, c.err = v, err
+		inv.post(c.settle)
+	})
 	return in.vm.ToValue(p)
 }
 

@@ -254,3 +254,43 @@ func TestUnhandledRejectionIsLogged(t *testing.T) {
 		t.Fatalf("logs %+v", logs)
 	}
 }
+
+// wakeOnlyWaiter is a Waiter that returns only when woken: the runtime
+// must call Wake whenever the loop has work or the invocation ends.
+type wakeOnlyWaiter struct{ woken chan struct{} }
+
+func (w *wakeOnlyWaiter) Wait(context.Context, <-chan struct{}) { <-w.woken }
+
+func (w *wakeOnlyWaiter) Wake(context.Context) {
+	select {
+	case w.woken <- struct{}{}:
+	default:
+	}
+}
+
+// stuckSender starts sends that never complete.
+type stuckSender struct{ fakeSender }
+
+func (*stuckSender) StartSend(context.Context, string, string, string, []abi.OutgoingMessage, func([]string, error)) {
+}
+
+// TestWaiterIsWoken: a Waiter's Wait ends when a timer fires and when the
+// invocation reaches its time limit, whatever it waits for.
+func TestWaiterIsWoken(t *testing.T) {
+	rt := New(Options{Waiter: &wakeOnlyWaiter{woken: make(chan struct{}, 1)}, Sender: &stuckSender{},
+		InvocationTimeout: 300 * time.Millisecond})
+	defer rt.Close()
+	s := newFakeSettler()
+	v := queueVersion(t, "v-woken", "byBody")
+	if err := runBodies(t, rt, s, v, "b1", "timerThenAck"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.settlements("b1"); !reflect.DeepEqual(got, []abi.Settlement{{Kind: abi.AcknowledgeAll}}) {
+		t.Fatalf("settlements %+v", got)
+	}
+	start := time.Now()
+	err := runBatch(t, rt, s, queueVersion(t, "v-stuck", "sends"), "b2", 1)
+	if !errors.Is(err, ErrTimeout) || time.Since(start) > 5*time.Second {
+		t.Fatalf("HandleBatch with a send that never completes = %v after %s", err, time.Since(start))
+	}
+}

@@ -85,6 +85,41 @@ type Options struct {
 	// allow-list is still checked for every request and redirect, but the
 	// dial-time address checks are then the transport's job. For tests.
 	Transport http.RoundTripper
+	// Waiter, when set, is how an invocation's event loop waits while it
+	// has nothing to run; nil waits on a channel. See Waiter.
+	Waiter Waiter
+}
+
+// A Waiter is how an invocation's event loop waits while it has nothing to
+// run (Options.Waiter).
+//
+// Why: by default Go work started from JavaScript (a send, a settlement, a
+// fetch) runs on a goroutine of its own, and its completion wakes the loop
+// goroutine through a channel: two goroutine hand-offs per operation. A
+// sandbox whose sends are answered on a pipe that belongs to the
+// invocation (a lane) does better when the loop goroutine starts the send
+// itself (SendStarter) and reads the answer itself while it waits: the
+// reply then wakes the goroutine that runs its JavaScript, and nothing
+// else.
+type Waiter interface {
+	// Wait blocks until wake receives, ctx (the invocation's) is done or
+	// Wake(ctx) is called, whichever comes first; it may return earlier
+	// (the loop checks its work and calls it again). Meanwhile it may do
+	// the work whose completions the loop waits for.
+	Wait(ctx context.Context, wake <-chan struct{})
+	// Wake makes a Wait for ctx return, or the next one if none is
+	// running: the loop calls it, from any goroutine, after posting work
+	// for the loop and when ctx ends.
+	Wake(ctx context.Context)
+}
+
+// A SendStarter is a Sender that can start a send without waiting for it:
+// StartSend returns at once and calls done, once, from any goroutine
+// (possibly during a Waiter's Wait), with what Send would have returned.
+// The runtime uses it, when the Options' Sender is one, instead of
+// calling Send on a goroutine of its own.
+type SendStarter interface {
+	StartSend(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage, done func(ids []string, err error))
 }
 
 func (o Options) withDefaults() Options {

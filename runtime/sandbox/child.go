@@ -185,6 +185,7 @@ func (s *child) init(m *initMsg) {
 		InvocationTimeout: m.InvocationTimeout,
 		StartupTimeout:    m.StartupTimeout,
 		Transport:         transport{s},
+		Waiter:            waiter{},
 		// A line goes the way its invocation's reply will, ahead of it.
 		LogSink: func(ctx context.Context, worker, version, level, msg string) {
 			f := &frame{Op: opLog, Log: &logMsg{Worker: worker, Version: version, Level: level, Message: msg}}
@@ -367,6 +368,49 @@ func (x sender) Send(ctx context.Context, _, _, queueUID string, msgs []abi.Outg
 		return nil, err
 	}
 	return r.IDs, nil
+}
+
+// StartSend sends without a goroutine of its own over the invocation's
+// lane: the loop goroutine reads the reply itself while it waits (waiter).
+func (x sender) StartSend(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage, done func([]string, error)) {
+	in := invOf(ctx)
+	if in.lane == nil {
+		go func() { done(x.Send(ctx, principal, space, queueUID, msgs)) }()
+		return
+	}
+	f := &frame{Op: opSend, QueueUID: queueUID, Messages: toWireOutgoing(msgs), Inv: in.id}
+	in.lane.start(f, func(r *frame, err error) {
+		if err == nil {
+			err = r.Err.err()
+		}
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(r.IDs, nil)
+	})
+}
+
+// waiter is the js.Waiter of an invocation: one that came over a lane and
+// waits for replies to requests it started reads them itself
+// (childLane.idle); any other waits for its loop's wake channel.
+type waiter struct{}
+
+func (waiter) Wait(ctx context.Context, wake <-chan struct{}) {
+	if l := invOf(ctx).lane; l != nil && l.replies.waiting() > 0 {
+		l.idle(ctx.Done(), wake)
+		return
+	}
+	select {
+	case <-wake:
+	case <-ctx.Done():
+	}
+}
+
+func (waiter) Wake(ctx context.Context) {
+	if l := invOf(ctx).lane; l != nil {
+		l.wakeIdle()
+	}
 }
 
 type settler struct {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Lanes: an invocation's own pipes.
@@ -29,7 +31,13 @@ import (
 // per lane reads the next invocation and runs it, and a goroutine that
 // waits for the host's reply to a send reads the lane itself: whoever waits
 // holds the lane's read token in turn (childLane.await), so no frame
-// changes goroutines unless two wait at once. An invocation that finds
+// changes goroutines unless two wait at once. A send starts on the
+// invocation's own goroutine, which runs its JavaScript, and that
+// goroutine, while it has nothing else to run, reads the lane until the
+// reply comes (childLane.idle, the js.Waiter): a send then wakes no
+// goroutine in the sandbox but the one that runs the code awaiting it. A
+// timer or another completion interrupts that read with a read deadline
+// (only between frames: laneReader). An invocation that finds
 // every lane of its sandbox busy, or the host's MaxLaneCalls running, goes
 // over the conn, whose coalesced writes serve many invocations at once
 // well.
@@ -53,15 +61,45 @@ const laneBufferSize = 16 << 10
 // writes.
 type laneEnd struct {
 	c  pipeConn
-	br *bufio.Reader
+	rd *laneReader
+	br *bufio.Reader // over rd
 
 	wmu  sync.Mutex
 	wbuf []byte
 }
 
 func newLaneEnd(c pipeConn) *laneEnd {
-	return &laneEnd{c: c, br: bufio.NewReaderSize(c, laneBufferSize)}
+	rd := &laneReader{c: c}
+	return &laneEnd{c: c, rd: rd, br: bufio.NewReaderSize(rd, laneBufferSize)}
 }
+
+// laneReader reads a lane's pipe for its bufio.Reader. Only the sandbox's
+// loop goroutine, waiting for its invocation's replies, can be interrupted
+// (childLane.idle): elsewhere a read deadline set to interrupt it is
+// ignored, and cleared, so that no frame is ever cut in two.
+type laneReader struct {
+	c             pipeConn
+	interruptible bool // by its reader only
+}
+
+func (r *laneReader) Read(b []byte) (int, error) {
+	for {
+		n, err := r.c.Read(b)
+		if n == 0 && !r.interruptible && errors.Is(err, os.ErrDeadlineExceeded) {
+			r.clear()
+			continue
+		}
+		return n, err
+	}
+}
+
+// interrupt ends a read waiting on the pipe now, or the next one.
+func (r *laneReader) interrupt() { _ = r.c.r.f.SetReadDeadline(longAgo) }
+
+func (r *laneReader) clear() { _ = r.c.r.f.SetReadDeadline(time.Time{}) }
+
+// longAgo is a read deadline that has passed.
+var longAgo = time.Unix(1, 0)
 
 // write sends one frame whole.
 func (l *laneEnd) write(f *frame) error {
@@ -138,6 +176,9 @@ type childLane struct {
 	dead     chan struct{} // closed when reading the lane failed
 	fail     sync.Once
 	replies  replies // the calls waiting for the host's replies
+	// idling: the goroutine holding tok is in idle, reading the lane
+	// until it is interrupted.
+	idling atomic.Bool
 }
 
 // openChildLane opens lane i from the descriptors the sandbox inherited.
@@ -179,6 +220,93 @@ func (l *childLane) call(ctx context.Context, f *frame) (*frame, error) {
 	return nil, errLaneEnded
 }
 
+// start sends a request to the host and returns at once: fn is called
+// with the reply, or the error that stopped it, by whoever reads the reply
+// (idle, await), or now.
+func (l *childLane) start(f *frame, fn func(*frame, error)) {
+	err := l.replies.addFunc(f, func(r *frame) {
+		if r == nil {
+			fn(nil, errLaneEnded)
+			return
+		}
+		fn(r, nil)
+	})
+	if err != nil {
+		fn(nil, err)
+		return
+	}
+	if err := l.write(f); err != nil && l.replies.forget(f.ID) {
+		fn(nil, fmt.Errorf("%w: %w", errLaneEnded, err))
+	}
+}
+
+// idle is the wait of an invocation's loop goroutine (js.Waiter) while
+// requests it started wait for their replies: it returns when wake
+// receives, done is closed, interrupt is called, or it has read one frame
+// from the lane and passed it on, which is how the loop goroutine reads
+// its own replies, with no other goroutine woken in between.
+func (l *childLane) idle(done, wake <-chan struct{}) {
+	select {
+	case <-wake:
+		return
+	case <-done:
+		return
+	case <-l.dead:
+		select {
+		case <-wake:
+		case <-done:
+		}
+		return
+	case <-l.tok:
+	}
+	defer func() { l.tok <- struct{}{} }()
+	// Whoever wakes the loop after this store sees it and interrupts the
+	// read (wakeIdle); whoever did before is seen here.
+	l.idling.Store(true)
+	select {
+	case <-wake:
+		l.idling.Store(false)
+		return
+	case <-done:
+		l.idling.Store(false)
+		return
+	default:
+	}
+	l.rd.interruptible = true
+	_, err := l.br.Peek(1)
+	l.rd.interruptible = false
+	l.idling.Store(false)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		l.rd.clear()
+		return
+	}
+	if err != nil {
+		l.end()
+		return
+	}
+	f, err := l.read()
+	if err != nil {
+		l.end()
+		return
+	}
+	l.dispatch(f)
+}
+
+// wakeIdle interrupts idle's read, if one is under way.
+func (l *childLane) wakeIdle() {
+	if l.idling.Load() {
+		l.rd.interrupt()
+	}
+}
+
+// end marks the lane ended: reading it failed.
+func (l *childLane) end() {
+	l.fail.Do(func() {
+		l.replies.close(errLaneEnded)
+		close(l.dead)
+	})
+}
+
 // await returns the frame sent on ch, reading the lane itself whenever no
 // other goroutine is: nil when done is closed or the lane ended first.
 func (l *childLane) await(ch chan *frame, done <-chan struct{}) *frame {
@@ -207,10 +335,7 @@ func (l *childLane) await(ch chan *frame, done <-chan struct{}) *frame {
 		}
 		f, err := l.read()
 		if err != nil {
-			l.fail.Do(func() {
-				l.replies.close(errLaneEnded)
-				close(l.dead)
-			})
+			l.end()
 			l.tok <- struct{}{}
 			return nil
 		}

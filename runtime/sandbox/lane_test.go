@@ -2,13 +2,17 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/abi"
 )
 
 // lanePair is a childLane and the host's end of the same lane, in one
@@ -224,5 +228,182 @@ func TestCancelBeforeStart(t *testing.T) {
 	}
 	if n := p.Ends()[EndTime]; n != 0 {
 		t.Fatalf("%d sandboxes killed for time: a cancel that came before its invocation was lost", n)
+	}
+}
+
+// TestLaneIdle: the loop goroutine of an invocation, waiting with a
+// request started (childLane.start), reads the reply itself and passes
+// it on; it stops waiting when woken or when its invocation ends, without
+// the reply and without losing it; and an interruption that comes while a
+// frame is being read, or when nobody waits, cuts no frame in two.
+func TestLaneIdle(t *testing.T) {
+	l, host := lanePair(t)
+	type result struct {
+		r   *frame
+		err error
+	}
+	results := make(chan result, 4)
+	start := func(q string) *frame {
+		l.start(&frame{Op: opSend, QueueUID: q}, func(r *frame, err error) { results <- result{r, err} })
+		f, err := host.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	never := make(chan struct{})
+	idle := func(done, wake chan struct{}) chan struct{} {
+		out := make(chan struct{})
+		go func() { l.idle(done, wake); close(out) }()
+		return out
+	}
+	returns := func(what string, ch chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("idle still waits after %s", what)
+		}
+	}
+	waitIdling := func() {
+		t.Helper()
+		for !l.idling.Load() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	// The reply comes: idle reads it and passes it to the request.
+	req := start("a")
+	ret := idle(never, never)
+	_ = host.write(&frame{ID: req.ID, Reply: true, IDs: []string{"id-a"}})
+	returns("the reply came", ret)
+	if got := <-results; got.err != nil || len(got.r.IDs) != 1 || got.r.IDs[0] != "id-a" {
+		t.Fatalf("the started request got %+v, %v", got.r, got.err)
+	}
+
+	// Woken (js.Waiter.Wake: wake receives, then wakeIdle) while no reply
+	// came: idle returns, and the reply, coming later, is not lost.
+	req = start("b")
+	wake := make(chan struct{}, 1)
+	ret = idle(never, wake)
+	waitIdling()
+	wake <- struct{}{}
+	l.wakeIdle()
+	returns("it was woken", ret)
+	select {
+	case got := <-results:
+		t.Fatalf("a result before the reply: %+v", got)
+	default:
+	}
+	// Its invocation ends (done closed, then wakeIdle, as the runtime's
+	// AfterFunc does).
+	done := make(chan struct{})
+	ret = idle(done, never)
+	waitIdling()
+	close(done)
+	l.wakeIdle()
+	returns("its invocation ended", ret)
+
+	// An interruption while a frame is half written is ignored by the
+	// reader of that frame, who reads it whole.
+	reply := appendFrame(nil, &frame{ID: req.ID, Reply: true, IDs: []string{"id-b"}})
+	ret = idle(never, never)
+	waitIdling()
+	_, _ = host.c.Write(reply[:3])
+	for l.idling.Load() {
+		time.Sleep(time.Millisecond) // until idle has the first bytes
+	}
+	l.rd.interrupt()
+	time.Sleep(10 * time.Millisecond)
+	_, _ = host.c.Write(reply[3:])
+	returns("the rest of the reply came", ret)
+	if got := <-results; got.err != nil || len(got.r.IDs) != 1 || got.r.IDs[0] != "id-b" {
+		t.Fatalf("the second request got %+v, %v", got.r, got.err)
+	}
+
+	// A stale interruption (nobody was reading) makes the next idle
+	// return early at worst; the one after reads the reply.
+	req = start("c")
+	l.rd.interrupt()
+	_ = host.write(&frame{ID: req.ID, Reply: true, IDs: []string{"id-c"}})
+	for range 2 {
+		returns("a frame or an interruption", idle(never, never))
+		select {
+		case got := <-results:
+			if got.err != nil || got.r.IDs[0] != "id-c" {
+				t.Fatalf("the third request got %+v, %v", got.r, got.err)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("two idles after a stale interruption did not read the reply")
+}
+
+// TestSendsWhileTimersRun: over a lane, the invocation's goroutine starts
+// its sends and reads their replies itself (childLane.idle); a timer that
+// fires while a send waits for the host still runs on time, and
+// concurrent sends each get their own IDs.
+func TestSendsWhileTimersRun(t *testing.T) {
+	src := `export default { async fetch(req, env) {
+		if (new URL(req.url).pathname === "/race") {
+			const t0 = Date.now();
+			const timer = new Promise(r => setTimeout(() => r("timer after " + (Date.now() - t0) + " ms"), 20));
+			return new Response(await Promise.race([timer, env.OUT.send("held").then(() => "send")]));
+		}
+		const ids = await Promise.all([env.OUT.send("a"), env.OUT.send("b"), env.OUT.sendBatch([{body: "c"}, {body: "d"}])]);
+		return new Response(JSON.stringify(ids));
+	} };`
+	fetch := func(p *Pool, v *abi.Version, path string) (string, error) {
+		resp, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w"+path, nil), path)
+		if err != nil {
+			return "", err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), nil
+	}
+	snd := &heldSender{arrived: make(chan string, 1), release: make(chan struct{})}
+	p := newPool(t, Options{Sender: snd, Lanes: 1})
+	v := worker("race", src)
+	type result struct {
+		body string
+		err  error
+	}
+	race := make(chan result, 1)
+	go func() {
+		body, err := fetch(p, v, "/race")
+		race <- result{body, err}
+	}()
+	<-snd.arrived
+	time.Sleep(500 * time.Millisecond) // the send is held this long
+	close(snd.release)
+	r := <-race
+	var ms int
+	if _, err := fmt.Sscanf(r.body, "timer after %d ms", &ms); err != nil || r.err != nil {
+		t.Fatalf("race: %q, %v; want the timer to win", r.body, r.err)
+	}
+	if ms > 400 {
+		t.Fatalf("the 20 ms timer fired after %d ms: it waited for the held send", ms)
+	}
+
+	q := newPool(t, Options{Sender: &recSender{}, Lanes: 1})
+	got, err := fetch(q, worker("all", src), "/all")
+	var a, b string
+	var batch []string
+	if err == nil {
+		var ids []json.RawMessage
+		err = json.Unmarshal([]byte(got), &ids)
+		if err == nil && len(ids) == 3 {
+			err = errors.Join(json.Unmarshal(ids[0], &a), json.Unmarshal(ids[1], &b), json.Unmarshal(ids[2], &batch))
+		}
+	}
+	// The host answers in the order it sends (recSender numbers the
+	// messages), which need not be the order of the calls.
+	distinct := map[string]bool{a: true, b: true}
+	for _, id := range batch {
+		distinct[id] = true
+	}
+	if err != nil || len(batch) != 2 || len(distinct) != 4 || distinct[""] {
+		t.Fatalf("all: %s, %v; want two IDs and a batch of two, all different", got, err)
 	}
 }

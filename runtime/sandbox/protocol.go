@@ -270,31 +270,48 @@ type conn struct {
 
 // replies matches the replies that come over a connection or a lane to
 // the requests of this side waiting for them, by request ID. Once closed
-// (the way ended) it registers nothing more and every waiting request's
-// channel is closed.
+// (the way ended) it registers nothing more and every waiting request is
+// told with a nil reply.
 type replies struct {
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]chan *frame
+	pending map[uint64]func(*frame) // called with the reply, or nil
 	closed  error
 }
 
 // add gives f the next request ID and returns the channel its reply will
-// come on, or the error the way ended with.
+// come on (closed if the way ends first), or the error the way ended with.
 func (r *replies) add(f *frame) (chan *frame, error) {
+	ch := make(chan *frame, 1)
+	err := r.addFunc(f, func(reply *frame) {
+		if reply == nil {
+			close(ch)
+			return
+		}
+		ch <- reply
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// addFunc gives f the next request ID and registers fn, called once with
+// its reply, or with nil when the way ends first, from the goroutine that
+// reads the reply; or returns the error the way ended with.
+func (r *replies) addFunc(f *frame, fn func(*frame)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed != nil {
-		return nil, r.closed
+		return r.closed
 	}
 	if r.pending == nil {
-		r.pending = map[uint64]chan *frame{}
+		r.pending = map[uint64]func(*frame){}
 	}
 	r.nextID++
 	f.ID = r.nextID
-	ch := make(chan *frame, 1)
-	r.pending[f.ID] = ch
-	return ch, nil
+	r.pending[f.ID] = fn
+	return nil
 }
 
 // newID is a request ID that no request added will have.
@@ -309,28 +326,43 @@ func (r *replies) newID() uint64 {
 // waits for any more is dropped.
 func (r *replies) deliver(f *frame) {
 	r.mu.Lock()
-	ch := r.pending[f.ID]
+	fn := r.pending[f.ID]
 	delete(r.pending, f.ID)
 	r.mu.Unlock()
-	if ch != nil {
-		ch <- f
+	if fn != nil {
+		fn(f)
 	}
 }
 
-func (r *replies) forget(id uint64) {
-	r.mu.Lock()
-	delete(r.pending, id)
-	r.mu.Unlock()
-}
-
-// close ends the way with err: every waiting request's channel is closed.
-func (r *replies) close(err error) {
+// forget drops the request id: false if it was no longer waiting (its
+// reply, or the way's end, came first).
+func (r *replies) forget(id uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	_, ok := r.pending[id]
+	delete(r.pending, id)
+	return ok
+}
+
+// waiting is the number of requests waiting for their replies.
+func (r *replies) waiting() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)
+}
+
+// close ends the way with err: every waiting request is told (nil).
+func (r *replies) close(err error) {
+	r.mu.Lock()
 	r.closed = err
-	for id, ch := range r.pending {
-		close(ch)
+	fns := make([]func(*frame), 0, len(r.pending))
+	for id, fn := range r.pending {
+		fns = append(fns, fn)
 		delete(r.pending, id)
+	}
+	r.mu.Unlock()
+	for _, fn := range fns {
+		fn(nil)
 	}
 }
 

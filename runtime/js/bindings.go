@@ -179,12 +179,16 @@ var errBadIDs = errors.New("the sender returned the wrong number of message IDs"
 func (in *instance) send(b abi.Binding, msgs []abi.OutgoingMessage, batch bool) goja.Value {
 	ver := in.ver
 	sender := in.rt.opts.Sender
+	// Only the count is kept for the result: the bodies are the sender's,
+	// free to go once it has sent them (a sandbox's, as soon as they are
+	// written to the host).
+	n := len(msgs)
 	result := func(ids []string, err error) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(ids) != len(msgs) {
-			return nil, fmt.Errorf("%w: %d for %d messages", errBadIDs, len(ids), len(msgs))
+		if len(ids) != n {
+			return nil, fmt.Errorf("%w: %d for %d messages", errBadIDs, len(ids), n)
 		}
 		return ids, nil
 	}

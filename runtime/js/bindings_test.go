@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"weak"
 
 	"github.com/takoform/queuehost/abi"
 )
@@ -214,5 +217,53 @@ func TestEnvHoldsVarsSecretsBindings(t *testing.T) {
 	// exactly "[secret TOKEN]" means env.TOKEN held exactly the secret.
 	if !reflect.DeepEqual(got.Keys, []string{"GREETING", "MODE", "OUT", "TOKEN"}) || got.GREETING != "hello" || got.TOKEN != "[secret TOKEN]" {
 		t.Fatalf("env %+v", got)
+	}
+}
+
+// keepingSender is a SendStarter that checks, before it completes a send,
+// that nothing else holds the bodies it was given: once started, a send's
+// bodies are the sender's (a sandbox frees them as soon as they are
+// written to the host, which can take long to answer).
+type keepingSender struct {
+	checked, held atomic.Int64
+}
+
+func (*keepingSender) Send(context.Context, string, string, string, []abi.OutgoingMessage) ([]string, error) {
+	return nil, errors.New("keepingSender: Send called, not StartSend")
+}
+
+func (s *keepingSender) StartSend(ctx context.Context, principal, space, queueUID string, msgs []abi.OutgoingMessage, done func([]string, error)) {
+	ids := make([]string, len(msgs))
+	for i := range ids {
+		ids[i] = fmt.Sprint("id-", i)
+	}
+	var bodies []weak.Pointer[byte]
+	for _, m := range msgs {
+		if len(m.Body) >= 1000 {
+			bodies = append(bodies, weak.Make(&m.Body[0]))
+		}
+	}
+	go func() {
+		runtime.GC()
+		runtime.GC()
+		for _, b := range bodies {
+			s.checked.Add(1)
+			if b.Value() != nil {
+				s.held.Add(1)
+			}
+		}
+		done(ids, nil)
+	}()
+}
+
+func TestStartedSendsKeepNoBodies(t *testing.T) {
+	snd := &keepingSender{}
+	rt := New(Options{Sender: snd})
+	defer rt.Close()
+	if err := runBatch(t, rt, newFakeSettler(), queueVersion(t, "v-keep", "sends"), "b1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if snd.checked.Load() == 0 || snd.held.Load() != 0 {
+		t.Fatalf("%d of %d large bodies still held by the runtime while their send waited", snd.held.Load(), snd.checked.Load())
 	}
 }

@@ -551,3 +551,55 @@ func (e *refEncoder) end(at int) {
 	copy(e.b[at+k:], e.b[at:at+size])
 	protowire.AppendVarint(e.b[at:at], uint64(size))
 }
+
+// TestFrameSegments: a frame written in pieces (frameSegments) is the
+// frame appendFrame encodes, byte for byte, with every body of at least
+// direct bytes a piece of its own, uncopied, and the rest encoded into one
+// buffer of exactly its size.
+func TestFrameSegments(t *testing.T) {
+	seed := 0
+	var full frame
+	fill(t, reflect.ValueOf(&full).Elem(), &seed)
+	full.Version.Vars, full.Version.Secrets, full.HTTP.Header = nil, nil, nil // one encoding only
+	send, queue := bigFrames()
+	mixed := &frame{ID: 3, Op: opSend, Messages: []wireOutgoing{
+		{Body: make([]byte, 15)}, {Body: make([]byte, 16), HasDelay: true, Delay: 5}, {Body: make([]byte, 17)}, {Body: make([]byte, 300)},
+	}}
+	const direct = 16
+	for name, f := range map[string]*frame{"every field set": &full, "big send": send, "big batch": queue, "mixed": mixed, "zero": {}} {
+		want := appendFrame(nil, f)
+		segs, buf := frameSegments(nil, f, direct, nil)
+		if got := bytes.Join(segs, nil); !bytes.Equal(got, want) {
+			t.Fatalf("%s: the pieces join to %d bytes that differ from appendFrame's %d", name, len(got), len(want))
+		}
+		var bodies [][]byte
+		for _, m := range f.Messages {
+			bodies = append(bodies, m.Body)
+		}
+		if f.Batch != nil {
+			for _, m := range f.Batch.Messages {
+				bodies = append(bodies, m.Body)
+			}
+		}
+		if f.HTTP != nil {
+			bodies = append(bodies, f.HTTP.Body)
+		}
+		uncopied := 0
+		for _, b := range bodies {
+			if len(b) < direct {
+				continue
+			}
+			uncopied += len(b)
+			found := false
+			for _, s := range segs {
+				found = found || len(s) == len(b) && &s[0] == &b[0]
+			}
+			if !found {
+				t.Fatalf("%s: a body of %d bytes was copied, not written as it is", name, len(b))
+			}
+		}
+		if cap(buf) != len(want)-uncopied {
+			t.Fatalf("%s: the encoded pieces' buffer holds %d bytes, want exactly %d", name, cap(buf), len(want)-uncopied)
+		}
+	}
+}

@@ -66,6 +66,7 @@ type laneEnd struct {
 
 	wmu  sync.Mutex
 	wbuf []byte
+	segs [][]byte
 }
 
 func newLaneEnd(c pipeConn) *laneEnd {
@@ -101,15 +102,23 @@ func (r *laneReader) clear() { _ = r.c.r.f.SetReadDeadline(time.Time{}) }
 // longAgo is a read deadline that has passed.
 var longAgo = time.Unix(1, 0)
 
-// write sends one frame whole.
+// write sends one frame whole, its large bodies uncopied (frameSegments).
 func (l *laneEnd) write(f *frame) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	l.wbuf = appendFrame(l.wbuf[:0], f)
-	_, err := l.c.Write(l.wbuf)
-	if cap(l.wbuf) > laneBufferSize {
+	segs, buf := frameSegments(l.wbuf, f, laneBufferSize, l.segs[:0])
+	var err error
+	for _, s := range segs {
+		if _, err = l.c.Write(s); err != nil {
+			break
+		}
+	}
+	l.wbuf = buf
+	if cap(buf) > laneBufferSize {
 		l.wbuf = nil
 	}
+	clear(segs) // no body held until the next write
+	l.segs = segs[:0]
 	return err
 }
 

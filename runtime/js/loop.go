@@ -313,18 +313,9 @@ func exceptionMessage(v goja.Value) (s string) {
 // work receives the invocation's context, cancelled when the invocation
 // ends. Outside an invocation (top-level code) the Promise rejects.
 func (in *instance) async(work func(ctx context.Context) (any, error), ok func(any) goja.Value, fail func(error) goja.Value) goja.Value {
-	p, resolve, reject := in.vm.NewPromise()
-	inv := in.cur
-	if inv == nil {
-		_ = reject(in.newError("Error", "asynchronous I/O is only allowed inside a handler invocation"))
-		return in.vm.ToValue(p)
-	}
-	go func() {
-		c := &completion{resolve: resolve, reject: reject, ok: ok, fail: fail}
-		c.v, c.err = work(inv.ctx)
-		inv.post(c.settle)
-	}()
-	return in.vm.ToValue(p)
+	return in.started(func(ctx context.Context, done func(any, error)) {
+		go func() { done(work(ctx)) }()
+	}, ok, fail)
 }
 
 // started is async for Go work that starts without blocking and reports

@@ -74,12 +74,8 @@ const (
 // nested in, into a buffer grown by doubling: with 16 sendBatch calls at
 // once, enough copies to take a sandbox over its 512 MiB.
 func appendFrame(b []byte, f *frame) []byte {
-	e := encoder{sizing: true}
-	e.fields(f)
-	size := e.n
-	e = encoder{b: grow(b, protowire.SizeBytes(size))}
-	e.b = appendVarint(e.b, uint64(size))
-	e.fields(f)
+	e := encoder{b: b}
+	e.frame(f)
 	return e.b
 }
 
@@ -94,17 +90,25 @@ func appendFrame(b []byte, f *frame) []byte {
 // were still held; 16 such sendBatch calls at once took a sandbox over its
 // 512 MiB cap. Written in pieces, a frame costs its bodies only.
 func frameSegments(buf []byte, f *frame, direct int, segs [][]byte) ([][]byte, []byte) {
-	e := encoder{sizing: true, direct: direct}
-	e.fields(f)
-	size, skipped := e.n, e.skipped
-	buf = grow(buf[:0], protowire.SizeBytes(size)-skipped)
-	e = encoder{b: buf, direct: direct, segs: segs}
-	e.b = appendVarint(e.b, uint64(size))
-	e.fields(f)
+	e := encoder{b: buf[:0], direct: direct, segs: segs}
+	buf = e.frame(f)
 	if len(e.b) > 0 {
 		e.segs = append(e.segs, e.b)
 	}
-	return e.segs, buf
+	return e.segs, buf[:0]
+}
+
+// frame appends f, length first, measured first, to e.b grown once to take
+// it (less the bytes fields that go to e.segs uncopied). It returns e.b as
+// grown, before f: frameSegments reuses it.
+func (e *encoder) frame(f *frame) (grown []byte) {
+	m := encoder{sizing: true, direct: e.direct}
+	m.fields(f)
+	e.b = grow(e.b, protowire.SizeBytes(m.n)-m.skipped)
+	grown = e.b
+	e.b = appendVarint(e.b, uint64(m.n))
+	e.fields(f)
+	return grown
 }
 
 // grow returns b with room for n more bytes. An empty b without the room is

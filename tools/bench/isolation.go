@@ -17,11 +17,20 @@ var isolationPoints = []prodMode{
 	{"send ×64 concurrent", 1, 64},
 }
 
-// isolationRounds is how many times each point runs in-process, sandboxed,
-// sandboxed, in-process: the shared disk's fsync rate moves by tens of
-// percent within a minute, and a single-send point, bound by it, needs
-// more than one round for its ratio to hold still.
-const isolationRounds = 2
+// isolationRounds is how many times the end-to-end point runs in-process,
+// sandboxed, sandboxed, in-process. isolationSliced is how many times as
+// many rounds each producer point runs, each run that much shorter, so
+// that every point keeps its time in each mode (4 × its duration) but
+// alternates modes every quarter of its duration: the shared disk's fsync
+// rate moves by tens of percent within a second (one probe of this machine
+// fell from 7,300 to 450 fdatasync/s from one second to the next, and in
+// one 4 s run the in-process host's sendBatch(100) ×4 rate ranged from
+// 61,500 to 172,600 msgs/s second by second), and the shorter the runs
+// that alternate, the less of such a swing falls on one mode alone.
+const (
+	isolationRounds = 2
+	isolationSliced = 4
+)
 
 // isolationLayer: the cost of running worker code in sandbox processes
 // (runtime/sandbox, the default) rather than in the host process
@@ -30,12 +39,14 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	s := b.rep.section("Cost of worker isolation (runtime/sandbox vs in-process goja)",
 		fmt.Sprintf("Two hosts in this process, both up for the whole phase (host.New on fresh data directories, 127.0.0.1), the same worker as the host producer section: "+
 			"one with worker code in sandbox processes (the default: the fetch handler runs in the worker's sandbox and asks the host for each send over its pipes), "+
-			"one with UnsafeInProcessWorkers (goja in the host process). Each point runs on the in-process host, then on the sandboxed one, then on each again in the reverse order, %d times over; "+
-			"a figure is the mean of its %d runs (the machine is shared: interleaving keeps drift out of the ratio). "+
-			"Producer points: closed-loop HTTP clients on the worker fetch route, 100 B bodies, %s per run. "+
+			"one with UnsafeInProcessWorkers (goja in the host process). Each point runs on the in-process host, then on the sandboxed one, then on each again in the reverse order, over and over; "+
+			"a figure is the mean of its runs in that mode (the machine is shared: interleaving keeps drift out of the ratio). "+
+			"Producer points: closed-loop HTTP clients on the worker fetch route, 100 B bodies, %d rounds of %s runs (%s in each mode). "+
 			"End-to-end: the same sendBatch(100) ×16 producers with a QueueConsumer attached (maxBatchSize 100, maxConcurrency 4) whose queue handler runs in the sandbox too, "+
 			"measured from the first send until the queue's messageCount is back to 0 (every message delivered and acknowledged). "+
-			"Target: isolation costs at most 25%% of throughput (ratio ≥ 75%%). CPU is not compared: a sandbox's CPU is another process's.", isolationRounds, 2*isolationRounds, b.pointDur),
+			"End-to-end runs %d rounds of %s production each. "+
+			"Target: isolation costs at most 25%% of throughput (ratio ≥ 75%%). CPU is not compared: a sandbox's CPU is another process's.",
+			isolationRounds*isolationSliced, b.pointDur/isolationSliced, 2*isolationRounds*b.pointDur, isolationRounds, b.pointDur),
 		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process")
 	hosts := map[bool]*benchHost{}
 	for _, unsafe := range []bool{true, false} {
@@ -49,8 +60,9 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	}
 	modeName := map[bool]string{true: "in-process", false: "sandboxed"}
 	type point struct {
-		name string
-		run  func(bh *benchHost, mode string) (float64, error)
+		name   string
+		rounds int
+		run    func(bh *benchHost, mode string) (float64, error)
 	}
 	var points []point
 	for _, m := range isolationPoints {
@@ -58,17 +70,17 @@ func (b *bench) isolationLayer(ctx context.Context) {
 		if m.PerCall == 100 {
 			path = "batch?size=100"
 		}
-		points = append(points, point{"fetch → " + m.Name, func(bh *benchHost, mode string) (float64, error) {
+		points = append(points, point{"fetch → " + m.Name, isolationRounds * isolationSliced, func(bh *benchHost, mode string) (float64, error) {
 			call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, path) }
 			_ = call(ctx, nil)
 			c := b.prog.phase(fmt.Sprintf("isolation %s %s", mode, m.Name), "msgs")
-			pt := runProducer(ctx, call, m, 100, b.pointDur, c)
+			pt := runProducer(ctx, call, m, 100, b.pointDur/isolationSliced, c)
 			b.prog.end()
 			return pt.rate(), pt.Err
 		}})
 	}
 	attached := map[*benchHost]bool{}
-	points = append(points, point{"end-to-end: sendBatch(100) ×16 → consumer → acknowledgement", func(bh *benchHost, mode string) (float64, error) {
+	points = append(points, point{"end-to-end: sendBatch(100) ×16 → consumer → acknowledgement", isolationRounds, func(bh *benchHost, mode string) (float64, error) {
 		if !attached[bh] {
 			// The consumer comes last, so that the producer points above
 			// measure producing alone; it first drains what they sent.
@@ -83,13 +95,13 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	worstName := ""
 	for _, p := range points {
 		sum := map[bool]float64{}
-		for range isolationRounds {
+		for range p.rounds {
 			for _, unsafe := range []bool{true, false, false, true} {
 				r, err := p.run(hosts[unsafe], modeName[unsafe])
 				if err != nil {
 					s.note("%s, %s: error: %v", modeName[unsafe], p.name, err)
 				}
-				sum[unsafe] += r / (2 * isolationRounds)
+				sum[unsafe] += r / float64(2*p.rounds)
 			}
 		}
 		in, sb := sum[true], sum[false]

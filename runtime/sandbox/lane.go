@@ -48,6 +48,21 @@ import (
 // monitor took it back, and single sends from 8 concurrent clients fell to
 // less than half the throughput.
 //
+// What a crossing still costs is waking across CPUs. Through a full host,
+// single sends from 8 clients (the bench's weakest isolation point) took
+// about 96 µs more CPU per message sandboxed than in process (perf, 2
+// vCPUs: 371 vs 275 µs), 70 µs of it in the scheduler's sleeps and
+// wake-ups and the pipes' system calls on both sides; the JavaScript cost
+// the same in either process. With the host and its sandbox confined to
+// one CPU (taskset), sandboxed throughput was 86–105% of in-process in
+// four runs, against 72–79% on two CPUs. Tried on that point without a
+// clear gain: blocking reads in the sandbox, a sandbox GOMAXPROCS of 1, a
+// short EEVDF slice for every thread, the connection instead of lanes,
+// and writing a frame from within the armed read (one read system call
+// fewer per wait). Pinning the sandbox to one CPU gained about 4 points
+// there, lost some end to end, and would keep a sandbox on a CPU a
+// CPU-burning neighbour has.
+//
 // Frames on a lane: the host writes an invocation request and the replies
 // to the sandbox's requests; the sandbox writes its requests (IDs of the
 // lane's own, Inv naming the invocation), the invocation's log lines and

@@ -56,10 +56,11 @@ import (
 // the same in either process. With the host and its sandbox confined to
 // one CPU (taskset), sandboxed throughput was 86–105% of in-process in
 // four runs, against 72–79% on two CPUs. Tried on that point without a
-// clear gain: blocking reads in the sandbox, a sandbox GOMAXPROCS of 1, a
-// short EEVDF slice for every thread, the connection instead of lanes,
-// and writing a frame from within the armed read (one read system call
-// fewer per wait). Pinning the sandbox to one CPU gained about 4 points
+// clear gain: a sandbox GOMAXPROCS of 1, a short EEVDF slice for every
+// thread, the connection instead of lanes, and writing a frame from within
+// the armed read (one read system call fewer per wait); worse: blocking
+// reads (about 51%, on both sides) and spinning on the pipe for 20–50 µs
+// before parking (59–69%). Pinning the sandbox to one CPU gained about 4 points
 // there, lost some end to end, and would keep a sandbox on a CPU a
 // CPU-burning neighbour has.
 //

@@ -58,11 +58,12 @@ import (
 // four runs, against 72–79% on two CPUs. Tried on that point without a
 // clear gain: a sandbox GOMAXPROCS of 1, a short EEVDF slice for every
 // thread, the connection instead of lanes, and writing a frame from within
-// the armed read (one read system call fewer per wait); worse: blocking
-// reads (about 51%, on both sides) and spinning on the pipe for 20–50 µs
-// before parking (59–69%). Pinning the sandbox to one CPU gained about 4 points
-// there, lost some end to end, and would keep a sandbox on a CPU a
-// CPU-burning neighbour has.
+// the armed read (one read system call fewer per wait). Worse: blocking
+// reads on both sides (51–53%) and spinning on the pipe for 20–50 µs
+// before parking (59–69%). Pinning the sandbox to one CPU gained about 4
+// points there, but its one full run measured end to end at 79%, below
+// the unpinned runs, and a pinned sandbox stays on a CPU that a
+// CPU-burning neighbour holds.
 //
 // Frames on a lane: the host writes an invocation request and the replies
 // to the sandbox's requests; the sandbox writes its requests (IDs of the

@@ -132,7 +132,7 @@ type encoder struct {
 	n      int
 	sizing bool
 	// With direct > 0, bytes fields of direct bytes or more go to segs
-	// uncopied (appendFrameSegments), and sizing counts them in skipped
+	// uncopied (frameSegments), and sizing counts them in skipped
 	// too.
 	direct  int
 	segs    [][]byte

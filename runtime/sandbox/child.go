@@ -351,7 +351,12 @@ func (s *child) fetch(ctx context.Context, v *abi.Version, f *frame) (*httpMsg, 
 // the reply (the host answers within the invocation's life).
 func (s *child) ask(ctx context.Context, f *frame) (*frame, error) {
 	f.Inv = invOf(ctx).id
-	r, err := s.to(ctx).call(ctx, f)
+	return outcome(s.to(ctx).call(ctx, f))
+}
+
+// outcome is a call's reply and error as its caller sees them: a reply
+// that carries an error is that error.
+func outcome(r *frame, err error) (*frame, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -380,10 +385,7 @@ func (x sender) StartSend(ctx context.Context, principal, space, queueUID string
 	}
 	f := &frame{Op: opSend, QueueUID: queueUID, Messages: toWireOutgoing(msgs), Inv: in.id}
 	in.lane.start(f, func(r *frame, err error) {
-		if err == nil {
-			err = r.Err.err()
-		}
-		if err != nil {
+		if r, err = outcome(r, err); err != nil {
 			done(nil, err)
 			return
 		}
@@ -422,11 +424,8 @@ type settler struct {
 // invocation calls it: the host answers unknown_batch once that one ended.
 func (x settler) Settle(ctx context.Context, batchID string, st abi.Settlement) error {
 	f := &frame{Op: opSettle, BatchID: batchID, Settlement: toWireSettlement(st), Inv: x.inv}
-	r, err := x.s.to(ctx).call(ctx, f)
-	if err != nil {
-		return err
-	}
-	return r.Err.err()
+	_, err := outcome(x.s.to(ctx).call(ctx, f))
+	return err
 }
 
 type transport struct{ s *child }

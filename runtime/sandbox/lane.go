@@ -62,8 +62,26 @@ import (
 // reads on both sides (51–53%) and spinning on the pipe for 20–50 µs
 // before parking (59–69%). Pinning the sandbox to one CPU gained about 4
 // points there, but its one full run measured end to end at 79%, below
-// the unpinned runs, and a pinned sandbox stays on a CPU that a
-// CPU-burning neighbour holds.
+// the unpinned runs, a later series of three alternating runs showed no
+// consistent gain, and a pinned sandbox stays on a CPU that a CPU-burning
+// neighbour holds.
+//
+// How much is the CPUs' and how much the lanes': on two CPUs a message
+// cost 370–470 µs of CPU sandboxed (host and sandbox together, seven
+// runs) and 240–320 µs in process; confined to one CPU, 306 and 324 µs
+// sandboxed, 238 and 274 µs in process. And no crossing finds its frame
+// already there: per message the sandboxed host and sandbox make 8 more
+// reads (a read that finds the pipe empty, then, after the wake-up, the
+// one that reads the frame, at each of the 4 crossings), 4 more writes and
+// 3 more epoll waits than the host in process. So a lane that handed frames over
+// in shared memory would still wait and be woken 4 times per message;
+// what it would save is the system calls, and cutting those by 2 reads
+// per invocation made no measurable difference. Also seen: while its
+// sandbox runs the JavaScript, the host's scheduler goes wholly idle, and
+// its next system call restarts the Go runtime's monitor thread polling
+// every 20 µs (about 5,000 wake-ups a second sandboxed, 100 in process);
+// a Go runtime patched not to restart it gained 1.7 points in an
+// alternating probe, within the run-to-run noise.
 //
 // Frames on a lane: the host writes an invocation request and the replies
 // to the sandbox's requests; the sandbox writes its requests (IDs of the

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestChildrenCPUBurner is the child of TestChildrenCPU: it uses burn of
+// CPU, says so, and waits for its stdin to close.
+func TestChildrenCPUBurner(t *testing.T) {
+	if os.Getenv("BENCH_TEST_BURN") == "" {
+		t.Skip("the child of TestChildrenCPU")
+	}
+	for x := 0; cpuTime() < burn; x++ {
+		_ = x * x
+	}
+	os.Stdout.WriteString("burnt\n")
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+}
+
+const burn = 300 * time.Millisecond
+
+// A child's CPU counts while it runs (from /proc) and after it was waited
+// for (getrusage).
+func TestChildrenCPU(t *testing.T) {
+	c0 := childrenCPU()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildrenCPUBurner$")
+	cmd.Env = append(os.Environ(), "BENCH_TEST_BURN=1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "burnt\n" {
+		cmd.Process.Kill()
+		t.Fatalf("the child said %q, %v", line, err)
+	}
+	running := childrenCPU() - c0
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waited := childrenCPU() - c0
+	// /proc counts in 10 ms ticks.
+	if running < burn-10*time.Millisecond {
+		t.Errorf("while the child ran: %v of CPU, want at least the %v it burnt", running, burn)
+	}
+	if waited < burn || waited < running-10*time.Millisecond {
+		t.Errorf("after the child was waited for: %v of CPU, want at least %v (and %v seen while it ran)", waited, burn, running)
+	}
+}

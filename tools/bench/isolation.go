@@ -172,8 +172,8 @@ func (bh *benchHost) attachConsumer(ctx context.Context) error {
 }
 
 // isolationE2E produces for a point into the queue (whose consumer is
-// attached) and returns the messages per second from the first send until
-// the queue is empty again.
+// attached) and returns the run from the first send until the queue is
+// empty again: its messages, wall time and CPU.
 func (b *bench) isolationE2E(ctx context.Context, bh *benchHost, mode string) (isolationRun, error) {
 	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
 		return isolationRun{}, err

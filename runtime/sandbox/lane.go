@@ -73,10 +73,10 @@ import (
 // already there: per message the sandboxed host and sandbox make 8 more
 // reads (a read that finds the pipe empty, then, after the wake-up, the
 // one that reads the frame, at each of the 4 crossings), 4 more writes and
-// 3 more epoll waits than the host in process. So a lane that handed frames over
-// in shared memory would still wait and be woken 4 times per message;
-// what it would save is the system calls, and cutting those by 2 reads
-// per invocation made no measurable difference. Also seen: while its
+// 3 more epoll waits than the host in process. So a lane that handed
+// frames over in shared memory would still wait and be woken 4 times per
+// message; what it would save is the system calls, and cutting those by 2
+// reads per invocation made no measurable difference. Also seen: while its
 // sandbox runs the JavaScript, the host's scheduler goes wholly idle, and
 // its next system call restarts the Go runtime's monitor thread polling
 // every 20 µs (about 5,000 wake-ups a second sandboxed, 100 in process);

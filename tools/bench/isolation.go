@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/takoform/queuehost/host"
@@ -66,7 +65,7 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	type point struct {
 		name   string
 		rounds int
-		run    func(bh *benchHost, mode string) (isolationRun, error)
+		run    func(bh *benchHost, mode string) (prodPoint, error)
 	}
 	var points []point
 	for _, m := range isolationPoints {
@@ -74,23 +73,24 @@ func (b *bench) isolationLayer(ctx context.Context) {
 		if m.PerCall == 100 {
 			path = "batch?size=100"
 		}
-		points = append(points, point{"fetch → " + m.Name, isolationRounds * isolationSliced, func(bh *benchHost, mode string) (isolationRun, error) {
+		points = append(points, point{"fetch → " + m.Name, isolationRounds * isolationSliced, func(bh *benchHost, mode string) (prodPoint, error) {
 			call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, path) }
 			_ = call(ctx, nil)
 			c := b.prog.phase(fmt.Sprintf("isolation %s %s", mode, m.Name), "msgs")
 			c0 := childrenCPU()
 			pt := runProducer(ctx, call, m, 100, b.pointDur/isolationSliced, c)
 			b.prog.end()
-			return isolationRun{pt.Msgs, pt.Wall, pt.CPU + childrenCPU() - c0}, pt.Err
+			pt.CPU += childrenCPU() - c0 // the sandboxes'
+			return pt, pt.Err
 		}})
 	}
 	attached := map[*benchHost]bool{}
-	points = append(points, point{"end-to-end: sendBatch(100) ×16 → consumer → acknowledgement", isolationRounds, func(bh *benchHost, mode string) (isolationRun, error) {
+	points = append(points, point{"end-to-end: sendBatch(100) ×16 → consumer → acknowledgement", isolationRounds, func(bh *benchHost, mode string) (prodPoint, error) {
 		if !attached[bh] {
 			// The consumer comes last, so that the producer points above
 			// measure producing alone; it first drains what they sent.
 			if err := bh.attachConsumer(ctx); err != nil {
-				return isolationRun{}, err
+				return prodPoint{}, err
 			}
 			attached[bh] = true
 		}
@@ -100,7 +100,7 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	worstName := ""
 	for _, p := range points {
 		rate := map[bool]float64{}
-		var total [2]isolationRun // in-process, sandboxed
+		total := map[bool]prodPoint{} // every run of a mode as one
 		for range p.rounds {
 			for _, unsafe := range []bool{true, false, false, true} {
 				r, err := p.run(hosts[unsafe], modeName[unsafe])
@@ -108,18 +108,14 @@ func (b *bench) isolationLayer(ctx context.Context) {
 					s.note("%s, %s: error: %v", modeName[unsafe], p.name, err)
 				}
 				rate[unsafe] += r.rate() / float64(2*p.rounds)
-				t := &total[1]
-				if unsafe {
-					t = &total[0]
-				}
-				t.msgs += r.msgs
-				t.wall += r.wall
-				t.cpu += r.cpu
+				t := total[unsafe]
+				t.Msgs, t.Wall, t.CPU = t.Msgs+r.Msgs, t.Wall+r.Wall, t.CPU+r.CPU
+				total[unsafe] = t
 			}
 		}
 		in, sb := rate[true], rate[false]
-		cin, csb := total[0].cpuPerMsg(), total[1].cpuPerMsg()
-		s.row(p.name, num(in), num(sb), ratio(sb, in), num(cin), num(csb), ratio(csb, cin), pct(total[0].cores()), pct(total[1].cores()))
+		cin, csb := total[true].cpuPerMsg(), total[false].cpuPerMsg()
+		s.row(p.name, num(in), num(sb), ratio(sb, in), num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()))
 		b.results["isolation/"+p.name] = sb / in
 		if q := sb / in; worstName == "" || q < worst {
 			worst, worstName = q, p.name
@@ -128,37 +124,6 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	b.results["isolation/worst"] = worst
 	b.notes["isolation/worst"] = worstName
 	b.isolationLatency(ctx, s)
-}
-
-// isolationRun is one run of an isolation point: the messages, over what
-// wall time, and the CPU this process and its children spent meanwhile.
-type isolationRun struct {
-	msgs int64
-	wall time.Duration
-	cpu  time.Duration
-}
-
-func (r isolationRun) rate() float64 {
-	if r.wall <= 0 {
-		return 0
-	}
-	return float64(r.msgs) / r.wall.Seconds()
-}
-
-// cores is the share of all the machine's cores the run kept busy.
-func (r isolationRun) cores() float64 {
-	if r.wall <= 0 {
-		return 0
-	}
-	return r.cpu.Seconds() / r.wall.Seconds() / float64(runtime.NumCPU())
-}
-
-// cpuPerMsg is CPU microseconds per message.
-func (r isolationRun) cpuPerMsg() float64 {
-	if r.msgs == 0 {
-		return 0
-	}
-	return float64(r.cpu.Microseconds()) / float64(r.msgs)
 }
 
 // attachConsumer gives the benchmark queue a consumer (the worker's queue
@@ -173,10 +138,10 @@ func (bh *benchHost) attachConsumer(ctx context.Context) error {
 
 // isolationE2E produces for a point into the queue (whose consumer is
 // attached) and returns the run from the first send until the queue is
-// empty again: its messages, wall time and CPU.
-func (b *bench) isolationE2E(ctx context.Context, bh *benchHost, mode string) (isolationRun, error) {
+// empty again: its messages, wall time and CPU (the sandboxes' too).
+func (b *bench) isolationE2E(ctx context.Context, bh *benchHost, mode string) (prodPoint, error) {
 	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
-		return isolationRun{}, err
+		return prodPoint{}, err
 	}
 	m := prodMode{"sendBatch(100) ×16 concurrent", 100, 16}
 	call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, "batch?size=100") }
@@ -187,12 +152,12 @@ func (b *bench) isolationE2E(ctx context.Context, bh *benchHost, mode string) (i
 	wall, cpu := sp.end()
 	b.prog.end()
 	if err != nil {
-		return isolationRun{}, err
+		return prodPoint{}, err
 	}
 	if pt.Err != nil {
-		return isolationRun{}, pt.Err
+		return prodPoint{}, pt.Err
 	}
-	return isolationRun{pt.Msgs, wall, cpu + childrenCPU() - c0}, nil
+	return prodPoint{Msgs: pt.Msgs, Wall: wall, CPU: cpu + childrenCPU() - c0}, nil
 }
 
 func waitEmpty(ctx context.Context, bh *benchHost, limit time.Duration) error {

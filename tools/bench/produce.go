@@ -43,7 +43,23 @@ type prodPoint struct {
 	Err       error
 }
 
-func (p prodPoint) rate() float64 { return float64(p.Msgs) / p.Wall.Seconds() }
+func (p prodPoint) rate() float64 {
+	if p.Wall <= 0 {
+		return 0
+	}
+	return float64(p.Msgs) / p.Wall.Seconds()
+}
+
+// cpuPerMsg is CPU microseconds per message (CPU seconds per million).
+func (p prodPoint) cpuPerMsg() float64 { return p.CPU.Seconds() / float64(max(p.Msgs, 1)) * 1e6 }
+
+// cores is the share of all the machine's cores the point kept busy.
+func (p prodPoint) cores() float64 {
+	if p.Wall <= 0 {
+		return 0
+	}
+	return p.CPU.Seconds() / p.Wall.Seconds() / float64(numCPU())
+}
 
 // runProducer calls send from m.Conc goroutines, each waiting for its call
 // to return before the next, for d.
@@ -104,10 +120,10 @@ func (b *bench) prodRow(s *section, layer, below string, m prodMode, size int, p
 	}
 	rate := pt.rate()
 	b.results[pointKey(layer, m, size)] = rate
-	b.results[pointKey(layer, m, size)+"/cpu"] = pt.CPU.Seconds() / pt.Wall.Seconds() / float64(numCPU())
+	b.results[pointKey(layer, m, size)+"/cpu"] = pt.cores()
 	mbps := rate * float64(size) / (1 << 20)
 	cells := []string{m.Name, bytesize(size), num(rate), ratio(rate, b.rep.Limits.FsyncPerSec), pct(mbps / b.rep.Limits.SyncWriteMBps),
-		num(pt.CPU.Seconds() / float64(max(pt.Msgs, 1)) * 1e6), pct(pt.CPU.Seconds() / pt.Wall.Seconds() / float64(numCPU()))}
+		num(pt.cpuPerMsg()), pct(pt.cores())}
 	if below != "" {
 		cells = append(cells, ratio(rate, b.results[pointKey(below, m, size)]))
 	}

@@ -83,6 +83,26 @@ import (
 // a Go runtime patched not to restart it gained 1.7 points in an
 // alternating probe, within the run-to-run noise.
 //
+// Where the difference goes (perf over 4 s of single sends from 8 clients
+// in each mode, both processes, CPU µs per message): the JavaScript, the
+// GC and the HTTP cost about the same either way; isolation adds about 27
+// in the pipes' system calls, most of it the wake-up a write makes (a
+// write that wakes the other side costs 5–7 µs on these machines, the
+// read that finds the pipe empty 2–3), 30 in the two Go schedulers
+// going idle and being woken, 15 in setting an invocation up and
+// answering it on each side (contexts, timers, the request rebuilt from
+// its frame) and 8 in encoding and decoding frames: spread over many
+// small costs, none of which alone would close the gap. The same split
+// shows with far less noise in BenchmarkInvocation's CPU per invocation
+// (this process and its sandboxes): a fetch that sends costs 110–140 µs
+// sandboxed and 63–82 µs in process, one at a time or from 8 goroutines.
+// There a sandbox GOMAXPROCS of 1 takes about 10% off the sandboxed
+// figure (one thread to wake rather than a second one spinning up to find
+// nothing), but it caps a worker's JavaScript at one core and moved
+// nothing measurable through the full host; nor did a lower scheduling
+// priority for the sandboxes (nice 5), which was to let the journal's
+// writer run as soon as its sync returns.
+//
 // Frames on a lane: the host writes an invocation request and the replies
 // to the sandbox's requests; the sandbox writes its requests (IDs of the
 // lane's own, Inv naming the invocation), the invocation's log lines and

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/takoform/queuehost/host"
@@ -40,7 +41,8 @@ func (b *bench) isolationLayer(ctx context.Context) {
 		fmt.Sprintf("Two hosts in this process, both up for the whole phase (host.New on fresh data directories, 127.0.0.1), the same worker as the host producer section: "+
 			"one with worker code in sandbox processes (the default: the fetch handler runs in the worker's sandbox and asks the host for each send over its pipes), "+
 			"one with UnsafeInProcessWorkers (goja in the host process). Each point runs on the in-process host, then on the sandboxed one, then on each again in the reverse order, over and over; "+
-			"a figure is the mean of its runs in that mode (the machine is shared: interleaving keeps drift out of the ratio). "+
+			"a figure is the mean of its runs in that mode (the machine is shared: interleaving keeps drift out of the ratio); "+
+			"each round (in-process, sandboxed, sandboxed, in-process) also gives a ratio of its own, and their range shows how far one round's ratio strays from the mean on this machine. "+
 			"Producer points: closed-loop HTTP clients on the worker fetch route, 100 B bodies, %d rounds of %s runs (%s in each mode). "+
 			"End-to-end: the same sendBatch(100) ×16 producers with a QueueConsumer attached (maxBatchSize 100, maxConcurrency 4) whose queue handler runs in the sandbox too, "+
 			"measured from the first send until the queue's messageCount is back to 0 (every message delivered and acknowledged). "+
@@ -50,7 +52,7 @@ func (b *bench) isolationLayer(ctx context.Context) {
 			"what the two modes spend in all on the same work; CPU use is that CPU ÷ the runs' wall time ÷ the machine's cores "+
 			"(so a mode's msgs/s is its CPU use × the cores ÷ its CPU per message: where both modes keep the cores equally busy, the throughput ratio is the inverse of the CPU ratio).",
 			isolationRounds*isolationSliced, b.pointDur/isolationSliced, 2*isolationRounds*b.pointDur, isolationRounds, b.pointDur),
-		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed")
+		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "rounds' ratios (lowest–highest)", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed")
 	hosts := map[bool]*benchHost{}
 	for _, unsafe := range []bool{true, false} {
 		bh, err := b.startHostWith(ctx, 64, host.Config{UnsafeInProcessWorkers: unsafe, ObserveInterval: 100 * time.Millisecond})
@@ -100,25 +102,36 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	worstName := ""
 	for _, p := range points {
 		rate := map[bool]float64{}
-		total := map[bool]prodPoint{} // every run of a mode as one
+		total := map[bool]prodPoint{}       // every run of a mode as one
+		lo, hi := math.Inf(1), math.Inf(-1) // of the rounds' own ratios
 		for range p.rounds {
+			round := map[bool]float64{}
 			for _, unsafe := range []bool{true, false, false, true} {
 				r, err := p.run(hosts[unsafe], modeName[unsafe])
 				if err != nil {
 					s.note("%s, %s: error: %v", modeName[unsafe], p.name, err)
 				}
 				rate[unsafe] += r.rate() / float64(2*p.rounds)
+				round[unsafe] += r.rate()
 				t := total[unsafe]
 				t.Msgs, t.Wall, t.CPU = t.Msgs+r.Msgs, t.Wall+r.Wall, t.CPU+r.CPU
 				total[unsafe] = t
 			}
+			if round[true] > 0 {
+				q := round[false] / round[true]
+				lo, hi = min(lo, q), max(hi, q)
+			}
 		}
 		in, sb := rate[true], rate[false]
 		cin, csb := total[true].cpuPerMsg(), total[false].cpuPerMsg()
-		s.row(p.name, num(in), num(sb), ratio(sb, in), num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()))
+		spread := "n/a"
+		if lo <= hi {
+			spread = pct(lo) + "–" + pct(hi)
+		}
+		s.row(p.name, num(in), num(sb), ratio(sb, in), spread, num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()))
 		b.results["isolation/"+p.name] = sb / in
 		if q := sb / in; worstName == "" || q < worst {
-			worst, worstName = q, p.name
+			worst, worstName = q, p.name+"; its rounds "+spread
 		}
 	}
 	b.results["isolation/worst"] = worst

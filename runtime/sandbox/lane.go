@@ -92,9 +92,9 @@ import (
 // going idle and being woken, 15 in setting an invocation up and
 // answering it on each side (contexts, timers, the request rebuilt from
 // its frame) and 8 in encoding and decoding frames: spread over many
-// small costs, none of which alone would close the gap. The same split
+// small costs, none of which alone would close the gap. The whole cost
 // shows with far less noise in BenchmarkInvocation's CPU per invocation
-// (this process and its sandboxes): a fetch that sends costs 110–140 µs
+// (this process and its sandboxes): a fetch that sends costs 120–140 µs
 // sandboxed and 63–82 µs in process, one at a time or from 8 goroutines.
 // There a sandbox GOMAXPROCS of 1 takes about 10% off the sandboxed
 // figure (one thread to wake rather than a second one spinning up to find

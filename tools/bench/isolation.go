@@ -50,9 +50,11 @@ func (b *bench) isolationLayer(ctx context.Context) {
 			"Target: isolation costs at most 25%% of throughput (ratio ≥ 75%%). "+
 			"CPU per message is this process's CPU (both hosts and the HTTP load generator) plus its children's (the sandboxes), over the same runs, ÷ the messages: "+
 			"what the two modes spend in all on the same work; CPU use is that CPU ÷ the runs' wall time ÷ the machine's cores "+
-			"(so a mode's msgs/s is its CPU use × the cores ÷ its CPU per message: where both modes keep the cores equally busy, the throughput ratio is the inverse of the CPU ratio).",
+			"(so a mode's msgs/s is its CPU use × the cores ÷ its CPU per message: where both modes keep the cores equally busy, the throughput ratio is the inverse of the CPU ratio). "+
+			"Other processes is the CPU the rest of the machine used during the point, both modes' runs together (/proc/stat's busy time less this process's and its children's), of all cores: "+
+			"on a shared machine a busy neighbour takes CPU from both modes but costs the sandboxed one more, whose every crossing wakes a process on the other core, so a point with other processes well above 0%% measured the neighbour too.",
 			isolationRounds*isolationSliced, b.pointDur/isolationSliced, 2*isolationRounds*b.pointDur, isolationRounds, b.pointDur),
-		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "rounds' ratios (lowest–highest)", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed")
+		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "rounds' ratios (lowest–highest)", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed", "other processes (of all cores)")
 	hosts := map[bool]*benchHost{}
 	for _, unsafe := range []bool{true, false} {
 		bh, err := b.startHostWith(ctx, 64, host.Config{UnsafeInProcessWorkers: unsafe, ObserveInterval: 100 * time.Millisecond})
@@ -104,6 +106,7 @@ func (b *bench) isolationLayer(ctx context.Context) {
 		rate := map[bool]float64{}
 		total := map[bool]prodPoint{}       // every run of a mode as one
 		lo, hi := math.Inf(1), math.Inf(-1) // of the rounds' own ratios
+		others := startOthers()
 		for range p.rounds {
 			round := map[bool]float64{}
 			for _, unsafe := range []bool{true, false, false, true} {
@@ -128,10 +131,11 @@ func (b *bench) isolationLayer(ctx context.Context) {
 		if lo <= hi {
 			spread = pct(lo) + "–" + pct(hi)
 		}
-		s.row(p.name, num(in), num(sb), ratio(sb, in), spread, num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()))
+		busy := others.end()
+		s.row(p.name, num(in), num(sb), ratio(sb, in), spread, num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()), pct(busy))
 		b.results["isolation/"+p.name] = sb / in
 		if q := sb / in; worstName == "" || q < worst {
-			worst, worstName = q, p.name+"; its rounds "+spread
+			worst, worstName = q, p.name+"; its rounds "+spread+"; other processes "+pct(busy)+" of the cores"
 		}
 	}
 	b.results["isolation/worst"] = worst

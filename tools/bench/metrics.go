@@ -61,6 +61,26 @@ func startContention() contentionProbe {
 	return contentionProbe{stat: procStat(), cpu: cpuTime(), wall: time.Now(), hists: readHists()}
 }
 
+// othersProbe measures the CPU every other process on the machine uses
+// over a span: the machine's busy time less this process's and its
+// children's.
+type othersProbe struct {
+	c         contentionProbe
+	children0 time.Duration
+}
+
+func startOthers() othersProbe {
+	return othersProbe{children0: childrenCPU(), c: startContention()}
+}
+
+// end is the others' CPU as a share of all the machine's cores.
+func (p othersProbe) end() float64 {
+	children := childrenCPU() - p.children0
+	c := p.c.end()
+	wall := time.Since(p.c.wall).Seconds()
+	return max(0, c.MachineBusy-c.Ours-children.Seconds()/wall) / float64(numCPU())
+}
+
 func (p contentionProbe) end() contention {
 	var c contention
 	wall := time.Since(p.wall).Seconds()

@@ -28,6 +28,16 @@ var isolationPoints = []prodMode{
 // one 4 s run the in-process host's sendBatch(100) ×4 rate ranged from
 // 61,500 to 172,600 msgs/s second by second), and the shorter the runs
 // that alternate, the less of such a swing falls on one mode alone.
+//
+// Interleaving keeps drift within a run out of the ratio, not what differs
+// from one run to the next. On one quiet machine within one hour
+// (2026-12-04, other processes at 1–2% of the cores throughout), two full
+// make bench runs of the same code measured single sends from 8 clients
+// at 73.0% (CPU ratio 1.43×, every round below 87%) and 84.8% (1.20×), and
+// the phase alone, in a fresh process, at 98.9% (1.05×): the CPU a
+// crossing costs moves with the machine between runs, and a run's rounds
+// all move with it. One run's verdict is therefore one draw; the closing
+// of a target on it wants several runs that pass by more than that spread.
 const (
 	isolationRounds = 2
 	isolationSliced = 4

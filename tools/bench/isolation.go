@@ -31,10 +31,11 @@ var isolationPoints = []prodMode{
 //
 // Interleaving keeps drift within a run out of the ratio, not what differs
 // from one run to the next. On one quiet machine within one hour
-// (2026-12-04, other processes at 1–2% of the cores throughout), two full
-// make bench runs of the same code measured single sends from 8 clients
-// at 73.0% (CPU ratio 1.43×, every round below 87%) and 84.8% (1.20×), and
-// the phase alone, in a fresh process, at 98.9% (1.05×): the CPU a
+// (2026-12-04), two full make bench runs of the same code, with other
+// processes at 0.4–1.5% of the cores during every isolation point,
+// measured single sends from 8 clients at 73.0% (CPU ratio 1.43×, every
+// round below 87%) and 84.8% (1.20×), and the phase alone, in a fresh
+// process (a build without that column), at 98.9% (1.05×): the CPU a
 // crossing costs moves with the machine between runs, and a run's rounds
 // all move with it. One run's verdict is therefore one draw; the closing
 // of a target on it wants several runs that pass by more than that spread.
@@ -62,7 +63,7 @@ func (b *bench) isolationLayer(ctx context.Context) {
 			"what the two modes spend in all on the same work; CPU use is that CPU ÷ the runs' wall time ÷ the machine's cores "+
 			"(so a mode's msgs/s is its CPU use × the cores ÷ its CPU per message: where both modes keep the cores equally busy, the throughput ratio is the inverse of the CPU ratio). "+
 			"Other processes is the CPU the rest of the machine used during the point, both modes' runs together (/proc/stat's busy time less this process's and its children's), of all cores: "+
-			"on a shared machine a busy neighbour takes CPU from both modes but costs the sandboxed one more, whose every crossing wakes a process on the other core, so a point with other processes well above 0%% measured the neighbour too.",
+			"a busy neighbour takes CPU from both modes and can cost the sandboxed one more (each of its crossings wakes a process, and a wake waits for a free core), so a point with other processes well above 0%% measured the neighbour too.",
 			isolationRounds*isolationSliced, b.pointDur/isolationSliced, 2*isolationRounds*b.pointDur, isolationRounds, b.pointDur),
 		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "rounds' ratios (lowest–highest)", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed", "other processes (of all cores)")
 	hosts := map[bool]*benchHost{}

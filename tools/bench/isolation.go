@@ -39,6 +39,18 @@ var isolationPoints = []prodMode{
 // crossing costs moves with the machine between runs, and a run's rounds
 // all move with it. One run's verdict is therefore one draw; the closing
 // of a target on it wants several runs that pass by more than that spread.
+//
+// What the extra CPU is: on the same machine (2026-12-04, single sends from
+// 8 clients, one probe process per mode), the machine made 3.4–4.7 context
+// switches per message in-process and 6.5–7.5 sandboxed, and perf put most
+// of the sandboxed mode's extra CPU in switching (the kernel's
+// finish_task_switch and the unlocks where a virtual CPU takes its pending
+// interrupts) and in the Go scheduler's park and wake paths on both sides,
+// not in the frame codec or the JavaScript. The largest single source of
+// extra switches was the host's system monitor thread (sysmon), polling
+// every 20 µs while the journal's fdatasync holds a processor in a system
+// call: 2.4 wake-ups per message sandboxed against 0.9 in-process. Hence
+// the context-switch columns: they show which way a run's ratio went.
 const (
 	isolationRounds = 2
 	isolationSliced = 4
@@ -63,9 +75,10 @@ func (b *bench) isolationLayer(ctx context.Context) {
 			"what the two modes spend in all on the same work; CPU use is that CPU ÷ the runs' wall time ÷ the machine's cores "+
 			"(so a mode's msgs/s is its CPU use × the cores ÷ its CPU per message: where both modes keep the cores equally busy, the throughput ratio is the inverse of the CPU ratio). "+
 			"Other processes is the CPU the rest of the machine used during the point, both modes' runs together (/proc/stat's busy time less this process's and its children's), of all cores: "+
-			"a busy neighbour takes CPU from both modes and can cost the sandboxed one more (each of its crossings wakes a process, and a wake waits for a free core), so a point with other processes well above 0%% measured the neighbour too.",
+			"a busy neighbour takes CPU from both modes and can cost the sandboxed one more (each of its crossings wakes a process, and a wake waits for a free core), so a point with other processes well above 0%% measured the neighbour too. "+
+			"Context switches per message are the machine's (/proc/stat's ctxt) over a mode's runs ÷ its messages: a crossing to or from a sandbox that finds the other side asleep costs at least one, so the difference between the modes counts the wake-ups that isolation adds.",
 			isolationRounds*isolationSliced, b.pointDur/isolationSliced, 2*isolationRounds*b.pointDur, isolationRounds, b.pointDur),
-		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "rounds' ratios (lowest–highest)", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed", "other processes (of all cores)")
+		"point", "in-process msgs/s", "sandboxed msgs/s", "sandboxed ÷ in-process", "rounds' ratios (lowest–highest)", "CPU µs/msg in-process", "CPU µs/msg sandboxed", "sandboxed CPU ÷ in-process", "CPU use in-process (of all cores)", "CPU use sandboxed", "other processes (of all cores)", "context switches per msg in-process", "context switches per msg sandboxed")
 	hosts := map[bool]*benchHost{}
 	for _, unsafe := range []bool{true, false} {
 		bh, err := b.startHostWith(ctx, 64, host.Config{UnsafeInProcessWorkers: unsafe, ObserveInterval: 100 * time.Millisecond})
@@ -116,12 +129,15 @@ func (b *bench) isolationLayer(ctx context.Context) {
 	for _, p := range points {
 		rate := map[bool]float64{}
 		total := map[bool]prodPoint{}       // every run of a mode as one
+		switches := map[bool]uint64{}       // the machine's, over a mode's runs
 		lo, hi := math.Inf(1), math.Inf(-1) // of the rounds' own ratios
 		others := startOthers()
 		for range p.rounds {
 			round := map[bool]float64{}
 			for _, unsafe := range []bool{true, false, false, true} {
+				sw0 := contextSwitches()
 				r, err := p.run(hosts[unsafe], modeName[unsafe])
+				switches[unsafe] += contextSwitches() - sw0
 				if err != nil {
 					s.note("%s, %s: error: %v", modeName[unsafe], p.name, err)
 				}
@@ -143,7 +159,13 @@ func (b *bench) isolationLayer(ctx context.Context) {
 			spread = pct(lo) + "–" + pct(hi)
 		}
 		busy := others.end()
-		s.row(p.name, num(in), num(sb), ratio(sb, in), spread, num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()), pct(busy))
+		perMsg := func(unsafe bool) string {
+			if total[unsafe].Msgs == 0 || switches[unsafe] == 0 {
+				return "n/a"
+			}
+			return fmt.Sprintf("%.2f", float64(switches[unsafe])/float64(total[unsafe].Msgs))
+		}
+		s.row(p.name, num(in), num(sb), ratio(sb, in), spread, num(cin), num(csb), ratio(csb, cin), pct(total[true].cores()), pct(total[false].cores()), pct(busy), perMsg(true), perMsg(false))
 		b.results["isolation/"+p.name] = sb / in
 		if q := sb / in; worstName == "" || q < worst {
 			worst, worstName = q, p.name+"; its rounds "+spread+"; other processes "+pct(busy)+" of the cores"

@@ -59,3 +59,41 @@ func TestChildrenCPU(t *testing.T) {
 		t.Errorf("after the child was waited for: %v of CPU, want at least %v (and %v seen while it ran)", waited, burn, running)
 	}
 }
+
+// The machine's context switches count at least the ones this test makes:
+// two goroutines that hand a token back and forth through a pipe, each
+// blocking in read until the other writes, switch at every hand-over.
+func TestContextSwitches(t *testing.T) {
+	before := contextSwitches()
+	if before == 0 {
+		t.Fatal("no ctxt line read from /proc/stat")
+	}
+	r1, w1, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := make([]byte, 1)
+		for range rounds {
+			r1.Read(b)
+			w2.Write(b)
+		}
+	}()
+	b := make([]byte, 1)
+	for range rounds {
+		w1.Write(b)
+		r2.Read(b)
+		time.Sleep(100 * time.Microsecond) // so that both sides go to sleep
+	}
+	<-done
+	if d := contextSwitches() - before; d < rounds {
+		t.Fatalf("%d context switches counted over %d sleeps and hand-overs", d, rounds)
+	}
+}

@@ -51,17 +51,9 @@ func procStat() []uint64 {
 // contextSwitches is the machine's context switches since boot, from
 // /proc/stat's ctxt line (0 where it cannot be read).
 func contextSwitches() uint64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "ctxt "); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
+	v, _ := procLine("/proc/stat", "ctxt ")
+	n, _ := strconv.ParseUint(v, 10, 64)
+	return n
 }
 
 func readHists() []metrics.Sample {

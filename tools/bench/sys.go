@@ -69,20 +69,28 @@ func childrenCPU() time.Duration {
 
 // rssBytes is the resident set size from /proc/self/status (VmRSS).
 func rssBytes() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
-				return kb * 1024
-			}
-		}
+	v, ok := procLine("/proc/self/status", "VmRSS:")
+	if f := strings.Fields(v); ok && len(f) >= 1 {
+		kb, _ := strconv.ParseFloat(f[0], 64)
+		return kb * 1024
 	}
 	return 0
+}
+
+// procLine is the rest of the first line of the /proc file path that
+// starts with prefix, trimmed; ok is false when there is none or the file
+// cannot be read.
+func procLine(path, prefix string) (rest string, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(line, prefix); found {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // span measures wall and CPU time of one run.

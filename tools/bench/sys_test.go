@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -96,4 +97,20 @@ func TestContextSwitches(t *testing.T) {
 	if d := contextSwitches() - before; d < rounds {
 		t.Fatalf("%d context switches counted over %d sleeps and hand-overs", d, rounds)
 	}
+}
+
+// The resident set grows by what this test touches.
+func TestRSSBytes(t *testing.T) {
+	before := rssBytes()
+	if before <= 0 {
+		t.Fatal("no VmRSS read from /proc/self/status")
+	}
+	b := make([]byte, 64<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	if grew := rssBytes() - before; grew < 32<<20 {
+		t.Fatalf("touching 64 MiB grew the resident set by %.1f MiB", grew/(1<<20))
+	}
+	runtime.KeepAlive(b)
 }

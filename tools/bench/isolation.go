@@ -41,16 +41,18 @@ var isolationPoints = []prodMode{
 // of a target on it wants several runs that pass by more than that spread.
 //
 // What the extra CPU is: on the same machine (2026-12-04, single sends from
-// 8 clients, one probe process per mode), the machine made 3.4–4.7 context
-// switches per message in-process and 6.5–7.5 sandboxed, and perf put most
-// of the sandboxed mode's extra CPU in switching (the kernel's
-// finish_task_switch and the unlocks where a virtual CPU takes its pending
-// interrupts) and in the Go scheduler's park and wake paths on both sides,
-// not in the frame codec or the JavaScript. The largest single source of
-// extra switches was the host's system monitor thread (sysmon), polling
-// every 20 µs while the journal's fdatasync holds a processor in a system
-// call: 2.4 wake-ups per message sandboxed against 0.9 in-process. Hence
-// the context-switch columns: they show which way a run's ratio went.
+// 8 clients, probes that alternated the modes in one process as this phase
+// does), the machine made 3.2–4.7 context switches per message in-process
+// and 6.5–7.8 sandboxed, and perf over the whole machine put most of the
+// sandboxed mode's extra CPU in switching (the kernel's finish_task_switch
+// and the unlocks where a virtual CPU takes its pending interrupts) and in
+// the Go scheduler's park and wake paths on both sides, not in the frame
+// codec or the JavaScript. In one sched_switch recording of each mode, the
+// largest single source of extra switches was the host's system monitor
+// thread (sysmon), which polls every 20 µs while processors sit in system
+// calls (mainly the journal's fdatasync): 2.4 wake-ups per message
+// sandboxed against 0.9 in-process. Hence the context-switch columns: they
+// show which way a run's ratio went.
 const (
 	isolationRounds = 2
 	isolationSliced = 4

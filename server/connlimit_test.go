@@ -147,6 +147,7 @@ func TestLimitListenerTrustedProxy(t *testing.T) {
 	if status, body := get(t, "127.0.1.9", addr); status != 200 {
 		t.Fatalf("a fifth connection, from a trusted prefix: %d %s", status, body)
 	}
+	waitOpen(t, l, 4) // that one's release (see TestLimitListenerPerClientAndTotal)
 	halfOpen(t, "127.0.0.5", addr)
 	waitOpen(t, l, 5)
 	if status, _ := get(t, "127.0.0.5", addr); status != 503 {

@@ -31,7 +31,7 @@ func (c *Controller) Reindex(ctx context.Context, uid string) { c.reindex(ctx, u
 // transitional record another host wrote (its ID is then not known
 // here).
 func (c *Controller) busy(ctx context.Context, uid string) (inflightOp, bool) {
-	if fl, ok := c.inflightOf(uid); ok || c.opts.SharedLock == nil || uid == "" {
+	if fl, ok := c.unresolved(ctx, uid); ok || c.opts.SharedLock == nil || uid == "" {
 		return fl, ok
 	}
 	r, err := c.st.Resource(ctx, uid)

@@ -81,7 +81,7 @@ func (c *Controller) SetDelivery(ctx context.Context, p *auth.Principal, space, 
 	}
 	// An unfinished Operation holds the record it will write: changing
 	// the state under it would be undone by its outcome.
-	if fl, busy := c.inflightOf(uid); busy {
+	if fl, busy := c.unresolved(ctx, uid); busy {
 		return DeliveryState{}, problem.Conflict(problem.CodeOperationInProgress, "Operation %s on this queue has not finished", fl.id)
 	}
 	if r.State != store.StateActive {

@@ -142,7 +142,7 @@ func (c *Controller) admitQueueOp(ctx context.Context, req QueueOpRequest) (unlo
 	if err != nil {
 		return fail(err)
 	}
-	if fl, busy := c.inflightOf(req.UID); busy {
+	if fl, busy := c.unresolved(ctx, req.UID); busy {
 		return fail(problem.Conflict(problem.CodeOperationInProgress, "Operation %s on this queue has not finished", fl.id))
 	}
 	if r.State != store.StateActive {

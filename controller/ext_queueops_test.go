@@ -88,3 +88,36 @@ func TestCancelRefusals(t *testing.T) {
 	_, err = c.CancelOperation(ctx, admin, "s", op.ID)
 	wantCode(t, err, problem.CodeNotCancellable)
 }
+
+// This host forgets an Operation as in flight just after it stores the
+// outcome, and a client that read the outcome can come back before: a
+// reference to the resource, or a change of its delivery state, is then
+// admitted all the same, because the stored Operation decides. An entry
+// whose Operation is not resolved still holds the resource.
+func TestSucceededOperationFreesItsResourceAtOnce(t *testing.T) {
+	notes := &noteForm{applied: map[string]string{}}
+	c, _ := newTestController(t, notes)
+	ctx := t.Context()
+	created := mustRun(t, c, func() (store.Operation, bool, error) {
+		return c.Create(ctx, CreateRequest{Principal: admin, Space: "s", Name: "q", FormURL: schemas.FormAtLeastOnceQueue, Spec: []byte(`{"messageRetentionSeconds":60}`)})
+	})
+	q := created.ResourceUID
+	note := func(name string) error {
+		_, _, err := c.Create(ctx, CreateRequest{Principal: admin, Space: "s", Name: name, FormURL: noteURL,
+			Spec: []byte(`{"text":"hi","queue":{"resourceUid":"` + q + `"}}`)})
+		return err
+	}
+	// The moment between storing the create's outcome and clearing it.
+	c.setInflight(q, inflightOp{id: created.ID, kind: KindCreate})
+	if err := note("n1"); err != nil {
+		t.Fatalf("a reference to the queue whose create succeeded: %v", err)
+	}
+	if _, err := c.SetDelivery(ctx, admin, "s", q, false); err != nil {
+		t.Fatalf("pausing the queue whose create succeeded: %v", err)
+	}
+	// A create that is really under way.
+	c.setInflight(q, inflightOp{id: "op-not-stored", kind: KindCreate})
+	wantCode(t, note("n2"), problem.CodeInvalidReference)
+	_, err := c.SetDelivery(ctx, admin, "s", q, true)
+	wantCode(t, err, problem.CodeOperationInProgress)
+}

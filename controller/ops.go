@@ -99,6 +99,24 @@ func (c *Controller) inflightOf(uid string) (inflightOp, bool) {
 	return f, ok
 }
 
+// unresolved is the Operation on uid that this host drives and has not
+// resolved. The in-flight entry is cleared just after the Operation's
+// outcome is stored, and a client that read that outcome (by polling, or
+// on another host of a cluster) can come back before: so an entry whose
+// stored Operation is done no longer holds the resource. Only references
+// and requests that do not take the resource's own lock can meet that
+// moment; complete holds the lock across it.
+func (c *Controller) unresolved(ctx context.Context, uid string) (inflightOp, bool) {
+	f, ok := c.inflightOf(uid)
+	if !ok {
+		return f, false
+	}
+	if op, err := c.st.Operation(ctx, f.id); err == nil && op.Done() {
+		return inflightOp{}, false
+	}
+	return f, true
+}
+
 func (c *Controller) setInflight(uid string, f inflightOp) {
 	c.opMu.Lock()
 	c.inflight[uid] = f

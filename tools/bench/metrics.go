@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"os"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -30,20 +29,18 @@ type contentionProbe struct {
 
 var histNames = []string{"/sched/latencies:seconds", "/sched/pauses/total/gc:seconds"}
 
+// procStat is /proc/stat's aggregate cpu line (user nice system idle
+// iowait irq softirq steal ...), nil where it cannot be read.
 func procStat() []uint64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
+	v, _ := procLine("/proc/stat", "cpu ") // not "cpu0 ": the sum of all
+	f := strings.Fields(v)
+	if len(f) < 8 {
 		return nil
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return nil
-	}
-	out := make([]uint64, 0, len(f)-1)
-	for _, x := range f[1:] {
-		v, _ := strconv.ParseUint(x, 10, 64)
-		out = append(out, v)
+	out := make([]uint64, 0, len(f))
+	for _, x := range f {
+		n, _ := strconv.ParseUint(x, 10, 64)
+		out = append(out, n)
 	}
 	return out
 }

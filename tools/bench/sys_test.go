@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestChildrenCPUBurner is the child of TestChildrenCPU: it uses burn of
@@ -77,6 +78,9 @@ func TestContextSwitches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range []*os.File{r1, w1, r2, w2} {
+		t.Cleanup(func() { f.Close() })
+	}
 	const rounds = 200
 	done := make(chan struct{})
 	go func() {
@@ -99,18 +103,43 @@ func TestContextSwitches(t *testing.T) {
 	}
 }
 
-// The resident set grows by what this test touches.
+// The resident set grows by what this test touches: fresh anonymous
+// pages, outside the Go heap (a heap allocation may reuse pages an
+// earlier run of the test left resident).
 func TestRSSBytes(t *testing.T) {
 	before := rssBytes()
 	if before <= 0 {
 		t.Fatal("no VmRSS read from /proc/self/status")
 	}
-	b := make([]byte, 64<<20)
+	b, err := unix.Mmap(-1, 0, 64<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
 	for i := 0; i < len(b); i += 4096 {
 		b[i] = 1
 	}
 	if grew := rssBytes() - before; grew < 32<<20 {
 		t.Fatalf("touching 64 MiB grew the resident set by %.1f MiB", grew/(1<<20))
 	}
-	runtime.KeepAlive(b)
+}
+
+// procStat reads the aggregate cpu line: eight or more tick counts, whose
+// sum (all the cores' time since boot) grows while time passes.
+func TestProcStat(t *testing.T) {
+	a := procStat()
+	if len(a) < 8 {
+		t.Fatalf("procStat: %v", a)
+	}
+	time.Sleep(50 * time.Millisecond)
+	b := procStat()
+	sum := func(v []uint64) (s uint64) {
+		for _, x := range v {
+			s += x
+		}
+		return s
+	}
+	if sum(b) <= sum(a) {
+		t.Fatalf("the cpu line did not move over 50 ms: %v then %v", a, b)
+	}
 }

@@ -18,6 +18,19 @@ import (
 // outcome was lost): ReferencedBy reads each referrer's record and keeps
 // only the references its stored spec still makes. Every full observation
 // pass re-indexes what changed, so that nothing stays missing.
+//
+// # Why an entry is only ever replaced whole
+//
+// An extra referrer costs a read; a missing one lets admission accept what
+// it must refuse (a second consumer of a queue, a dead-letter cycle, the
+// delete of a resource still referenced). So the index may say too much,
+// never too little, at any moment, and that must hold while it is written:
+// in a cluster (spec/cluster.md) another host's write reaches the index
+// through Reindex, on a notification, without the space's lock and while
+// an admission of the space reads it. put therefore replaces a resource's
+// references in one step under mu (never a drop followed by a put, between
+// which a reader would find the resource naming nothing), a failed read
+// leaves the entry as it is, and only a record found gone is dropped.
 type refIndex struct {
 	mu sync.Mutex
 	// out holds each resource's references, per generation.
@@ -38,7 +51,8 @@ func (x *refIndex) init() {
 	}
 }
 
-// put records r's references (refs, decoded from its spec).
+// put records the references (refs, decoded from its spec) of uid at
+// generation gen, replacing those indexed in one step.
 func (x *refIndex) put(uid string, gen int64, refs []Reference) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -129,15 +143,22 @@ func (c *Controller) indexApplied(muts []store.Mutation) {
 }
 
 // reindex indexes uid as its stored record says (after a write that was
-// reserved and failed).
+// reserved and failed, or one another host made). It may run while an
+// admission of uid's space reads the index: the entry is replaced in one
+// step, dropped only when the record is gone, and kept as it is when the
+// record cannot be read (the next full observation pass indexes the
+// record as stored).
 func (c *Controller) reindex(ctx context.Context, uid string) {
 	r, err := c.st.Resource(ctx, uid)
-	if err != nil {
+	switch {
+	case isNotFound(err):
 		c.refs.drop(uid)
+	case err != nil:
+		c.log.Warn("re-reading a resource's references failed; its index entry stays as it was", "resource", uid, "err", err)
 		return
+	default:
+		c.index(r)
 	}
-	c.refs.drop(uid)
-	c.index(r)
 	c.obs.mark(uid)
 }
 

@@ -19,7 +19,7 @@ import (
 // only the references its stored spec still makes. Every full observation
 // pass re-indexes what changed, so that nothing stays missing.
 //
-// # Why an entry is only ever replaced whole
+// # Why an entry is only ever replaced whole, and never by an older one
 //
 // An extra referrer costs a read; a missing one lets admission accept what
 // it must refuse (a second consumer of a queue, a dead-letter cycle, the
@@ -30,7 +30,11 @@ import (
 // an admission of the space reads it. put therefore replaces a resource's
 // references in one step under mu (never a drop followed by a put, between
 // which a reader would find the resource naming nothing), a failed read
-// leaves the entry as it is, and only a record found gone is dropped.
+// leaves the entry as it is, and only a record found gone is dropped. A
+// record read before a later write and indexed after it would put back
+// older references: put keeps the later generation (a record's spec, and
+// so its references, changes only with its generation, which never goes
+// back).
 type refIndex struct {
 	mu sync.Mutex
 	// out holds each resource's references, per generation.
@@ -52,11 +56,15 @@ func (x *refIndex) init() {
 }
 
 // put records the references (refs, decoded from its spec) of uid at
-// generation gen, replacing those indexed in one step.
+// generation gen, replacing those indexed in one step; it changes nothing
+// when a later generation of uid is indexed.
 func (x *refIndex) put(uid string, gen int64, refs []Reference) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.init()
+	if o, ok := x.out[uid]; ok && o.gen > gen {
+		return
+	}
 	x.dropLocked(uid)
 	uids := make([]string, 0, len(refs))
 	for _, rf := range refs {
@@ -71,12 +79,12 @@ func (x *refIndex) put(uid string, gen int64, refs []Reference) {
 	x.out[uid] = outRefs{gen: gen, uids: uids}
 }
 
-// has reports whether uid is indexed at generation gen.
+// has reports whether uid is indexed at generation gen or a later one.
 func (x *refIndex) has(uid string, gen int64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o, ok := x.out[uid]
-	return ok && o.gen == gen
+	return ok && o.gen >= gen
 }
 
 func (x *refIndex) drop(uid string) {
@@ -114,7 +122,7 @@ func (x *refIndex) referrers(uid string) []string {
 }
 
 // index records r's references unless they are indexed for its generation
-// already.
+// (or a later one) already.
 func (c *Controller) index(r store.Resource) {
 	if c.refs.has(r.UID, r.Generation) {
 		return

@@ -156,3 +156,21 @@ func TestReindexKeepsTheEntryWhenItCannotRead(t *testing.T) {
 		t.Fatalf("after the record was found gone, q's referrers are %v, want none", got)
 	}
 }
+
+// A record read before a later generation was indexed, and indexed after
+// it, does not put the older references back.
+func TestRefIndexKeepsTheLaterGeneration(t *testing.T) {
+	var x refIndex
+	x.put("r-c", 2, []Reference{{UID: "r-q"}, {UID: "r-dlq"}})
+	x.put("r-c", 1, []Reference{{UID: "r-q"}})
+	if got := x.referrers("r-dlq"); !slices.Equal(got, []string{"r-c"}) {
+		t.Fatalf("the dead-letter queue's referrers are %v after a stale put, want [r-c]", got)
+	}
+	if !x.has("r-c", 1) || !x.has("r-c", 2) || x.has("r-c", 3) {
+		t.Fatal("has: want true up to generation 2 only")
+	}
+	x.put("r-c", 3, []Reference{{UID: "r-q"}})
+	if got := x.referrers("r-dlq"); len(got) != 0 {
+		t.Fatalf("the dead-letter queue's referrers are %v after generation 3 dropped it, want none", got)
+	}
+}

@@ -65,17 +65,18 @@ type idemEntry struct {
 	anchor
 }
 
-// queue keeps its messages in a slice, with a map from ID to index: a
-// backlog of a million messages then costs one small struct and one map
-// slot each, neither holding a pointer (so the garbage collector does not
-// scan them), and listing them is a scan of contiguous memory. About 100
+// queue keeps its messages in slots (chunks of entries, slots.go), with a
+// map from ID to slot: a backlog of a million messages then costs one
+// small struct and one map slot each, neither holding a pointer (so the
+// garbage collector does not scan them), and listing them is a scan of
+// contiguous memory. About 100
 // bytes per message in all (BenchmarkIndexMemory).
 //
 // The engine issues IDs of 32 lowercase hex digits; those are kept decoded,
 // as 16 bytes, in the entry and in byHex. Any other ID is a string in
 // byName, with names mapping its slot back to it.
 //
-// The maps hold positions, not slice indexes: slot i of msgs is position
+// The maps hold positions, not slot indexes: slot i of msgs is position
 // base+i. Messages mostly leave in the order they came, so removed slots
 // gather at the front, and tidy drops them by moving base, without
 // touching the maps; only holes behind a message that stays make it
@@ -83,15 +84,11 @@ type idemEntry struct {
 type queue struct {
 	// hint is the slot of the message apply found last (see lookupKey).
 	hint int32
-	base int32 // the position of msgs[0]
-	// arr is msgs' whole backing array: msgs is arr[off:]. The slots tidy
-	// drops from the front stay in arr until grow reuses them.
-	arr    []msgEntry
-	off    int
+	base int32 // the position of slot 0
 	byHex  map[[16]byte]int32
 	byName map[string]int32 // nil until an ID that is not hex arrives
 	names  map[int32]string // by position
-	msgs   []msgEntry
+	msgs   slots
 	dead   int
 }
 
@@ -184,9 +181,11 @@ func (q *queue) lookupKey(id string, k [16]byte, isHex bool, hint *int32) (int32
 	if isHex {
 		if hint != nil && k != ([16]byte{}) {
 			// k == 0 is excluded: a slot whose ID is not hex has e.id 0.
-			if h := *hint + 1; h >= 0 && int(h) < len(q.msgs) && q.msgs[h].id == k && !q.msgs[h].removed() {
-				*hint = h
-				return h, true
+			if h := *hint + 1; h >= 0 && int(h) < q.msgs.len() {
+				if e := q.msgs.at(int(h)); e.id == k && !e.removed() {
+					*hint = h
+					return h, true
+				}
 			}
 		}
 		p, ok := q.byHex[k]
@@ -232,7 +231,7 @@ func (q *queue) id(i int32) string {
 	if name, ok := q.names[q.base+i]; ok {
 		return name
 	}
-	return hex.EncodeToString(q.msgs[i].id[:])
+	return hex.EncodeToString(q.msgs.at(int(i)).id[:])
 }
 
 func (q *queue) idLen(i int32) int {
@@ -466,7 +465,7 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			var l uint32
 			for _, id := range m.IDs {
 				if i, ok := q.lookup(id, &q.hint); ok {
-					e := &q.msgs[i]
+					e := q.msgs.at(int(i))
 					e.attempts++
 					old := e.lease
 					if l == 0 {
@@ -481,9 +480,10 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 		case RetryMessage:
 			if q := s.queues[m.Queue]; q != nil {
 				if i, ok := q.lookup(m.ID, &q.hint); ok {
-					s.leases.unref(q.msgs[i].lease)
-					q.msgs[i].lease = 0
-					q.msgs[i].visibleAt = m.VisibleAt
+					e := q.msgs.at(int(i))
+					s.leases.unref(e.lease)
+					e.lease = 0
+					e.visibleAt = m.VisibleAt
 				}
 			}
 		case RemoveMessages:
@@ -500,8 +500,8 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 				}
 			}
 			if q := s.queues[m.Queue]; q != nil {
-				for i := range q.msgs {
-					if e := &q.msgs[i]; !e.removed() {
+				for i := range q.msgs.len() {
+					if e := q.msgs.at(i); !e.removed() {
 						s.forget(m.Queue, e, q.idLen(int32(i)))
 					}
 				}
@@ -536,14 +536,16 @@ func (s *state) accept(m *AcceptMessage, seg uint64, bodyOff int64, crc uint32) 
 	k, isHex := hexID(id)
 	i, ok := q.lookupKey(id, k, isHex, nil)
 	if ok {
-		s.forget(m.Message.Queue, &q.msgs[i], len(id))
+		s.forget(m.Message.Queue, q.msgs.at(int(i)), len(id))
 	} else {
-		i = int32(len(q.msgs))
-		q.grow()
-		q.msgs = append(q.msgs, msgEntry{})
+		i = int32(q.msgs.len())
 	}
 	q.indexKey(id, k, isHex, i, &e)
-	q.msgs[i] = e
+	if ok {
+		*q.msgs.at(int(i)) = e
+	} else {
+		q.msgs.push(e)
+	}
 	if dl := m.Message.DeadLetter; dl != nil {
 		if s.deadLetters == nil {
 			s.deadLetters = map[msgKey]*DeadLetter{}
@@ -571,42 +573,39 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 	if !ok {
 		return
 	}
-	s.forget(name, &q.msgs[i], len(id))
+	s.forget(name, q.msgs.at(int(i)), len(id))
 	if s.deadLetters != nil {
 		delete(s.deadLetters, msgKey{name, id})
 	}
-	q.msgs[i] = msgEntry{}
+	*q.msgs.at(int(i)) = msgEntry{}
 	q.unindexKey(id, k, isHex, i)
 	q.dead++
 }
 
-// maxPosition bounds base+len(msgs): past it, tidy renumbers the positions
+// maxPosition bounds base+msgs.len(): past it, tidy renumbers the positions
 // from 0, so that they never overflow an int32.
 const maxPosition = 1 << 30
 
 // tidy reclaims removed slots: at once those at the front (moving base,
 // which costs nothing per live message), and every hole once holes are the
-// majority (renumbering the live messages), which keeps the slice's length
-// within twice the live count (its capacity within four times) at
-// amortised constant cost.
+// majority (renumbering the live messages), which keeps the slots in use
+// within twice the live count at amortised constant cost.
 func (s *state) tidy(name string, q *queue) {
 	if q.count() == 0 {
 		delete(s.queues, name)
 		return
 	}
 	front := 0
-	for front < len(q.msgs) && q.msgs[front].removed() {
+	for front < q.msgs.len() && q.msgs.at(front).removed() {
 		front++
 	}
 	if front > 0 {
-		clear(q.msgs[:front])
-		q.msgs = q.msgs[front:]
-		q.off += front
+		q.msgs.dropFront(front)
 		q.base += int32(front)
 		q.dead -= front
 		q.hint -= int32(front)
 	}
-	if (q.dead < 64 || q.dead < len(q.msgs)/2) && int(q.base)+cap(q.msgs) < maxPosition {
+	if (q.dead < 64 || q.dead < q.msgs.len()/2) && int(q.base)+q.msgs.len()+chunkLen < maxPosition {
 		return
 	}
 	s.renumber(q)
@@ -619,55 +618,31 @@ func (s *state) renumber(q *queue) {
 	if q.names != nil {
 		names = make(map[int32]string, len(q.names))
 	}
-	// Compacted to the start of arr: the copy only ever moves an entry
-	// to a lower index than it is read from.
-	live := q.arr[:0]
-	for i, e := range q.msgs {
+	// Compacted towards slot 0: the copy only ever moves an entry to a
+	// lower slot than it is read from.
+	live := 0
+	for i := range q.msgs.len() {
+		e := q.msgs.at(i)
 		if e.removed() {
 			continue
 		}
-		n := int32(len(live))
+		n := int32(live)
 		if id, ok := q.names[q.base+int32(i)]; ok {
 			q.byName[id] = n
 			names[n] = id
 		} else {
 			q.byHex[e.id] = n
 		}
-		live = append(live, e)
+		if live != i {
+			*q.msgs.at(live) = *e
+		}
+		live++
 	}
 	q.names = names
-	clear(q.arr[len(live) : q.off+len(q.msgs)])
-	// The capacity stays: a queue in steady traffic fills it again at
-	// once, and clipping it made the next accept copy the whole index.
-	// Only a queue that shrank a lot gives memory back.
-	q.msgs, q.arr, q.off = live, live[:cap(live)], 0
-	if cap(q.msgs) > 4*len(q.msgs)+1024 {
-		q.msgs = slices.Clone(q.msgs)
-		q.arr = q.msgs[:cap(q.msgs)]
-	}
+	// The chunks in use stay: a queue in steady traffic fills them again
+	// at once. Only a queue that shrank a lot gives memory back.
+	q.msgs.truncate(live)
 	q.base, q.dead, q.hint = 0, 0, noHint
-}
-
-// grow makes room for one more slot at the end of msgs. When the front of
-// arr has room that tidy freed (at least half of msgs' length), msgs moves
-// there: no allocation, and positions do not change, only where slot 0
-// lies. Otherwise a new array twice msgs' length takes it. In steady
-// first-in-first-out traffic a queue of n messages then moves its n slots
-// once per n accepts, and never allocates.
-func (q *queue) grow() {
-	if len(q.msgs) < cap(q.msgs) {
-		return
-	}
-	n := len(q.msgs)
-	if q.off > 0 && q.off >= n/2 {
-		copy(q.arr, q.msgs)
-		clear(q.arr[n : q.off+n])
-		q.msgs, q.off = q.arr[:n], 0
-		return
-	}
-	q.arr = make([]msgEntry, 2*n+16)
-	copy(q.arr, q.msgs)
-	q.msgs, q.off = q.arr[:n], 0
 }
 
 // message finds a message's index entry; hint is as for lookupKey (nil:
@@ -681,7 +656,7 @@ func (s *state) message(queue, id string, hint *int32) (*msgEntry, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &q.msgs[i], true
+	return q.msgs.at(int(i)), true
 }
 
 func (s *state) messageOf(queue, id string, e *msgEntry) Message {
@@ -714,8 +689,8 @@ func (s *state) messages(queue string) []Message {
 		return []Message{}
 	}
 	out := make([]Message, 0, q.count())
-	for i := range q.msgs {
-		if e := &q.msgs[i]; !e.removed() {
+	for i := range q.msgs.len() {
+		if e := q.msgs.at(i); !e.removed() {
 			out = append(out, s.messageOf(queue, q.id(int32(i)), e))
 		}
 	}

@@ -83,8 +83,8 @@ type idemEntry struct {
 // rewrite them (see tidy).
 type queue struct {
 	// hint is the slot of the message apply found last (see lookupKey).
-	hint int32
-	base int32 // the position of slot 0
+	hint   int32
+	base   int32 // the position of slot 0
 	byHex  map[[16]byte]int32
 	byName map[string]int32 // nil until an ID that is not hex arrives
 	names  map[int32]string // by position

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -149,5 +150,27 @@ func TestMsgOrderCompacts(t *testing.T) {
 	}
 	if o.pop() != ms[0] || o.pop() != nil {
 		t.Fatal("wrong messages after compaction")
+	}
+}
+
+// A run that builds up a backlog doubles when full, so that each entry is
+// copied about once while it grows (append's own growth for large slices,
+// a quarter at a time, copied each about four times).
+func TestOrderRunDoublesWhenFull(t *testing.T) {
+	var o msgOrder
+	grows, last := 0, 0
+	const n = 100_000
+	for i := range n {
+		o.push(newMsg(fmt.Sprint(i), int64(i), int64(i), 0, 1, uint64(i)))
+		if c := cap(o.run); c != last {
+			grows, last = grows+1, c
+		}
+	}
+	if o.Len() != n || len(o.heap) != 0 {
+		t.Fatalf("%d live, %d in the heap, want %d in the run", o.Len(), len(o.heap), n)
+	}
+	// 16, 32, ... up to n: 13 doublings.
+	if grows > 14 {
+		t.Fatalf("the run was reallocated %d times for %d in-order pushes, want at most 14 (doubling)", grows, n)
 	}
 }

@@ -109,8 +109,8 @@ func (e *Engine) Inspect(_ context.Context, uid string) (QueueInspection, error)
 			counted++
 		}
 	}
-	for _, en := range q.expiry.run[q.expiry.head:] {
-		visit(en)
+	for i := range q.expiry.run.Len() {
+		visit(*q.expiry.run.At(i))
 	}
 	for _, en := range q.expiry.heap {
 		visit(en)
@@ -189,10 +189,10 @@ func (q *queue) after(after Cursor, limit int) (ms []*msg, more bool) {
 		return m.acceptedAt > after.AcceptedAt || (m.acceptedAt == after.AcceptedAt && m.seq > after.Seq)
 	}
 	// The run is sorted: start at the first entry after the cursor.
-	lo, hi := o.head, len(o.run)
+	lo, hi := 0, o.run.Len()
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if isAfter(o.run[mid].m) {
+		if isAfter(o.run.At(mid).m) {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -209,14 +209,14 @@ func (q *queue) after(after Cursor, limit int) (ms []*msg, more bool) {
 	sortMsgs(extra)
 	ms = make([]*msg, 0, limit+1)
 	i, j := lo, 0
-	for len(ms) <= limit && (i < len(o.run) || j < len(extra)) {
+	for len(ms) <= limit && (i < o.run.Len() || j < len(extra)) {
 		var m *msg
 		switch {
-		case i < len(o.run) && !o.isLive(o.run[i]):
+		case i < o.run.Len() && !o.isLive(*o.run.At(i)):
 			i++
 			continue
-		case i < len(o.run) && (j >= len(extra) || expLess(o.run[i].m, extra[j])):
-			m = o.run[i].m
+		case i < o.run.Len() && (j >= len(extra) || expLess(o.run.At(i).m, extra[j])):
+			m = o.run.At(i).m
 			i++
 		default:
 			m = extra[j]

@@ -1,8 +1,7 @@
 package delivery
 
 import (
-	"slices"
-
+	"github.com/takoform/queuehost/runtime/internal/chunked"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -98,7 +97,8 @@ func expLess(a, b *msg) bool {
 // delay") and leave from the front (delivery, expiry) or from anywhere
 // (acknowledgement, expiry of a waiting message).
 //
-// It keeps a sorted run (a slice used as a deque) that takes every
+// It keeps a sorted run (a chunked.Deque, whose entries never move as it
+// grows) that takes every
 // message arriving at or after its back, and a binary heap for those that
 // arrive out of order (a send whose write finished after a later one's, a
 // retry due before messages already waiting, a clock step back). A group
@@ -113,8 +113,7 @@ func expLess(a, b *msg) bool {
 type msgOrder struct {
 	byExpiry bool // expLess and expGen; otherwise visLess (seqLess with bySeq) and visGen
 	bySeq    bool // a serialized queue's available order: seqLess and visGen
-	run      []entry
-	head     int // run[head:] is the run
+	run      chunked.Deque[entry]
 	heap     []entry
 	live     int // live entries in run and heap
 	stale    int
@@ -156,16 +155,17 @@ func (o *msgOrder) Len() int { return o.live }
 func (o *msgOrder) push(m *msg) {
 	e := entry{m, o.gen(m)}
 	o.live++
-	if n := len(o.run); n == o.head || !o.less(m, o.run[n-1].m) {
-		o.grow(1)
-		o.run = append(o.run, e)
+	n := o.run.Len()
+	if n == 0 || !o.less(m, o.run.At(n-1).m) {
+		o.run.Push(e)
 		return
 	}
-	if p := o.searchRun(m); len(o.run)-p <= mergeLimit {
-		o.grow(1)
-		o.run = append(o.run, entry{})
-		copy(o.run[p+1:], o.run[p:])
-		o.run[p] = e
+	if p := o.searchRun(m); n-p <= mergeLimit {
+		o.run.Push(entry{})
+		for i := n; i > p; i-- {
+			*o.run.At(i) = *o.run.At(i - 1)
+		}
+		*o.run.At(p) = e
 		return
 	}
 	o.heapPush(e)
@@ -187,8 +187,8 @@ func (o *msgOrder) pushSorted(ms []*msg) {
 			return
 		}
 	}
-	n := len(o.run)
-	if n == o.head || !o.less(ms[0], o.run[n-1].m) {
+	n := o.run.Len()
+	if n == 0 || !o.less(ms[0], o.run.At(n-1).m) {
 		for _, m := range ms {
 			o.push(m)
 		}
@@ -201,17 +201,21 @@ func (o *msgOrder) pushSorted(ms []*msg) {
 		}
 		return
 	}
-	// Merge ms with the tail run[p:], back to front, in place.
-	tail := append([]entry(nil), o.run[p:]...)
-	o.grow(len(ms))
-	o.run = append(o.run, make([]entry, len(ms))...)
-	i, j, k := len(tail)-1, len(ms)-1, len(o.run)-1
+	// Merge ms with the run's tail from p, back to front, in place.
+	tail := make([]entry, n-p)
+	for i := range tail {
+		tail[i] = *o.run.At(p + i)
+	}
+	for range ms {
+		o.run.Push(entry{})
+	}
+	i, j, k := len(tail)-1, len(ms)-1, o.run.Len()-1
 	for j >= 0 {
 		if i >= 0 && o.less(ms[j], tail[i].m) {
-			o.run[k] = tail[i]
+			*o.run.At(k) = tail[i]
 			i--
 		} else {
-			o.run[k] = entry{ms[j], o.gen(ms[j])}
+			*o.run.At(k) = entry{ms[j], o.gen(ms[j])}
 			j--
 		}
 		k--
@@ -219,26 +223,13 @@ func (o *msgOrder) pushSorted(ms []*msg) {
 	o.live += len(ms)
 }
 
-// grow makes room for k more entries in the run. A full run doubles:
-// append's own growth for large slices (a quarter at a time) copied each
-// entry about four times over while a backlog built up, which the
-// producer benchmark's profile showed as runtime.memmove (with the
-// garbage collector's write barriers, entries holding pointers) at 8–12%
-// of the host's CPU. Doubling copies each entry about once, for at most
-// twice the run's length in memory (16 bytes an entry).
-func (o *msgOrder) grow(k int) {
-	if len(o.run)+k > cap(o.run) {
-		o.run = slices.Grow(o.run, max(len(o.run), k, 16))
-	}
-}
-
 // searchRun is the first position of the run whose message m sorts
 // before.
 func (o *msgOrder) searchRun(m *msg) int {
-	lo, hi := o.head, len(o.run)
+	lo, hi := 0, o.run.Len()
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if o.less(m, o.run[mid].m) {
+		if o.less(m, o.run.At(mid).m) {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -259,8 +250,8 @@ func (o *msgOrder) removed() {
 
 // peek returns the first live message without removing it, or nil.
 func (o *msgOrder) peek() *msg {
-	for o.head < len(o.run) && !o.isLive(o.run[o.head]) {
-		o.dropRunFront()
+	for o.run.Len() > 0 && !o.isLive(*o.run.At(0)) {
+		o.run.DropFront(1)
 		o.stale--
 	}
 	for len(o.heap) > 0 && !o.isLive(o.heap[0]) {
@@ -268,13 +259,13 @@ func (o *msgOrder) peek() *msg {
 		o.stale--
 	}
 	switch {
-	case o.head < len(o.run) && len(o.heap) > 0:
-		if o.less(o.heap[0].m, o.run[o.head].m) {
+	case o.run.Len() > 0 && len(o.heap) > 0:
+		if o.less(o.heap[0].m, o.run.At(0).m) {
 			return o.heap[0].m
 		}
-		return o.run[o.head].m
-	case o.head < len(o.run):
-		return o.run[o.head].m
+		return o.run.At(0).m
+	case o.run.Len() > 0:
+		return o.run.At(0).m
 	case len(o.heap) > 0:
 		return o.heap[0].m
 	}
@@ -292,34 +283,22 @@ func (o *msgOrder) pop() *msg {
 	if len(o.heap) > 0 && o.heap[0].m == m {
 		o.heapPop()
 	} else {
-		o.dropRunFront()
+		o.run.DropFront(1)
 	}
 	o.live--
 	return m
 }
 
-func (o *msgOrder) dropRunFront() {
-	o.run[o.head] = entry{}
-	o.head++
-	if o.head == len(o.run) {
-		o.run, o.head = o.run[:0], 0
-	} else if o.head >= 1024 && o.head*2 >= len(o.run) {
-		n := copy(o.run, o.run[o.head:])
-		clear(o.run[n:])
-		o.run, o.head = o.run[:n], 0
-	}
-}
-
 // compact drops every stale entry.
 func (o *msgOrder) compact() {
-	run := o.run[:0]
-	for _, e := range o.run[o.head:] {
-		if o.isLive(e) {
-			run = append(run, e)
+	w := 0
+	for i := range o.run.Len() {
+		if e := *o.run.At(i); o.isLive(e) {
+			*o.run.At(w) = e
+			w++
 		}
 	}
-	clear(o.run[len(run):])
-	o.run, o.head = run, 0
+	o.run.Truncate(w)
 	h := o.heap[:0]
 	for _, e := range o.heap {
 		if o.isLive(e) {
@@ -332,9 +311,6 @@ func (o *msgOrder) compact() {
 		o.down(i)
 	}
 	o.stale = 0
-	if cap(o.run) > 2*len(o.run)+1024 {
-		o.run = append([]entry(nil), o.run...)
-	}
 }
 
 func (o *msgOrder) heapPush(e entry) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/takoform/queuehost/runtime/internal/chunked"
 )
 
 // TestMsgOrderMatchesSort drives msgOrder with random pushes (mostly in
@@ -145,7 +147,7 @@ func TestMsgOrderCompacts(t *testing.T) {
 		m.visGen++
 		o.removed()
 	}
-	if n := len(o.run) - o.head + len(o.heap); n > 2*o.Len()+1024+1 {
+	if n := o.run.Len() + len(o.heap); n > 2*o.Len()+1024+1 {
 		t.Fatalf("%d entries held for %d live messages", n, o.Len())
 	}
 	if o.pop() != ms[0] || o.pop() != nil {
@@ -153,24 +155,31 @@ func TestMsgOrderCompacts(t *testing.T) {
 	}
 }
 
-// A run that builds up a backlog doubles when full, so that each entry is
-// copied about once while it grows (append's own growth for large slices,
-// a quarter at a time, copied each about four times).
-func TestOrderRunDoublesWhenFull(t *testing.T) {
+// A run that builds up a backlog never moves the entries it holds (a
+// slice that grew by append copied each about four times over, with the
+// engine's lock held), and gives its chunks back as it drains.
+func TestOrderRunNeverMovesItsEntries(t *testing.T) {
 	var o msgOrder
-	grows, last := 0, 0
-	const n = 100_000
+	const n = 10 * chunked.ChunkLen
+	var first *entry
 	for i := range n {
 		o.push(newMsg(fmt.Sprint(i), int64(i), int64(i), 0, 1, uint64(i)))
-		if c := cap(o.run); c != last {
-			grows, last = grows+1, c
+		if i == chunked.ChunkLen-1 { // the first chunk is whole
+			first = o.run.At(0)
 		}
 	}
-	if o.Len() != n || len(o.heap) != 0 {
-		t.Fatalf("%d live, %d in the heap, want %d in the run", o.Len(), len(o.heap), n)
+	if o.Len() != n || len(o.heap) != 0 || o.run.Len() != n {
+		t.Fatalf("%d live, %d in the run, %d in the heap, want %d in the run", o.Len(), o.run.Len(), len(o.heap), n)
 	}
-	// 16, 32, ... up to n: 13 doublings.
-	if grows > 14 {
-		t.Fatalf("the run was reallocated %d times for %d in-order pushes, want at most 14 (doubling)", grows, n)
+	if o.run.At(0) != first {
+		t.Fatal("the run's first entry moved while the backlog grew")
+	}
+	for i := range n {
+		if m := o.pop(); m == nil || m.seq != uint64(i) {
+			t.Fatalf("pop %d: %v", i, m)
+		}
+	}
+	if o.run.Len() != 0 || o.Len() != 0 {
+		t.Fatalf("after draining: %d in the run, %d live", o.run.Len(), o.Len())
 	}
 }

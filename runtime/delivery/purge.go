@@ -68,8 +68,8 @@ func (q *queue) purgeLocked() {
 			m.expired = true
 		}
 	}
-	for _, en := range q.expiry.run[q.expiry.head:] {
-		if q.expiry.isLive(en) {
+	for i := range q.expiry.run.Len() {
+		if en := *q.expiry.run.At(i); q.expiry.isLive(en) {
 			mark(en.m)
 		}
 	}

@@ -160,8 +160,8 @@ func (s *Journaled) anchoredIn(seg uint64) []compactItem {
 		}
 	}
 	for name, q := range s.st.queues {
-		for i := range q.msgs.len() {
-			if e := q.msgs.at(i); !e.removed() && e.seg() == seg {
+		for i := range q.msgs.Len() {
+			if e := q.msgs.At(i); !e.removed() && e.seg() == seg {
 				items = append(items, compactItem{kind: recAcceptMessage, a: name, b: q.id(int32(i)), loc: *e})
 			}
 		}

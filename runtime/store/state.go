@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/takoform/queuehost/runtime/internal/chunked"
 )
 
 // state is the in-memory state machine both backends share: Memory applies
@@ -65,12 +67,12 @@ type idemEntry struct {
 	anchor
 }
 
-// queue keeps its messages in slots (chunks of entries, slots.go), with a
-// map from ID to slot: a backlog of a million messages then costs one
-// small struct and one map slot each, neither holding a pointer (so the
-// garbage collector does not scan them), and listing them is a scan of
-// contiguous memory. About 100
-// bytes per message in all (BenchmarkIndexMemory).
+// queue keeps its messages in a chunked.Deque (whose entries never move
+// as it grows), with a map from ID to slot: a backlog of a million
+// messages then costs one small struct and one map slot each, neither
+// holding a pointer (so the garbage collector does not scan them), and
+// listing them is a scan of contiguous memory. About 100 bytes per
+// message in all (BenchmarkIndexMemory).
 //
 // The engine issues IDs of 32 lowercase hex digits; those are kept decoded,
 // as 16 bytes, in the entry and in byHex. Any other ID is a string in
@@ -88,7 +90,7 @@ type queue struct {
 	byHex  map[[16]byte]int32
 	byName map[string]int32 // nil until an ID that is not hex arrives
 	names  map[int32]string // by position
-	msgs   slots
+	msgs   chunked.Deque[msgEntry]
 	dead   int
 }
 
@@ -181,8 +183,8 @@ func (q *queue) lookupKey(id string, k [16]byte, isHex bool, hint *int32) (int32
 	if isHex {
 		if hint != nil && k != ([16]byte{}) {
 			// k == 0 is excluded: a slot whose ID is not hex has e.id 0.
-			if h := *hint + 1; h >= 0 && int(h) < q.msgs.len() {
-				if e := q.msgs.at(int(h)); e.id == k && !e.removed() {
+			if h := *hint + 1; h >= 0 && int(h) < q.msgs.Len() {
+				if e := q.msgs.At(int(h)); e.id == k && !e.removed() {
 					*hint = h
 					return h, true
 				}
@@ -231,7 +233,7 @@ func (q *queue) id(i int32) string {
 	if name, ok := q.names[q.base+i]; ok {
 		return name
 	}
-	return hex.EncodeToString(q.msgs.at(int(i)).id[:])
+	return hex.EncodeToString(q.msgs.At(int(i)).id[:])
 }
 
 func (q *queue) idLen(i int32) int {
@@ -465,7 +467,7 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			var l uint32
 			for _, id := range m.IDs {
 				if i, ok := q.lookup(id, &q.hint); ok {
-					e := q.msgs.at(int(i))
+					e := q.msgs.At(int(i))
 					e.attempts++
 					old := e.lease
 					if l == 0 {
@@ -480,7 +482,7 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 		case RetryMessage:
 			if q := s.queues[m.Queue]; q != nil {
 				if i, ok := q.lookup(m.ID, &q.hint); ok {
-					e := q.msgs.at(int(i))
+					e := q.msgs.At(int(i))
 					s.leases.unref(e.lease)
 					e.lease = 0
 					e.visibleAt = m.VisibleAt
@@ -500,8 +502,8 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 				}
 			}
 			if q := s.queues[m.Queue]; q != nil {
-				for i := range q.msgs.len() {
-					if e := q.msgs.at(i); !e.removed() {
+				for i := range q.msgs.Len() {
+					if e := q.msgs.At(i); !e.removed() {
 						s.forget(m.Queue, e, q.idLen(int32(i)))
 					}
 				}
@@ -536,15 +538,15 @@ func (s *state) accept(m *AcceptMessage, seg uint64, bodyOff int64, crc uint32) 
 	k, isHex := hexID(id)
 	i, ok := q.lookupKey(id, k, isHex, nil)
 	if ok {
-		s.forget(m.Message.Queue, q.msgs.at(int(i)), len(id))
+		s.forget(m.Message.Queue, q.msgs.At(int(i)), len(id))
 	} else {
-		i = int32(q.msgs.len())
+		i = int32(q.msgs.Len())
 	}
 	q.indexKey(id, k, isHex, i, &e)
 	if ok {
-		*q.msgs.at(int(i)) = e
+		*q.msgs.At(int(i)) = e
 	} else {
-		q.msgs.push(e)
+		q.msgs.Push(e)
 	}
 	if dl := m.Message.DeadLetter; dl != nil {
 		if s.deadLetters == nil {
@@ -573,11 +575,11 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 	if !ok {
 		return
 	}
-	s.forget(name, q.msgs.at(int(i)), len(id))
+	s.forget(name, q.msgs.At(int(i)), len(id))
 	if s.deadLetters != nil {
 		delete(s.deadLetters, msgKey{name, id})
 	}
-	*q.msgs.at(int(i)) = msgEntry{}
+	*q.msgs.At(int(i)) = msgEntry{}
 	q.unindexKey(id, k, isHex, i)
 	q.dead++
 }
@@ -596,16 +598,16 @@ func (s *state) tidy(name string, q *queue) {
 		return
 	}
 	front := 0
-	for front < q.msgs.len() && q.msgs.at(front).removed() {
+	for front < q.msgs.Len() && q.msgs.At(front).removed() {
 		front++
 	}
 	if front > 0 {
-		q.msgs.dropFront(front)
+		q.msgs.DropFront(front)
 		q.base += int32(front)
 		q.dead -= front
 		q.hint -= int32(front)
 	}
-	if (q.dead < 64 || q.dead < q.msgs.len()/2) && int(q.base)+q.msgs.len()+chunkLen < maxPosition {
+	if (q.dead < 64 || q.dead < q.msgs.Len()/2) && int(q.base)+q.msgs.Len()+chunked.ChunkLen < maxPosition {
 		return
 	}
 	s.renumber(q)
@@ -621,8 +623,8 @@ func (s *state) renumber(q *queue) {
 	// Compacted towards slot 0: the copy only ever moves an entry to a
 	// lower slot than it is read from.
 	live := 0
-	for i := range q.msgs.len() {
-		e := q.msgs.at(i)
+	for i := range q.msgs.Len() {
+		e := q.msgs.At(i)
 		if e.removed() {
 			continue
 		}
@@ -634,14 +636,14 @@ func (s *state) renumber(q *queue) {
 			q.byHex[e.id] = n
 		}
 		if live != i {
-			*q.msgs.at(live) = *e
+			*q.msgs.At(live) = *e
 		}
 		live++
 	}
 	q.names = names
 	// The chunks in use stay: a queue in steady traffic fills them again
 	// at once. Only a queue that shrank a lot gives memory back.
-	q.msgs.truncate(live)
+	q.msgs.Truncate(live)
 	q.base, q.dead, q.hint = 0, 0, noHint
 }
 
@@ -656,7 +658,7 @@ func (s *state) message(queue, id string, hint *int32) (*msgEntry, bool) {
 	if !ok {
 		return nil, false
 	}
-	return q.msgs.at(int(i)), true
+	return q.msgs.At(int(i)), true
 }
 
 func (s *state) messageOf(queue, id string, e *msgEntry) Message {
@@ -689,8 +691,8 @@ func (s *state) messages(queue string) []Message {
 		return []Message{}
 	}
 	out := make([]Message, 0, q.count())
-	for i := range q.msgs.len() {
-		if e := q.msgs.at(i); !e.removed() {
+	for i := range q.msgs.Len() {
+		if e := q.msgs.At(i); !e.removed() {
 			out = append(out, s.messageOf(queue, q.id(int32(i)), e))
 		}
 	}

@@ -106,8 +106,8 @@ func TestIndexIDsLeasesAndTidy(t *testing.T) {
 			}
 		}
 		st.apply([]Mutation{RemoveMessages{Queue: "q", IDs: gone}}, seg, 0, []recMeta{{}})
-		if q := st.queues["q"]; q.dead != 0 || q.msgs.len() != len(want) {
-			t.Fatalf("not tidied: %d dead, %d slots", q.dead, q.msgs.len())
+		if q := st.queues["q"]; q.dead != 0 || q.msgs.Len() != len(want) {
+			t.Fatalf("not tidied: %d dead, %d slots", q.dead, q.msgs.Len())
 		}
 		check("removed and tidied")
 		// Accept over an existing ID replaces it.
@@ -259,7 +259,7 @@ func TestIndexPositions(t *testing.T) {
 				q.byHex = map[[16]byte]int32{}
 				q.byName, q.names = nil, nil
 				k, isHex := hexID(id)
-				q.indexKey(id, k, isHex, 0, q.msgs.at(0))
+				q.indexKey(id, k, isHex, 0, q.msgs.At(0))
 			}
 			live[id] = true
 			order = append(order, id)
@@ -299,8 +299,8 @@ func TestIndexPositions(t *testing.T) {
 			if q.base < startBase {
 				renumbered = true
 			}
-			if int(q.base)+q.msgs.len() >= 1<<31-1 {
-				t.Fatalf("positions overflow: base %d, %d slots", q.base, q.msgs.len())
+			if int(q.base)+q.msgs.Len() >= 1<<31-1 {
+				t.Fatalf("positions overflow: base %d, %d slots", q.base, q.msgs.Len())
 			}
 			if step%997 == 0 || step == 19999 {
 				for id := range live {
@@ -311,8 +311,8 @@ func TestIndexPositions(t *testing.T) {
 				if st.messageCount() != int64(len(live)) || len(st.messages("q")) != len(live) {
 					t.Fatalf("step %d: %d messages, want %d", step, st.messageCount(), len(live))
 				}
-				if q.msgs.len() > 2*len(live)+128 {
-					t.Fatalf("step %d: %d slots for %d messages", step, q.msgs.len(), len(live))
+				if q.msgs.Len() > 2*len(live)+128 {
+					t.Fatalf("step %d: %d slots for %d messages", step, q.msgs.Len(), len(live))
 				}
 			}
 		}

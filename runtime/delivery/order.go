@@ -98,13 +98,13 @@ func expLess(a, b *msg) bool {
 // (acknowledgement, expiry of a waiting message).
 //
 // It keeps a sorted run (a chunked.Deque, whose entries never move as it
-// grows) that takes every
-// message arriving at or after its back, and a binary heap for those that
-// arrive out of order (a send whose write finished after a later one's, a
-// retry due before messages already waiting, a clock step back). A group
-// of messages that belongs just before the run's back is merged into the
-// run instead, when that moves at most mergeLimit entries. The minimum is
-// the smaller of the run's front and the heap's top.
+// grows) that takes every message arriving at or after its back, and a
+// binary heap for those that arrive out of order (a send whose write
+// finished after a later one's, a retry due before messages already
+// waiting, a clock step back). A group of messages that belongs just
+// before the run's back is merged into the run instead, when that moves
+// at most mergeLimit entries. The minimum is the smaller of the run's
+// front and the heap's top.
 //
 // Removal is lazy: the owner bumps the message's generation and calls
 // removed; the stale entry is skipped when it reaches the front, and the

@@ -584,7 +584,7 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 	q.dead++
 }
 
-// maxPosition bounds base+msgs.len(): past it, tidy renumbers the positions
+// maxPosition bounds base+msgs.Len(): past it, tidy renumbers the positions
 // from 0, so that they never overflow an int32.
 const maxPosition = 1 << 30
 

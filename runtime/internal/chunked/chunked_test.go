@@ -26,7 +26,7 @@ func TestDequeFollowsAPlainSlice(t *testing.T) {
 		}
 		for i := range want {
 			if *s.At(i) != want[i] {
-				t.Fatalf("step %d (%s): slot %d is %+v, want %+v", step, op, i, *s.At(i), want[i])
+				t.Fatalf("step %d (%s): entry %d is %+v, want %+v", step, op, i, *s.At(i), want[i])
 			}
 		}
 		// Nothing outside the entries holds a value (a dropped entry's
@@ -39,7 +39,7 @@ func TestDequeFollowsAPlainSlice(t *testing.T) {
 			}
 		}
 		// Every chunk but a lone first one is whole; the deque holds no
-		// chunk beyond the one its last slot lies in, and none before
+		// chunk beyond the one its last entry lies in, and none before
 		// the one its first lies in.
 		if len(s.chunks) > 1 {
 			for i, c := range s.chunks {
@@ -124,7 +124,7 @@ func TestDequeSmallStaysSmall(t *testing.T) {
 	}
 	for i := range 10 {
 		if s.At(i).pos != uint64(i+1) {
-			t.Fatalf("slot %d lost its entry: %+v", i, *s.At(i))
+			t.Fatalf("entry %d lost its value: %+v", i, *s.At(i))
 		}
 	}
 }

@@ -101,7 +101,12 @@ import (
 // nothing), but it caps a worker's JavaScript at one core and moved
 // nothing measurable through the full host; nor did a lower scheduling
 // priority for the sandboxes (nice 5), which was to let the journal's
-// writer run as soon as its sync returns.
+// writer run as soon as its sync returns. Nor, later (BenchmarkInvocation's
+// fetch-send-durable and the bench's isolation phase): a sync writer that
+// waited 100 or 300 µs for more sends (both modes' syncs answered more
+// sends; the sandboxed invocations cost no less), a collection forced
+// before each of the phase's runs (its two hosts share one Go heap), or
+// the guest kernel's halt polling raised from 0 to 200 µs.
 //
 // Frames on a lane: the host writes an invocation request and the replies
 // to the sandbox's requests; the sandbox writes its requests (IDs of the

@@ -189,7 +189,10 @@ func newSyncSender(b *testing.B) *syncSender {
 		more:
 			for {
 				select {
-				case c := <-s.queue:
+				case c, ok := <-s.queue:
+					if !ok { // closed: answer what was taken, then end
+						break more
+					}
 					batch = append(batch, c)
 				default:
 					break more

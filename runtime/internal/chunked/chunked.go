@@ -91,10 +91,7 @@ func (d *Deque[T]) makeRoom() int {
 
 // DropFront removes the first k entries (k ≤ Len).
 func (d *Deque[T]) DropFront(k int) {
-	for i := range k {
-		var zero T
-		*d.At(i) = zero
-	}
+	d.clearEntries(0, k)
 	d.head += k
 	d.n -= k
 	for d.head >= ChunkLen && len(d.chunks) > 1 {
@@ -112,10 +109,7 @@ func (d *Deque[T]) DropFront(k int) {
 // entry uses any more; a lone chunk far larger than what it holds is made
 // smaller.
 func (d *Deque[T]) Truncate(n int) {
-	for i := n; i < d.n; i++ {
-		var zero T
-		*d.At(i) = zero
-	}
+	d.clearEntries(n, d.n)
 	d.n = n
 	if keep := max(1, (d.head+n+chunkMask)>>chunkShift); keep < len(d.chunks) {
 		for i := keep; i < len(d.chunks); i++ {
@@ -128,6 +122,17 @@ func (d *Deque[T]) Truncate(n int) {
 		nc := make([]T, max(2*n, 16))
 		copy(nc, d.chunks[0][d.head:d.head+n])
 		d.chunks[0], d.head = nc, 0
+	}
+}
+
+// clearEntries zeroes entries i to j-1, a chunk's part at a time, so that
+// the Deque holds no value it no longer lists.
+func (d *Deque[T]) clearEntries(i, j int) {
+	for a, b := d.head+i, d.head+j; a < b; {
+		c, off := d.chunks[a>>chunkShift], a&chunkMask
+		end := min(len(c), off+b-a)
+		clear(c[off:end])
+		a += end - off
 	}
 }
 

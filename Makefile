@@ -48,9 +48,9 @@ conform:
 conform-cluster:
 	$(GO) run ./tools/conform -format progress -store '$(PGSERVER)' -store-fresh -cluster 3
 
-## bench: benchmarks; writes BENCHMARKS.md
+## bench: benchmarks; writes docs/BENCHMARKS.md
 bench:
-	$(GO) run ./tools/bench -out BENCHMARKS.md
+	$(GO) run ./tools/bench -out docs/BENCHMARKS.md
 
 ## torture: long crash and fault torture runs
 torture:

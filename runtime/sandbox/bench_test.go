@@ -30,7 +30,7 @@ const benchSrc = `export default {
 // send). "fetch-send-durable" is the fetch with a sender that, like the
 // journal, has one goroutine write every send queued meanwhile to a file
 // and fdatasync it before answering them all: the full host's single
-// sends from 8 clients (BENCHMARKS.md §Cost of worker isolation) in
+// sends from 8 clients (docs/BENCHMARKS.md §Cost of worker isolation) in
 // seconds rather than a host run, each send waiting for the disk and both
 // sides idle meanwhile. It also reports sends/sync, the sends one
 // fdatasync answered: fewer sandboxed, whose sends reach the writer spread

@@ -1,6 +1,6 @@
-// Command bench measures the host layer by layer and writes BENCHMARKS.md.
+// Command bench measures the host layer by layer and writes docs/BENCHMARKS.md.
 //
-//	go run ./tools/bench -out BENCHMARKS.md [-quick] [-only NAME,...] [-dir DIR] [-backlog N]
+//	go run ./tools/bench -out docs/BENCHMARKS.md [-quick] [-only NAME,...] [-dir DIR] [-backlog N]
 //
 // The raw limits of the disk under the data directory (fdatasync rate and
 // synced sequential bandwidth) are measured first, and every later figure
@@ -51,7 +51,7 @@ var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "cluster
 
 func main() {
 	sandbox.Main() // the benchmarked hosts' worker sandboxes are this binary
-	out := flag.String("out", "BENCHMARKS.md", "report file to write (- for stdout)")
+	out := flag.String("out", "docs/BENCHMARKS.md", "report file to write (- for stdout)")
 	quick := flag.Bool("quick", false, "short points (~1 s) and no heavy phases, for development")
 	only := flag.String("only", "", "comma-separated phases to run: "+strings.Join(phaseNames, ","))
 	dir := flag.String("dir", "", "data directory for every file the run writes (default: a new temporary directory)")

@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate build run test conform conform-cluster bench torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
+.PHONY: all generate build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
 
 all: build
 
@@ -51,6 +51,13 @@ conform-cluster:
 ## bench: benchmarks; writes docs/BENCHMARKS.md
 bench:
 	$(GO) run ./tools/bench -out docs/BENCHMARKS.md
+
+## bench-quick: the headline verdicts (isolation, Miniflare) in about 3 minutes, for before and after a change;
+## the whole report goes to bin/BENCHMARKS-quick.md, the targets table to the terminal
+bench-quick:
+	@mkdir -p bin
+	$(GO) run ./tools/bench -quick -only isolation,miniflare -out bin/BENCHMARKS-quick.md
+	@sed -n '/^## Targets/,/^## /p' bin/BENCHMARKS-quick.md | sed '$$d'
 
 ## torture: long crash and fault torture runs
 torture:

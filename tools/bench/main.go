@@ -40,10 +40,14 @@ type bench struct {
 	// results holds figures later phases and targets compare with, by key.
 	results map[string]float64
 	// extras for targets
-	e2e      map[string]e2eResult
-	notes    map[string]string
-	profiles []profileRun
-	probes   []limitProbe
+	e2e   map[string]e2eResult
+	notes map[string]string
+	// spreads holds the rounds of the ratios decided on rounds (verdict.go).
+	spreads   map[string]spread
+	isoPoints []string // the isolation points measured, in order
+	mfPoints  []string // the Miniflare points measured, in order
+	profiles  []profileRun
+	probes    []limitProbe
 }
 
 // phases in the order they run; -only selects by name.
@@ -68,7 +72,7 @@ func main() {
 		return
 	}
 
-	b := &bench{quick: *quick, rep: &report{}, results: map[string]float64{}, e2e: map[string]e2eResult{}, notes: map[string]string{}}
+	b := &bench{quick: *quick, rep: &report{}, results: map[string]float64{}, e2e: map[string]e2eResult{}, notes: map[string]string{}, spreads: map[string]spread{}}
 	b.rep.Command = "go run ./tools/bench " + strings.Join(os.Args[1:], " ")
 	b.pointDur = 4 * time.Second
 	if b.quick {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,8 +21,24 @@ import (
 )
 
 // miniflareVersion is the Miniflare release the comparison installs from
-// the npm registry (the last one that runs on Node 20; it bundles workerd).
-const miniflareVersion = "3.20250718.3"
+// the npm registry: the newest Miniflare 4 it served when this was written
+// (it depends on workerd of the same date, whose binary ships in an npm
+// package). Miniflare 4 needs Node 22 or newer, so the comparison also
+// installs Node 22 from the registry (nodeVersionWanted, the platform's
+// node-linux-* package) rather than depend on the machine's Node.
+const (
+	miniflareVersion  = "4.20260730.0"
+	nodeVersionWanted = "22.23.5"
+)
+
+// nodePackage is the npm package that ships Node for this platform.
+func nodePackage() (string, error) {
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
+	if runtime.GOOS != "linux" || arch == "" {
+		return "", fmt.Errorf("no Node package for %s/%s: run the comparison on linux/amd64 or linux/arm64", runtime.GOOS, runtime.GOARCH)
+	}
+	return "node-linux-" + arch, nil
+}
 
 // miniflareScript runs the benchmark's producer and consumer on Miniflare:
 // the same fetch routes as benchWorker (/batch and /one), a queue consumer
@@ -62,17 +80,18 @@ process.stdin.on("end", async () => { await mf.dispose(); process.exit(0); });
 // the user cache directory.
 func miniflareCacheDir() (string, error) {
 	if d := os.Getenv("TAKOBENCH_CACHE"); d != "" {
-		return filepath.Join(d, "miniflare-"+miniflareVersion), nil
+		return filepath.Join(d, "miniflare-"+miniflareVersion+"-node"+nodeVersionWanted), nil
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(d, "takohost-bench", "miniflare-"+miniflareVersion), nil
+	return filepath.Join(d, "takohost-bench", "miniflare-"+miniflareVersion+"-node"+nodeVersionWanted), nil
 }
 
 // miniflare is a running Miniflare with the benchmark worker.
 type miniflare struct {
+	node  string // the Node binary it runs on
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	base  string
@@ -86,14 +105,21 @@ func startMiniflare(ctx context.Context) (*miniflare, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "miniflare", "package.json")); err != nil {
+	nodePkg, err := nodePackage()
+	if err != nil {
+		return nil, err
+	}
+	node := filepath.Join(dir, "node_modules", nodePkg, "bin", "node")
+	_, errMF := os.Stat(filepath.Join(dir, "node_modules", "miniflare", "package.json"))
+	if _, err := os.Stat(node); err != nil || errMF != nil {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		logf("bench: installing miniflare@%s into %s (npm)", miniflareVersion, dir)
-		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, "miniflare@"+miniflareVersion)
+		logf("bench: installing miniflare@%s and %s@%s into %s (npm)", miniflareVersion, nodePkg, nodeVersionWanted, dir)
+		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir,
+			"miniflare@"+miniflareVersion, nodePkg+"@"+nodeVersionWanted)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("npm install miniflare@%s: %w: %s", miniflareVersion, err, strings.TrimSpace(string(out)))
+			return nil, fmt.Errorf("npm install miniflare@%s %s@%s: %w: %s", miniflareVersion, nodePkg, nodeVersionWanted, err, strings.TrimSpace(string(out)))
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "bench.mjs"), []byte(miniflareScript), 0o644); err != nil {
@@ -103,7 +129,7 @@ func startMiniflare(ctx context.Context) (*miniflare, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("node", "bench.mjs", strconv.Itoa(port))
+	cmd := exec.Command(node, "bench.mjs", strconv.Itoa(port))
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -117,7 +143,7 @@ func startMiniflare(ctx context.Context) (*miniflare, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	mf := &miniflare{cmd: cmd, stdin: stdin, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
+	mf := &miniflare{cmd: cmd, stdin: stdin, node: node, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -183,34 +209,56 @@ func (mf *miniflare) acked(ctx context.Context) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 }
 
-// miniflarePoints are the comparison points, end to end to the
-// acknowledgement.
+// miniflarePoints are the comparison points, end to end to the
+// acknowledgement: single sends and sendBatch(100), from one client to 64.
 var miniflarePoints = []prodMode{
-	{"sendBatch(100) ×4 concurrent", 100, 4},
-	{"sendBatch(100) ×16 concurrent", 100, 16},
+	{"send ×1", 1, 1},
 	{"send ×8 concurrent", 1, 8},
 	{"send ×64 concurrent", 1, 64},
+	{"sendBatch(100) ×1", 100, 1},
+	{"sendBatch(100) ×16 concurrent", 100, 16},
+	{"sendBatch(100) ×64 concurrent", 100, 64},
+}
+
+// miniflareRounds is how many rounds (this host, Miniflare, Miniflare,
+// this host) each point runs; each round gives a ratio of its own.
+const miniflareRounds = 3
+
+// maxFailedShare is the share of failed calls above which a point is
+// invalid for either side: it would measure failing, not serving.
+const maxFailedShare = 0.01
+
+// peerRun is one side's run of a point: what was sent and acknowledged,
+// how fast, and how many calls failed.
+type peerRun struct {
+	Rate          float64
+	Calls, Failed int64
+	FirstErr      error
 }
 
 // miniflareLayer runs the same producer and consumer worker on this host
 // (sandboxed, its default) and on Miniflare, end to end to the
-// acknowledgement, interleaved, and reports each ratio.
+// acknowledgement, interleaved, and reports each ratio on its rounds.
 func (b *bench) miniflareLayer(ctx context.Context) {
 	s := b.rep.section("Side by side with Miniflare (Cloudflare's local runtime, workerd)",
 		fmt.Sprintf("The same worker on this host (host.New, sandboxed workers, a QueueConsumer with maxBatchSize 100, maxConcurrency 4, retryDelaySeconds 0) and on Miniflare %s "+
-			"(installed from the npm registry into a cache directory on first use; Node %s; queue consumer maxBatchSize 100, maxBatchTimeout 0): "+
+			"(installed from the npm registry into a cache directory on first use, with Node %s from the registry's node-linux package, since Miniflare 4 needs Node 22; queue consumer maxBatchSize 100, maxBatchTimeout 0): "+
 			"a fetch handler that sends 100 messages of 100 B with sendBatch or one with send, and a queue handler that reads every body and acknowledges. "+
-			"Closed-loop HTTP clients in this process call the fetch route for %s; a point's figure is the messages sent ÷ the time from the first send until every one of them is acknowledged "+
-			"(this host: the queue's messageCount back to 0; Miniflare: the consumer's count of acknowledged messages). Each point runs on this host, Miniflare, Miniflare, this host; a figure is the mean of its two runs. "+
+			"Closed-loop HTTP clients in this process call the fetch route for %s; a run's figure is the messages sent by calls that succeeded ÷ the time from the first send until every one of them is acknowledged "+
+			"(this host: the queue's messageCount back to 0; Miniflare: the consumer's count of acknowledged messages). "+
+			"Both sides are driven by the same client: a call that fails (a non-200 answer or a transport error) is counted in the failed column and the client goes on. "+
+			"Each point runs %d rounds of this host, Miniflare, Miniflare, this host; each round gives a ratio of its own, and the verdict reads their median and spread. "+
+			"A point where either side failed more than %s of its calls is INVALID: it would measure failing, not serving. "+
 			"Not the same guarantees: this host's sends and acknowledgements are durable (fsync) before they resolve; Miniflare keeps its queue in memory.",
-			miniflareVersion, nodeVersion(), b.pointDur),
-		"point", "this host msgs/s", "Miniflare msgs/s", "this host ÷ Miniflare")
+			miniflareVersion, nodeVersionWanted, b.pointDur, miniflareRounds, pct(maxFailedShare)),
+		"point", "this host msgs/s", "Miniflare msgs/s", "this host ÷ Miniflare", "rounds' ratios (lowest–highest)", "this host: failed calls", "Miniflare: failed calls")
 	mf, err := startMiniflare(ctx)
 	if err != nil {
 		s.NotMeasured = "Miniflare: " + err.Error()
 		return
 	}
 	defer mf.close()
+	s.Intro += " Node: " + nodeVersionOf(mf.node) + "."
 	bh, err := b.startHostWith(ctx, 64, host.Config{ObserveInterval: 100 * time.Millisecond})
 	if err != nil {
 		s.NotMeasured = "starting the host: " + err.Error()
@@ -221,107 +269,173 @@ func (b *bench) miniflareLayer(ctx context.Context) {
 		s.NotMeasured = "attaching the consumer: " + err.Error()
 		return
 	}
-	worst, worstName := 0.0, ""
+	side := map[bool]string{true: "this host", false: "Miniflare"}
 	for _, m := range miniflarePoints {
 		path := "one?size=100"
 		if m.PerCall == 100 {
 			path = "batch?size=100"
 		}
-		var ours, theirs float64
-		for _, onHost := range []bool{true, false, false, true} {
-			var r float64
-			var err error
-			if onHost {
-				c := b.prog.phase("miniflare: this host "+m.Name, "msgs")
-				r, err = b.e2eRate(ctx, bh, m, path, c)
-			} else {
-				c := b.prog.phase("miniflare: Miniflare "+m.Name, "msgs")
-				r, err = b.miniflareRate(ctx, mf, m, path, c)
+		total := map[bool]peerRun{}
+		var rounds []float64
+		for range miniflareRounds {
+			round := map[bool]float64{}
+			for _, onHost := range []bool{true, false, false, true} {
+				c := b.prog.phase("miniflare: "+side[onHost]+" "+m.Name, "msgs")
+				var r peerRun
+				if onHost {
+					r = b.e2eRate(ctx, bh, m, path, c)
+				} else {
+					r = b.miniflareRate(ctx, mf, m, path, c)
+				}
+				b.prog.end()
+				if r.FirstErr != nil && total[onHost].FirstErr == nil {
+					s.note("%s on %s, the first error: %v", m.Name, side[onHost], r.FirstErr)
+				}
+				t := total[onHost]
+				t.Rate += r.Rate / float64(2*miniflareRounds)
+				t.Calls, t.Failed = t.Calls+r.Calls, t.Failed+r.Failed
+				if t.FirstErr == nil {
+					t.FirstErr = r.FirstErr
+				}
+				total[onHost] = t
+				round[onHost] += r.Rate
 			}
-			b.prog.end()
-			if err != nil {
-				s.note("%s on %s: %v", m.Name, map[bool]string{true: "this host", false: "Miniflare"}[onHost], err)
-			}
-			if onHost {
-				ours += r / 2
-			} else {
-				theirs += r / 2
+			if round[false] > 0 {
+				rounds = append(rounds, round[true]/round[false])
 			}
 		}
-		s.row(m.Name+" → consumer → acknowledgement", num(ours), num(theirs), ratio(ours, theirs))
-		if q := ours / theirs; worstName == "" || q < worst {
-			worst, worstName = q, m.Name
+		ours, theirs := total[true], total[false]
+		sp := spreadOf(rounds)
+		failed := func(r peerRun) string {
+			return fmt.Sprintf("%d of %d (%s)", r.Failed, r.Calls, pct(float64(r.Failed)/float64(max(r.Calls, 1))))
 		}
+		rng := "n/a"
+		if sp.N > 0 {
+			rng = ratio(sp.Lo, 1) + "–" + ratio(sp.Hi, 1)
+		}
+		s.row(m.Name+" → consumer → acknowledgement", num(ours.Rate), num(theirs.Rate), ratio(ours.Rate, theirs.Rate), rng, failed(ours), failed(theirs))
+		key := "miniflare/" + m.Name
+		b.spreads[key] = sp
+		var invalid []string
+		for _, onHost := range []bool{true, false} {
+			r := total[onHost]
+			if r.Calls == 0 || float64(r.Failed) > maxFailedShare*float64(r.Calls) {
+				invalid = append(invalid, fmt.Sprintf("%s failed %s of its calls", side[onHost], pct(float64(r.Failed)/float64(max(r.Calls, 1)))))
+			}
+		}
+		b.notes[key] = strings.Join(invalid, "; ")
+		b.mfPoints = append(b.mfPoints, m.Name)
 	}
-	b.results["miniflare/worst"] = worst
-	b.notes["miniflare/worst"] = worstName
 }
 
-func nodeVersion() string {
-	out, err := exec.Command("node", "--version").Output()
+// miniflareTargets decides "this host ≥ 4× Miniflare" per point on the
+// rounds; a point with too many failures on either side is INVALID.
+func (b *bench) miniflareTargets() {
+	const want = "≥ 4×, failed calls ≤ 1% on both sides"
+	if len(b.mfPoints) == 0 {
+		b.rep.target(target{Name: "this host ÷ Miniflare end to end, at every point (send and sendBatch(100), ×1 to ×64)", Want: want,
+			Skipped: "not measured in this run (phase miniflare)"})
+		return
+	}
+	for _, p := range b.mfPoints {
+		key := "miniflare/" + p
+		sp := b.spreads[key]
+		v, extra := sp.atLeast(4), ""
+		if why := b.notes[key]; why != "" {
+			v, extra = verdictInvalid, why
+		}
+		b.rep.target(roundsTarget("this host ÷ Miniflare end to end ("+p+")", want, sp, v, func(x float64) string { return ratio(x, 1) }, extra))
+	}
+}
+
+func nodeVersionOf(node string) string {
+	out, err := exec.Command(node, "--version").Output()
 	if err != nil {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
 }
 
-// e2eRate produces with m on the host (its consumer attached) for a point
-// and returns the messages per second from the first send until the queue
-// is empty again.
-func (b *bench) e2eRate(ctx context.Context, bh *benchHost, m prodMode, path string, c *atomic.Int64) (float64, error) {
-	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
-		return 0, err
-	}
-	call := func(ctx context.Context, _ [][]byte) error { return bh.fetch(ctx, path) }
-	t0 := time.Now()
-	pt := runProducer(ctx, call, m, 100, b.pointDur, c)
-	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
-		return 0, err
-	}
-	return float64(pt.Msgs) / time.Since(t0).Seconds(), pt.Err
-}
-
-// miniflareRate is e2eRate on Miniflare.
-func (b *bench) miniflareRate(ctx context.Context, mf *miniflare, m prodMode, path string, c *atomic.Int64) (float64, error) {
-	before, err := mf.acked(ctx)
-	if err != nil {
-		return 0, err
-	}
-	// Miniflare answers some sends 500 ("Queue sendBatch failed") under
-	// load: the client counts them and goes on (a call that failed sent
-	// nothing), so that a failure does not take a client out of the point.
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	call := func(ctx context.Context, _ [][]byte) error {
-		if _, err := mf.get(ctx, "POST", "/"+path); err != nil {
+// countingCall wraps a call so that a failure is counted and the client
+// goes on (a call that failed sent nothing), for both sides alike.
+func countingCall(ctx context.Context, do func(ctx context.Context) error, calls, failed *atomic.Int64, firstErr *atomic.Value) sendFunc {
+	return func(ctx context.Context, _ [][]byte) error {
+		calls.Add(1)
+		if err := do(ctx); err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
 			failed.Add(1)
 			firstErr.CompareAndSwap(nil, err)
+			return errCallFailed
 		}
 		return nil
 	}
+}
+
+// errCallFailed tells runProducer that a call failed and was counted: the
+// client goes on, and the call's messages are not counted as sent.
+var errCallFailed = errors.New("call failed (counted)")
+
+// e2eRate produces with m on the host (its consumer attached) for a point
+// and returns the run: messages per second from the first send until the
+// queue is empty again, and the calls that failed.
+func (b *bench) e2eRate(ctx context.Context, bh *benchHost, m prodMode, path string, c *atomic.Int64) peerRun {
+	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
+		return peerRun{FirstErr: err}
+	}
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	call := countingCall(ctx, func(ctx context.Context) error { return bh.fetch(ctx, path) }, &calls, &failed, &firstErr)
 	t0 := time.Now()
 	pt := runProducer(ctx, call, m, 100, b.pointDur, c)
-	sent := pt.Msgs - failed.Load()*int64(m.PerCall)
+	run := peerRun{Calls: calls.Load(), Failed: failed.Load()}
+	if e, ok := firstErr.Load().(error); ok {
+		run.FirstErr = e
+	} else if pt.Err != nil {
+		run.FirstErr = pt.Err
+	}
+	if err := waitEmpty(ctx, bh, 10*time.Minute); err != nil {
+		run.FirstErr = err
+		return run
+	}
+	run.Rate = float64(pt.Msgs) / time.Since(t0).Seconds()
+	return run
+}
+
+// miniflareRate is e2eRate on Miniflare.
+func (b *bench) miniflareRate(ctx context.Context, mf *miniflare, m prodMode, path string, c *atomic.Int64) peerRun {
+	before, err := mf.acked(ctx)
+	if err != nil {
+		return peerRun{FirstErr: err}
+	}
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	call := countingCall(ctx, func(ctx context.Context) error { _, err := mf.get(ctx, "POST", "/"+path); return err }, &calls, &failed, &firstErr)
+	t0 := time.Now()
+	pt := runProducer(ctx, call, m, 100, b.pointDur, c)
+	run := peerRun{Calls: calls.Load(), Failed: failed.Load()}
+	if e, ok := firstErr.Load().(error); ok {
+		run.FirstErr = e
+	} else if pt.Err != nil {
+		run.FirstErr = pt.Err
+	}
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		n, err := mf.acked(ctx)
 		if err != nil {
-			return 0, err
+			run.FirstErr = err
+			return run
 		}
-		if n-before >= sent {
+		if n-before >= pt.Msgs {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d of %d messages acknowledged after 10 minutes", n-before, sent)
+			run.FirstErr = fmt.Errorf("%d of %d messages acknowledged after 10 minutes", n-before, pt.Msgs)
+			return run
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	err = pt.Err
-	if n := failed.Load(); n > 0 && err == nil {
-		err = fmt.Errorf("%d calls failed and sent nothing (not counted), the first: %v", n, firstErr.Load())
-	}
-	return float64(sent) / time.Since(t0).Seconds(), err
+	run.Rate = float64(pt.Msgs) / time.Since(t0).Seconds()
+	return run
 }

@@ -42,8 +42,11 @@ type block struct {
 
 // target is one of the targets, checked against this run.
 type target struct {
-	Name     string
+	Name string
+	// Pass is a verdict decided on one figure; Verdict, when set, one
+	// decided on rounds (verdict.go) and wins over Pass.
 	Pass     bool
+	Verdict  verdictKind
 	Skipped  string // set when it could not be checked: the reason
 	Measured string // the measured figure and its ratio
 	Want     string // the threshold
@@ -85,6 +88,8 @@ func (r *report) write(w io.Writer) error {
 			switch {
 			case t.Skipped != "":
 				verdict = "NOT CHECKED"
+			case t.Verdict != verdictMiss:
+				verdict = t.Verdict.String()
 			case t.Pass:
 				verdict = "PASS"
 			}

@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
 
 all: build
 
@@ -17,6 +17,10 @@ generate:
 	$(GO) run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json
 	$(GO) tool oapi-codegen -config spec/oapi-codegen.yaml gen/api/openapi.json
 	@if [ -d tools/coverage ]; then $(GO) run ./tools/coverage; fi
+
+## typescript: regenerate typescript/src/api.d.ts from gen/api/openapi.json (openapi-typescript from typescript/'s npm lock)
+typescript:
+	cd typescript && npm ci --no-audit --no-fund && npm run generate
 
 ## build: the host binary and the tako CLI in bin/
 build:

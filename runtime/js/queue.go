@@ -2,7 +2,9 @@ package js
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"regexp"
 
 	"github.com/dop251/goja"
 	"github.com/takoform/queuehost/abi"
@@ -34,11 +36,43 @@ func (h queueHandler) HandleBatch(ctx context.Context, b *abi.Batch) error {
 		err := in.invoke(ctx, in.rt.opts.InvocationTimeout, func(inv *invocation) (goja.Value, error) {
 			return in.callQueue(inv, b)
 		}, nil)
+		if se, ok := err.(*ScriptError); ok {
+			cloudflareHint(se)
+		}
 		if err != nil {
 			in.log("error", "Uncaught (in queue handler) "+describeErr(err))
 		}
 		return err
 	})
+}
+
+// cloudflareMethods are Cloudflare Queues' settlement methods a queue
+// handler may call out of habit, with the method this host's batch has in
+// their place (spec/runtime-abi.md §The queue handler).
+var cloudflareMethods = map[string]string{
+	"ack":      "batch.acknowledge(message.id)",
+	"retry":    "batch.retry(message.id, delaySeconds)",
+	"ackAll":   "batch.acknowledgeAll()",
+	"retryAll": "batch.retryAll(delaySeconds)",
+}
+
+// cloudflareMember matches goja's message for a call of a missing member.
+var cloudflareMember = regexp.MustCompile(`^Object has no member '(ack|retry|ackAll|retryAll)'$`)
+
+// cloudflareHint adds to a TypeError from calling one of Cloudflare's
+// settlement methods the method to call here. The error stays what it is
+// (a TypeError, the batch's unsettled messages retried); only its message
+// says more. retryAll exists on the batch, so it can only be missing from a
+// message.
+func cloudflareHint(se *ScriptError) {
+	if se.Name != "TypeError" {
+		return
+	}
+	m := cloudflareMember.FindStringSubmatch(se.Message)
+	if m == nil {
+		return
+	}
+	se.Message += fmt.Sprintf(" (%s() is Cloudflare Queues'; here messages are settled through the batch: %s)", m[1], cloudflareMethods[m[1]])
 }
 
 // callQueue builds the batch and calls the worker's queue handler, which

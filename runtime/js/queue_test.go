@@ -299,3 +299,27 @@ func TestHangingPromiseEndsAtDeadline(t *testing.T) {
 		t.Fatalf("took %s", d)
 	}
 }
+
+// A Cloudflare Queues habit (message.ack(), message.retry(), batch.ackAll())
+// fails as the TypeError it is, and its message names the method to call
+// on this host; another missing member keeps goja's message alone.
+func TestCloudflareSettlementNamesTheTakoformMethod(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	for _, c := range []struct{ mode, want string }{
+		{"cloudflareAck", "batch.acknowledge(message.id)"},
+		{"cloudflareRetry", "batch.retry(message.id, delaySeconds)"},
+		{"cloudflareAckAll", "batch.acknowledgeAll()"},
+	} {
+		err := runBatch(t, rt, newFakeSettler(), queueVersion(t, "v-"+c.mode, c.mode), "b1", 1)
+		var se *ScriptError
+		if !errors.As(err, &se) || se.Name != "TypeError" || !strings.Contains(se.Message, c.want) || !strings.Contains(se.Message, "Cloudflare") {
+			t.Errorf("%s: HandleBatch = %v, want a TypeError naming %s", c.mode, err, c.want)
+		}
+	}
+	err := runBatch(t, rt, newFakeSettler(), queueVersion(t, "v-other", "otherMissing"), "b1", 1)
+	var se *ScriptError
+	if !errors.As(err, &se) || se.Name != "TypeError" || strings.Contains(se.Message, "Cloudflare") || !strings.Contains(se.Message, "frobnicate") {
+		t.Errorf("otherMissing: HandleBatch = %v, want goja's TypeError alone", err)
+	}
+}

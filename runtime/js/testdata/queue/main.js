@@ -44,6 +44,18 @@ const scenarios = {
     throw new Error("boom after ack");
   },
 
+  async cloudflareAck(batch) {
+    for (const m of batch.messages) m.ack();
+  },
+  async cloudflareRetry(batch) {
+    batch.messages[0].retry({ delaySeconds: 5 });
+  },
+  async cloudflareAckAll(batch) {
+    batch.ackAll();
+  },
+  async otherMissing(batch) {
+    batch.messages[0].frobnicate();
+  },
   async rejectPlain(batch) {
     return Promise.reject("just a string");
   },

@@ -15,13 +15,27 @@
 let HOST = "";
 
 async function report(env, path, ev) {
-  const res = await fetch(env.RECORDER + path, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(ev),
-  });
-  if (!res.ok) throw new Error("recorder answered " + res.status);
-  await res.text();
+  // A report that fails is tried again (the recorder drops a repeated
+  // announcement of one batch); one that never gets through makes the
+  // handler throw before it settles anything, and says so in the log.
+  let last;
+  for (let i = 0; i < 5; i++) {
+    try {
+      const res = await fetch(env.RECORDER + path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(ev),
+      });
+      await res.text();
+      if (res.ok) return;
+      last = new Error("recorder answered " + res.status);
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  console.log("jepsen: report to " + path + " failed: " + String(last));
+  throw last;
 }
 
 function json(v) {

@@ -44,7 +44,9 @@
 //     number is higher than a resolved acknowledge of the same message
 //     from another batch. The handler announced the delivery after the
 //     recorder knew the acknowledge was durable, and it processes the
-//     message only after that announcement. One case is set apart
+//     message only after that announcement. (A worker may send one
+//     announcement twice when its first report's answer is lost: the
+//     first of a batch counts, the repeat is dropped.) One case is set apart
 //     (late-frozen, not a violation): the later announcement is of an
 //     EARLIER attempt (lower attempts than the acknowledged delivery) from
 //     a host that was frozen before the acknowledge resolved and resumed
@@ -259,6 +261,7 @@ func Check(events []Event, cfg Config) *Report {
 	numIDs := map[int]map[string]bool{}
 	ackAt := map[string]int{} // queue/ID -> seq of its first resolved acknowledge
 	ackBatch := map[string]string{}
+	announced := map[string]bool{} // queue/batch
 
 	for i := range evs {
 		e := &evs[i]
@@ -301,6 +304,10 @@ func Check(events []Event, cfg Config) *Report {
 				}
 			}
 		case Deliver:
+			if announced[e.Queue+"/"+e.Batch] {
+				continue // the worker's retry of a report that got through
+			}
+			announced[e.Queue+"/"+e.Batch] = true
 			for _, m := range e.Msgs {
 				r.Deliveries++
 				s := seen{seq: e.Seq, batch: e.Batch, host: e.Host, msg: m}

@@ -202,3 +202,12 @@ func TestTableNamesEveryClass(t *testing.T) {
 		}
 	}
 }
+
+// A repeated announcement of one batch (the worker's retry of a report
+// whose answer it lost) is one delivery.
+func TestRepeatedReportIsOneDelivery(t *testing.T) {
+	b := (&h{}).send(1, "a").deliver("work", "b1", "h1", m(1, "a", 1, "ack")).deliver("work", "b1", "h1", m(1, "a", 1, "ack")).acked("work", "b1", "a")
+	if r := Check(b.evs, cfg); r.Violations() != 0 || r.Deliveries != 1 {
+		t.Fatalf("repeated report:\n%s", r.Table())
+	}
+}

@@ -8,8 +8,9 @@ package steps
 //   - ok: sent (its send resolved with an ID), delivered, acknowledged.
 //   - lost: sent, and never delivered, or never acknowledged by the end.
 //   - duplicated: delivered again after an acknowledgement of it had
-//     resolved (on the host's clock). Redelivery before that is the
-//     at-least-once contract (QC-CRUD-17) and only counted.
+//     resolved (on the host's clock), whatever its send's outcome.
+//     Redelivery before that is the at-least-once contract (QC-CRUD-17)
+//     and only counted.
 //   - unexpected: a delivery of a message the kit never sent, or under an
 //     ID other than the one its send returned.
 //   - recovered: its send rejected or its outcome was unknown, and it was
@@ -196,6 +197,11 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 					example("unexpected", fmt.Sprintf("%s delivered as ID %v, its send returned %s", m.Tag, m.ID, sm.id))
 					continue
 				}
+				if sm.id == "" {
+					// Its send's outcome was unknown: the delivery names
+					// its ID, so that its acknowledgements count.
+					byID[m.IDString()] = m.Tag
+				}
 				at(m.Tag).starts = append(at(m.Tag).starts, e.WorkerMillis)
 				at(m.Tag).batches = append(at(m.Tag).batches, e.BatchIDString())
 			}
@@ -233,6 +239,12 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 			if len(s.starts) > 0 {
 				rep.Recovered++
 			}
+			// Delivered though its send did not resolve: at least once
+			// still ends at its resolved acknowledgement.
+			if dup, _ := afterAck(s.starts, s.acks); dup > 0 {
+				rep.Duplicated++
+				example("duplicated", fmt.Sprintf("%s (send %s) delivered %d times after its acknowledgement resolved", t, m.send, dup))
+			}
 			continue
 		}
 		// Without an explicit acknowledgement the message may still have
@@ -266,18 +278,7 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 			}
 			continue
 		}
-		first := s.acks[0]
-		for _, a := range s.acks {
-			first = min(first, a)
-		}
-		dup, early := 0, 0
-		for _, st := range s.starts {
-			if st > first {
-				dup++
-			} else {
-				early++
-			}
-		}
+		dup, early := afterAck(s.starts, s.acks)
 		want := 1
 		if m.retried {
 			want = 2
@@ -298,6 +299,27 @@ func (w *world) classify(c *checker, drained map[string]bool) (rep CheckerReport
 	}
 	rep.Seconds = time.Since(c.started).Seconds()
 	return rep, done
+}
+
+// afterAck splits a message's delivery starts into those after its first
+// resolved acknowledgement (dup: not allowed) and the others (early),
+// both on the clock of the host that ran the handlers.
+func afterAck(starts, acks []float64) (dup, early int) {
+	if len(acks) == 0 {
+		return 0, len(starts)
+	}
+	first := acks[0]
+	for _, a := range acks {
+		first = min(first, a)
+	}
+	for _, st := range starts {
+		if st > first {
+			dup++
+		} else {
+			early++
+		}
+	}
+	return dup, early
 }
 
 // deliveredCount is the number of deliveries recorded so far.

@@ -76,3 +76,69 @@ func TestClassify(t *testing.T) {
 		t.Fatalf("with the queue drained: %s", rep)
 	}
 }
+
+// TestClassifyDuplicatedAfterResolvedAck: a history whose only fault is a
+// delivery that started after an acknowledgement of the same message had
+// resolved must fail the checker, whether its send resolved or its outcome
+// was unknown; the same redelivery started before the acknowledgement
+// resolved is the at-least-once contract and passes.
+func TestClassifyDuplicatedAfterResolvedAck(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		send      string
+		secondAt  float64 // the second delivery's start, worker clock
+		wantDup   int
+		wantRedel int
+	}{
+		{"after the ack, send resolved", "ok", 200, 1, 0},
+		{"after the ack, send unknown", "unknown", 200, 1, 0},
+		{"before the ack resolved", "ok", 105, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := StartRecorder("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rec.Close()
+			post := func(e map[string]any) {
+				e["scope"] = "s"
+				b, _ := json.Marshal(e)
+				r, err := http.Post("http://"+rec.Addr()+"/event", "application/json", bytes.NewReader(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Body.Close()
+			}
+			msg := map[string]any{"tag": "chk1-0", "id": "i0"}
+			ack := func(at float64) map[string]any {
+				return map[string]any{"op": "acknowledge", "id": "i0", "ok": true, "at": at}
+			}
+			post(map[string]any{"kind": "start", "batchId": "b1", "workerMillis": 100, "messages": []any{msg}})
+			post(map[string]any{"kind": "end", "batchId": "b1", "results": []any{ack(110)}})
+			post(map[string]any{"kind": "start", "batchId": "b2", "workerMillis": tc.secondAt, "messages": []any{msg}})
+			post(map[string]any{"kind": "end", "batchId": "b2", "results": []any{}})
+			if err := Poll(5*time.Second, func() error {
+				if n := len(rec.Events("s")); n != 4 {
+					return fmt.Errorf("%d events recorded", n)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			c := &checker{queues: []string{"chk1"}, maxRetries: 3, msgs: map[string]*checkedMsg{}, started: time.Now()}
+			m := &checkedMsg{tag: "chk1-0", queue: "chk1", send: tc.send}
+			if tc.send == "ok" {
+				m.id = "i0"
+			}
+			c.add(m)
+			w := &world{k: New(Config{Recorder: rec}), scope: "s"}
+			rep, _ := w.classify(c, map[string]bool{"chk1": true})
+			if rep.Duplicated != tc.wantDup || rep.Redelivered != tc.wantRedel {
+				t.Fatalf("classified %s, examples %v", rep, rep.Examples)
+			}
+			if (rep.Bad() > 0) != (tc.wantDup > 0) {
+				t.Fatalf("Bad() = %d with %d duplicated: the run would not fail", rep.Bad(), rep.Duplicated)
+			}
+		})
+	}
+}

@@ -38,8 +38,9 @@
 //     acknowledge, never reached the dead-letter queue, was not discarded
 //     after its last retry by rule (no dead-letter queue, the handler saw
 //     or could have seen attempts 1+maxRetries), and whose last handler
-//     did not try to acknowledge it while the queues drained to zero —
-//     or that was never delivered at all.
+//     did not try to acknowledge it (or reported that acknowledge
+//     rejected) while the queues drained to zero — or that was never
+//     delivered at all.
 //   - acked-then-delivered: a deliver event of a message whose sequence
 //     number is higher than a resolved acknowledge of the same message
 //     from another batch. The handler announced the delivery after the
@@ -262,6 +263,7 @@ func Check(events []Event, cfg Config) *Report {
 	ackAt := map[string]int{} // queue/ID -> seq of its first resolved acknowledge
 	ackBatch := map[string]string{}
 	announced := map[string]bool{} // queue/batch
+	rejected := map[string]bool{}  // queue/batch/ID: a settlement that rejected
 
 	for i := range evs {
 		e := &evs[i]
@@ -296,6 +298,9 @@ func Check(events []Event, cfg Config) *Report {
 				resumes[e.Host] = append(resumes[e.Host], e.Seq)
 			}
 		case Settled:
+			for _, id := range e.Failed {
+				rejected[e.Queue+"/"+e.Batch+"/"+id] = true
+			}
 			for _, id := range e.Acked {
 				k := e.Queue + "/" + id
 				if _, ok := ackAt[k]; !ok {
@@ -503,6 +508,10 @@ func Check(events []Event, cfg Config) *Report {
 			if s.msg.Attempts >= last.msg.Attempts {
 				last = s
 			}
+		}
+		if last.msg.Act == "ack" && rejected[cfg.Queue+"/"+last.batch+"/"+id] {
+			gone("number %d (%s): its last handler's acknowledge rejected (batch %s on %s, attempts %d) and it was never delivered again", n, id, last.batch, last.host, last.msg.Attempts)
+			continue
 		}
 		if last.msg.Act == "ack" {
 			if cfg.Drained {

@@ -115,6 +115,10 @@ func TestBadHistoriesFail(t *testing.T) {
 				deliver("work", "b3", "h1", m(1, "a", 3, "throw")).deliver("work", "b4", "h1", m(1, "a", 4, "throw")).
 				deliver("work", "b5", "h1", m(1, "a", 5, "ack")).acked("work", "b5", "a"),
 			cfg, map[string]int{OverLimit: 1}},
+		{"its acknowledge rejected, then gone",
+			(&h{}).send(1, "a").deliver("work", "b1", "h1", m(1, "a", 1, "ack")).
+				add(Event{Kind: Settled, Queue: "work", Batch: "b1", Failed: []string{"a"}}),
+			cfg, map[string]int{Lost: 1}},
 		{"never sent",
 			(&h{}).deliver("work", "b1", "h1", m(9, "q", 1, "ack")).acked("work", "b1", "q"),
 			cfg, map[string]int{Unexpected: 1}},

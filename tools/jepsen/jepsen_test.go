@@ -110,7 +110,7 @@ func runShort(t *testing.T, cfg Config) {
 // TestJepsenControl is the fault-free control: three active hosts, no
 // fault at all; every class must be zero.
 func TestJepsenControl(t *testing.T) {
-	cfg := Config{Hosts: 3, Duration: 15 * time.Second, Seed: 11, MaxRetries: 3, FailFrac: 0.15, DeadFrac: 0.03, Drain: 60 * time.Second}
+	cfg := Config{Hosts: 3, Duration: 12 * time.Second, Seed: 11, MaxRetries: 3, FailFrac: 0.15, DeadFrac: 0.03, Drain: 60 * time.Second}
 	if s := os.Getenv("TAKOHOST_TEST_POSTGRES"); s != "" {
 		cfg.PGServer = s
 	}
@@ -122,6 +122,6 @@ func TestJepsenControl(t *testing.T) {
 // a process group, a PostgreSQL restart and a round of terminated
 // connections.
 func TestJepsenShort(t *testing.T) {
-	runShort(t, Config{Hosts: 3, Duration: 30 * time.Second, Seed: 5, MaxRetries: 3, FailFrac: 0.15, DeadFrac: 0.03,
+	runShort(t, Config{Hosts: 3, Duration: 25 * time.Second, Seed: 5, MaxRetries: 3, FailFrac: 0.15, DeadFrac: 0.03,
 		Kills: 2, Freezes: 2, PGRestarts: 1, Terminates: 1, Drain: 60 * time.Second, Verbose: true})
 }

@@ -12,7 +12,14 @@
 // (pg_terminate_backend), on a seeded schedule. The checker (package
 // history) is a pure function of the recorded history and knows nothing
 // of the host; it imports none of the host's packages, nor does this
-// command (it starts the takohost binary).
+// command (it starts the takohost binary; it uses only gen/api through
+// tests/apiclient).
+//
+// No clock orders anything: the history is ordered by the recorder's
+// sequence (a fault is recorded before its SIGSTOP, SIGCONT or SIGKILL),
+// and the nemesis's own timings — a freeze of twice the lease plus a
+// second, PostgreSQL down for 1 to 3 s — are durations on Go's monotonic
+// clock, so a wall clock that jumps or drifts changes neither.
 //
 //	go run ./tools/jepsen [-seed 1] [-duration 5m] [-hosts 3] [-kills 24] [-freezes 10] [-pg-restarts 6] [-terminates 6] [-max-retries 3] [-no-dlq] [-v] [-keep]
 //	go run ./tools/jepsen -control -duration 3m     (the fault-free control: no nemesis at all)

@@ -30,9 +30,14 @@
 // # The rules
 //
 // An acknowledge is RESOLVED at the sequence number of the settled event
-// that lists it: the handler reports it only after its acknowledge
-// Promise fulfilled. An acknowledge whose report never arrived (the host
-// was killed first) is never counted resolved.
+// that lists it: the handler reports it only after its explicit
+// acknowledge Promise fulfilled, which the worker ABI promises happens
+// only once the settlement is durable, and a settlement is never reversed
+// (spec/runtime-abi.md), so the handler's later return or throw does not
+// change it. An acknowledge whose report never arrived (the host was
+// killed first) is never counted resolved, nor is an acknowledge by the
+// handler's return (the harness's worker never relies on one): such a
+// message counts as settled only when the queues drained to zero.
 //
 //   - lost: a send that resolved, whose message has no resolved
 //     acknowledge, never reached the dead-letter queue, was not discarded

@@ -63,16 +63,16 @@ bench-quick:
 	$(GO) run ./tools/bench -quick -only isolation,miniflare -out bin/BENCHMARKS-quick.md
 	@sed -n '/^## Targets/,/^## /p' bin/BENCHMARKS-quick.md | sed '$$d'
 
-## torture: long crash and fault torture runs, then the independent checker (tools/jepsen): a 5-minute
-## fault run on three active hosts and a 3-minute fault-free control
+## torture: long crash and fault torture runs, then the independent checker (tools/jepsen): a 3-minute
+## fault-free control and a 5-minute fault run on three active hosts
 torture:
 	TORTURE=1 $(GO) test -count=1 -timeout 60m -run 'Torture|Crash' ./runtime/...
 	$(GO) run ./tools/torture -kills 60
 	$(GO) run ./tools/torture -kills 30 -db-disconnects 8 -store '$(PGSERVER)'
 	$(GO) run ./tools/torture -kills 30 -db-disconnects 4 -pg-private -pg-restarts 2 -cluster 3 -freezes 2
 	$(GO) run ./tools/torture -hostile 60s
-	$(GO) run ./tools/jepsen -duration 5m -kills 24 -freezes 10 -pg-restarts 6 -terminates 6
 	$(GO) run ./tools/jepsen -control -duration 3m
+	$(GO) run ./tools/jepsen -duration 5m -kills 24 -freezes 10 -pg-restarts 6 -terminates 6
 
 ## fuzz: each fuzz target for a bounded time
 fuzz:

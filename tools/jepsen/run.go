@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"io"
 	"math/rand"
 	"net"
@@ -167,7 +168,7 @@ type run struct {
 	cl                 []*apiclient.Client
 	next               atomic.Uint64
 	num                atomic.Int64
-	pg                 *privatePG
+	pg                 *pgtest.PrivateServer
 	db                 string
 	space              string
 	queue, dlq, worker string // UIDs
@@ -239,8 +240,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// The database: a private server (restartable) or a fresh database.
 	if cfg.PGServer == "" {
-		pg, err := startPrivatePG(ctx)
-		if errors.Is(err, ErrNoPostgres) {
+		pg, err := pgtest.StartPrivateServer(ctx, "jepsen")
+		if errors.Is(err, pgtest.ErrNoPostgres) {
 			res.Skipped = err.Error()
 			return res, nil
 		}
@@ -249,17 +250,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.pg = pg
 		defer func() {
-			res.Deadlocks = strings.Count(readAll(filepath.Join(pg.dir, "server.log")), "deadlock detected")
+			res.Deadlocks = strings.Count(readAll(filepath.Join(pg.Dir, "server.log")), "deadlock detected")
 			if cfg.Keep {
-				copyFile(filepath.Join(pg.dir, "server.log"), filepath.Join(dir, "postgres.log"))
+				copyFile(filepath.Join(pg.Dir, "server.log"), filepath.Join(dir, "postgres.log"))
 			}
 			pg.Close(false)
 		}()
 		r.db = pg.URL
-		r.logf("private PostgreSQL server on port %d (fsync on)", pg.port)
+		r.logf("private PostgreSQL server on port %d (fsync on)", pg.Port)
 	} else {
-		db, drop, err := createDB(ctx, cfg.PGServer, "jepsen_")
-		if errors.Is(err, ErrNoServer) {
+		db, drop, err := pgtest.CreateDB(ctx, cfg.PGServer, "jepsen_")
+		if errors.Is(err, pgtest.ErrNoServer) {
 			res.Skipped = err.Error()
 			return res, nil
 		}
@@ -546,7 +547,7 @@ func (r *run) nemesisRun(ctx context.Context, rng *rand.Rand) {
 		case "pg-fast", "pg-immediate":
 			r.pgRestart(ctx, rng, strings.TrimPrefix(p, "pg-"))
 		case "terminate":
-			n, err := terminateBackends(ctx, r.db)
+			n, err := pgtest.TerminateBackends(ctx, r.db)
 			if err != nil {
 				r.logf("terminate: %v", err)
 				continue

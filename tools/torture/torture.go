@@ -104,8 +104,8 @@ type Result struct {
 
 type driver struct {
 	cfg  Config
-	db   string     // the host's database, with Config.StoreServer
-	pg   *privatePG // the private server, with Config.PGPrivate
+	db   string                // the host's database, with Config.StoreServer
+	pg   *pgtest.PrivateServer // the private server, with Config.PGPrivate
 	out  io.Writer
 	host *harness.Host
 	// hosts are every active host with Config.Cluster (host is the
@@ -178,8 +178,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.StoreServer != "" {
 			return nil, fmt.Errorf("-pg-private and -store both given: the private server replaces -store")
 		}
-		pg, err := startPrivatePG(ctx)
-		if errors.Is(err, ErrNoPostgres) {
+		pg, err := pgtest.StartPrivateServer(ctx, "torture")
+		if errors.Is(err, pgtest.ErrNoPostgres) {
 			d.res.Skipped = err.Error()
 			d.logf("torture: SKIPPED: -pg-private: %v", err)
 			return &d.res, nil
@@ -189,12 +189,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		defer func() { pg.Close(cfg.KeepData) }()
 		if cfg.KeepData {
-			d.logf("torture: private PostgreSQL server kept in %s", pg.dir)
+			d.logf("torture: private PostgreSQL server kept in %s", pg.Dir)
 		}
 		d.pg = pg
 		cfg.StoreServer = pg.URL
 		d.cfg.StoreServer = pg.URL
-		d.logf("torture: private PostgreSQL server on port %d (%s, trust, fsync on)", pg.port, pg.dir)
+		d.logf("torture: private PostgreSQL server on port %d (%s, trust, fsync on)", pg.Port, pg.Dir)
 	} else if cfg.PGRestarts > 0 {
 		return nil, fmt.Errorf("-pg-restarts needs -pg-private: the torture restarts only a server it owns")
 	}

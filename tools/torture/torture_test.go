@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"os"
 	"strings"
 	"testing"
@@ -79,14 +80,14 @@ func TestPrivatePGRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg, err := startPrivatePG(ctx)
-	if errors.Is(err, ErrNoPostgres) {
+	pg, err := pgtest.StartPrivateServer(ctx, "torture")
+	if errors.Is(err, pgtest.ErrNoPostgres) {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := pg.dir
+	dir := pg.Dir
 	defer pg.Close(false)
 	exec := func(sql string) int {
 		t.Helper()
@@ -137,9 +138,9 @@ func TestPrivatePGRestart(t *testing.T) {
 // the run with a message naming what is missing, starts no host and
 // reports no violation.
 func TestPrivatePGSkipped(t *testing.T) {
-	old := PGBinDir
-	PGBinDir = t.TempDir()
-	defer func() { PGBinDir = old }()
+	old := pgtest.PGBinDir
+	pgtest.PGBinDir = t.TempDir()
+	defer func() { pgtest.PGBinDir = old }()
 	t.Setenv("PATH", t.TempDir())
 	var out strings.Builder
 	res, err := Run(context.Background(), Config{Kills: 1, PGPrivate: true, PGRestarts: 1, Bin: "/nonexistent", Out: &out})

@@ -1,4 +1,9 @@
-package main
+package pgtest
+
+// A PostgreSQL server of the caller's own, for the torture and the
+// independent checker (tools/torture -pg-private, tools/jepsen): the one
+// server those runs may restart and crash, never the shared one that
+// TAKOHOST_TEST_POSTGRES names.
 
 import (
 	"bytes"
@@ -19,27 +24,27 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PGBinDir is where the harness looks for initdb, pg_ctl and postgres when
+// PGBinDir is where StartPrivateServer looks for initdb, pg_ctl and postgres when
 // they are not on PATH (a variable so that a test can point it elsewhere).
 var PGBinDir = "/usr/lib/postgresql/15/bin"
 
-// ErrNoPostgres is returned by startPrivatePG when the PostgreSQL server
+// ErrNoPostgres is returned by StartPrivateServer when the PostgreSQL server
 // binaries are not installed; the run is skipped with that message.
 var ErrNoPostgres = errors.New("PostgreSQL server binaries (initdb, pg_ctl) not found")
 
-// ErrNoServer is returned by createDB when the PostgreSQL server does not
+// ErrNoServer is returned by CreateDB when the PostgreSQL server does not
 // answer.
 var ErrNoServer = errors.New("PostgreSQL server unreachable")
 
-// privatePG (as tools/torture -pg-private) is a PostgreSQL server the harness owns: initdb into a
+// PrivateServer is a PostgreSQL server its caller owns: initdb into a
 // temporary directory, trust authentication, fsync on, listening on a free
-// loopback port and a socket in that directory. Only this server is ever
-// restarted; a shared server (-pg-server) never is.
-type privatePG struct {
+// loopback port and a socket in that directory. Only such a server is ever
+// restarted by the torture and the checker; a shared server never is.
+type PrivateServer struct {
 	bin  string // directory of initdb, pg_ctl, postgres
-	dir  string // temporary directory (owned by the server's user)
+	Dir  string // its temporary directory (owned by the server's user), the log in server.log
 	data string
-	port int
+	Port int
 	URL  string
 	cred *syscall.Credential // non-nil when running as root: run as postgres
 }
@@ -63,18 +68,18 @@ func isExec(p string) bool {
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
-// startPrivatePG creates and starts a private server.
-func startPrivatePG(ctx context.Context) (*privatePG, error) {
+// StartPrivateServer creates and starts a private server.
+func StartPrivateServer(ctx context.Context, prefix string) (*PrivateServer, error) {
 	bin, err := findPGBin()
 	if err != nil {
 		return nil, err
 	}
-	p := &privatePG{bin: bin}
-	dir, err := os.MkdirTemp("", "jepsen-pg-")
+	p := &PrivateServer{bin: bin}
+	dir, err := os.MkdirTemp("", prefix+"-pg-")
 	if err != nil {
 		return nil, err
 	}
-	p.dir, p.data = dir, filepath.Join(dir, "data")
+	p.Dir, p.data = dir, filepath.Join(dir, "data")
 	if os.Geteuid() == 0 {
 		// initdb and postgres refuse to run as root: run them as the
 		// postgres user, in a directory it owns.
@@ -91,11 +96,11 @@ func startPrivatePG(ctx context.Context) (*privatePG, error) {
 		}
 		p.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	if p.port, err = freePort(); err != nil {
+	if p.Port, err = freePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.port)
+	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
 	if out, err := p.cmd(ctx, "initdb", "-D", p.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
@@ -108,9 +113,9 @@ func startPrivatePG(ctx context.Context) (*privatePG, error) {
 }
 
 // Start starts the server and waits until it accepts connections.
-func (p *privatePG) Start(ctx context.Context) error {
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200", p.port, p.dir)
-	out, err := p.cmd(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", p.data, "-l", filepath.Join(p.dir, "server.log"), "-o", opts)
+func (p *PrivateServer) Start(ctx context.Context) error {
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200", p.Port, p.Dir)
+	out, err := p.cmd(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", p.data, "-l", filepath.Join(p.Dir, "server.log"), "-o", opts)
 	if err != nil {
 		return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, p.LogTail())
 	}
@@ -120,7 +125,7 @@ func (p *privatePG) Start(ctx context.Context) error {
 // Stop stops the server: mode "fast" (clients disconnected, clean
 // shutdown checkpoint) or "immediate" (no checkpoint: crash recovery on
 // the next start).
-func (p *privatePG) Stop(mode string) error {
+func (p *PrivateServer) Stop(mode string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := p.cmd(ctx, "pg_ctl", "stop", "-w", "-t", "60", "-D", p.data, "-m", mode)
@@ -131,16 +136,16 @@ func (p *privatePG) Stop(mode string) error {
 }
 
 // Close stops the server and removes its directory unless keep is set.
-func (p *privatePG) Close(keep bool) {
+func (p *PrivateServer) Close(keep bool) {
 	p.Stop("immediate")
 	if !keep {
-		os.RemoveAll(p.dir)
+		os.RemoveAll(p.Dir)
 	}
 }
 
 // LogTail is the end of the server's log.
-func (p *privatePG) LogTail() string {
-	b, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
+func (p *PrivateServer) LogTail() string {
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "server.log"))
 	s := string(b)
 	if len(s) > 2000 {
 		s = s[len(s)-2000:]
@@ -148,13 +153,13 @@ func (p *privatePG) LogTail() string {
 	return s
 }
 
-func (p *privatePG) cmd(ctx context.Context, name string, args ...string) (string, error) {
+func (p *PrivateServer) cmd(ctx context.Context, name string, args ...string) (string, error) {
 	c := exec.CommandContext(ctx, filepath.Join(p.bin, name), args...)
-	c.Dir = p.dir
+	c.Dir = p.Dir
 	c.Env = append(os.Environ(), "LC_ALL=C", "PGTZ=UTC")
 	if p.cred != nil {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
-		c.Env = append(c.Env, "HOME="+p.dir, "USER=postgres", "LOGNAME=postgres")
+		c.Env = append(c.Env, "HOME="+p.Dir, "USER=postgres", "LOGNAME=postgres")
 	}
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
@@ -171,9 +176,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// createDB creates a fresh database on server (a postgres:// URL) and
+// CreateDB creates a fresh database on server (a postgres:// URL) and
 // returns its URL and a function that drops it.
-func createDB(ctx context.Context, server, prefix string) (string, func(), error) {
+func CreateDB(ctx context.Context, server, prefix string) (string, func(), error) {
 	u, err := url.Parse(server)
 	if err != nil {
 		return "", nil, fmt.Errorf("PostgreSQL URL: %w", err)
@@ -202,10 +207,10 @@ func createDB(ctx context.Context, server, prefix string) (string, func(), error
 	return du.String(), drop, nil
 }
 
-// terminateBackends terminates every other connection to the database of
+// TerminateBackends terminates every other connection to the database of
 // dbURL (what a PostgreSQL restart does to its clients) and returns how
 // many it terminated.
-func terminateBackends(ctx context.Context, dbURL string) (int, error) {
+func TerminateBackends(ctx context.Context, dbURL string) (int, error) {
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		return 0, err

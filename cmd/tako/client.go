@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/takoform/queuehost/gen/api"
@@ -54,42 +58,116 @@ type apiError struct {
 	Code    string
 	Detail  string
 	Pointer []string
+	// Hint says what to do, when tako knows (which token a 401 used).
+	Hint string
 }
 
+// Error is one sentence: what was refused, why (the problem's detail,
+// else its title), the problem code and status, and the hint.
 func (e *apiError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: ", e.What)
+	detail := strings.TrimRight(e.Detail, ". ")
+	for _, p := range e.Pointer {
+		if detail != "" {
+			detail += "; "
+		}
+		detail += p
+	}
+	if detail == "" {
+		detail = "refused"
+	}
+	b.WriteString(detail)
 	switch {
 	case e.Code != "":
-		fmt.Fprintf(&b, "%s (%d)", e.Code, e.Status)
+		fmt.Fprintf(&b, " (%s, HTTP %d)", e.Code, e.Status)
 	default:
-		fmt.Fprintf(&b, "HTTP %d", e.Status)
+		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
 	}
-	if e.Detail != "" {
-		fmt.Fprintf(&b, ": %s", e.Detail)
-	}
-	for _, p := range e.Pointer {
-		fmt.Fprintf(&b, "; %s", p)
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "; %s", e.Hint)
 	}
 	return b.String()
 }
 
+// problemError makes the error of an answer that is not the expected
+// one: from the problem document when the host sent one (parsed from body
+// when p is nil), else from the body's first line when it is text. A body
+// that is neither is never quoted: a cut-off JSON document helps nobody.
 func problemError(what string, status int, p *api.Problem, body []byte) error {
 	e := &apiError{What: what, Status: status}
+	if p == nil && len(body) > 0 {
+		var pp api.Problem
+		if json.Unmarshal(body, &pp) == nil && pp.Code != "" {
+			p = &pp
+		}
+	}
 	if p != nil {
 		e.Code = p.Code
 		if p.Detail != nil {
 			e.Detail = *p.Detail
+		} else {
+			e.Detail = p.Title
 		}
 		if p.Errors != nil {
 			for _, pe := range *p.Errors {
-				e.Pointer = append(e.Pointer, pe.Pointer+": "+pe.Detail)
+				ptr := pe.Pointer
+				if ptr == "" {
+					ptr = "/"
+				}
+				e.Pointer = append(e.Pointer, ptr+": "+pe.Detail)
 			}
 		}
-	} else if len(body) > 0 {
-		e.Detail = strings.TrimSpace(string(body[:min(len(body), 300)]))
+		return e
 	}
+	e.Detail = textDetail(body)
 	return e
+}
+
+// textDetail is a plain-text body's first line, cut at a word to at most
+// 200 characters, or "" when the body is not plain text (JSON, HTML).
+func textDetail(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if s == "" || strings.HasPrefix(s, "{") || strings.HasPrefix(s, "[") || strings.HasPrefix(s, "<") {
+		return ""
+	}
+	s, _, _ = strings.Cut(s, "\n")
+	s = escapeControl(strings.TrimSpace(s))
+	if len(s) > 200 {
+		cut := strings.LastIndexByte(s[:200], ' ')
+		if cut < 100 {
+			cut = 200
+		}
+		s = s[:cut] + " …"
+	}
+	return s
+}
+
+// unreachableError is what a request that got no answer says: which host,
+// why in a few words, and what to do.
+func unreachableError(host string, err error) error {
+	reason := "no answer"
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		reason = "connection refused"
+	case errors.As(err, &dns):
+		reason = "no such host " + dns.Name
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		reason = "timed out"
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		reason = "the connection was closed"
+	case errors.As(err, &op):
+		reason = op.Err.Error()
+	default:
+		var ue *url.Error
+		if !errors.As(err, &ue) {
+			return err
+		}
+		reason = ue.Err.Error()
+	}
+	return fmt.Errorf("no host answers at %s (%s); start one with `make run` or `tako dev`, or pick another with --host/--context", host, reason)
 }
 
 // list returns the space's resources of one Form by name.

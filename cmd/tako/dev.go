@@ -28,17 +28,15 @@ func runDev(ctx context.Context, c *common, dataDir string, stdout io.Writer) er
 	if err != nil {
 		return usageError{err}
 	}
-	if c.space != "" {
-		m.Space = c.space
-	}
 	cl, err := c.client(m)
 	if err != nil {
 		return err
 	}
+	m.Space = cl.space
 	if _, err := cl.api.GetHealthWithResponse(ctx); err != nil {
-		u, perr := url.Parse(c.host)
+		u, perr := url.Parse(c.res.host)
 		if perr != nil || u.Host == "" {
-			return usageError{fmt.Errorf("-host %q: not a URL", c.host)}
+			return usageError{fmt.Errorf("-host %q: not a URL", c.res.host)}
 		}
 		if dataDir == "" {
 			dataDir = filepath.Join(m.dir, ".tako", "data")
@@ -64,10 +62,27 @@ func runDev(ctx context.Context, c *common, dataDir string, stdout io.Writer) er
 			defer cancel()
 			_ = h.Shutdown(sctx)
 		}()
-		fmt.Fprintf(out, "dev: no host answered at %s; started one here (data %s, log %s, token in %s)\n", c.host, dataDir, logf.Name(), h.AdminTokenPath())
-		if cl, err = newClient(c.host, h.AdminToken(), m.Space); err != nil {
+		fmt.Fprintf(out, "dev: no host answered at %s; started one here (data %s, log %s, token in %s)\n", c.res.host, dataDir, logf.Name(), h.AdminTokenPath())
+		if cl, err = newClient(c.res.host, h.AdminToken(), m.Space); err != nil {
 			return err
 		}
+		c.res.token, c.res.tokenSource = h.AdminToken(), "file "+h.AdminTokenPath()
+		// Other terminals reach this host as the context dev.
+		if path, err := registerDevContext(c.res.host, h.AdminToken(), m.Space); err != nil {
+			fmt.Fprintf(out, "dev: could not register the context dev: %v\n", err)
+		} else {
+			fmt.Fprintf(out, "dev: registered this host as the context dev in %s (use it with -context dev, or `tako context use dev`)\n", path)
+		}
+	}
+	// The log from now on: lines kept from before dev started are not
+	// printed again.
+	before, err := cl.list(ctx, formWorker)
+	if err != nil {
+		return err
+	}
+	old := map[string]bool{}
+	for _, w := range before {
+		old[w.Uid] = true
 	}
 
 	apply := func(m *Manifest) {
@@ -93,7 +108,7 @@ func runDev(ctx context.Context, c *common, dataDir string, stdout io.Writer) er
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tailAll(tailCtx, cl, m, out)
+		tailAll(tailCtx, cl, m, old, out)
 	}()
 
 	seen := fingerprint(m)
@@ -114,8 +129,8 @@ func runDev(ctx context.Context, c *common, dataDir string, stdout io.Writer) er
 			}
 			continue
 		}
-		if c.space != "" {
-			mm.Space = c.space
+		if c.space != "" || !mm.declaredSpace {
+			mm.Space = m.Space
 		}
 		if fp := fingerprint(mm); fp != seen {
 			seen = fp
@@ -151,11 +166,14 @@ func fingerprint(m *Manifest) string {
 	return b.String()
 }
 
-// tailAll prints the new log lines of the manifest's workers, prefixed
-// with the worker's name, until ctx ends. It starts from the end of each
-// log as it is when first seen.
-func tailAll(ctx context.Context, cl *client, m *Manifest, out io.Writer) {
+// tailAll prints the new log lines of the manifest's workers, each with
+// its time (local, to the millisecond) and prefixed with the worker's
+// name, until ctx ends. Of a worker in old (it existed when dev started)
+// only the lines logged from then on are printed; of a worker created
+// since, every line. Control characters are escaped (escapeControl).
+func tailAll(ctx context.Context, cl *client, m *Manifest, old map[string]bool, out io.Writer) {
 	after := map[string]int64{}
+	primed := map[string]bool{}
 	for {
 		workers, err := cl.list(ctx, formWorker)
 		if err == nil {
@@ -164,12 +182,23 @@ func tailAll(ctx context.Context, cl *client, m *Manifest, out io.Writer) {
 				if !ok {
 					continue
 				}
+				if old[r.Uid] && !primed[r.Uid] {
+					// Skip to the end of the log as it is now.
+					for {
+						items, err := cl.logs(ctx, r.Uid, after[r.Uid], 0)
+						if err != nil || len(items) == 0 {
+							break
+						}
+						after[r.Uid] = items[len(items)-1].Seq
+					}
+				}
+				primed[r.Uid] = true
 				items, err := cl.logs(ctx, r.Uid, after[r.Uid], 0)
 				if err != nil {
 					continue
 				}
 				for _, e := range items {
-					fmt.Fprintf(out, "[%s] %s %s\n", w.Name, e.Level, e.Message)
+					fmt.Fprintf(out, "%s [%s] %s %s\n", time.UnixMilli(e.TimeMillis).Format("15:04:05.000"), w.Name, e.Level, escapeControl(e.Message))
 					after[r.Uid] = e.Seq
 				}
 			}

@@ -22,9 +22,15 @@
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
 //	tako health                         whether the host is live and ready
 //
-// Common flags: -host (or $TAKO_HOST, default http://127.0.0.1:8787),
-// -token (or $TAKO_TOKEN) or -token-file (default ./data/admin-token, where
-// `make run` writes it), -space (default the manifest's), -output text|json.
+//	tako login [HOST-URL] [-name N] [-token T|-token-file F|-token -] [-space S]  store a context
+//	tako context [list|use N|show [N]|delete N]  the stored contexts (config.go)
+//	tako version | completion bash|zsh|fish | help [COMMAND]
+//
+// Common flags: -context (or $TAKO_CONTEXT, default the current context),
+// -host (or $TAKO_HOST, else the context's, default http://127.0.0.1:8787),
+// -token or -token-file (or $TAKO_TOKEN, $TAKO_TOKEN_FILE, else the
+// context's, else ./data/admin-token), -space (default the manifest's,
+// else the context's), -output text|json. config.go says how they combine.
 //
 // Exit codes: 0 done; 1 the host refused a request or an Operation failed
 // (the message names the resource and the problem code); 2 a usage or
@@ -33,6 +39,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +48,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -68,44 +74,22 @@ const (
 
 type usageError struct{ error }
 
-const usage = `usage: tako <command> [flags]
-
-commands:
-  apply  [-dir DIR] [-dry-run]   make the host match DIR/tako.yaml (plan with -dry-run)
-  delete [-dir DIR] [-dry-run]   delete what DIR/tako.yaml names, in dependency order
-  dev    [-dir DIR] [-data D]    apply, re-apply on save, print the workers' logs; starts a
-                                 host in this process (data in D, default DIR/.tako/data) if none answers
-  tail   [-follow] WORKER        print a worker's log; -follow keeps printing
-  fetch  [-data BODY] WORKER [PATH]  call the worker's fetch handler (POST with -data)
-  queues [list | stats Q | peek Q | pause Q | resume Q]
-                                 list queues (messages, delivery state); one's counts by state,
-                                 its oldest messages, pause or resume it
-  queues purge Q | redrive DLQ [-to Q] [-rate N] | cancel ID
-                                 remove every message of Q; move DLQ's messages back to the queue
-                                 each came from (or -to Q), at most -rate a second; cancel a redrive
-  send   [-delay S] QUEUE BODY   send one message (through a helper worker tako-send)
-  tokens [list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME|ID]
-                                 principals, through the host (admin token; effective at once);
-                                 with -data DIR, changes DIR/host.json itself (a host down, or one
-                                 running on DIR, which reloads it within a second)
-  ops    list [-state S] [-resource NAME] [-limit N]
-                                 the space's recent Operations, newest first
-  ops    wait|get ID             an Operation (wait: until it finishes)
-  health                         GET /healthz and /readyz
-
-flags of every command: -host URL -token T -token-file F -space S -output text|json
-`
-
-// common is the flags every command takes.
+// common is the flags every Host API command takes, and what they
+// resolved to.
 type common struct {
-	host, token, tokenFile, space, output, dir string
+	context, host, token, tokenFile, space, output, dir string
+	// set holds the flags given on the command line.
+	set map[string]bool
+	// res is where the host and the token came from, once resolved.
+	res *resolved
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.host, "host", envOr("TAKO_HOST", "http://127.0.0.1:8787"), "the host's base URL ($TAKO_HOST)")
-	fs.StringVar(&c.token, "token", os.Getenv("TAKO_TOKEN"), "bearer token ($TAKO_TOKEN); else read from -token-file")
-	fs.StringVar(&c.tokenFile, "token-file", envOr("TAKO_TOKEN_FILE", filepath.Join("data", "admin-token")), "file holding the token ($TAKO_TOKEN_FILE)")
-	fs.StringVar(&c.space, "space", "", "the space (default: the manifest's, else \"default\")")
+	fs.StringVar(&c.context, "context", "", "the context to use ($TAKO_CONTEXT; default: the current one, see `tako context`)")
+	fs.StringVar(&c.host, "host", "", "the host's base URL (default: $TAKO_HOST, else the context's, else "+defaultHost+")")
+	fs.StringVar(&c.token, "token", "", "bearer token (default: $TAKO_TOKEN, else the context's)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token ($TAKO_TOKEN_FILE), such as a host's data/admin-token")
+	fs.StringVar(&c.space, "space", "", "the space (default: the manifest's, else the context's, else \"default\")")
 	fs.StringVar(&c.output, "output", "text", "text or json")
 	fs.StringVar(&c.dir, "dir", ".", "the project directory (or its manifest file)")
 }
@@ -118,82 +102,132 @@ func envOr(k, d string) string {
 }
 
 func (c *common) client(m *Manifest) (*client, error) {
-	tok := c.token
-	if tok == "" && c.tokenFile != "" {
-		raw, err := os.ReadFile(c.tokenFile)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, usageError{fmt.Errorf("token file: %w", err)}
+	if c.res == nil {
+		r, err := c.resolve(c.set)
+		if err != nil {
+			return nil, err
 		}
-		tok = strings.TrimSpace(string(raw))
+		c.res = r
 	}
 	space := c.space
 	if space == "" && m != nil {
 		space = m.Space
 	}
 	if space == "" {
-		if mm, err := LoadManifest(c.dir); err == nil {
+		if mm, err := LoadManifest(c.dir); err == nil && mm.declaredSpace {
 			space = mm.Space
-		} else {
-			space = "default"
 		}
 	}
-	cl, err := newClient(c.host, tok, space)
+	if space == "" {
+		space = orDefault(c.res.contextSpace, "default")
+	}
+	cl, err := newClient(c.res.host, c.res.token, space)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return cl, nil
 }
 
+// cmdOpts are the flags of all commands; each command registers its own.
+type cmdOpts struct {
+	c      common
+	dry    bool
+	data   string
+	delay  int
+	grants grantFlags
+	of     opsFlags
+	qf     queueFlags
+	follow bool
+	yes    bool
+	name   string
+}
+
+func (o *cmdOpts) register(fs *flag.FlagSet, cmd *command) {
+	if cmd.common {
+		o.c.register(fs)
+	}
+	o.delay = -1
+	switch cmd.name {
+	case "apply":
+		fs.BoolVar(&o.dry, "dry-run", false, "print the plan, change nothing")
+	case "delete":
+		fs.BoolVar(&o.dry, "dry-run", false, "print the plan, change nothing")
+		fs.BoolVar(&o.yes, "yes", false, "do not ask for confirmation (required when stdin is not a terminal)")
+		fs.BoolVar(&o.yes, "y", false, "short for -yes")
+	case "tail":
+		fs.BoolVar(&o.follow, "follow", false, "keep printing new entries until interrupted")
+		fs.BoolVar(&o.follow, "f", false, "short for -follow")
+	case "fetch":
+		fs.StringVar(&o.data, "data", "", "request body; with it the request is a POST, without it a GET")
+	case "dev":
+		fs.StringVar(&o.data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
+	case "send":
+		fs.IntVar(&o.delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
+	case "tokens":
+		fs.StringVar(&o.data, "data", "", "change DIR/host.json itself, for a host that is down (one running on DIR reloads it within a second); default: through the running host, effective at once")
+		fs.Var(&o.grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
+	case "ops":
+		fs.StringVar(&o.of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")
+		fs.StringVar(&o.of.resource, "resource", "", "list: only the Operations of this resource (its name or UID)")
+		fs.IntVar(&o.of.limit, "limit", 20, "list: the most Operations to print, newest first")
+	case "queues":
+		o.qf.register(fs)
+		fs.BoolVar(&o.yes, "yes", false, "purge: do not ask for confirmation (required when stdin is not a terminal)")
+		fs.BoolVar(&o.yes, "y", false, "short for -yes")
+	case "login":
+		fs.StringVar(&o.name, "name", "default", "the context's name")
+	case "context":
+		fs.StringVar(&o.c.output, "output", "text", "text or json")
+		fs.StringVar(&o.c.context, "context", "", "show: the context to show (default: the current one)")
+	}
+}
+
+// stdin is where login reads a token and purge and delete their
+// confirmation; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// stdinTerminal reports whether stdin is a terminal (someone to ask).
+var stdinTerminal = func() bool { return isTerminalReader(stdin) }
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {
-		fmt.Fprint(stderr, usage)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		fmt.Fprint(stderr, usageText())
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return exitOK
 	}
-	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("tako "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c common
-	c.register(fs)
-	dry := false
-	data := ""
-	delay := -1
-	var grants grantFlags
-	var of opsFlags
-	var qf queueFlags
-	follow := false
-	switch cmd {
-	case "apply", "delete":
-		fs.BoolVar(&dry, "dry-run", false, "print the plan, change nothing")
-	case "tail":
-		fs.BoolVar(&follow, "follow", false, "keep printing new entries until interrupted")
-		fs.BoolVar(&follow, "f", false, "short for -follow")
-	case "fetch":
-		fs.StringVar(&data, "data", "", "request body; with it the request is a POST, without it a GET")
-	case "dev":
-		fs.StringVar(&data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
-	case "send":
-		fs.IntVar(&delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
-	case "tokens":
-		fs.StringVar(&data, "data", "", "change DIR/host.json itself, for a host that is down (one running on DIR reloads it within a second); default: through the running host, effective at once")
-		fs.Var(&grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
-	case "ops":
-		fs.StringVar(&of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")
-		fs.StringVar(&of.resource, "resource", "", "list: only the Operations of this resource (its name or UID)")
-		fs.IntVar(&of.limit, "limit", 20, "list: the most Operations to print, newest first")
-	case "queues":
-		qf.register(fs)
-	case "health":
-	default:
-		fmt.Fprintf(stderr, "tako: unknown command %q\n%s", cmd, usage)
+	name, args := args[0], args[1:]
+	if name == "help" {
+		if len(args) == 0 {
+			fmt.Fprint(stdout, usageText())
+			return exitOK
+		}
+		name, args = args[0], []string{"-h"}
+	}
+	cmd := findCommand(name)
+	if cmd == nil {
+		msg := fmt.Sprintf("tako: unknown command %q", name)
+		if s := suggest(name, commandNames()); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		fmt.Fprintf(stderr, "%s\n(tako help lists the commands)\n", msg)
 		return exitUsage
 	}
+	fs := flag.NewFlagSet("tako "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o cmdOpts
+	o.c.output = "text"
+	o.register(fs, cmd)
+	setUsage(fs, cmd, stderr)
+	c := &o.c
 	// Flags may come before or after the arguments (tako tail hello -f).
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
 			return exitUsage
 		}
 		if fs.NArg() == 0 {
@@ -202,80 +236,135 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	if c.output != "text" && c.output != "json" {
 		fmt.Fprintf(stderr, "tako: -output %q: text or json\n", c.output)
 		return exitUsage
 	}
 	var err error
-	switch cmd {
+	switch name {
 	case "apply", "delete":
-		err = runApply(ctx, &c, cmd, dry, stdout)
+		err = runApply(ctx, c, name, o.dry, o.yes, stdout, stderr)
 	case "tail":
-		err = runTail(ctx, &c, pos, follow, stdout)
+		err = runTail(ctx, c, pos, o.follow, stdout)
 	case "ops":
-		err = runOps(ctx, &c, pos, of, stdout)
+		err = runOps(ctx, c, pos, o.of, stdout)
 	case "fetch":
-		err = runFetch(ctx, &c, pos, data, stdout)
+		err = runFetch(ctx, c, pos, o.data, stdout)
 	case "dev":
-		err = runDev(ctx, &c, data, stdout)
+		err = runDev(ctx, c, o.data, stdout)
 	case "queues":
-		err = runQueues(ctx, &c, pos, qf, stdout)
+		err = runQueues(ctx, c, pos, o.qf, o.yes, stdout, stderr)
 	case "send":
-		err = runSend(ctx, &c, pos, delay, stdout)
+		err = runSend(ctx, c, pos, o.delay, stdout)
 	case "tokens":
-		err = runTokens(ctx, &c, data, grants, pos, stdout, stderr)
+		err = runTokens(ctx, c, o.data, o.grants, pos, stdout, stderr)
 	case "health":
-		err = runHealth(ctx, &c, stdout)
+		err = runHealth(ctx, c, stdout)
+	case "login":
+		err = runLogin(ctx, c, c.set, pos, o.name, stdin, stdout)
+	case "context":
+		err = runContext(c, pos, stdout)
+	case "version":
+		if len(pos) > 0 {
+			err = usageError{errors.New("version takes no argument")}
+		} else {
+			fmt.Fprintln(stdout, versionText())
+		}
+	case "completion":
+		if len(pos) != 1 {
+			err = usageError{errors.New("completion bash|zsh|fish")}
+		} else {
+			var s string
+			if s, err = completionScript(pos[0]); err == nil {
+				fmt.Fprint(stdout, s)
+			}
+		}
 	}
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "tako:", err)
 	var ue usageError
 	var ae *apiError
+	unreachable := false
+	switch {
+	case errors.As(err, &ue):
+	case errors.As(err, &ae):
+		if (ae.Status == 401 || ae.Status == 403) && ae.Hint == "" && c.res != nil {
+			ae.Hint = c.res.authHint(ae.Status)
+		}
+	case ctx.Err() != nil:
+	default:
+		unreachable = true
+		if c.res != nil {
+			err = unreachableError(c.res.host, err)
+		}
+	}
+	fmt.Fprintln(stderr, "tako:", err)
 	if c.output == "json" {
 		// With -output json the error is also one JSON object on stderr's
 		// last line, for scripts: message, and for a Host API refusal the
 		// resource step, status, problem code and detail.
 		doc := map[string]any{"error": err.Error()}
-		if errors.As(err, &ae) {
+		if ae != nil {
 			doc = map[string]any{"error": err.Error(), "what": ae.What, "status": ae.Status, "code": ae.Code, "detail": ae.Detail}
 		}
 		_ = json.NewEncoder(stderr).Encode(doc)
 	}
 	switch {
-	case errors.As(err, &ue):
+	case ue.error != nil:
 		return exitUsage
-	case errors.As(err, &ae):
+	case ae != nil:
 		return exitFailed
-	case ctx.Err() != nil:
+	case !unreachable:
 		return exitFailed
 	default:
 		return exitUnreachable
 	}
 }
 
-func runApply(ctx context.Context, c *common, cmd string, dry bool, stdout io.Writer) error {
+func runApply(ctx context.Context, c *common, cmd string, dry, yes bool, stdout, stderr io.Writer) error {
 	m, err := LoadManifest(c.dir)
 	if err != nil {
 		return usageError{err}
-	}
-	if c.space != "" {
-		m.Space = c.space
 	}
 	cl, err := c.client(m)
 	if err != nil {
 		return err
 	}
+	m.Space = cl.space
 	var progress io.Writer
 	if c.output == "text" {
 		progress = stdout
 	}
-	f := Apply
+	var res *Result
 	if cmd == "delete" {
-		f = Delete
+		if !dry && !yes {
+			// Show what would go, then ask.
+			plan, err := Delete(ctx, cl, m, true, nil, false)
+			if err != nil {
+				return err
+			}
+			if len(plan.Changes) == 0 {
+				fmt.Fprintf(stdout, "delete in space %s: nothing to delete\n", m.Space)
+				return nil
+			}
+			var what []string
+			for _, ch := range plan.Changes {
+				if ch.Action == "delete" {
+					what = append(what, ch.Kind+" "+ch.Name)
+				}
+			}
+			q := fmt.Sprintf("delete %s from space %s at %s, with every message in its queues?", strings.Join(what, ", "), m.Space, cl.base)
+			if err := confirm(q, "delete", stderr); err != nil {
+				return err
+			}
+		}
+		res, err = Delete(ctx, cl, m, dry, progress, isTerminal(stdout))
+	} else {
+		res, err = Apply(ctx, cl, m, dry, progress, isTerminal(stdout))
 	}
-	res, err := f(ctx, cl, m, dry, progress, isTerminal(stdout))
 	if res != nil {
 		if c.output == "json" {
 			enc := json.NewEncoder(stdout)
@@ -291,6 +380,21 @@ func runApply(ctx context.Context, c *common, cmd string, dry bool, stdout io.Wr
 		}
 	}
 	return err
+}
+
+// confirm asks the question on a terminal and answers nil for yes; off a
+// terminal it refuses, naming -yes.
+func confirm(question, verb string, stderr io.Writer) error {
+	if !stdinTerminal() {
+		return usageError{fmt.Errorf("%s asks for confirmation, and stdin is not a terminal; add -yes (or -y) to %s without asking", verb, verb)}
+	}
+	fmt.Fprintf(stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return usageError{fmt.Errorf("%s cancelled; nothing changed", verb)}
 }
 
 func runTail(ctx context.Context, c *common, args []string, follow bool, stdout io.Writer) error {
@@ -334,7 +438,7 @@ func runTail(ctx context.Context, c *common, args []string, follow bool, stdout 
 			if c.output == "json" {
 				_ = enc.Encode(e)
 			} else {
-				fmt.Fprintf(stdout, "%s %-5s %s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339Nano), e.Level, e.Message)
+				fmt.Fprintf(stdout, "%s %-5s %s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339Nano), e.Level, escapeControl(e.Message))
 			}
 			after = e.Seq
 		}
@@ -348,7 +452,13 @@ func runOps(ctx context.Context, c *common, args []string, of opsFlags, stdout i
 	if len(args) == 1 && args[0] == "list" {
 		return runOpsList(ctx, c, of, stdout)
 	}
-	if len(args) != 2 || (args[0] != "wait" && args[0] != "get") {
+	if len(args) == 0 {
+		return usageError{errors.New("ops: list [-state S] [-resource NAME] [-limit N], wait ID or get ID")}
+	}
+	if args[0] != "wait" && args[0] != "get" && args[0] != "list" {
+		return unknownSub("ops", args[0], findCommand("ops").subs)
+	}
+	if len(args) != 2 || args[0] == "list" {
 		return usageError{errors.New("ops: list [-state S] [-resource NAME] [-limit N], wait ID or get ID")}
 	}
 	cl, err := c.client(nil)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -31,6 +32,9 @@ type Manifest struct {
 	Workers   []WorkerDecl   `yaml:"workers" json:"workers"`
 	Consumers []ConsumerDecl `yaml:"consumers" json:"consumers"`
 	dir       string
+	// declaredSpace: the file names its space (else it is "default", or
+	// the context's).
+	declaredSpace bool
 }
 
 // QueueDecl is one AtLeastOnceQueue.
@@ -93,6 +97,14 @@ func LoadManifest(path string) (*Manifest, error) {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	var m Manifest
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	// Unknown keys and values of the wrong kind, in the manifest's words.
+	if errs := checkNode(&doc, reflect.TypeOf(m), ""); len(errs) > 0 {
+		return nil, fmt.Errorf("manifest %s: %w", path, errors.Join(errs...))
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
@@ -108,6 +120,7 @@ func LoadManifest(path string) (*Manifest, error) {
 func (m *Manifest) check() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	m.declaredSpace = m.Space != ""
 	if m.Space == "" {
 		m.Space = "default"
 	}

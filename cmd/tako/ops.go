@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/takoform/queuehost/gen/api"
@@ -71,16 +72,22 @@ func runOpsList(ctx context.Context, c *common, of opsFlags, stdout io.Writer) e
 		enc.SetIndent("", "  ")
 		return enc.Encode(ops)
 	}
+	if len(ops) == 0 {
+		fmt.Fprintf(stdout, "no operations found in space %s\n", cl.space)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CREATED\tID\tKIND\tRESOURCE\tSTATE/EFFECT\tERROR")
 	for _, op := range ops {
 		what := op.ResourceUid
 		if n, ok := names[op.ResourceUid]; ok {
 			what = n + " (" + op.ResourceUid + ")"
 		}
-		line := fmt.Sprintf("%s  %s  %-6s %s  %s/%s", op.CreateTime.UTC().Format(time.RFC3339), op.Id, op.Kind, what, op.State, op.Effect)
+		code := ""
 		if op.Error != nil && op.Error.Code != "" {
-			line += "  " + op.Error.Code
+			code = op.Error.Code
 		}
-		fmt.Fprintln(stdout, line)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\n", op.CreateTime.UTC().Format(time.RFC3339), op.Id, op.Kind, what, op.State, op.Effect, code)
 	}
-	return nil
+	return tw.Flush()
 }

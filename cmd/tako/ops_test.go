@@ -20,6 +20,10 @@ func TestOpsList(t *testing.T) {
 		t.Fatalf("ops list: %d %s", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.HasPrefix(lines[0], "CREATED ") || !strings.Contains(lines[0], "STATE/EFFECT") {
+		t.Fatalf("no header:\n%s", out)
+	}
+	lines = lines[1:]
 	// 5 creates (2 queues, worker, version, consumer) and the worker's
 	// update that selects the version.
 	if len(lines) != 6 {
@@ -45,10 +49,10 @@ func TestOpsList(t *testing.T) {
 	if len(ops) != 2 || ops[0].Kind != "update" || ops[1].Kind != "create" || ops[0].ResourceUid != ops[1].ResourceUid {
 		t.Fatalf("the worker's Operations: %+v", ops)
 	}
-	if code, out, _ := tako(t, h, "ops", "list", "-dir", dir, "-state", "failed"); code != 0 || strings.TrimSpace(out) != "" {
+	if code, out, _ := tako(t, h, "ops", "list", "-dir", dir, "-state", "failed"); code != 0 || out != "no operations found in space demo\n" {
 		t.Fatalf("no Operation failed: %d %q", code, out)
 	}
-	if code, out, _ := tako(t, h, "ops", "list", "-dir", dir, "-limit", "2"); code != 0 || strings.Count(out, "\n") != 2 {
+	if code, out, _ := tako(t, h, "ops", "list", "-dir", dir, "-limit", "2"); code != 0 || strings.Count(out, "\n") != 3 {
 		t.Fatalf("-limit 2: %d %q", code, out)
 	}
 	if code, _, errs := tako(t, h, "ops", "list", "-dir", dir, "-state", "done"); code != exitFailed || !strings.Contains(errs, "invalid_request") {

@@ -34,9 +34,12 @@ func (q *queueFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&q.rate, "rate", 0, "redrive: the most messages moved per second (default: the host's, 100)")
 }
 
-func runQueueOp(ctx context.Context, c *common, cl *client, verb string, args []string, qf queueFlags, stdout io.Writer) error {
+func runQueueOp(ctx context.Context, c *common, cl *client, verb string, args []string, qf queueFlags, yes bool, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
 		return usageError{fmt.Errorf("queues %s %s", verb, map[string]string{"purge": "QUEUE", "redrive": "DLQ [-to QUEUE] [-rate N]", "cancel": "OPERATION"}[verb])}
+	}
+	if verb != "purge" && yes {
+		return usageError{fmt.Errorf("queues %s takes no -yes", verb)}
 	}
 	if verb != "redrive" && (qf.to != "" || qf.rate != 0) {
 		return usageError{fmt.Errorf("queues %s takes neither -to nor -rate", verb)}
@@ -59,6 +62,15 @@ func runQueueOp(ctx context.Context, c *common, cl *client, verb string, args []
 	what := verb + " queue " + args[0]
 	switch verb {
 	case "purge":
+		if !yes {
+			msg := fmt.Sprintf("remove every message of queue %s in space %s at %s?", args[0], cl.space, cl.base)
+			if st, err := cl.api.GetQueueStatsWithResponse(ctx, cl.space, q.Uid); err == nil && st.JSON200 != nil {
+				msg = fmt.Sprintf("remove all %d messages of queue %s in space %s at %s?", st.JSON200.Messages, args[0], cl.space, cl.base)
+			}
+			if err := confirm(msg, "purge", stderr); err != nil {
+				return err
+			}
+		}
 		r, err := cl.api.PurgeQueueWithResponse(ctx, cl.space, q.Uid, &api.PurgeQueueParams{})
 		if err != nil {
 			return err
@@ -102,6 +114,10 @@ func runQueueOp(ctx context.Context, c *common, cl *client, verb string, args []
 // progressLine is one report of a purge's or a redrive's progress.
 func progressLine(verb, name string, op api.Operation) string {
 	p := op.Progress
+	state := string(op.State)
+	if cancelled(op) {
+		state = "cancelled"
+	}
 	n := func(v *int) int {
 		if v == nil {
 			return 0
@@ -110,11 +126,17 @@ func progressLine(verb, name string, op api.Operation) string {
 	}
 	switch {
 	case p == nil:
-		return fmt.Sprintf("%s %s: %s", verb, name, op.State)
+		return fmt.Sprintf("%s %s: %s", verb, name, state)
 	case verb == "purge":
-		return fmt.Sprintf("purge %s: %s, %d messages removed", name, op.State, n(p.Removed))
+		return fmt.Sprintf("purge %s: %s, %d messages removed", name, state, n(p.Removed))
 	}
-	return fmt.Sprintf("%s %s: %s, %d of %d moved, %d skipped", verb, name, op.State, n(p.Moved), n(p.Total), n(p.Skipped))
+	return fmt.Sprintf("%s %s: %s, %d of %d moved, %d skipped", verb, name, state, n(p.Moved), n(p.Total), n(p.Skipped))
+}
+
+// cancelled reports whether the Operation ended because someone cancelled
+// it (spec/peers.md §Redrive, Cancel): an outcome, not a failure.
+func cancelled(op api.Operation) bool {
+	return op.State == api.OperationStateFailed && op.Error != nil && op.Error.Code == "operation_cancelled"
 }
 
 // follow waits for the Operation to end, reporting its progress on out
@@ -148,6 +170,9 @@ func (cl *client) follow(ctx context.Context, what string, op api.Operation, out
 	}
 	if out != nil && tty {
 		fmt.Fprint(out, "\r\033[K")
+	}
+	if cancelled(op) {
+		return op, nil
 	}
 	if op.State == api.OperationStateFailed {
 		if op.Error != nil {

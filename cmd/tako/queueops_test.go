@@ -30,7 +30,7 @@ func TestQueuesPurgeRedrive(t *testing.T) {
 		}
 	}
 	send(3)
-	code, out, errs := tako(t, h, "queues", "purge", "tasks", "-space", "demo")
+	code, out, errs := tako(t, h, "queues", "purge", "tasks", "-yes", "-space", "demo")
 	if code != 0 || !strings.HasSuffix(out, "purge tasks: succeeded, 3 messages removed\n") {
 		t.Fatalf("purge: %d %q %s", code, out, errs)
 	}
@@ -51,7 +51,7 @@ func TestQueuesPurgeRedrive(t *testing.T) {
 	}
 
 	// -output json: the Operation, nothing else.
-	code, out, errs = tako(t, h, "queues", "purge", "tasks-dead", "-space", "demo", "-output", "json")
+	code, out, errs = tako(t, h, "queues", "purge", "tasks-dead", "-yes", "-space", "demo", "-output", "json")
 	var op api.Operation
 	if code != 0 || json.Unmarshal([]byte(out), &op) != nil || op.Kind != "purge" || op.Progress == nil || *op.Progress.Removed != 8 {
 		t.Fatalf("purge -output json: %d %q %s", code, out, errs)

@@ -25,7 +25,7 @@ type QueueInfo struct {
 // runQueues lists the space's queues with their counts and delivery
 // state, or pauses or resumes one (the ext-pause host extension,
 // spec/peers.md).
-func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, stdout io.Writer) error {
+func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, yes bool, stdout, stderr io.Writer) error {
 	verb := "list"
 	if len(args) > 0 {
 		verb = args[0]
@@ -70,6 +70,10 @@ func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, std
 				out = []QueueInfo{}
 			}
 			return enc.Encode(out)
+		}
+		if len(out) == 0 {
+			fmt.Fprintf(stdout, "no queues found in space %s\n", cl.space)
+			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tMESSAGES\tDELIVERY\tSTATE\tUID")
@@ -122,18 +126,9 @@ func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, std
 		if c.output == "json" {
 			return enc.Encode(page.JSON200)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tSIZE\tBODY")
-		for _, m := range page.JSON200.Items {
-			body := fmt.Sprintf("%q", m.BodyPreview)
-			if m.BodyTruncated {
-				body += "…"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", m.Id, m.State, m.Attempts, m.Size, body)
-		}
-		return tw.Flush()
+		return printMessages(stdout, args[1], page.JSON200.Items)
 	case "purge", "redrive", "cancel":
-		return runQueueOp(ctx, c, cl, verb, args[1:], qf, stdout)
+		return runQueueOp(ctx, c, cl, verb, args[1:], qf, yes, stdout, stderr)
 	case "pause", "resume":
 		if len(args) != 2 {
 			return usageError{fmt.Errorf("queues %s QUEUE", verb)}
@@ -159,5 +154,49 @@ func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, std
 		fmt.Fprintf(stdout, "queue %s: delivery %s\n", args[1], state)
 		return nil
 	}
-	return usageError{fmt.Errorf("queues: list, stats QUEUE, peek QUEUE, pause QUEUE, resume QUEUE, purge QUEUE, redrive DLQ or cancel OPERATION, not %q", verb)}
+	return unknownSub("queues", verb, findCommand("queues").subs)
+}
+
+// printMessages is peek's table: a message per line, its body previewed
+// (escaped), and for one that arrived by dead-lettering the queue it came
+// from, why, its ID there and the deliveries it had.
+func printMessages(stdout io.Writer, queue string, items []api.QueueMessageInfo) error {
+	if len(items) == 0 {
+		fmt.Fprintf(stdout, "no messages found in queue %s\n", queue)
+		return nil
+	}
+	dead := false
+	for _, m := range items {
+		dead = dead || m.DeadLetter != nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if dead {
+		fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tSIZE\tFROM QUEUE\tREASON\tORIGINAL ID\tATTEMPTS THERE\tBODY")
+	} else {
+		fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tSIZE\tBODY")
+	}
+	for _, m := range items {
+		body := fmt.Sprintf("%q", m.BodyPreview)
+		if m.BodyTruncated {
+			body += "…"
+		}
+		if !dead {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", m.Id, m.State, m.Attempts, m.Size, body)
+			continue
+		}
+		from, reason, orig, there := "-", "-", "-", "-"
+		if d := m.DeadLetter; d != nil {
+			from = d.SourceQueueUid
+			if d.SourceQueueName != nil {
+				from = *d.SourceQueueName
+			}
+			reason = string(d.Reason)
+			if d.OriginalMessageId != nil {
+				orig = *d.OriginalMessageId
+			}
+			there = fmt.Sprint(d.Attempts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", m.Id, m.State, m.Attempts, m.Size, escapeControl(from), reason, orig, there, body)
+	}
+	return tw.Flush()
 }

@@ -20,7 +20,18 @@ import (
 // run.
 func TestMain(m *testing.M) {
 	sandbox.Main()
-	os.Exit(m.Run())
+	// No test reads or writes the user's contexts or takes their settings.
+	cfg, err := os.MkdirTemp("", "tako-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", cfg)
+	for _, k := range []string{"TAKO_HOST", "TAKO_TOKEN", "TAKO_TOKEN_FILE", "TAKO_CONTEXT"} {
+		os.Unsetenv(k)
+	}
+	code := m.Run()
+	os.RemoveAll(cfg)
+	os.Exit(code)
 }
 
 func startHost(t *testing.T, dir string) *host.Host {
@@ -184,12 +195,12 @@ func TestApplyReapplyChangeDelete(t *testing.T) {
 		t.Fatalf("re-apply after the change: %+v", r)
 	}
 
-	r = applyJSON(t, h, "delete", "-dir", dir)
+	r = applyJSON(t, h, "delete", "-yes", "-dir", dir)
 	// consumer, worker unselect, one version, worker, two queues
 	if r.Summary.Deleted != 5 || r.Summary.Updated != 1 {
 		t.Fatalf("delete: %+v", r)
 	}
-	if r := applyJSON(t, h, "delete", "-dir", dir); len(r.Changes) != 0 {
+	if r := applyJSON(t, h, "delete", "-yes", "-dir", dir); len(r.Changes) != 0 {
 		t.Fatalf("a second delete found something: %+v", r)
 	}
 	code, out, errs := tako(t, h, "tail", "-space", "demo", "hello")
@@ -239,11 +250,16 @@ func TestErrorsAndExitCodes(t *testing.T) {
 	}
 }
 
-// The README's walkthrough, run line by line as written: each
-// `go run ./cmd/tako ...` line is this command with the same arguments
-// against an in-process host (its -host and -token added), and the text
-// after "#" that follows a colon is what its output must contain (tail is
-// retried until it does, since delivery is asynchronous).
+// The README's walkthrough, run line by line as written, as a user runs
+// it beside `make run`: from a directory holding the host's data
+// directory (data/, where the host writes admin-token) and a copy of
+// examples/, with $TAKO_HOST naming the in-process host (make run's
+// address is taken). Each `go run ./cmd/tako ...` line is this command
+// with the same arguments and nothing added: after the login line every
+// command takes its token and space from the context login stored (the
+// token file is removed to prove it), and the text after "#" that follows
+// a colon is what its output must contain (tail and peek are retried until
+// it does, since delivery is asynchronous).
 func TestReadmeWalkthrough(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -254,8 +270,17 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatal("README.md has no <!-- walkthrough --> block")
 	}
-	h := startHost(t, host.MemoryDataDir)
-	t.Chdir(filepath.Join("..", ".."))
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "examples"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(copyExample(t), filepath.Join(root, "examples", "hello")); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, filepath.Join(root, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(root, "config"))
+	t.Setenv("TAKO_HOST", h.URL())
+	t.Chdir(root)
 	ran := 0
 	for _, line := range strings.Split(s[i:j], "\n") {
 		cmdline, comment, _ := strings.Cut(line, "#")
@@ -268,24 +293,32 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if _, after, ok := strings.Cut(comment, ": "); ok {
 			want = strings.TrimSpace(after)
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
-			code, out, errs := tako(t, h, args...)
+			var out, errb bytes.Buffer
+			code := run(t.Context(), args, &out, &errb)
 			if code != 0 {
-				t.Fatalf("README: tako %s: exit %d: %s", strings.Join(args, " "), code, errs)
+				t.Fatalf("README: tako %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
 			}
-			if strings.Contains(out, want) {
+			if strings.Contains(out.String(), want) {
+				t.Logf("tako %s\n%s", strings.Join(args, " "), out.String())
 				break
 			}
-			if args[0] != "tail" || time.Now().After(deadline) {
-				t.Fatalf("README: tako %s: the output does not hold %q: %s", strings.Join(args, " "), want, out)
+			retry := args[0] == "tail" || len(args) > 1 && args[1] == "peek"
+			if !retry || time.Now().After(deadline) {
+				t.Fatalf("README: tako %s: the output does not hold %q: %s", strings.Join(args, " "), want, out.String())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		if args[0] == "login" {
+			if err := os.Remove(filepath.Join("data", "admin-token")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ran++
 	}
-	if ran != 5 {
-		t.Fatalf("ran %d lines of the walkthrough, want 5", ran)
+	if ran != 9 {
+		t.Fatalf("ran %d lines of the walkthrough, want 9", ran)
 	}
 }
 
@@ -371,7 +404,7 @@ func TestSend(t *testing.T) {
 	if code, _, errs := tako(t, h, "send", "-space", "demo", "nope", "x"); code != exitFailed || !strings.Contains(errs, `no queue named "nope"`) {
 		t.Fatalf("send to an unknown queue: %d %s", code, errs)
 	}
-	r := applyJSON(t, h, "delete", "-dir", dir)
+	r := applyJSON(t, h, "delete", "-yes", "-dir", dir)
 	if len(changes(r, "delete", "queue")) != 2 {
 		t.Fatalf("delete after send: %+v", r)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
@@ -98,7 +99,7 @@ func runTokens(ctx context.Context, c *common, dataDir string, grants grantFlags
 		fmt.Fprintf(stdout, "revoked %s (%s); a host on this data directory refuses its token within a second, or from its start\n", p.Name, p.ID)
 		return nil
 	}
-	return usageError{fmt.Errorf("tokens: list, create NAME -grant ..., or revoke NAME, not %q", verb)}
+	return unknownSub("tokens", verb, findCommand("tokens").subs)
 }
 
 // printPrincipals prints principals as NAME ID GRANTS lines, or JSON.
@@ -115,6 +116,12 @@ func printPrincipals(c *common, ps []auth.Principal, stdout io.Writer) error {
 		}
 		return json.NewEncoder(stdout).Encode(rows)
 	}
+	if len(ps) == 0 {
+		fmt.Fprintln(stdout, "no tokens found")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tGRANTS")
 	for _, p := range ps {
 		var gs []string
 		for _, g := range p.Grants {
@@ -124,9 +131,9 @@ func printPrincipals(c *common, ps []auth.Principal, stdout io.Writer) error {
 			}
 			gs = append(gs, s)
 		}
-		fmt.Fprintf(stdout, "%s\t%s\t%s\n", p.Name, p.ID, strings.Join(gs, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, p.ID, strings.Join(gs, " "))
 	}
-	return nil
+	return tw.Flush()
 }
 
 // runTokensAPI is runTokens through the host's principal routes.
@@ -203,7 +210,7 @@ func runTokensAPI(ctx context.Context, c *common, grants grantFlags, args []stri
 		fmt.Fprintf(stdout, "revoked %s (%s); the host refuses its token from now on\n", r.JSON200.Name, r.JSON200.Id)
 		return nil
 	}
-	return usageError{fmt.Errorf("tokens: list, create NAME -grant ..., or revoke NAME, not %q", verb)}
+	return unknownSub("tokens", verb, findCommand("tokens").subs)
 }
 
 func fromAPIPrincipal(p api.Principal) auth.Principal {

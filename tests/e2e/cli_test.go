@@ -78,7 +78,7 @@ func TestCLIOnTheBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Kill()
-	env := append(os.Environ(), "TAKO_HOST="+h.Base(), "TAKO_TOKEN_FILE="+filepath.Join(data, "admin-token"), "TAKO_TOKEN=")
+	env := append(os.Environ(), "TAKO_HOST="+h.Base(), "TAKO_TOKEN_FILE="+filepath.Join(data, "admin-token"), "TAKO_TOKEN=", "TAKO_CONTEXT=", "XDG_CONFIG_HOME="+filepath.Join(tmp, "config"))
 	run := func(token string, args ...string) (int, string, string) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, tako, args...)
@@ -159,11 +159,16 @@ func TestCLIOnTheBinaries(t *testing.T) {
 
 	// ops list: the apply's creates and the worker's update, newest first
 	// (the consumer last, the first queue first).
+	// (a header line first; columns aligned with spaces)
 	out := must("ops", "list", "-space", "demo", "-limit", "100")
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 6 || !strings.Contains(lines[0], "create tasks-consumer (") || !strings.Contains(lines[5], "create tasks (") || !strings.Contains(out, "update hello (") {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	if len(lines) != 7 || !strings.HasPrefix(lines[0], "CREATED ID KIND") || !strings.Contains(lines[1], "create tasks-consumer (") || !strings.Contains(lines[6], "create tasks (") || !strings.Contains(strings.Join(lines, "\n"), "update hello (") {
 		t.Fatalf("ops list:\n%s", out)
 	}
-	if out := must("ops", "list", "-space", "demo", "-resource", "hello"); strings.Count(out, "\n") != 2 {
+	if out := must("ops", "list", "-space", "demo", "-resource", "hello"); strings.Count(out, "\n") != 3 {
 		t.Fatalf("ops list -resource hello:\n%s", out)
 	}
 
@@ -198,9 +203,11 @@ func TestCLIOnTheBinaries(t *testing.T) {
 
 // The README's walkthrough (<!-- walkthrough --> block), line by line, as
 // a user runs it: the host binary started as `make run` starts it (a data
-// directory and a listen address), each `go run ./cmd/tako …` line run as
-// the built tako binary from the repository root, its output checked
-// against the text after the line's ": ". It logs the time from the
+// directory data/ and a listen address), each `go run ./cmd/tako …` line
+// run as the built tako binary from the directory holding data/ and a copy
+// of examples/, with $TAKO_HOST naming the host and a configuration
+// directory of its own (login's context gives the rest), its output
+// checked against the text after the line's ": ". It logs the time from the
 // host's start to the first handled message (the tail line's output).
 func TestReadmeWalkthroughOnTheBinaries(t *testing.T) {
 	root, err := harness.ModuleRoot()
@@ -222,6 +229,7 @@ func TestReadmeWalkthroughOnTheBinaries(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	tako := buildTako(t, tmp)
+	copyTree(t, filepath.Join(root, "examples", "hello"), filepath.Join(tmp, "examples", "hello"))
 	data := filepath.Join(tmp, "data")
 	h, err := harness.NewHost(bin, data)
 	if err != nil {
@@ -247,8 +255,8 @@ func TestReadmeWalkthroughOnTheBinaries(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			cmd := exec.CommandContext(t.Context(), tako, args...)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "TAKO_HOST="+h.Base(), "TAKO_TOKEN_FILE="+filepath.Join(data, "admin-token"), "TAKO_TOKEN=")
+			cmd.Dir = tmp
+			cmd.Env = append(os.Environ(), "TAKO_HOST="+h.Base(), "TAKO_TOKEN_FILE=", "TAKO_TOKEN=", "TAKO_CONTEXT=", "XDG_CONFIG_HOME="+filepath.Join(tmp, "config"))
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("README: tako %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -259,14 +267,15 @@ func TestReadmeWalkthroughOnTheBinaries(t *testing.T) {
 				}
 				break
 			}
-			if args[0] != "tail" || time.Now().After(deadline) {
+			retry := args[0] == "tail" || len(args) > 1 && args[1] == "peek"
+			if !retry || time.Now().After(deadline) {
 				t.Fatalf("README: tako %s: the output does not hold %q: %s", strings.Join(args, " "), want, out)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		ran++
 	}
-	if ran != 5 {
-		t.Fatalf("ran %d lines of the walkthrough, want 5", ran)
+	if ran != 9 {
+		t.Fatalf("ran %d lines of the walkthrough, want 9", ran)
 	}
 }

@@ -8,10 +8,14 @@ export default {
     await env.TASKS.send(text);
     return new Response("queued\n");
   },
-  // Each message is logged; returning normally acknowledges the batch.
+  // Each message is logged; returning normally acknowledges the batch. A
+  // message "fail" throws: the batch is retried, and after 1 + maxRetries
+  // deliveries the message goes to the dead-letter queue.
   async queue(batch, env) {
     for (const m of batch.messages) {
-      console.log(greet(env.GREETING, new TextDecoder().decode(m.body)));
+      const text = new TextDecoder().decode(m.body);
+      if (text === "fail") throw new Error("asked to fail");
+      console.log(greet(env.GREETING, text));
     }
   },
 };

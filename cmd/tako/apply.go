@@ -19,6 +19,8 @@ type Change struct {
 	Name   string `json:"name"`
 	UID    string `json:"uid,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// prev is an update's spec before it, for a rollback.
+	prev json.RawMessage
 }
 
 // Summary counts a plan's changes by action.
@@ -48,6 +50,47 @@ type planner struct {
 	// its result then overwrites; otherwise only the results are printed,
 	// one plain line each.
 	tty bool
+	// undo is what this run created or updated, in order, for a rollback;
+	// final is set once the run deletes what it replaced, after which a
+	// rollback could not restore the space.
+	undo  []Change
+	final bool
+}
+
+// rollback undoes, newest first, what this run created (deleting it) and
+// updated (restoring the spec it had), after the host refused a step
+// (cause), so that a failed apply leaves the space as it found it. It
+// answers the error to report: cause, and what the rollback did.
+func (p *planner) rollback(ctx context.Context, cause error) error {
+	if p.final {
+		return cause
+	}
+	ctx = context.WithoutCancel(ctx)
+	if p.out != nil {
+		fmt.Fprintf(p.out, "apply failed; rolling back the %d changes it made\n", len(p.undo))
+	}
+	for i := len(p.undo) - 1; i >= 0; i-- {
+		ch := p.undo[i]
+		var err error
+		var done string
+		switch ch.Action {
+		case "create":
+			err = p.c.delete(ctx, "roll back: delete "+ch.Kind+" "+ch.Name, ch.UID)
+			done = "- " + ch.Kind + " " + ch.Name + " deleted (rolled back)"
+		case "update":
+			var spec any
+			_ = json.Unmarshal(ch.prev, &spec)
+			err = p.c.update(ctx, "roll back: restore "+ch.Kind+" "+ch.Name, ch.UID, spec, nil)
+			done = "~ " + ch.Kind + " " + ch.Name + " restored (rolled back)"
+		}
+		if err != nil {
+			return fmt.Errorf("%w; rolling back failed too, so the space keeps %d of this apply's changes: %v", cause, i+1, err)
+		}
+		if p.out != nil {
+			fmt.Fprintln(p.out, done)
+		}
+	}
+	return fmt.Errorf("%w; apply rolled back the %d changes it had made, so the space is as it was", cause, len(p.undo))
 }
 
 const pendingUID = "(new)"
@@ -66,6 +109,9 @@ func (p *planner) step(ctx context.Context, ch Change, fn func(context.Context) 
 		}
 		if uid != "" {
 			ch.UID = uid
+		}
+		if ch.Action == "create" || ch.Action == "update" && ch.prev != nil {
+			p.undo = append(p.undo, ch)
 		}
 	} else if ch.Action == "create" {
 		ch.UID = pendingUID
@@ -152,15 +198,27 @@ func refUID(spec json.RawMessage, field string) string {
 // are left alone.
 func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer, tty bool) (*Result, error) {
 	p := &planner{c: c, dry: dry, res: &Result{Space: m.Space, DryRun: dry, Changes: []Change{}}, out: out, tty: tty}
+	if err := preflight(m); err != nil {
+		return p.res, usageError{fmt.Errorf("nothing was changed; the project has these problems:\n%w", err)}
+	}
 	st, err := c.state(ctx)
 	if err != nil {
 		return p.res, err
 	}
+	res, err := apply(ctx, c, m, p, st)
+	if err != nil && !dry && len(p.undo) > 0 {
+		err = p.rollback(ctx, err)
+	}
+	return res, err
+}
+
+func apply(ctx context.Context, c *client, m *Manifest, p *planner, st *state) (*Result, error) {
+	var err error
 	queueUID := map[string]string{}
 	for _, q := range m.Queues {
 		spec := queueSpec(q)
 		have, ok := st.queues[q.Name]
-		ch := Change{Kind: "queue", Name: q.Name, UID: have.Uid}
+		ch := Change{Kind: "queue", Name: q.Name, UID: have.Uid, prev: have.Spec}
 		var fn func(context.Context) (string, error)
 		switch {
 		case !ok:
@@ -218,7 +276,10 @@ func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer,
 			}
 		}
 		want := map[string]any{"handlers": w.Handlers, "version": map[string]any{"resourceUid": versionUID}}
-		ch := Change{Kind: "worker", Name: w.Name, UID: uid, Detail: "version " + b.Name}
+		ch := Change{Kind: "worker", Name: w.Name, UID: uid, Detail: "version " + b.Name, prev: have.Spec}
+		if !ok {
+			ch.prev, _ = json.Marshal(map[string]any{"handlers": w.Handlers})
+		}
 		var fn func(context.Context) (string, error)
 		if !ok || !sameSpec(have.Spec, want) {
 			ch.Action = "update"
@@ -249,7 +310,7 @@ func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer,
 		}
 		spec := consumerSpec(cd, queueUID[cd.Queue], workerUID[cd.Worker], dlq)
 		have, ok := st.consumers[cd.Name]
-		ch := Change{Kind: "consumer", Name: cd.Name, UID: have.Uid, Detail: cd.Queue + " -> " + cd.Worker}
+		ch := Change{Kind: "consumer", Name: cd.Name, UID: have.Uid, Detail: cd.Queue + " -> " + cd.Worker, prev: have.Spec}
 		var fn func(context.Context) (string, error)
 		switch {
 		case !ok:
@@ -271,6 +332,9 @@ func Apply(ctx context.Context, c *client, m *Manifest, dry bool, out io.Writer,
 	}
 
 	sort.Slice(collect, func(i, j int) bool { return collect[i].Name < collect[j].Name })
+	// From here on the space holds the manifest; what follows removes what
+	// it replaced, and cannot be rolled back.
+	p.final = true
 	for _, ch := range collect {
 		if _, err := p.step(ctx, ch, func(ctx context.Context) (string, error) {
 			return ch.UID, c.delete(ctx, "delete worker version "+ch.Name, ch.UID)

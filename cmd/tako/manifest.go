@@ -317,10 +317,24 @@ func (m *Manifest) buildVersion(w WorkerDecl, workerUID string, queueUID map[str
 			secrets[s] = strings.TrimRight(string(raw), "\r\n")
 		}
 	}
-	// The digest covers everything the version holds; json.Marshal sorts
+	// The digest covers everything the version holds, its references by
+	// name rather than UID: so a dry run on a fresh space, where no UID
+	// exists yet, names the version apply will create. json.Marshal sorts
 	// map keys, so it is stable.
+	named := map[string]any{}
+	for k, v := range spec {
+		named[k] = v
+	}
+	named["worker"] = map[string]any{"name": w.Name}
+	if len(bindings) > 0 {
+		var nb []any
+		for _, b := range names {
+			nb = append(nb, map[string]any{"name": b, "queue": w.Producers[b]})
+		}
+		named["queueProducerBindings"] = nb
+	}
 	h := sha256.New()
-	enc, _ := json.Marshal(spec)
+	enc, _ := json.Marshal(named)
 	h.Write(enc)
 	enc, _ = json.Marshal(secrets)
 	h.Write(enc)

@@ -230,20 +230,20 @@ func TestErrorsAndExitCodes(t *testing.T) {
 	if code, _, errs := tako(t, h, "apply", "-dir", dir); code != exitUsage || !strings.Contains(errs, "retention") {
 		t.Fatalf("unknown key: %d %s", code, errs)
 	}
-	// The host refuses a retention beyond its limit: exit 1 naming the queue and the code.
+	// A retention beyond the Form's limit is found before any request.
 	write("space: demo\nqueues:\n  - name: q\n    messageRetentionSeconds: 999999999\n")
-	if code, _, errs := tako(t, h, "apply", "-dir", dir); code != exitFailed || !strings.Contains(errs, "create queue q") || !strings.Contains(errs, "invalid_spec") {
+	if code, _, errs := tako(t, h, "apply", "-dir", dir); code != exitUsage || !strings.Contains(errs, "queue q: messageRetentionSeconds must be an integer from 60 to 1209600") {
 		t.Fatalf("refused spec: %d %s", code, errs)
 	}
-	code, _, errs = tako(t, h, "apply", "-dir", dir, "-output", "json")
-	last := strings.Split(strings.TrimSpace(errs), "\n")
-	var doc struct{ What, Code string }
-	if code != exitFailed || json.Unmarshal([]byte(last[len(last)-1]), &doc) != nil || doc.What != "create queue q" || doc.Code != "invalid_spec" {
-		t.Fatalf("a refused spec with -output json: %d %s", code, errs)
-	}
-	var out, eb bytes.Buffer
-	if code := run(t.Context(), []string{"apply", "-dir", dir, "-host", "http://127.0.0.1:1", "-token", "x"}, &out, &eb); code != exitUnreachable {
-		t.Fatalf("unreachable host: %d %s", code, eb.String())
+	// No host: one sentence saying where tako looked and what to do, exit 3.
+	write("space: demo\nqueues:\n  - name: q\n    messageRetentionSeconds: 60\n")
+	for _, args := range [][]string{{"apply", "-dir", dir}, {"queues"}, {"tail", "hello"}} {
+		var out, eb bytes.Buffer
+		code := run(t.Context(), append(args, "-host", "http://127.0.0.1:1", "-token", "x"), &out, &eb)
+		want := "tako: no host answers at http://127.0.0.1:1 (connection refused); start one with `make run` or `tako dev`, or pick another with --host/--context\n"
+		if code != exitUnreachable || eb.String() != want {
+			t.Fatalf("tako %v with no host: %d %q", args, code, eb.String())
+		}
 	}
 	if code, _, errs := tako(t, h, "ops", "get", "nope", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "not_found") {
 		t.Fatalf("ops get of an unknown Operation: %d %s", code, errs)

@@ -41,8 +41,8 @@ var commands = []command{
 		summary: "make the host match DIR/tako.yaml (plan with -dry-run)",
 		desc: "apply checks everything it can before the first request (the manifest, its references, every module bundled and compiled, " +
 			"the handlers the workers declare, the limits the host enforces), then creates or updates queues, workers with their versions, " +
-			"and consumers, in dependency order. When the host refuses a step, apply deletes what it created in this run, newest first, " +
-			"so the space is left as it was found.",
+			"and consumers, in dependency order. When the host refuses a step, apply deletes what it created and restores what it updated " +
+			"in this run, newest first, so the space is left as it was found.",
 		examples: []string{"tako apply -dir examples/hello", "tako apply -dry-run", "tako apply -output json"}},
 	{name: "delete", args: "[-dir DIR] [-dry-run] [-yes]", common: true,
 		summary: "delete what DIR/tako.yaml names, in dependency order",
@@ -74,7 +74,7 @@ var commands = []command{
 		examples: []string{"tako queues", "tako queues peek tasks-dead", "tako queues redrive tasks-dead -rate 10", "tako queues purge tasks -yes"}},
 	{name: "send", args: "[-delay S] QUEUE BODY", common: true,
 		summary:  "send one message (through a helper worker tako-send)",
-		desc:     "send puts one message of 1 to 128000 bytes on a queue, through a helper worker (tako-send) whose version binds the queue only for the send.",
+		desc:     "send puts one message of 1 to 127000 bytes on a queue, through a helper worker (tako-send) whose version binds the queue only for the send.",
 		examples: []string{"tako send tasks 'a body'", "tako send -delay 30 tasks later"}},
 	{name: "tokens", args: "[list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME|ID] [-data D]", common: true,
 		subs:    []string{"list", "create", "revoke"},
@@ -89,7 +89,7 @@ var commands = []command{
 		examples: []string{"tako ops list", "tako ops list -state failed", "tako ops wait op_0123"}},
 	{name: "health", common: true,
 		summary:  "GET /healthz and /readyz",
-		desc:     "health reads the host's liveness and readiness.",
+		desc:     "health reads the host's liveness (/healthz) and readiness (/readyz) and prints both status codes; a host that is not ready answers exit 1.",
 		examples: []string{"tako health", "tako health -context prod"}},
 	{name: "version",
 		summary:  "print tako's module version and VCS revision",

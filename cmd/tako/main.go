@@ -85,7 +85,7 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.context, "context", "", "the context to use ($TAKO_CONTEXT; default: the current one, see `tako context`)")
+	fs.StringVar(&c.context, "context", "", "the context to use ($TAKO_CONTEXT; default: the current one, see tako context)")
 	fs.StringVar(&c.host, "host", "", "the host's base URL (default: $TAKO_HOST, else the context's, else "+defaultHost+")")
 	fs.StringVar(&c.token, "token", "", "bearer token (default: $TAKO_TOKEN, else the context's)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token ($TAKO_TOKEN_FILE), such as a host's data/admin-token")
@@ -203,7 +203,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, usageText())
 			return exitOK
 		}
-		name, args = args[0], []string{"-h"}
+		if !strings.HasPrefix(args[0], "-") {
+			name, args = args[0], []string{"-h"}
+		}
 	}
 	cmd := findCommand(name)
 	if cmd == nil {

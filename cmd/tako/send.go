@@ -21,6 +21,9 @@ import (
 // (operation_in_progress); run them one after another.
 const sendWorker = "tako-send"
 
+// maxMessageBytes is the largest message body (spec/runtime-abi.md).
+const maxMessageBytes = 127000
+
 const sendModule = `export default {
   async fetch(request, env) {
     const delay = new URL(request.url).searchParams.get("delaySeconds");
@@ -38,6 +41,9 @@ func runSend(ctx context.Context, c *common, args []string, delay int, stdout io
 	queue, body := args[0], args[1]
 	if body == "" {
 		return usageError{errors.New("send: the body is empty (a message has 1..127000 bytes)")}
+	}
+	if len(body) > maxMessageBytes {
+		return usageError{fmt.Errorf("send: the body is %d bytes, more than a message holds (127000); split it, or send a reference to where it is stored", len(body))}
 	}
 	cl, err := c.client(nil)
 	if err != nil {
@@ -97,7 +103,7 @@ func runSend(ctx context.Context, c *common, args []string, delay int, stdout io
 		return err
 	}
 	if status != 200 {
-		return &apiError{What: "send to queue " + queue, Status: status, Detail: strings.TrimSpace(string(out[:min(len(out), 300)]))}
+		return problemError("send to queue "+queue, status, nil, out)
 	}
 	fmt.Fprintf(stdout, "sent to queue %s: message %s\n", queue, strings.TrimSpace(string(out)))
 	return nil

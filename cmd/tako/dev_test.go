@@ -56,6 +56,7 @@ func TestDevStartsAHostAndReappliesOnSave(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	base := "http://" + addr
 
+	useConfigDir(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var out, errb syncBuffer
@@ -64,7 +65,12 @@ func TestDevStartsAHostAndReappliesOnSave(t *testing.T) {
 		done <- run(ctx, []string{"dev", "-dir", dir, "-data", data, "-host", base, "-token", ""}, &out, &errb)
 	}()
 	waitFor(t, &out, "started one here")
+	waitFor(t, &out, "dev: registered this host as the context dev in ")
 	waitFor(t, &out, "dev: applied to space demo: 5 created, 1 updated")
+	// Another terminal reaches dev's host through the context dev alone.
+	if code, o, e := bare(t, "queues", "-context", "dev"); code != 0 || !strings.Contains(o, "tasks-dead") {
+		t.Fatalf("queues -context dev: %d %s %s", code, o, e)
+	}
 
 	tok := filepath.Join(data, "admin-token")
 	fetch := func(body string) {

@@ -296,7 +296,10 @@ func runLogin(ctx context.Context, c *common, set map[string]bool, args []string
 		if errors.As(err, &ae) && ae.Status == 401 {
 			return &apiError{What: "login to " + host, Status: 401, Code: ae.Code, Hint: fmt.Sprintf("the host does not accept the token from %s; check it (an admin token is in the host's data/admin-token)", source)}
 		}
-		if !errors.As(err, &ae) || ae.Status != 403 && ae.Status != 404 {
+		if !errors.As(err, &ae) {
+			return unreachableError(host, err)
+		}
+		if ae.Status != 403 && ae.Status != 404 {
 			return err
 		}
 	}

@@ -237,7 +237,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 	}
 	// No host: one sentence saying where tako looked and what to do, exit 3.
 	write("space: demo\nqueues:\n  - name: q\n    messageRetentionSeconds: 60\n")
-	for _, args := range [][]string{{"apply", "-dir", dir}, {"queues"}, {"tail", "hello"}} {
+	for _, args := range [][]string{{"apply", "-dir", dir}, {"queues"}, {"tail", "hello"}, {"login"}} {
 		var out, eb bytes.Buffer
 		code := run(t.Context(), append(args, "-host", "http://127.0.0.1:1", "-token", "x"), &out, &eb)
 		want := "tako: no host answers at http://127.0.0.1:1 (connection refused); start one with `make run` or `tako dev`, or pick another with --host/--context\n"

@@ -309,3 +309,29 @@ func TestEmptyLists(t *testing.T) {
 		t.Errorf("peek: %d %q", code, out)
 	}
 }
+
+// peek's text output shows where a dead-lettered message came from, why,
+// its ID there and its attempts there; other messages keep the short table.
+func TestPeekShowsDeadLetterMetadata(t *testing.T) {
+	src, orig := "tasks", "m-original"
+	items := []api.QueueMessageInfo{
+		{Id: "m-1", State: "available", Attempts: 0, Size: 4, BodyPreview: []byte("fail"),
+			DeadLetter: &api.QueueDeadLetter{SourceQueueUid: "r-q", SourceQueueName: &src, Reason: "retries_exhausted", OriginalMessageId: &orig, Attempts: 4}},
+		{Id: "m-2", State: "available", Size: 1, BodyPreview: []byte("x")},
+	}
+	var b bytes.Buffer
+	if err := printMessages(&b, "tasks-dead", items); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	if len(lines) != 3 || norm(lines[0]) != "ID STATE ATTEMPTS SIZE FROM QUEUE REASON ORIGINAL ID ATTEMPTS THERE BODY" ||
+		norm(lines[1]) != `m-1 available 0 4 tasks retries_exhausted m-original 4 "fail"` || norm(lines[2]) != `m-2 available 0 1 - - - - "x"` {
+		t.Fatalf("peek:\n%s", b.String())
+	}
+	b.Reset()
+	_ = printMessages(&b, "tasks", items[1:])
+	if norm(strings.Split(b.String(), "\n")[0]) != "ID STATE ATTEMPTS SIZE BODY" {
+		t.Fatalf("peek of a plain queue:\n%s", b.String())
+	}
+}

@@ -59,8 +59,12 @@
 // A sandbox that ends fails only the invocations it was running, with an
 // error wrapping ErrSandboxEnded that says why (memory cap, time limit,
 // stack overflow, crash); the reason goes to each affected worker's log;
-// the next invocation starts a fresh sandbox. The delivery engine treats
-// the failure as a throw, so a poison message is bounded by 1 + maxRetries.
+// the next invocation starts a fresh sandbox. The end is charged only to
+// the queue batch that caused it (blame.go): the others it was running run
+// again, in the same delivery, alone in a fresh sandbox each. The delivery
+// engine treats a charged end as a throw, so a poison message is bounded
+// by 1 + maxRetries; one that has ended two sandboxes runs alone from then
+// on (quarantine).
 // A sandbox idle for IdleTimeout (30 s) is stopped; at most MaxSandboxes
 // (256) live at once (the least recently used idle one makes room).
 //

@@ -233,8 +233,11 @@ type Pool struct {
 
 	mu       sync.Mutex
 	closed   bool
-	procs    map[string]*proc    // by key: "w:"+workerUID (instanceKey for its further ones) or "a:"+space
-	handlers map[string][]string // by version UID, from the first load
+	procs    map[string]*proc // by key: "w:"+workerUID (instanceKey for its further ones; "!alone-n" for runAlone's) or "a:"+space
+	aloneSeq uint64           // runAlone's keys
+
+	quarantine quarantine          // blame.go
+	handlers   map[string][]string // by version UID, from the first load
 }
 
 // New makes a Pool. No process starts until the first invocation.
@@ -377,8 +380,7 @@ func (p *Pool) QueueHandler(ctx context.Context, v *abi.Version) (abi.Handler, e
 	}
 	v = copyVersion(v)
 	return abi.HandlerFunc(func(ctx context.Context, b *abi.Batch) error {
-		_, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, &frame{Op: opQueue, Batch: &batchMsg{ID: b.ID, Queue: b.Queue, Messages: b.Messages}, batch: b}, 0)
-		return err
+		return p.runBatch(ctx, v, b)
 	}), nil
 }
 
@@ -457,13 +459,7 @@ func (p *Pool) Fetch(ctx context.Context, v *abi.Version, r *http.Request, path 
 // killed KillGrace after it, or KillGrace after ctx ends, when it has not
 // answered by then.
 func (p *Pool) invoke(ctx context.Context, key string, v *abi.Version, f *frame, limit time.Duration) (*frame, error) {
-	if limit <= 0 {
-		limit = p.opts.InvocationTimeout
-	}
-	deadline := time.Now().Add(limit)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	deadline := p.deadline(ctx, limit)
 	n := 1
 	if strings.HasPrefix(key, keyWorker) {
 		n = p.opts.Instances
@@ -473,7 +469,24 @@ func (p *Pool) invoke(ctx context.Context, key string, v *abi.Version, f *frame,
 		return nil, err
 	}
 	defer pr.release()
-	return pr.invoke(ctx, v, f, deadline)
+	r, err := pr.invoke(ctx, v, f, deadline)
+	if f.Op != opQueue && errors.Is(err, ErrSandboxEnded) {
+		p.logs.Add(v.WorkerUID, v.UID, "error", "Uncaught (in sandbox) "+err.Error()+"; the invocation failed and the next one gets a fresh sandbox")
+	}
+	return r, err
+}
+
+// deadline is the earlier of ctx's deadline and now + limit
+// (InvocationTimeout when 0).
+func (p *Pool) deadline(ctx context.Context, limit time.Duration) time.Time {
+	if limit <= 0 {
+		limit = p.opts.InvocationTimeout
+	}
+	deadline := time.Now().Add(limit)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return deadline
 }
 
 // Key prefixes of the pool's sandboxes: a ModuleWorker's invocations, a
@@ -723,7 +736,13 @@ type proc struct {
 	lanesShut  bool       // the sandbox ended: a lane given back is closed
 	killReason string
 	killKind   string // an End constant, set with killReason by kill
-	endErr     error
+	// culprit is the invocation whose time limit the kill was for (0: the
+	// end is not one invocation's by what the host knows); running is how
+	// many invocations the sandbox was running when it ended (set with
+	// endErr). Together they say whom an end is charged to (blameOf).
+	culprit uint64
+	running int
+	endErr  error
 
 	users    int
 	lastUsed time.Time
@@ -734,6 +753,7 @@ type proc struct {
 
 // call is one invocation running in the sandbox.
 type call struct {
+	id      uint64 // its request ID, once it has one
 	ctx     context.Context
 	v       *abi.Version
 	batch   *abi.Batch
@@ -763,12 +783,17 @@ const (
 
 // kill ends the process at once; reason is what the invocations it was
 // running fail with, kind one of the End constants.
-func (pr *proc) kill(kind, reason string) {
+func (pr *proc) kill(kind, reason string) { pr.killFor(0, kind, reason) }
+
+// killFor is kill on account of the invocation culprit (0: none), which is
+// then charged with the end and the others it was running are not.
+func (pr *proc) killFor(culprit uint64, kind, reason string) {
 	pr.end(ErrSandboxEnded)
 	pr.mu.Lock()
 	if pr.killReason == "" {
 		pr.killReason = reason
 		pr.killKind = kind
+		pr.culprit = culprit
 	}
 	pr.mu.Unlock()
 	if pr.cmd.Process != nil {
@@ -819,6 +844,7 @@ func (pr *proc) readLoop() {
 		}
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
+		pr.running = len(pr.calls)
 		reason, kind := pr.killReason, pr.killKind
 		if reason == "" && pr.cgOOM {
 			reason, kind = pr.cgroupMemoryReason(), EndMemory
@@ -922,19 +948,20 @@ func (pr *proc) invokeOnce(ctx context.Context, v *abi.Version, f *frame, deadli
 	}
 	id, ch, err := pr.c.start(f, func(id uint64) {
 		pr.mu.Lock()
+		cl.id = id
 		pr.calls[id] = cl
 		pr.mu.Unlock()
 	})
 	defer pr.forgetCall(f.ID)
 	if err != nil {
-		return nil, pr.failure(v, err)
+		return nil, pr.failure(cl, err)
 	}
-	killTimer := pr.killTimer(deadline)
+	killTimer := pr.killTimer(deadline, id)
 	defer killTimer.Stop()
 	select {
 	case r, ok := <-ch:
 		if !ok {
-			return nil, pr.failure(v, pr.c.err())
+			return nil, pr.failure(cl, pr.c.err())
 		}
 		return r, r.Err.err()
 	case <-ctx.Done():
@@ -944,7 +971,7 @@ func (pr *proc) invokeOnce(ctx context.Context, v *abi.Version, f *frame, deadli
 	pr.cancel(id, killTimer)
 	r, ok := <-ch
 	if !ok {
-		return nil, pr.failure(v, pr.c.err())
+		return nil, pr.failure(cl, pr.c.err())
 	}
 	return r, cancelled(ctx, r)
 }
@@ -955,22 +982,23 @@ func (pr *proc) invokeOnce(ctx context.Context, v *abi.Version, f *frame, deadli
 func (pr *proc) invokeLane(ctx context.Context, l *laneEnd, cl *call, f *frame, deadline time.Time) (r *frame, ok bool, err error) {
 	f.ID = pr.c.newID()
 	pr.mu.Lock()
+	cl.id = f.ID
 	pr.calls[f.ID] = cl
 	pr.mu.Unlock()
 	defer pr.forgetCall(f.ID)
-	killTimer := pr.killTimer(deadline)
+	killTimer := pr.killTimer(deadline, f.ID)
 	defer killTimer.Stop()
 	// The lane is read on this goroutine: a caller that gives up asks the
 	// sandbox to stop over the connection, and reads on.
 	stop := context.AfterFunc(ctx, func() { pr.cancel(f.ID, killTimer) })
 	defer stop()
 	if err := l.write(f); err != nil {
-		return nil, false, pr.laneFailure(cl.v, err)
+		return nil, false, pr.laneFailure(cl, err)
 	}
 	for {
 		g, err := l.read()
 		if err != nil {
-			return nil, false, pr.laneFailure(cl.v, err)
+			return nil, false, pr.laneFailure(cl, err)
 		}
 		if g.Reply {
 			if g.ID != f.ID {
@@ -1004,11 +1032,12 @@ func cancelled(ctx context.Context, r *frame) error {
 	return context.Cause(ctx)
 }
 
-// killTimer kills the sandbox KillGrace after deadline.
-func (pr *proc) killTimer(deadline time.Time) *time.Timer {
+// killTimer kills the sandbox KillGrace after deadline, on account of the
+// invocation id.
+func (pr *proc) killTimer(deadline time.Time, id uint64) *time.Timer {
 	grace := pr.pool.opts.KillGrace
 	return time.AfterFunc(time.Until(deadline)+grace, func() {
-		pr.kill(EndTime, fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
+		pr.killFor(id, EndTime, fmt.Sprintf("time limit: an invocation ran past its deadline and did not stop within %s", grace))
 	})
 }
 
@@ -1028,14 +1057,14 @@ func (pr *proc) forgetCall(id uint64) {
 // laneFailure is the error of an invocation whose lane broke: the sandbox
 // ended (why is known once its connection is drained), or, if it has not
 // within a few seconds, it is killed as broken.
-func (pr *proc) laneFailure(v *abi.Version, err error) error {
+func (pr *proc) laneFailure(cl *call, err error) error {
 	select {
 	case <-pr.done:
 	case <-time.After(3 * time.Second):
 		pr.kill(EndCrash, fmt.Sprintf("crash (its lane to the host broke: %v)", err))
 		<-pr.done
 	}
-	return pr.failure(v, pr.c.err())
+	return pr.failure(cl, pr.c.err())
 }
 
 // takeLane returns a free lane of the sandbox, nil when none is free or
@@ -1084,14 +1113,36 @@ func (pr *proc) shutLanes() {
 	closeLanes(free, nil, nil)
 }
 
-// failure logs to the worker's log why its invocation failed when the
-// sandbox ended, and returns the error.
-func (pr *proc) failure(v *abi.Version, err error) error {
-	if errors.Is(err, ErrSandboxEnded) {
-		pr.pool.logs.Add(v.WorkerUID, v.UID, "error", "Uncaught (in sandbox) "+err.Error()+"; the invocation failed and the next one gets a fresh sandbox")
-		pr.pool.opts.Logger.Warn("sandbox: ended with invocations running", "sandbox", pr.key, "worker", v.WorkerUID, "version", v.UID, "err", err)
+// failure is the error of the invocation cl when the sandbox ended under
+// it: an *endedError that says whom the end is charged to (blameOf).
+func (pr *proc) failure(cl *call, err error) error {
+	if !errors.Is(err, ErrSandboxEnded) {
+		return err
 	}
-	return err
+	<-pr.done // the end's reason, culprit and count are known
+	b := pr.blameOf(cl.id)
+	pr.pool.opts.Logger.Warn("sandbox: ended with invocations running", "sandbox", pr.key, "worker", cl.v.WorkerUID, "version", cl.v.UID, "err", err, "charged", b == blameCause)
+	return &endedError{err: err, blame: b}
+}
+
+// blameOf says whom the sandbox's end is charged to, for the invocation
+// id it was running: the invocation whose time limit the host killed it
+// for; else, when it was running only one, that one; else nobody can tell
+// yet (each is a suspect). An end by the host (shutdown) is nobody's.
+func (pr *proc) blameOf(id uint64) blame {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	switch {
+	case pr.killKind == EndShutdown || pr.killKind == EndInit:
+		return blameHost
+	case pr.culprit != 0 && pr.culprit == id:
+		return blameCause
+	case pr.culprit != 0 || pr.killReason == "idle":
+		return blameOther
+	case pr.running <= 1:
+		return blameCause
+	}
+	return blameSuspect
 }
 
 // handle serves a request of the sandbox that came over the connection

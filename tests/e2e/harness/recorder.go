@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -56,6 +57,7 @@ type Recorder struct {
 	sinkHdr []http.Header
 	// OnEvent, when set, is called (outside the lock) for every event.
 	OnEvent func(*Event)
+	gate    func(*http.Request) // SetGate
 	srv     *http.Server
 	ln      net.Listener
 }
@@ -70,6 +72,14 @@ func StartRecorder() (*Recorder, error) {
 	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second}
 	go r.srv.Serve(ln)
 	return r, nil
+}
+
+// SetGate makes f answer every request to /gate/... (by returning): the
+// gate:NAME and hog directives of worker.js wait for that answer.
+func (r *Recorder) SetGate(f func(*http.Request)) {
+	r.mu.Lock()
+	r.gate = f
+	r.mu.Unlock()
 }
 
 // Addr is host:port.
@@ -94,7 +104,11 @@ func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.sinks[req.URL.Path]++
 		r.sinkHdr = append(r.sinkHdr, req.Header.Clone())
+		gate := r.gate
 		r.mu.Unlock()
+		if gate != nil && strings.HasPrefix(req.URL.Path, "/gate/") {
+			gate(req)
+		}
 		w.Write([]byte("sink ok"))
 		return
 	}

@@ -15,6 +15,10 @@
 //   throw      leave it unsettled and make the handler reject
 //   sleep:MS   wait MS milliseconds, then acknowledge
 //   spin       loop forever (the handler time limit ends it)
+//   gate:NAME  wait for RECORDER/gate/NAME to answer (Recorder.Gate), then
+//              acknowledge
+//   hog        wait for RECORDER/gate/hog, then allocate until the
+//              sandbox's memory is exhausted
 // Messages of the queue named env.DLQ are always acknowledged.
 
 async function post(env, ev) {
@@ -181,6 +185,16 @@ export default {
             for (;;) {
               /* the handler time limit ends this */
             }
+          case "gate":
+            await fetch(env.RECORDER + "/gate/" + st.slice(5));
+            await batch.acknowledge(m.id);
+            acked.push(m.id);
+            break;
+          case "hog": {
+            await fetch(env.RECORDER + "/gate/hog");
+            const keep = [];
+            for (;;) keep.push(new Uint8Array(16 << 20)); // the sandbox's memory ends this
+          }
           default:
             await batch.acknowledge(m.id);
             acked.push(m.id);

@@ -1,0 +1,252 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+)
+
+// Whom a sandbox's end is charged to.
+//
+// A worker's invocations share its sandbox, so one that ends it (a poison
+// message exhausting its memory, a stack overflow, a time limit) ends the
+// others it was running too. The delivery engine has counted an attempt for
+// every batch before its handler ran, and a handler error is a throw: were
+// the end the error of every batch, each innocent message would be charged
+// an attempt for its neighbour, and with maxRetries 1 and a dead-letter
+// queue dead-lettered without ever finishing. So the pool charges an end
+// only to the invocation that caused it, and runs the others again within
+// the same delivery (the same attempt):
+//
+//   - the host knows the cause when it killed the sandbox for one
+//     invocation's time limit: that one fails; the others are not charged;
+//   - a sandbox that was running one invocation ended because of it;
+//   - otherwise (the memory cap, a crash, a stack overflow with several
+//     running) each is a suspect.
+//
+// A batch that is not charged (a suspect, or one beside a known cause)
+// runs again at once, alone, in a fresh sandbox of its own, with the
+// messages it had not settled: it completes there, or it ends that sandbox
+// too and is then charged. A batch whose message has ended two sandboxes
+// is quarantined: the next deliveries of that message run alone from the
+// start, so that it never again takes its neighbours' sandbox down.
+type blame uint8
+
+const (
+	blameCause   blame = iota + 1 // it ended the sandbox: charged
+	blameOther                    // another invocation did, or the host stopped an idle one
+	blameSuspect                  // several were running; nobody can tell yet
+	blameHost                     // the host is shutting down: nobody's, nothing runs again
+)
+
+// endedError is the error of an invocation whose sandbox ended under it.
+type endedError struct {
+	err   error // wraps ErrSandboxEnded
+	blame blame
+}
+
+func (e *endedError) Error() string { return e.err.Error() }
+func (e *endedError) Unwrap() error { return e.err }
+
+// maxQuarantine bounds the messages the pool remembers having ended
+// sandboxes (one of them is forgotten to make room).
+const maxQuarantine = 4096
+
+// quarantine counts, per worker and message, the sandboxes a message's
+// batches were charged with ending.
+type quarantine struct {
+	mu    sync.Mutex
+	kills map[string]int
+}
+
+func quarantineKey(workerUID, messageID string) string { return workerUID + "\x00" + messageID }
+
+// add counts n more sandboxes ended by each of msgs and returns the
+// messages that have now ended two or more.
+func (q *quarantine) add(workerUID string, msgs []abi.Message, n int) (quarantined []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.kills == nil {
+		q.kills = map[string]int{}
+	}
+	for _, m := range msgs {
+		k := quarantineKey(workerUID, m.ID)
+		if _, ok := q.kills[k]; !ok && len(q.kills) >= maxQuarantine {
+			for old := range q.kills {
+				delete(q.kills, old)
+				break
+			}
+		}
+		q.kills[k] += n
+		if q.kills[k] >= 2 {
+			quarantined = append(quarantined, m.ID)
+		}
+	}
+	return quarantined
+}
+
+// has reports whether a message of msgs has ended two sandboxes or more.
+func (q *quarantine) has(workerUID string, msgs []abi.Message) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range msgs {
+		if q.kills[quarantineKey(workerUID, m.ID)] >= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// Quarantined reports whether messageID, delivered to workerUID, has ended
+// two sandboxes (its batches run in a sandbox of their own).
+func (p *Pool) Quarantined(workerUID, messageID string) bool {
+	return p.quarantine.has(workerUID, []abi.Message{{ID: messageID}})
+}
+
+// runBatch runs b in the worker's sandbox and charges a sandbox's end only
+// to the batch that caused it (see blame).
+func (p *Pool) runBatch(ctx context.Context, v *abi.Version, b *abi.Batch) error {
+	rec := &settleRecorder{b: b, settled: map[string]bool{}}
+	if p.quarantine.has(v.WorkerUID, b.Messages) {
+		return p.runAlone(ctx, v, rec, 1)
+	}
+	_, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, queueFrame(rec, b.Messages), 0)
+	var ee *endedError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	switch ee.blame {
+	case blameCause:
+		p.charge(v, b.Messages, 1, err)
+		return err
+	case blameHost:
+		p.logs.Add(v.WorkerUID, v.UID, "error", "Uncaught (in sandbox) "+err.Error())
+		return err
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	kills := 1
+	why := "another invocation ended it"
+	if ee.blame == blameSuspect {
+		// If this batch ends its own sandbox too, it ended the first.
+		kills = 2
+		why = "it was one of several running"
+	}
+	p.logs.Add(v.WorkerUID, v.UID, "warn", fmt.Sprintf("batch %s: %v while it ran (%s); it runs again alone in a fresh sandbox, no attempt charged", b.ID, err, why))
+	return p.runAlone(ctx, v, rec, kills)
+}
+
+// runAlone runs the messages of rec's batch not yet settled in a fresh
+// sandbox of their own, stopped after; a sandbox that ends under them is
+// theirs (charged, kills counted toward the quarantine).
+func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder, kills int) error {
+	rest := rec.unsettled()
+	if len(rest) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.aloneSeq++
+	key := keyWorker + v.WorkerUID + "!alone-" + strconv.FormatUint(p.aloneSeq, 10)
+	pr, err := p.startLocked(key)
+	if err == nil {
+		pr.users++
+		pr.lastUsed = time.Now()
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		pr.release()
+		p.mu.Lock()
+		if p.procs[key] == pr {
+			delete(p.procs, key)
+		}
+		p.mu.Unlock()
+		go pr.stop()
+	}()
+	_, err = pr.invoke(ctx, v, queueFrame(rec, rest), p.deadline(ctx, 0))
+	var ee *endedError
+	if errors.As(err, &ee) && ee.blame != blameHost {
+		p.charge(v, rest, kills, err)
+	}
+	return err
+}
+
+// charge records that msgs' batch ended a sandbox (kills of them) and says
+// so in the worker's log.
+func (p *Pool) charge(v *abi.Version, msgs []abi.Message, kills int, err error) {
+	p.logs.Add(v.WorkerUID, v.UID, "error", "Uncaught (in sandbox) "+err.Error()+"; the invocation failed and the next one gets a fresh sandbox")
+	for _, id := range p.quarantine.add(v.WorkerUID, msgs, kills) {
+		p.logs.Add(v.WorkerUID, v.UID, "warn", "message "+id+" has ended two sandboxes: its deliveries run in a sandbox of their own from now on")
+	}
+}
+
+// queueFrame is the invocation of the worker's queue handler with msgs of
+// rec's batch, settled through rec.
+func queueFrame(rec *settleRecorder, msgs []abi.Message) *frame {
+	b := abi.NewBatch(rec.b.ID, rec.b.Queue, msgs, rec)
+	return &frame{Op: opQueue, Batch: &batchMsg{ID: b.ID, Queue: b.Queue, Messages: msgs}, batch: b}
+}
+
+// settleRecorder passes a batch's settlements on and remembers which
+// messages they settled, so that a batch run again gets only the others.
+type settleRecorder struct {
+	b *abi.Batch
+
+	mu      sync.Mutex
+	settled map[string]bool
+	all     bool
+}
+
+func (r *settleRecorder) Settle(ctx context.Context, _ string, s abi.Settlement) error {
+	var err error
+	switch s.Kind {
+	case abi.Acknowledge:
+		err = r.b.Acknowledge(ctx, s.MessageID)
+	case abi.Retry:
+		err = r.b.Retry(ctx, s.MessageID, s.Delay)
+	case abi.AcknowledgeAll:
+		err = r.b.AcknowledgeAll(ctx)
+	case abi.RetryAll:
+		err = r.b.RetryAll(ctx, s.Delay)
+	default:
+		return fmt.Errorf("%w: unknown settlement", abi.ErrBackendUnavailable)
+	}
+	if err == nil || errors.Is(err, abi.ErrAlreadySettled) {
+		r.mu.Lock()
+		if s.Kind == abi.AcknowledgeAll || s.Kind == abi.RetryAll {
+			r.all = true
+		} else {
+			r.settled[s.MessageID] = true
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// unsettled lists the batch's messages no settlement has settled.
+func (r *settleRecorder) unsettled() []abi.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.all {
+		return nil
+	}
+	var out []abi.Message
+	for _, m := range r.b.Messages {
+		if !r.settled[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/abi"
+)
+
+// gate is the outbound transport of TestSandboxEndChargedToItsCause: a
+// request to /innocent is held until the sandbox that made it ends (its
+// request is cancelled), or answered at once once one has; a request to
+// /poison is answered once want innocents are held, so that they are
+// running in the sandbox when the poison message exhausts its memory.
+type gate struct {
+	want int
+
+	mu    sync.Mutex
+	held  int
+	ended chan struct{} // closed when a held request was cancelled
+	once  sync.Once
+	seen  map[string]int
+}
+
+func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
+	g.mu.Lock()
+	g.seen[r.URL.Path]++
+	g.mu.Unlock()
+	switch r.URL.Path {
+	case "/innocent":
+		select {
+		case <-g.ended:
+			return okResponse(r), nil
+		default:
+		}
+		g.mu.Lock()
+		g.held++
+		g.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+			g.once.Do(func() { close(g.ended) })
+			return nil, r.Context().Err()
+		case <-g.ended:
+		case <-time.After(60 * time.Second):
+		}
+		return okResponse(r), nil
+	case "/poison":
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			g.mu.Lock()
+			n := g.held
+			g.mu.Unlock()
+			if n >= g.want {
+				break
+			}
+			select {
+			case <-g.ended:
+				return okResponse(r), nil
+			default:
+			}
+		}
+		return okResponse(r), nil
+	}
+	return &http.Response{StatusCode: 404, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+}
+
+func okResponse(r *http.Request) *http.Response {
+	return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: r}
+}
+
+const poisonWorker = `export default { async queue(batch) {
+	for (const m of batch.messages) {
+		const body = new TextDecoder().decode(m.body);
+		if (body === "poison") {
+			await fetch("http://gate.test/poison");
+			const keep = [];
+			for (;;) keep.push(new Uint8Array(16 << 20));
+		}
+		if (body === "innocent") await fetch("http://gate.test/innocent");
+		await batch.acknowledge(m.id);
+	}
+} };`
+
+// One poison message whose handler exhausts its sandbox's memory, beside
+// three innocent batches running in the same sandbox: the innocent batches
+// complete (each acknowledged once, their handler call returns nil, so the
+// engine charges them nothing beyond the delivery it already counted); the
+// poison one alone fails with the memory cap and, having ended two
+// sandboxes (the shared one, then the one it ran again in alone), is
+// quarantined: its next delivery runs alone and fails again without ending
+// the worker's sandbox, whose process is the same before and after.
+func TestSandboxEndChargedToItsCause(t *testing.T) {
+	g := &gate{want: 3, ended: make(chan struct{}), seen: map[string]int{}}
+	p := newPool(t, Options{AllowedFetchHosts: []string{"gate.test"}, Transport: g, InvocationTimeout: 30 * time.Second})
+	v := worker("poison", poisonWorker)
+	h, err := p.QueueHandler(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id, body string, s abi.Settler) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		return h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte(body), Attempts: 1}}, s))
+	}
+	var wg sync.WaitGroup
+	errs := map[string]error{}
+	settlers := map[string]*recSettler{}
+	var mu sync.Mutex
+	for _, id := range []string{"i1", "i2", "i3", "p1"} {
+		body := "innocent"
+		if id[0] == 'p' {
+			body = "poison"
+		}
+		s := &recSettler{}
+		settlers[id] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := run(id, body, s)
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-g.ended:
+	default:
+		t.Fatalf("the innocent batches were not running when the sandbox ended (seen %v, errors %v)", g.seen, errs)
+	}
+	for _, id := range []string{"i1", "i2", "i3"} {
+		if errs[id] != nil {
+			t.Errorf("innocent batch %s: %v, want nil (not charged)", id, errs[id])
+		}
+		if got := settlers[id].got; len(got) != 1 || got[0].Kind != abi.Acknowledge || got[0].MessageID != id {
+			t.Errorf("innocent batch %s settled %+v, want one acknowledgement", id, got)
+		}
+	}
+	if err := errs["p1"]; !errors.Is(err, ErrSandboxEnded) || !strings.Contains(err.Error(), "memory cap") {
+		t.Fatalf("poison batch: %v, want the sandbox ended at its memory cap", err)
+	}
+	if len(settlers["p1"].got) != 0 {
+		t.Fatalf("poison settled %+v", settlers["p1"].got)
+	}
+	if !p.Quarantined(v.WorkerUID, "p1") || p.Quarantined(v.WorkerUID, "i1") {
+		t.Fatalf("quarantine: p1 %v, i1 %v; want p1 only", p.Quarantined(v.WorkerUID, "p1"), p.Quarantined(v.WorkerUID, "i1"))
+	}
+	l := logText(p, v)
+	if !strings.Contains(l, "runs again alone in a fresh sandbox, no attempt charged") || !strings.Contains(l, "message p1 has ended two sandboxes") {
+		t.Fatalf("log:\n%s", l)
+	}
+
+	// The next delivery of the poison runs alone: the worker's sandbox,
+	// serving an innocent batch before and after, is not touched.
+	if err := run("i4", "plain", &recSettler{}); err != nil {
+		t.Fatal(err)
+	}
+	pid := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		pr := p.procs[keyWorker+v.WorkerUID]
+		if pr == nil || pr.ended() {
+			return 0
+		}
+		return pr.cmd.Process.Pid
+	}
+	before := pid()
+	if err := run("p1", "poison", &recSettler{}); !errors.Is(err, ErrSandboxEnded) {
+		t.Fatalf("quarantined poison: %v", err)
+	}
+	if err := run("i5", "plain", &recSettler{}); err != nil {
+		t.Fatal(err)
+	}
+	if after := pid(); before == 0 || after != before {
+		t.Fatalf("the worker's sandbox was %d before the quarantined poison ran and %d after", before, after)
+	}
+	n := int64(0)
+	for _, c := range p.Ends() {
+		n += c
+	}
+	if n != 3 {
+		t.Fatalf("ends %v, want 3 (shared, alone, quarantined)", p.Ends())
+	}
+}

@@ -87,6 +87,9 @@ type Config struct {
 	// module-level state is per sandbox: what one invocation keeps in a
 	// module variable may be missing in the next.
 	SandboxesPerWorker int
+	// SandboxUID and SandboxGID are what sandboxes run as when the host is
+	// root (65534 when zero; runtime/sandbox jail_linux.go).
+	SandboxUID, SandboxGID int
 	// Faults, when not nil, injects store failures on command (see
 	// faults.go). For tests and the conformance runner only; nil in
 	// production.

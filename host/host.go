@@ -224,6 +224,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			IdleTimeout:       cfg.SandboxIdleTimeout,
 			MaxSandboxes:      cfg.MaxSandboxes,
 			Instances:         cfg.SandboxesPerWorker,
+			UID:               cfg.SandboxUID,
+			GID:               cfg.SandboxGID,
 			Logger:            cfg.Logger,
 			Logs:              h.logs,
 		})

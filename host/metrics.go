@@ -198,7 +198,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(sandboxKills, prometheus.CounterValue, float64(ends[r]), r)
 		}
 		ct, cgFails := sb.Pool.Containment()
-		for layer, on := range map[string]bool{"seccomp": ct.Seccomp, "cgroup_memory": ct.Cgroup != "", "cgroup_pids": ct.CgroupPids, "netns": ct.NetNS} {
+		for layer, on := range map[string]bool{"seccomp": ct.Seccomp, "cgroup_memory": ct.Cgroup != "", "cgroup_pids": ct.CgroupPids, "netns": ct.NetNS, "jail": ct.Jail, "unprivileged_uid": ct.Jail && ct.UID != 0} {
 			v := 0.0
 			if on {
 				v = 1

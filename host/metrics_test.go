@@ -171,7 +171,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	}
 	// The containment layers this machine allows (root: all of them when
 	// the kernel has seccomp and a writable memory cgroup).
-	for _, layer := range []string{"seccomp", "cgroup_memory", "cgroup_pids", "netns"} {
+	for _, layer := range []string{"seccomp", "cgroup_memory", "cgroup_pids", "netns", "jail", "unprivileged_uid"} {
 		if got := metricValue(text, "takohost_sandbox_containment", `layer="`+layer+`"`); got != 0 && got != 1 {
 			t.Errorf("containment layer %s = %v, want 0 or 1", layer, got)
 		}

@@ -40,6 +40,12 @@ type Containment struct {
 	// sandbox's own, which maps only the host's uid and gid to themselves
 	// (the sandbox keeps no capability after its exec).
 	NetNS, UserNS bool
+	// Jail (jail_linux.go): each sandbox starts in mount, PID, IPC and UTS
+	// namespaces of its own, in an empty read-only root, with no
+	// capability in any set, as UID and GID (the host's own ids when it is
+	// not root; 0 when UID cannot execute the host's program).
+	Jail     bool
+	UID, GID int
 	// Notes says why a layer is off.
 	Notes []string
 }
@@ -48,6 +54,10 @@ type Containment struct {
 type containment struct {
 	selfTest bool
 	cg       *cgroupTree
+	jail     string // envJail's value, "" without the jail
+	loader   string // envLoader's value
+	hostMnt  string // envHostMnt's value
+	zone     string // envTZ's value
 
 	mu    sync.Mutex
 	state Containment
@@ -56,8 +66,8 @@ type containment struct {
 	placeFailed atomic.Int64
 }
 
-func newContainment(o Options) *containment {
-	c := &containment{selfTest: o.selfTest}
+func newContainment(o Options, exe string) *containment {
+	c := &containment{selfTest: o.selfTest, zone: localZone()}
 	st := &c.state
 	switch {
 	case o.noSeccomp:
@@ -89,7 +99,60 @@ func newContainment(o Options) *containment {
 	default:
 		st.NetNS = true
 	}
+	st.UID, st.GID = os.Geteuid(), os.Getegid()
+	switch {
+	case o.noJail:
+		st.Notes = append(st.Notes, "jail: off (Options)")
+	default:
+		spec, note := jailSpec(exe, o.UID, o.GID)
+		if st.UserNS && os.Geteuid() == 0 {
+			spec, note = "keep", "" // tests: a root host as if it were not
+		}
+		files, err := loaderFiles(exe)
+		if err != nil {
+			st.Notes = append(st.Notes, "jail: off: "+err.Error()+"; "+jailOff)
+			break
+		}
+		loader := strings.Join(files, ":")
+		attr := &syscall.SysProcAttr{}
+		c.namespaces(attr, true)
+		if err := probeJail(exe, attr, spec, loader); err != nil {
+			var re *refusedError
+			if errors.As(err, &re) {
+				st.Notes = append(st.Notes, "jail: the kernel refused its namespaces ("+err.Error()+"); "+jailOff)
+			} else {
+				st.Notes = append(st.Notes, "jail: off: a sandbox could not make it ("+err.Error()+"); "+jailOff)
+			}
+			break
+		}
+		c.jail, c.loader, c.hostMnt, st.Jail = spec, loader, hostMnt(), true
+		if note != "" {
+			st.Notes = append(st.Notes, note)
+		}
+		if spec != "keep" {
+			st.UID, st.GID = o.UID, o.GID
+		}
+	}
 	return c
+}
+
+// namespaces sets the namespaces a sandbox starts in on attr (the jail's
+// when jail).
+func (c *containment) namespaces(attr *syscall.SysProcAttr, jail bool) {
+	st := c.report()
+	if st.NetNS {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
+		if st.UserNS {
+			uid, gid := os.Geteuid(), os.Getegid()
+			attr.Cloneflags |= syscall.CLONE_NEWUSER
+			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+			attr.GidMappingsEnableSetgroups = false
+		}
+	}
+	if jail {
+		attr.Cloneflags |= jailNamespaces
+	}
 }
 
 func (c *containment) report() Containment {
@@ -115,6 +178,21 @@ func (c *containment) noNetNS(err error) {
 	}
 }
 
+// jailOff says what a sandbox without the jail is.
+const jailOff = "sandboxes run as the host's uid, in its mount, PID, IPC and UTS namespaces"
+
+// noJail turns the jail off for the pool's next sandboxes (the kernel
+// refused their namespaces).
+func (c *containment) noJail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state.Jail {
+		c.jail, c.state.Jail = "", false
+		c.state.UID, c.state.GID = os.Geteuid(), os.Getegid()
+		c.state.Notes = append(c.state.Notes, "jail: the kernel refused its namespaces ("+err.Error()+")")
+	}
+}
+
 // prepare sets up cmd for a new sandbox: the environment that tells it to
 // contain itself, the network namespace, and its cgroup (nil when the pool
 // has none or making it failed, which is logged).
@@ -123,7 +201,10 @@ func (c *containment) prepare(p *Pool, cmd *exec.Cmd) *sandboxCgroup {
 	// the host inherited.
 	env := cmd.Env[:0:0]
 	for _, kv := range cmd.Env {
-		if !strings.HasPrefix(kv, envSeccomp+"=") && !strings.HasPrefix(kv, envSelfTest+"=") {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case envSeccomp, envSelfTest, envJail, envJailed, envTZ, envProbe, envLoader, envHostMnt:
+		default:
 			env = append(env, kv)
 		}
 	}
@@ -134,16 +215,16 @@ func (c *containment) prepare(p *Pool, cmd *exec.Cmd) *sandboxCgroup {
 	if c.selfTest {
 		cmd.Env = append(cmd.Env, envSelfTest+"=1")
 	}
-	if st := c.report(); st.NetNS {
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
-		if st.UserNS {
-			uid, gid := os.Geteuid(), os.Getegid()
-			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-			cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-		}
+	if c.zone != "" {
+		cmd.Env = append(cmd.Env, envTZ+"="+c.zone)
 	}
+	c.mu.Lock()
+	jail := c.jail
+	c.mu.Unlock()
+	if jail != "" {
+		cmd.Env = append(cmd.Env, envJail+"="+jail, envLoader+"="+c.loader, envHostMnt+"="+c.hostMnt)
+	}
+	c.namespaces(cmd.SysProcAttr, jail != "")
 	if c.cg == nil {
 		return nil
 	}
@@ -584,11 +665,19 @@ func (c *containment) start(p *Pool, cmd *exec.Cmd) (*exec.Cmd, error) {
 		return cmd, err
 	}
 	c.noNetNS(err)
-	p.opts.Logger.Warn("sandbox: the kernel refused a network namespace; sandboxes start without one", "err", err)
+	c.noJail(err)
+	p.opts.Logger.Warn("sandbox: the kernel refused a network namespace; sandboxes start without one, and without the jail", "err", err)
 	again := exec.Command(cmd.Path)
-	again.Dir, again.Env, again.ExtraFiles, again.Stderr = cmd.Dir, cmd.Env, cmd.ExtraFiles, cmd.Stderr
+	again.Dir, again.ExtraFiles, again.Stderr = cmd.Dir, cmd.ExtraFiles, cmd.Stderr
+	for _, kv := range cmd.Env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case envJail, envLoader, envHostMnt:
+		default:
+			again.Env = append(again.Env, kv)
+		}
+	}
 	attr := *cmd.SysProcAttr
-	attr.Cloneflags &^= syscall.CLONE_NEWNET | syscall.CLONE_NEWUSER
+	attr.Cloneflags &^= syscall.CLONE_NEWNET | syscall.CLONE_NEWUSER | jailNamespaces
 	attr.UidMappings, attr.GidMappings = nil, nil
 	again.SysProcAttr = &attr
 	return again, again.Start()
@@ -627,7 +716,7 @@ func (p *Pool) Containment() (c Containment, cgroupFailures int64) {
 func (p *Pool) logContainment() {
 	c := p.contain.report()
 	p.opts.Logger.Info("sandbox: containment", "seccomp", c.Seccomp, "cgroup", c.Cgroup, "cgroup_pids", c.CgroupPids, "netns", c.NetNS, "userns", c.UserNS,
-		"memory_limit_mib", p.opts.MemoryLimit>>20, "max_tasks", p.opts.MaxTasks)
+		"jail", c.Jail, "uid", c.UID, "gid", c.GID, "memory_limit_mib", p.opts.MemoryLimit>>20, "max_tasks", p.opts.MaxTasks)
 	for _, n := range c.Notes {
 		p.opts.Logger.Warn("sandbox: containment layer off", "why", n)
 	}

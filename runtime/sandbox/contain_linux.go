@@ -1,13 +1,14 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -57,9 +58,9 @@ func containChild() error {
 			return fmt.Errorf("setrlimit %d: %w", l.res, err)
 		}
 	}
-	// Files the Go runtime reads lazily are read now, while opening is
-	// allowed: the local time zone (JavaScript's Date uses it).
-	_, _ = time.Now().In(time.Local).Zone()
+	// The local time zone (JavaScript's Date uses it) comes from the host
+	// in the environment: a jailed sandbox has no file to read it from.
+	loadZone()
 	if os.Getenv(envSeccomp) != "1" {
 		return nil
 	}
@@ -197,10 +198,14 @@ func sandboxPolicy(info *arch.Info, pid int) (seccomp.Policy, error) {
 }
 
 // selfTest tries, from inside the sandbox, what its containment refuses,
-// and describes each result ("exec: operation not permitted"). The host's
-// pid is the target of the signal (0, a signal that only checks, so
-// nothing happens to the host if it were let through).
-func selfTest(hostPid int, connectTo string) []string {
+// and describes each result ("exec: operation not permitted"), then what
+// the sandbox is ("uid: 65534"). args come from the host: "connect=ADDR"
+// (a live TCP port), "hostpid=PID" (the host's pid, in the host's PID
+// namespace), "read=PATH" (a file or directory of the host's: opened and
+// stat'ed), "env=NAME" (a variable set in the host's environment). The
+// signal to the host is 0, which only checks, so nothing happens to the
+// host were it let through.
+func selfTest(args []string) []string {
 	var out []string
 	res := func(what string, err error) {
 		if err == nil {
@@ -208,6 +213,22 @@ func selfTest(hostPid int, connectTo string) []string {
 			return
 		}
 		out = append(out, what+": "+err.Error())
+	}
+	var connectTo string
+	hostPid := -1
+	var reads, envs []string
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		switch k {
+		case "connect":
+			connectTo = v
+		case "hostpid":
+			hostPid, _ = strconv.Atoi(v)
+		case "read":
+			reads = append(reads, v)
+		case "env":
+			envs = append(envs, v)
+		}
 	}
 	// Each attempt is one the kernel would refuse or make harmless
 	// without the filter, with another error than EPERM: exec of a
@@ -259,6 +280,73 @@ func selfTest(hostPid int, connectTo string) []string {
 	}
 	res("map executable memory", err)
 	res("unshare", unix.Unshare(unix.CLONE_NEWUSER))
+
+	// What the jail (jail_linux.go) takes away, each tried as code that
+	// escaped goja would: the host's secrets in its environment and in
+	// its files, its processes.
+	readFile := func(path string) error {
+		fd, err := unix.Open(path, unix.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		_, err = unix.Read(fd, make([]byte, 64))
+		return err
+	}
+	res("read /proc/1/environ", readFile("/proc/1/environ"))
+	if hostPid > 0 {
+		res("read the host's environ", readFile("/proc/"+strconv.Itoa(hostPid)+"/environ"))
+	}
+	for _, p := range reads {
+		res("read "+p, readFile(p))
+		var st unix.Stat_t
+		res("stat "+p, unix.Stat(p, &st))
+	}
+	procs, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err == nil {
+		n, rerr := unix.ReadDirent(procs, make([]byte, 4096))
+		unix.Close(procs)
+		if rerr == nil && n == 0 {
+			rerr = errors.New("empty")
+		}
+		err = rerr
+	}
+	res("list processes", err)
+	res("signal every process", unix.Kill(-1, 0))
+	for _, name := range envs {
+		if _, ok := os.LookupEnv(name); ok {
+			res("env "+name, nil)
+		} else {
+			res("env "+name, errors.New("not set"))
+		}
+	}
+	var keys []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	out = append(out, "environment: "+strings.Join(keys, ","))
+	out = append(out, fmt.Sprintf("uid: %d", os.Getuid()), fmt.Sprintf("gid: %d", os.Getgid()))
+	groups, _ := unix.Getgroups()
+	out = append(out, fmt.Sprintf("groups: %v", groups))
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err == nil {
+		out = append(out, fmt.Sprintf("capabilities: effective %x permitted %x inheritable %x",
+			uint64(data[1].Effective)<<32|uint64(data[0].Effective),
+			uint64(data[1].Permitted)<<32|uint64(data[0].Permitted),
+			uint64(data[1].Inheritable)<<32|uint64(data[0].Inheritable)))
+	}
+	bounding, ambient := 0, 0
+	for c := 0; c < 64; c++ {
+		if r, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && r == 1 {
+			bounding++
+		}
+		if r, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0); err == nil && r == 1 {
+			ambient++
+		}
+	}
+	out = append(out, fmt.Sprintf("bounding set: %d", bounding), fmt.Sprintf("ambient: %d", ambient))
 	return out
 }
 

@@ -31,10 +31,12 @@ func sandboxOf(t *testing.T, p *Pool, name string) *proc {
 	return pr
 }
 
-// selfTestOf asks the sandbox to try what its containment refuses.
-func selfTestOf(t *testing.T, pr *proc, connectTo string) map[string]string {
+// selfTestOf asks the sandbox to try what its containment refuses (args:
+// selfTest's, beside the connect address and the host's pid).
+func selfTestOf(t *testing.T, pr *proc, connectTo string, args ...string) map[string]string {
 	t.Helper()
-	r, err := pr.c.call(t.Context(), &frame{Op: opSelfTest, Path: connectTo})
+	args = append([]string{"connect=" + connectTo, "hostpid=" + strconv.Itoa(os.Getpid())}, args...)
+	r, err := pr.c.call(t.Context(), &frame{Op: opSelfTest, IDs: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +138,16 @@ func TestContainment(t *testing.T) {
 			if c.name == "contained" && os.Geteuid() == 0 && !ct.NetNS {
 				t.Errorf("running as root, no network namespace: %v", ct.Notes)
 			}
+			// The jail (jail_linux.go, TestJail), also in the user
+			// namespace of an unprivileged host.
+			myMnt, _ := os.Readlink("/proc/self/ns/mnt")
+			itsMnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+			if ct.Jail != (myMnt != itsMnt) || os.Geteuid() == 0 && !ct.Jail {
+				t.Errorf("Containment.Jail %v (%v), but the sandbox's mount namespace is %s and the host's %s", ct.Jail, ct.Notes, itsMnt, myMnt)
+			}
+			if got := statusField(t, pid, "CapEff"); ct.Jail && got != "0000000000000000" {
+				t.Errorf("CapEff %s in the jail", got)
+			}
 			myUser, _ := os.Readlink("/proc/self/ns/user")
 			itsUser, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
 			if ct.UserNS != (myUser != itsUser) || c.name == "userns" && !(ct.UserNS && ct.NetNS) {
@@ -211,7 +223,7 @@ func TestContainment(t *testing.T) {
 // TestContainment sees the filter, not something else failing).
 func TestSelfTestWithoutContainment(t *testing.T) {
 	addr := liveTCPPort(t)
-	p := newPool(t, Options{selfTest: true, noSeccomp: true, noNetNS: true, noCgroup: true})
+	p := newPool(t, Options{selfTest: true, noSeccomp: true, noNetNS: true, noCgroup: true, noJail: true})
 	pr := sandboxOf(t, p, "bare")
 	if got := statusField(t, pr.cmd.Process.Pid, "Seccomp"); got != "0" {
 		t.Fatalf("Seccomp: %q, want 0", got)
@@ -307,11 +319,12 @@ func BenchmarkSandboxStart(b *testing.B) {
 		name string
 		o    Options
 	}{
-		{"none", Options{noSeccomp: true, noCgroup: true, noNetNS: true}},
-		{"seccomp", Options{noCgroup: true, noNetNS: true}},
-		{"cgroup", Options{noSeccomp: true, noNetNS: true}},
-		{"netns", Options{noSeccomp: true, noCgroup: true}},
-		{"userns", Options{noSeccomp: true, noCgroup: true, userNS: true}},
+		{"none", Options{noSeccomp: true, noCgroup: true, noNetNS: true, noJail: true}},
+		{"seccomp", Options{noCgroup: true, noNetNS: true, noJail: true}},
+		{"cgroup", Options{noSeccomp: true, noNetNS: true, noJail: true}},
+		{"netns", Options{noSeccomp: true, noCgroup: true, noJail: true}},
+		{"userns", Options{noSeccomp: true, noCgroup: true, userNS: true, noJail: true}},
+		{"jail", Options{noSeccomp: true, noCgroup: true, noNetNS: true}},
 		{"all", Options{}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -104,12 +104,19 @@
 //     not running as root makes it in a user namespace of the sandbox's
 //     own (CLONE_NEWUSER, the host's uid and gid mapped to themselves); the
 //     pool stops asking for one if the kernel refuses it.
+//   - jail (jail_linux.go): each sandbox starts in mount, PID, IPC and UTS
+//     namespaces of its own, in an empty read-only root (the loader and C
+//     library bound read-only, nothing else), as uid/gid 65534 with no
+//     capability in any set, its environment built from nothing; a first
+//     stage of the process makes it on one thread and executes the
+//     program again. The pool tries it once when made (probeJail) and
+//     turns it off, saying why, where the kernel refuses.
 //   - Pdeathsig SIGKILL: a sandbox never outlives its host.
 //
-// Not contained: a sandbox runs as the host's user (root if the host is)
-// with the host's file system view: it can open no file, but stat,
-// readlink and access still answer about any path; an unprivileged host on
-// a kernel without unprivileged user namespaces gets no network
-// namespace; CPU is bounded only by the time limit, not shared fairly (no
-// cpu controller).
+// Not contained: without the jail, a sandbox runs as the host's user
+// (root if the host is) with the host's file system view: it can open no
+// file, but stat, readlink and access still answer about any path; an
+// unprivileged host on a kernel without unprivileged user namespaces gets
+// no network namespace nor jail; CPU is bounded only by the time limit,
+// not shared fairly (no cpu controller).
 package sandbox

@@ -134,12 +134,15 @@ type Options struct {
 	// MaxTasks is each sandbox's pids cap where the host can make cgroups
 	// (default DefaultMaxTasks); its memory cap there is MemoryLimit.
 	MaxTasks int
+	// UID and GID are what a sandbox runs as when the host is root
+	// (default DefaultSandboxID, 65534; jail_linux.go).
+	UID, GID int
 
 	// Tests only: containment layers off, the sandbox's opSelfTest on,
 	// the RSS watchdog off, the user namespace of an unprivileged host
 	// (userNS) while root, another /proc/self for the cgroup detection.
-	noSeccomp, noCgroup, noNetNS, selfTest, noWatchdog, userNS bool
-	cgroupProc                                                 string
+	noSeccomp, noCgroup, noNetNS, noJail, selfTest, noWatchdog, userNS bool
+	cgroupProc                                                         string
 }
 
 func (o Options) withDefaults() Options {
@@ -196,6 +199,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxTasks <= 0 {
 		o.MaxTasks = DefaultMaxTasks
+	}
+	if o.UID <= 0 {
+		o.UID = DefaultSandboxID
+	}
+	if o.GID <= 0 {
+		o.GID = DefaultSandboxID
 	}
 	switch {
 	case o.Lanes == 0:
@@ -260,7 +269,7 @@ func New(opts Options) (*Pool, error) {
 		procs:    map[string]*proc{},
 		handlers: map[string][]string{},
 		stopReap: make(chan struct{}), reapDone: make(chan struct{}),
-		contain: newContainment(opts),
+		contain: newContainment(opts, exe),
 	}
 	p.logContainment()
 	go p.reapLoop()
@@ -640,7 +649,8 @@ func (p *Pool) start(key string) (*proc, error) {
 	defer closeLanes(nil, laneFiles, nil)
 	cmd := exec.Command(p.exe)
 	cmd.Dir = "/"
-	cmd.Env = append(sandboxEnv(), EnvVar+"=1", "GOTRACEBACK=none", "GOMAXPROCS="+strconv.Itoa(p.opts.Procs), "GOGC="+strconv.Itoa(p.opts.GCPercent))
+	// The environment is built from nothing: the host's may hold secrets.
+	cmd.Env = []string{EnvVar + "=1", "GOTRACEBACK=none", "GOMAXPROCS=" + strconv.Itoa(p.opts.Procs), "GOGC=" + strconv.Itoa(p.opts.GCPercent)}
 	cmd.ExtraFiles = append([]*os.File{toChildR, fromChildW}, laneFiles...) // the child's fds 3 and 4, then laneFD(i)
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
@@ -675,21 +685,6 @@ func (p *Pool) start(key string) (*proc, error) {
 		return nil, fmt.Errorf("sandbox: initialising: %w", err)
 	}
 	return pr, nil
-}
-
-// sandboxEnv is the host's environment without what a sandbox must not
-// inherit (its own marker, Go runtime settings the sandbox sets itself).
-func sandboxEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case EnvVar, "GOMEMLIMIT", "GOGC", "GOTRACEBACK", "GODEBUG", "GOMAXPROCS":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 // headBuffer keeps the first max bytes written (the fatal error line).

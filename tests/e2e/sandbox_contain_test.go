@@ -3,7 +3,11 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,5 +124,86 @@ func TestSandboxCrashChargesOnlyItsCause(t *testing.T) {
 	}
 	if !e.host.Running() {
 		t.Fatal("the host process ended")
+	}
+}
+
+// TestSandboxJailOnTheRealBinary: the real host, as root, with a secret in
+// its environment: once its worker's sandbox runs, that process (a child
+// of the host) is uid and gid 65534 with no capability in any set and
+// no_new_privs, in mount, PID, IPC and UTS namespaces that are not the
+// host's, and its environment holds nothing of the host's (the secret
+// least of all). TestJail (runtime/sandbox) tries the same from inside.
+func TestSandboxJailOnTheRealBinary(t *testing.T) {
+	if !isRoot() {
+		t.Skip("the jail's uid change needs a host running as root")
+	}
+	t.Setenv("TAKOHOST_E2E_HOST_SECRET", "s3cret-e2e")
+	e := startEnv(t, hostOpts{})
+	topo := e.topology(harness.TopologyOptions{})
+	ctx := ctxT(t, 60*time.Second)
+	if sr, _, err := harness.Send(ctx, e.admin, topo.Space, topo.Worker, "WORK", []string{body("jailed", "ack")}); err != nil || !sr.OK {
+		t.Fatalf("send: %v %+v", err, sr)
+	}
+	if err := harness.Poll(30*time.Second, func() error {
+		if len(e.rec.Deliveries("jailed")) == 0 {
+			return fmt.Errorf("not delivered")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.host.Out.String(); strings.Contains(out, "jail: the kernel refused") {
+		t.Skipf("the kernel refuses the jail's namespaces here: %s", harness.Tail(out, 2000))
+	}
+	host := e.host.Pid()
+	field := func(status, name string) string {
+		for _, line := range strings.Split(status, "\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	seen := 0
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/status")
+		if err != nil || field(string(b), "PPid") != strconv.Itoa(host) {
+			continue
+		}
+		seen++
+		st := string(b)
+		for name, want := range map[string]string{
+			"Uid": "65534\t65534\t65534\t65534", "Gid": "65534\t65534\t65534\t65534", "Groups": "",
+			"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+			"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
+		} {
+			if got := field(st, name); got != want {
+				t.Errorf("sandbox %s %s: %q, want %q", d, name, got, want)
+			}
+		}
+		for _, ns := range []string{"mnt", "pid", "ipc", "uts", "net"} {
+			mine, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", host, ns))
+			its, _ := os.Readlink(d + "/ns/" + ns)
+			if its == "" || its == mine {
+				t.Errorf("sandbox %s: %s namespace %q, the host's %q", d, ns, its, mine)
+			}
+		}
+		env, err := os.ReadFile(d + "/environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range strings.Split(strings.TrimRight(string(env), "\x00"), "\x00") {
+			k, _, _ := strings.Cut(kv, "=")
+			if !strings.HasPrefix(k, "TAKOHOST_SANDBOX") && k != "GOTRACEBACK" && k != "GOMAXPROCS" && k != "GOGC" {
+				t.Errorf("sandbox %s has %s from the host's environment", d, k)
+			}
+		}
+		if strings.Contains(string(env), "s3cret-e2e") {
+			t.Errorf("the host's secret is in sandbox %s's environment", d)
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("no sandbox process under the host (pid %d)", host)
 	}
 }

@@ -188,3 +188,75 @@ func TestSandboxEndChargedToItsCause(t *testing.T) {
 		t.Fatalf("ends %v, want 3 (shared, alone, quarantined)", p.Ends())
 	}
 }
+
+// A sandbox the host kills for one invocation's time limit (a native
+// spin no interrupt reaches) is charged to that invocation alone: the
+// innocent batches it was running (held at the gate) run again alone and
+// complete; the spinning one fails with the time limit and, having ended
+// one sandbox, is not quarantined.
+func TestSandboxTimeLimitChargedToItsCause(t *testing.T) {
+	g := &gate{want: 2, ended: make(chan struct{}), seen: map[string]int{}}
+	p := newPool(t, Options{AllowedFetchHosts: []string{"gate.test"}, Transport: g, InvocationTimeout: 30 * time.Second, KillGrace: 200 * time.Millisecond})
+	v := worker("spinner", `export default { async queue(batch) {
+		for (const m of batch.messages) {
+			const body = new TextDecoder().decode(m.body);
+			if (body === "spin") {
+				await fetch("http://gate.test/poison");
+				/(?=a)(a+)+$/.test("a".repeat(40) + "b");
+			}
+			if (body === "innocent") await fetch("http://gate.test/innocent");
+			await batch.acknowledge(m.id);
+		}
+	} };`)
+	h, err := p.QueueHandler(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	errs := map[string]error{}
+	settlers := map[string]*recSettler{}
+	for _, id := range []string{"i1", "i2", "s1"} {
+		body, limit := "innocent", 60*time.Second
+		if id == "s1" {
+			// The spinner's deadline is its caller's: the host kills the
+			// sandbox KillGrace after it, for it.
+			body, limit = "spin", 3*time.Second
+		}
+		s := &recSettler{}
+		settlers[id] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(t.Context(), limit)
+			defer cancel()
+			err := h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte(body), Attempts: 1}}, s))
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-g.ended:
+	default:
+		t.Fatalf("the innocent batches were not running when the sandbox ended (seen %v, errors %v)", g.seen, errs)
+	}
+	for _, id := range []string{"i1", "i2"} {
+		if errs[id] != nil {
+			t.Errorf("innocent batch %s: %v, want nil (not charged)", id, errs[id])
+		}
+		if got := settlers[id].got; len(got) != 1 || got[0].MessageID != id {
+			t.Errorf("innocent batch %s settled %+v, want one acknowledgement", id, got)
+		}
+	}
+	if err := errs["s1"]; !errors.Is(err, ErrSandboxEnded) || !strings.Contains(err.Error(), "time limit") {
+		t.Fatalf("spinning batch: %v, want the sandbox ended at the time limit", err)
+	}
+	if p.Quarantined(v.WorkerUID, "s1") {
+		t.Fatal("a message that ended one sandbox is quarantined")
+	}
+	if l := logText(p, v); !strings.Contains(l, "another invocation ended it") {
+		t.Fatalf("log:\n%s", l)
+	}
+}

@@ -105,11 +105,32 @@
 // but that header: a crash tore its creation, and Open writes a new header
 // (reported like a torn tail when there were bytes to drop).
 //
-// # Manifest and acknowledged mark
+// # Acknowledged mark
+//
+// The acknowledged mark is a (segment, offset) before which every frame
+// was made durable and acknowledged. It advances with the acknowledgement
+// it covers: after a group's write and sync, the writer records the
+// group's end in journal.ack and syncs it, and only then runs the group's
+// onDurable callbacks and releases its Appends. So every frame whose
+// Append returned is below the durable mark, and no damage to it — a bit
+// flip in the last frame, the file cut short — can pass for a torn tail.
+// A crash between the two syncs leaves a durable group above the mark:
+// never acknowledged, it may be cut like any torn tail. journal.ack is two
+// checksummed slots in sectors of their own ("TKQA", version, sequence,
+// segment, offset, CRC32C), written in turn, so that a write torn by a
+// crash leaves the other slot, the previous mark, intact; the valid slot
+// with the higher sequence is the mark, and neither valid is corruption.
+// If the mark cannot be written, the group fails like a failed sync (the
+// old mark is put back, then the group is cut off). It costs a second
+// fdatasync per group commit, on a file that never grows. The file is
+// created whole (temporary file, rename) when a journal without one is
+// opened.
+//
+// # Manifest
 //
 // Format 3 keeps a manifest, journal.json, next to the segments: the list
-// of segments in order and the acknowledged mark, a (segment, offset)
-// before which every frame was made durable and acknowledged. It is
+// of segments in order and a copy of the acknowledged mark as of its last
+// checkpoint (Open takes the later of the two). It is
 // rewritten whole (temporary file, sync, rename, directory sync) when a
 // segment is created (before the segment gets any frame), before a segment
 // is removed, when the writer has been idle for CheckpointIdle (20 ms) with
@@ -130,8 +151,7 @@
 // or a file that ends before it, fails Open with a *CorruptError naming the
 // file and offset, even in the last segment; only what lies after the
 // mark can be a torn tail to cut. So a bit flip in the last frame of an
-// acknowledged Append is reported, not silently dropped, once the mark
-// has passed it — after at most 20 ms of quiet or 1 s of load.
+// acknowledged Append is reported, not silently dropped.
 //
 // # Disk reserve
 //

@@ -134,7 +134,7 @@ type SegmentInfo struct {
 // Stats are cumulative counters since Open.
 type Stats struct {
 	Appends uint64 // frames made durable
-	Groups  uint64 // group commits, each one write and one sync
+	Groups  uint64 // group commits, each one write and one sync of the segment, then one of the ack file
 	Failed  uint64 // frames failed
 	// Where the writer's time went: writing groups, syncing them, and
 	// running their onDurable callbacks (the store applying them to
@@ -193,6 +193,14 @@ type Journal struct {
 	// noCloseMark makes Close skip recording the mark: tests use it to
 	// stop a journal the way a crash would leave its manifest.
 	noCloseMark bool
+
+	// ackF is the ack file (AckName), ackSeq the sequence number of the
+	// mark it holds; the writer's own once Open returns. noAck makes the
+	// writer skip it: tests use it to leave acknowledged frames looking
+	// like a crash's unacknowledged tail.
+	ackF   File
+	ackSeq uint64
+	noAck  bool
 }
 
 type segment struct {
@@ -290,8 +298,21 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	if err != nil {
 		return fail(err)
 	}
-	rep.Created, rep.Migrated, rep.Acked = created, migrated, mark
 	j.mark = mark
+	// The ack file's mark is as of the last group commit; the manifest's
+	// only as of its last checkpoint. Frames below either were
+	// acknowledged.
+	ackMark, haveAck, err := j.readAck()
+	if err != nil {
+		return fail(err)
+	}
+	if haveAck {
+		if last := ids[len(ids)-1:]; len(last) == 0 || ackMark.Segment > last[0] {
+			return fail(&CorruptError{File: join(dir, AckName), Offset: 0, Reason: fmt.Sprintf("the acknowledged mark is in segment %d, after the last segment the manifest lists", ackMark.Segment)})
+		}
+		mark = later(mark, ackMark)
+	}
+	rep.Created, rep.Migrated, rep.Acked = created, migrated, mark
 	var r segReader
 	for i, id := range ids {
 		s := &segment{id: id, name: join(dir, SegmentName(id))}
@@ -319,6 +340,16 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 		if err != nil {
 			return fail(err)
 		}
+	}
+	// What recovery kept is durable: it is the acknowledged mark now.
+	end := Mark{j.head.id, j.head.size}
+	if !haveAck {
+		err = j.createAck(end)
+	} else if ackMark != end {
+		err = j.writeAck(end)
+	}
+	if err != nil {
+		return fail(err)
 	}
 	// Recovery left the head's file as its data plus, at most, zeros.
 	written, err := j.head.f.Size()
@@ -772,6 +803,27 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	}
 	if err != nil {
 		err = fmt.Errorf("journal: append to %s: %w", h.name, err)
+	} else if !j.noAck {
+		// The group is durable; before any of its Appends returns, the
+		// acknowledged mark moves past it, so that damage to an
+		// acknowledged frame is never taken for a torn tail.
+		err = j.writeAck(Mark{h.id, h.size + int64(len(buf))})
+		if err != nil {
+			// The new mark may have reached the disk: put the old one
+			// back before the group is cut off, or the next Open would
+			// find the file ending before the mark.
+			if aerr := j.writeAck(Mark{h.id, h.size}); aerr != nil {
+				j.fill.afterWrite(h, h.size, false)
+				j.mu.Lock()
+				j.broken = fmt.Errorf("%w: restoring the acknowledged mark failed: %w", ErrBroken, aerr)
+				j.mu.Unlock()
+				j.log.Error("journal: refusing further writes", "file", join(j.dir, AckName), "err", aerr, "cause", err)
+				j.finish(group, err)
+				return buf
+			}
+		}
+	}
+	if err != nil {
 		j.fill.afterWrite(h, h.size, false)
 		// Cut the group off so that the file never holds a frame that was
 		// reported as failed: replay would resurrect it.
@@ -1112,6 +1164,10 @@ func (j *Journal) closeFiles() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var errs []error
+	if j.ackF != nil {
+		errs = append(errs, j.ackF.Close())
+		j.ackF = nil
+	}
 	for _, s := range j.segs {
 		if s.f != nil {
 			errs = append(errs, s.f.Close())

@@ -185,10 +185,14 @@ func TestTornLastRecordIsCutAndReported(t *testing.T) {
 	}
 	before := s.Stats().Bytes
 	s.Close()
-	// The manifest as a crash during the next group would leave it: its
-	// acknowledged mark is before that group.
-	manifest := filepath.Join(dir, journal.ManifestName)
+	// The manifest and the ack file as a crash during the next group
+	// would leave them: their acknowledged mark is before that group.
+	manifest, ack := filepath.Join(dir, journal.ManifestName), filepath.Join(dir, journal.AckName)
 	mark, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ackMark, err := os.ReadFile(ack)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +206,9 @@ func TestTornLastRecordIsCutAndReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(manifest, mark, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ack, ackMark, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// No zeros ahead: the size check below is of the data.

@@ -156,12 +156,21 @@
 // # Disk reserve
 //
 // Options.Reserve keeps disk space free (at most an eighth of the file
-// system, for an FS that is a SpaceFS): Append refuses with ErrNoSpace
-// when a frame would take the free space below it, AppendReserved may use
-// it. The store appends what frees space (settlements, deletes,
-// compaction's rewrites) reserved, so a disk filled by new messages can
-// always be emptied again, and Rotate seals a mostly dead head segment so
-// that compaction can reclaim it.
+// system, at least MinReserve, for an FS that is a SpaceFS): Append
+// refuses with ErrNoSpace when a frame would take the free space below
+// it, AppendReserved may use half of it and AppendReclaim all of it. The
+// store appends settlements and deletes reserved and compaction's
+// rewrites as reclaim, so a disk filled by new messages can always be
+// emptied again, and Rotate seals a mostly dead head segment so that
+// compaction can reclaim it. The reserve covers every write that hands
+// space back, on any file system Open accepts: zeros ahead are written
+// only while they leave the reserve free; a segment is at most a quarter
+// of the reserve, so compaction can rewrite one segment's live records
+// into the half that settlements leave and still write the manifest that
+// drops it; and Open refuses (ErrDiskTooSmall) a file system smaller than
+// eight times MinReserve. The look at the free space is refreshed after
+// every group commit and removal; a look begun earlier never overwrites
+// a later one.
 //
 // # Compaction support
 //

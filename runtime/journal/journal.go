@@ -43,7 +43,18 @@ var (
 	// ErrNoSpace: the free disk space is at or below Options.Reserve, so
 	// Append refuses (AppendReserved still writes).
 	ErrNoSpace = errors.New("journal: free disk space is below the reserve")
+	// ErrDiskTooSmall: Open refuses a file system too small to keep
+	// MinReserve free as the reserve.
+	ErrDiskTooSmall = errors.New("journal: the disk is too small")
 )
+
+// MinReserve is the least reserve the journal keeps on a file system whose
+// size it knows, whatever Options.Reserve says: room for the settlements
+// and deletes of a drain, compaction's rewrites and the manifest and
+// segment writes that hand the space back. Zeros ahead (Options.ZeroAhead)
+// never use the reserve. Open refuses a file system smaller than eight
+// times it.
+const MinReserve = 512 << 10
 
 // CorruptError names the damaged frame.
 type CorruptError struct {
@@ -62,7 +73,7 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // Options configure a journal. The zero value is usable.
 type Options struct {
 	FS          FS    // default OSFS
-	SegmentSize int64 // default DefaultSegmentSize
+	SegmentSize int64 // default DefaultSegmentSize; at most a quarter of the reserve in force (see Options.Reserve)
 	// MaxGroupBytes bounds one group commit (default 8 MiB).
 	MaxGroupBytes int
 	Logger        *slog.Logger // default slog.Default()
@@ -190,6 +201,9 @@ type Journal struct {
 	// system's size (-1: unknown). Under mu.
 	reserve, free, total int64
 	freeAt               time.Time
+	// freeAsked numbers the looks at the free space, freeGot is the one
+	// recorded (see refreshFree). Under mu.
+	freeAsked, freeGot uint64
 	// noCloseMark makes Close skip recording the mark: tests use it to
 	// stop a journal the way a crash would leave its manifest.
 	noCloseMark bool
@@ -263,7 +277,7 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 		j.log = slog.Default()
 	}
 	j.cond = sync.NewCond(&j.mu)
-	j.fill.ahead, j.fill.limit = opts.ZeroAhead, j.segSize
+	j.fill.ahead, j.fill.limit, j.fill.room = opts.ZeroAhead, j.segSize, j.roomToZero
 	j.reserve, j.free, j.total = opts.Reserve, -1, -1
 	j.ckIdle, j.ckEvery = opts.CheckpointIdle, opts.CheckpointEvery
 	if j.ckIdle == 0 {
@@ -283,6 +297,17 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	if err := j.fs.MkdirAll(dir, 0o700); err != nil {
 		return fail(fmt.Errorf("journal: %w", err))
 	}
+	if j.refreshFree(); j.reserve > 0 && j.total > 0 {
+		if j.total/8 < MinReserve {
+			return fail(fmt.Errorf("%w: the file system of %s holds %d bytes; the journal needs at least %d, an eighth of which (at least %d) it keeps free for what gets a full disk going again (settlements, deletes, compaction, the manifest)",
+				ErrDiskTooSmall, dir, j.total, 8*MinReserve, MinReserve))
+		}
+		// A compaction rewrites one segment's live records before the
+		// segment goes: a segment must fit in the half of the reserve
+		// that settlements leave, with room for the manifest.
+		j.segSize = min(j.segSize, j.reserveLocked()/4)
+	}
+	j.fill.limit = j.segSize
 	names, err := j.fs.ReadDir(dir)
 	if err != nil {
 		return fail(fmt.Errorf("journal: %w", err))
@@ -616,17 +641,35 @@ func (j *Journal) createSegment(id uint64) error {
 // ctx is only checked before the frame is queued: once queued, the frame
 // may become durable, and the caller must learn whether it did.
 func (j *Journal) Append(ctx context.Context, payload []byte, onDurable func(Pos)) (Pos, error) {
-	return j.append(ctx, payload, onDurable, false)
+	return j.append(ctx, payload, onDurable, useNoReserve)
 }
 
-// AppendReserved is Append allowed to use the reserve (Options.Reserve):
-// for frames that lead to space being freed, which must not fail because
-// new data filled the disk.
+// AppendReserved is Append allowed to use half of the reserve
+// (Options.Reserve): for frames that lead to space being freed
+// (settlements, deletes), which must not fail because new data filled the
+// disk. The other half is AppendReclaim's.
 func (j *Journal) AppendReserved(ctx context.Context, payload []byte, onDurable func(Pos)) (Pos, error) {
-	return j.append(ctx, payload, onDurable, true)
+	return j.append(ctx, payload, onDurable, useHalfReserve)
 }
 
-func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos), reserved bool) (Pos, error) {
+// AppendReclaim is Append allowed to use all of the reserve: for
+// compaction's rewrites, which hand whole segments back. Settlements
+// cannot take the half of the reserve it keeps, and a segment is at most
+// a quarter of the reserve on a file system whose size the journal knows,
+// so a compaction can always rewrite one segment's live records and
+// record its removal in the manifest.
+func (j *Journal) AppendReclaim(ctx context.Context, payload []byte, onDurable func(Pos)) (Pos, error) {
+	return j.append(ctx, payload, onDurable, useAllReserve)
+}
+
+// How much of the reserve an append may use.
+const (
+	useNoReserve = iota
+	useHalfReserve
+	useAllReserve
+)
+
+func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos), use int) (Pos, error) {
 	if len(payload) == 0 || len(payload) > MaxPayload {
 		return Pos{}, fmt.Errorf("journal: payload of %d bytes: want 1 to %d", len(payload), MaxPayload)
 	}
@@ -638,10 +681,13 @@ func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos
 	// lowSpace first: it may release mu, and closed and broken must be
 	// read after it.
 	switch {
-	case !reserved && j.lowSpace(len(payload)):
+	case use != useAllReserve && j.lowSpace(len(payload), use):
 		free, reserve := j.free, j.reserveLocked()
 		j.mu.Unlock()
-		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements and deletes", ErrNoSpace, free, reserve)
+		if use == useHalfReserve {
+			return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for compaction", ErrNoSpace, free, reserve/2)
+		}
+		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements, deletes and compaction", ErrNoSpace, free, reserve)
 	case j.closed:
 		j.mu.Unlock()
 		return Pos{}, ErrClosed
@@ -915,13 +961,34 @@ func (j *Journal) refreshFree() {
 	if !ok {
 		return
 	}
+	// Looks run concurrently (the writer, compaction's removals, the
+	// filler): only a look begun after the one recorded may replace it,
+	// or a stale "full" could outlive the removal that freed the space.
+	j.mu.Lock()
+	j.freeAsked++
+	ticket := j.freeAsked
+	j.mu.Unlock()
 	free, total, err := sfs.FreeSpace(j.dir)
 	if err != nil {
 		free, total = -1, -1
 	}
 	j.mu.Lock()
-	j.free, j.total, j.freeAt = free, total, time.Now()
+	if ticket > j.freeGot {
+		j.free, j.total, j.freeAt, j.freeGot = free, total, time.Now(), ticket
+	}
 	j.mu.Unlock()
+}
+
+// roomToZero says whether n more bytes of zeros ahead leave the reserve
+// free (zeroFill.room).
+func (j *Journal) roomToZero(n int64) bool {
+	if j.reserve <= 0 {
+		return true
+	}
+	j.refreshFree()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.free < 0 || j.free-n-int64(j.queued) >= j.reserveLocked()
 }
 
 // reserveLocked is the reserve in force: Options.Reserve, but at most an
@@ -929,18 +996,22 @@ func (j *Journal) refreshFree() {
 // Called with mu held.
 func (j *Journal) reserveLocked() int64 {
 	if j.total > 0 {
-		return min(j.reserve, j.total/8)
+		return max(min(j.reserve, j.total/8), MinReserve)
 	}
 	return j.reserve
 }
 
-// lowSpace reports whether an Append of n bytes would take the free space
-// below the reserve. Space freed by others (an operator deleting files)
+// lowSpace reports whether an append of n bytes would take the free space
+// below what use leaves of the reserve. Space freed by others (an operator deleting files)
 // is noticed: a refusal looks again when the last look is older than
 // freeRecheck. Called with mu held; it may release it briefly.
-func (j *Journal) lowSpace(n int) bool {
+func (j *Journal) lowSpace(n, use int) bool {
 	low := func() bool {
-		return j.reserve > 0 && j.free >= 0 && j.free-int64(j.queued+n+HeaderSize) < j.reserveLocked()
+		keep := j.reserveLocked()
+		if use == useHalfReserve {
+			keep /= 2
+		}
+		return j.reserve > 0 && j.free >= 0 && j.free-int64(j.queued+n+HeaderSize) < keep
 	}
 	if !low() {
 		return false

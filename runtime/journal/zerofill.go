@@ -1,10 +1,15 @@
 package journal
 
-import "sync"
+import (
+	"errors"
+	"sync"
+)
 
 // DefaultZeroAhead is how far Options.ZeroAhead keeps the head segment
 // zeroed ahead of its data when the caller asks for the default.
 const DefaultZeroAhead = 4 << 20
+
+var errZeroReserve = errors.New("the free disk space is at the reserve")
 
 // zeroChunk is what the filler writes (and syncs) at a time.
 const zeroChunk = 1 << 20
@@ -36,6 +41,11 @@ type zeroFill struct {
 	done    chan struct{}
 	zeros   []byte
 	log     func(msg string, args ...any)
+	// room, when set, says whether n more bytes of zeros leave the disk
+	// reserve free (see Options.Reserve): zeros ahead are a speed-up and
+	// must never take the space that settlements, compaction and the
+	// manifest need to get a full disk going again.
+	room func(n int64) bool
 }
 
 func (z *zeroFill) start(log func(msg string, args ...any)) {
@@ -127,8 +137,10 @@ func (z *zeroFill) run() {
 		n := min(int64(zeroChunk), z.limit-off)
 		z.busy = true
 		z.mu.Unlock()
-		_, err := s.f.WriteAt(z.zeros[:n], off)
-		if err == nil {
+		var err error
+		if z.room != nil && !z.room(n) {
+			err = errZeroReserve
+		} else if _, err = s.f.WriteAt(z.zeros[:n], off); err == nil {
 			err = s.f.Sync()
 		}
 		z.mu.Lock()

@@ -253,8 +253,9 @@ func (s *Journaled) rewrite(ctx context.Context, seg uint64, items []compactItem
 		return 0, err
 	}
 	hasMeta, _ := mutationKinds(muts)
-	// Reserved: compaction is what gives a full disk its space back.
-	err = s.appendLocked(ctx, payload, true, func(p journal.Pos) {
+	// All of the reserve: compaction is what gives a full disk its space
+	// back, and settlements leave it half the reserve for that.
+	err = s.appendAs(ctx, payload, true, true, func(p journal.Pos) {
 		s.lock(hasMeta, true)
 		s.st.apply(muts, p.Segment, p.PayloadOffset(), meta)
 		s.ends[p.Segment] = p.PayloadOffset() + int64(len(payload))

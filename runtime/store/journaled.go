@@ -284,8 +284,17 @@ func (s *Journaled) grows(muts []Mutation) bool {
 }
 
 func (s *Journaled) appendLocked(ctx context.Context, payload []byte, reserved bool, onDurable func(journal.Pos)) error {
+	return s.appendAs(ctx, payload, reserved, false, onDurable)
+}
+
+// appendAs appends with the journal's reserve: none (new state), half
+// (reserved: settlements and deletes) or all of it (reclaim: compaction's
+// rewrites, which hand segments back).
+func (s *Journaled) appendAs(ctx context.Context, payload []byte, reserved, reclaim bool, onDurable func(journal.Pos)) error {
 	var err error
-	if reserved {
+	if reclaim {
+		_, err = s.j.AppendReclaim(ctx, payload, onDurable)
+	} else if reserved {
 		_, err = s.j.AppendReserved(ctx, payload, onDurable)
 	} else {
 		_, err = s.j.Append(ctx, payload, onDurable)

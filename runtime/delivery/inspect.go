@@ -86,9 +86,11 @@ func stateOf(m *msg, now int64) string {
 	return MsgDelayed
 }
 
-// Inspect counts a queue's messages by state. It walks the queue's
-// in-memory index under the queue's lock (no store I/O): O(messages), for
-// an operator's view, not for every request.
+// Inspect counts a queue's messages by state, under the queue's lock and
+// without store I/O. It does not walk the queue: the counts are kept as
+// messages change (O(1) in the queue's size, plus the batches in flight
+// and, amortized, the messages that became visible since the last look;
+// see settleFuture).
 func (e *Engine) Inspect(_ context.Context, uid string) (QueueInspection, error) {
 	q := e.queue(uid)
 	if q == nil {
@@ -101,21 +103,7 @@ func (e *Engine) Inspect(_ context.Context, uid string) (QueueInspection, error)
 		return QueueInspection{}, abi.ErrUnknownQueue
 	}
 	out := QueueInspection{Messages: q.held, Bytes: q.heldBytes, Batches: len(q.batches), Paused: q.cfg.Paused,
-		ByState: map[string]int{MsgAvailable: 0, MsgDelayed: 0, MsgRetryWaiting: 0, MsgInFlight: 0, MsgRemoving: 0}}
-	counted := 0
-	visit := func(en entry) {
-		if q.expiry.isLive(en) {
-			out.ByState[stateOf(en.m, now)]++
-			counted++
-		}
-	}
-	for i := range q.expiry.run.Len() {
-		visit(*q.expiry.run.At(i))
-	}
-	for _, en := range q.expiry.heap {
-		visit(en)
-	}
-	out.ByState[MsgRemoving] += q.held - counted
+		ByState: q.countByState(now)}
 	out.InFlight = make([]BatchInfo, 0, len(q.batches))
 	for _, b := range q.batches {
 		st := "closing"
@@ -240,4 +228,148 @@ func sortMsgs(ms []*msg) {
 		}
 		return 0
 	})
+}
+
+// countByState is Inspect's ByState, from counts kept as messages change.
+// A ready message is in the available or the delayed order (and in the
+// expiry order), so the orders' sizes count them; those not yet visible
+// at now are futDelayed and futRetry once settleFuture has taken out the
+// ones that became visible; the rest are available. In flight are the
+// leased messages of the batches whose expiry has not been found (a walk
+// of the batches: bounded by the consumer's maxConcurrency and
+// maxBatchSize, not by the queue); every other held message is being
+// removed. mu held.
+func (q *queue) countByState(now int64) map[string]int {
+	q.settleFuture(now)
+	ready := q.avail.Len() + q.delayed.Len()
+	// A message released by a batch that is still closing can be leased
+	// again by a newer one: with more than one batch, count each once.
+	inFlight := 0
+	var seen map[*msg]struct{}
+	if len(q.batches) > 1 {
+		seen = map[*msg]struct{}{}
+	}
+	for _, b := range q.batches {
+		for _, bm := range b.items {
+			if bm.m.state != stLeased || !bm.m.inExp {
+				continue
+			}
+			if seen != nil {
+				if _, dup := seen[bm.m]; dup {
+					continue
+				}
+				seen[bm.m] = struct{}{}
+			}
+			inFlight++
+		}
+	}
+	return map[string]int{
+		MsgAvailable:    ready - q.futDelayed - q.futRetry,
+		MsgDelayed:      q.futDelayed,
+		MsgRetryWaiting: q.futRetry,
+		MsgInFlight:     inFlight,
+		MsgRemoving:     q.held - ready - inFlight,
+	}
+}
+
+// futEntry is a message counted as not yet visible, by the visible time
+// it was counted with.
+type futEntry struct {
+	at int64
+	m  *msg
+}
+
+// futHeap is a min-heap of futEntry by at.
+type futHeap []futEntry
+
+func (h *futHeap) push(e futEntry) {
+	*h = append(*h, e)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p].at <= a[i].at {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *futHeap) pop() {
+	a := *h
+	n := len(a) - 1
+	a[0] = a[n]
+	a[n] = futEntry{}
+	a = a[:n]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < n && a[l].at < a[small].at {
+			small = l
+		}
+		if r := l + 1; r < n && a[r].at < a[small].at {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		a[i], a[small] = a[small], a[i]
+		i = small
+	}
+	*h = a
+}
+
+// noteFuture counts m, just made ready, as delayed or retry-waiting when
+// it is not yet visible at now. mu held.
+func (q *queue) noteFuture(m *msg, now int64) {
+	q.forgetFuture(m)
+	if m.visibleAt <= now {
+		return
+	}
+	m.fut, m.futRetry = true, m.attempts > 0
+	if m.futRetry {
+		q.futRetry++
+	} else {
+		q.futDelayed++
+	}
+	q.futDue.push(futEntry{m.visibleAt, m})
+	// Entries of messages that left before they became visible stay until
+	// they are due; keep them from outgrowing the live ones.
+	if live := q.futDelayed + q.futRetry; len(q.futDue) > 2*live+1024 {
+		kept := q.futDue[:0]
+		for _, e := range q.futDue {
+			if e.m.fut && e.m.visibleAt == e.at {
+				kept = append(kept, e)
+			}
+		}
+		clear(q.futDue[len(kept):])
+		q.futDue = kept
+		slices.SortFunc(q.futDue, func(a, b futEntry) int { return cmp.Compare(a.at, b.at) }) // a sorted slice is a heap
+	}
+}
+
+// forgetFuture takes m out of the not-yet-visible counts (it leaves the
+// ready state, or is made ready again). mu held.
+func (q *queue) forgetFuture(m *msg) {
+	if !m.fut {
+		return
+	}
+	m.fut = false
+	if m.futRetry {
+		q.futRetry--
+	} else {
+		q.futDelayed--
+	}
+}
+
+// settleFuture takes the messages that have become visible by now out of
+// the not-yet-visible counts. Each entry is taken out once: amortized,
+// a look costs nothing per message it does not find due. mu held.
+func (q *queue) settleFuture(now int64) {
+	for len(q.futDue) > 0 && q.futDue[0].at <= now {
+		m := q.futDue[0].m
+		q.futDue.pop()
+		if m.fut && m.visibleAt <= now {
+			q.forgetFuture(m)
+		}
+	}
 }

@@ -43,3 +43,50 @@ func BenchmarkMessagePage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInspect: the counts by state of a queue of 1 000 and of
+// 1 000 000 messages (a tenth of them delayed) cost about the same: they
+// are kept as messages change, not counted by a walk (walk= is that walk,
+// for comparison).
+func BenchmarkInspect(b *testing.B) {
+	for _, n := range []int{1_000, 1_000_000} {
+		h := newHarness(&testing.T{})
+		if err := h.e.AddQueue(h.ctx, QueueConfig{UID: "q", Name: "q", MessageRetentionSeconds: 86400}); err != nil {
+			b.Fatal(err)
+		}
+		q := h.e.queue("q")
+		now := h.e.nowMs()
+		q.mu.Lock()
+		ms := make([]*msg, 0, 1000)
+		for i := range n {
+			visible := now
+			if i%10 == 0 {
+				visible = now + 60_000 + int64(i)
+			}
+			ms = append(ms, newMsg(fmt.Sprintf("m%08d", i), now, visible, 0, 100, uint64(i+1)))
+			if len(ms) == cap(ms) || i == n-1 {
+				q.insertSent(ms, now)
+				ms = ms[:0]
+			}
+		}
+		q.mu.Unlock()
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				in, err := h.e.Inspect(h.ctx, "q")
+				if err != nil || in.ByState[MsgDelayed] != (n+9)/10 {
+					b.Fatalf("%v %v", in.ByState, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("walk/messages=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				q.mu.Lock()
+				by := walkByState(q, now)
+				q.mu.Unlock()
+				if by[MsgDelayed] != (n+9)/10 {
+					b.Fatal(by)
+				}
+			}
+		})
+	}
+}

@@ -46,6 +46,10 @@ type msg struct {
 	expired bool
 	where   visWhere // which visibility order holds it
 	inExp   bool     // the expiry order holds it
+	// fut: counted in its queue's futDelayed (futRetry false) or
+	// futRetry (true): ready and not yet visible when last looked at (see
+	// queue.noteFuture).
+	fut, futRetry bool
 	// visGen and expGen are bumped whenever the message leaves its
 	// visibility or expiry order: an entry of an order is live only while
 	// it carries the message's current generation (see msgOrder).

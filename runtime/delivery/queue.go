@@ -69,6 +69,14 @@ type queue struct {
 
 	count counters // for Engine.Counters (metrics)
 
+	// futDelayed and futRetry count the ready messages that were not yet
+	// visible when they became ready (first delivery and retry), kept as
+	// they change so that Inspect does not walk the queue; futDue holds
+	// them by visible time, so that Inspect can take out those that have
+	// become visible since (see inspect.go).
+	futDelayed, futRetry int
+	futDue               futHeap
+
 	// listed: the queue is in the engine's ChangedQueues list.
 	listed bool
 }
@@ -133,6 +141,7 @@ func (q *queue) insertSent(ms []*msg, now int64) {
 			m.where = inDelayed
 			q.delayed.push(m)
 		}
+		q.noteFuture(m, now)
 	}
 	q.expiry.pushSorted(ms)
 	q.avail.pushSorted(avail)
@@ -159,10 +168,12 @@ func (q *queue) pushVis(m *msg, now int64) {
 		m.where = inDelayed
 		q.delayed.push(m)
 	}
+	q.noteFuture(m, now)
 }
 
 // unlinkVis removes m from whichever visibility order holds it. mu held.
 func (q *queue) unlinkVis(m *msg) {
+	q.forgetFuture(m)
 	var o *msgOrder
 	switch m.where {
 	case inAvail:

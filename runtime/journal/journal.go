@@ -683,10 +683,12 @@ func (j *Journal) append(ctx context.Context, payload []byte, onDurable func(Pos
 	switch {
 	case use != useAllReserve && j.lowSpace(len(payload), use):
 		free, reserve := j.free, j.reserveLocked()
-		j.mu.Unlock()
 		if use == useHalfReserve {
-			return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for compaction", ErrNoSpace, free, reserve/2)
+			tail := j.fill.tail(j.head, j.head.size)
+			j.mu.Unlock()
+			return Pos{}, fmt.Errorf("%w: %d bytes free and %d zeroed ahead, %d kept for compaction", ErrNoSpace, free, tail, reserve/2)
 		}
+		j.mu.Unlock()
 		return Pos{}, fmt.Errorf("%w: %d bytes free, %d kept for settlements, deletes and compaction", ErrNoSpace, free, reserve)
 	case j.closed:
 		j.mu.Unlock()
@@ -1008,10 +1010,17 @@ func (j *Journal) reserveLocked() int64 {
 func (j *Journal) lowSpace(n, use int) bool {
 	low := func() bool {
 		keep := j.reserveLocked()
+		need := int64(j.queued + n + HeaderSize)
 		if use == useHalfReserve {
 			keep /= 2
+			// What fits in the zeros ahead of the head's data takes no
+			// free space: a settlement or a delete still goes there
+			// when something else filled the disk.
+			if need -= j.fill.tail(j.head, j.head.size); need <= 0 {
+				return false
+			}
 		}
-		return j.reserve > 0 && j.free >= 0 && j.free-int64(j.queued+n+HeaderSize) < keep
+		return j.reserve > 0 && j.free >= 0 && j.free-need < keep
 	}
 	if !low() {
 		return false

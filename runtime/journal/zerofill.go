@@ -113,6 +113,20 @@ func (z *zeroFill) afterWrite(s *segment, data int64, ok bool) {
 	z.mu.Unlock()
 }
 
+// tail is how far s's file is written (with zeros) past data, when s is
+// the segment being filled. It may be called with the journal's mu held.
+func (z *zeroFill) tail(s *segment, data int64) int64 {
+	if z.ahead <= 0 {
+		return 0
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.seg != s {
+		return 0
+	}
+	return max(z.end-data, 0)
+}
+
 func (z *zeroFill) close() {
 	z.mu.Lock()
 	z.stop = true

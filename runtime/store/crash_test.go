@@ -78,10 +78,19 @@ func runCrashRound(t *testing.T, dir string, round int, after time.Duration, m *
 		}
 		close(lines)
 	}()
-	kill := time.After(after)
+	// The kill lands under load: its delay counts from the child's
+	// "ready", not from its start (on a loaded machine starting the test
+	// binary and opening the store can take longer than the delay).
+	var kill <-chan time.Time
 	started := false
+	startLimit := time.After(time.Minute)
 	for {
 		select {
+		case <-startLimit:
+			if !started {
+				cmd.Process.Signal(syscall.SIGKILL)
+				t.Fatalf("round %d: child not ready after a minute", round)
+			}
 		case <-kill:
 			cmd.Process.Signal(syscall.SIGKILL)
 			kill = nil
@@ -98,6 +107,7 @@ func runCrashRound(t *testing.T, dir string, round int, after time.Duration, m *
 			switch op {
 			case "ready":
 				started = true
+				kill = time.After(after)
 			case "ack":
 				m.present[id] = true
 				m.acks++

@@ -47,7 +47,8 @@
 //
 // One writer goroutine takes every frame queued while the previous write
 // and sync ran, writes them with one write and makes them durable with one
-// fdatasync. The sync is the expensive part, so under load many frames
+// fdatasync (then one more of the acknowledged mark, below). The sync is
+// the expensive part, so under load many frames
 // share one. Writers that wait for their frame are all inside the group
 // being synced, so when the sync returns the queue is nearly empty: taking
 // just the first frame to come back would make groups alternate between a
@@ -158,7 +159,8 @@
 // Options.Reserve keeps disk space free (at most an eighth of the file
 // system, at least MinReserve, for an FS that is a SpaceFS): Append
 // refuses with ErrNoSpace when a frame would take the free space below
-// it, AppendReserved may use half of it and AppendReclaim all of it. The
+// it, AppendReserved may use half of it (what fits in the zeros already
+// ahead of the head takes none) and AppendReclaim all of it. The
 // store appends settlements and deletes reserved and compaction's
 // rewrites as reclaim, so a disk filled by new messages can always be
 // emptied again, and Rotate seals a mostly dead head segment so that

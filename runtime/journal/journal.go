@@ -822,7 +822,8 @@ func (j *Journal) gather() {
 	j.wake = 1
 }
 
-// commit writes group with one write and one sync.
+// commit writes group with one write and one sync, then records the
+// acknowledged mark past it (writeAck) before releasing its Appends.
 func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	h := j.head
 	if h.size > SegmentHeaderSize && h.size+int64(bytes) > j.segSize {

@@ -349,3 +349,22 @@ func TestAckWriteFailureFailsTheGroup(t *testing.T) {
 	_, _, got := open(t, mem, "/j", 1<<20)
 	equal(t, got, "one", "three")
 }
+
+// A journal deleted whole but for its ack file is a new journal: the ack
+// file marks nothing without the manifest and segments it belonged to.
+func TestLeftoverAckFileOfADeletedJournal(t *testing.T) {
+	mem := NewMemFS(1)
+	j, _, _ := open(t, mem, "/j", 1<<20)
+	mustAppend(t, j, "one")
+	j.Close()
+	mem.Remove(filepath.Join("/j", ManifestName))
+	mem.Remove(filepath.Join("/j", SegmentName(1)))
+	j, rep, got := open(t, mem, "/j", 1<<20)
+	if !rep.Created || len(got) != 0 {
+		t.Fatalf("report %+v, replayed %v", rep, got)
+	}
+	mustAppend(t, j, "two")
+	j.Close()
+	_, _, got = open(t, mem, "/j", 1<<20)
+	equal(t, got, "two")
+}

@@ -331,10 +331,16 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	if err != nil {
 		return fail(err)
 	}
-	if haveAck {
-		if last := ids[len(ids)-1:]; len(last) == 0 || ackMark.Segment > last[0] {
-			return fail(&CorruptError{File: join(dir, AckName), Offset: 0, Reason: fmt.Sprintf("the acknowledged mark is in segment %d, after the last segment the manifest lists", ackMark.Segment)})
-		}
+	switch {
+	case haveAck && created:
+		// Neither a manifest nor a segment: the journal is new (or was
+		// deleted whole, which the host warns about); an ack file left
+		// over marks nothing and is replaced.
+		j.ackF.Close()
+		j.ackF, haveAck = nil, false
+	case haveAck && ackMark.Segment > ids[len(ids)-1]:
+		return fail(&CorruptError{File: join(dir, AckName), Offset: 0, Reason: fmt.Sprintf("the acknowledged mark is in segment %d, after the last segment the manifest lists", ackMark.Segment)})
+	case haveAck:
 		mark = later(mark, ackMark)
 	}
 	rep.Created, rep.Migrated, rep.Acked = created, migrated, mark

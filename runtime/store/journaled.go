@@ -83,7 +83,8 @@ type Options struct {
 	// deletes and compaction go on using it. 0 means the default:
 	// DefaultDiskReserve on the real disk (FS nil), none on any other FS;
 	// negative turns it off. The journal keeps at most an eighth of the
-	// file system as reserve.
+	// file system and at least journal.MinReserve as reserve, and refuses
+	// a file system too small for that (journal.ErrDiskTooSmall).
 	DiskReserve int64
 	// ObserveSync is journal.Options.ObserveSync: each group commit's
 	// fsync duration.

@@ -150,10 +150,10 @@ func (b bundle) coverage(results []steps.ScenarioResult) ([]byte, error) {
 	if err != nil || len(files) == 0 {
 		return nil, fmt.Errorf("no sentences/*.txt in the features (%v)", err)
 	}
-	sort.Sort(sort.Reverse(sort.StringSlice(files))) // QueueConsumer before AtLeastOnceQueue
+	sort.Sort(sort.Reverse(sort.StringSlice(files))) // QueueConsumer before AtLeastOnceQueue, the extensions and the Host API between them
 	var out strings.Builder
 	fmt.Fprintf(&out, "# Conformance results per sentence\n\n")
-	fmt.Fprintf(&out, "Kit %s, run started %s, tags `%s`. PASS: every scenario naming the sentence ran and passed; FAIL: one failed; NOT RUN: none ran (skipped, not applicable or not selected); UNCOVERED: no scenario names it.\n\n",
+	fmt.Fprintf(&out, "Kit %s, run started %s, tags `%s`. PASS: every scenario naming the sentence ran and passed; FAIL: one failed; NOT RUN: none ran (skipped, not applicable or not selected); NOT COVERED: no scenario names it, for the reason given; UNCOVERED: no scenario names it.\n\n",
 		features.Version, b.started.UTC().Format(time.RFC3339), b.tags)
 	type row struct{ id, section, text, verdict, scen string }
 	for _, f := range files {
@@ -163,15 +163,27 @@ func (b bundle) coverage(results []steps.ScenarioResult) ([]byte, error) {
 		}
 		var rows []row
 		count := map[string]int{}
+		title := strings.TrimSuffix(filepath.Base(f), ".txt")
 		sc := bufio.NewScanner(fh)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			parts := strings.SplitN(sc.Text(), "\t", 3)
-			if len(parts) != 3 {
+			line := sc.Text()
+			if h, ok := strings.CutPrefix(line, "# title:"); ok && len(rows) == 0 {
+				// The header: "# title: T; capability: C; prefix: P" (tools/coverage).
+				title, _, _ = strings.Cut(h, ";")
+				title = strings.TrimSpace(title)
+				continue
+			}
+			// ID, section, sentence and, for a sentence no scenario checks, "reason: ...".
+			parts := strings.SplitN(line, "\t", 4)
+			if len(parts) < 3 || strings.HasPrefix(line, "#") {
 				continue
 			}
 			rs := bySentence[parts[0]]
 			verdict := "UNCOVERED"
+			if len(parts) == 4 {
+				verdict = "NOT COVERED (" + strings.TrimPrefix(parts[3], "reason: ") + ")"
+			}
 			var names []string
 			ran, failed := 0, 0
 			for _, r := range rs {
@@ -192,15 +204,18 @@ func (b bundle) coverage(results []steps.ScenarioResult) ([]byte, error) {
 			case len(rs) > 0:
 				verdict = "NOT RUN"
 			}
-			count[strings.Trim(verdict, "*")]++
+			if len(parts) == 4 && len(rs) == 0 {
+				count["NOT COVERED"]++
+			} else {
+				count[strings.Trim(verdict, "*")]++
+			}
 			rows = append(rows, row{parts[0], parts[1], parts[2], verdict, strings.Join(names, "; ")})
 		}
 		fh.Close()
 		if err := sc.Err(); err != nil {
 			return nil, err
 		}
-		title := strings.TrimSuffix(filepath.Base(f), ".txt")
-		fmt.Fprintf(&out, "## %s\n\nPASS %d, FAIL %d, NOT RUN %d, UNCOVERED %d of %d sentences.\n\n", title, count["PASS"], count["FAIL"], count["NOT RUN"], count["UNCOVERED"], len(rows))
+		fmt.Fprintf(&out, "## %s\n\nPASS %d, FAIL %d, NOT RUN %d, NOT COVERED with a reason %d, UNCOVERED %d of %d sentences.\n\n", title, count["PASS"], count["FAIL"], count["NOT RUN"], count["NOT COVERED"], count["UNCOVERED"], len(rows))
 		fmt.Fprintf(&out, "| ID | section | sentence | result | scenarios |\n| --- | --- | --- | --- | --- |\n")
 		for _, r := range rows {
 			fmt.Fprintf(&out, "| %s | %s | %s | %s | %s |\n", r.id, md(r.section), md(r.text), r.verdict, md(r.scen))

@@ -1,17 +1,34 @@
 // Command coverage writes features/COVERAGE.md: every normative sentence of
-// the two queue Forms (features/sentences/*.txt, one "ID<TAB>section<TAB>
-// sentence" a line) with the conformance scenarios whose tags name its ID.
+// the two queue Forms, of the Host API rules a host could get wrong and of
+// the host's extensions (features/sentences/*.txt), with the conformance
+// scenarios whose tags name its ID.
+//
+// A sentence file opens with one header line,
+//
+//	# title: Pause (ext-pause); capability: ext-pause; prefix: EXT-PAUSE; order: 20
+//
+// (title, capability and prefix required; order, default 50, places the
+// list in the matrix, then the file name), then one sentence a line:
+// "ID<TAB>section<TAB>sentence", optionally "<TAB>reason: why no scenario
+// checks it". Other lines starting with # are comments. An ID is the
+// file's prefix, "-", an optional upper-case section word and "-", and a
+// number (QC-CRUD-3, EXT-PAUSE-4, HAPI-OPS-7). Files are found by glob, so
+// a new capability's list needs no change here.
 //
 // The output depends only on the committed sentence lists and .feature
 // files, in a fixed order, so `make check-generated` can detect drift. A
 // scenario tag that looks like a sentence ID but names no sentence is an
 // error: the matrix must not claim coverage of a sentence that does not
-// exist.
+// exist. A sentence that no scenario checks and that gives no reason is an
+// error too (the matrix is still written, so that it shows which): every
+// rule a host could get wrong has a scenario, or says why it cannot have
+// one.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -26,24 +43,34 @@ import (
 	messages "github.com/cucumber/messages/go/v34"
 )
 
-// forms lists the sentence files in the order the matrix shows them.
-var forms = []struct{ file, title, prefix string }{
-	{"QueueConsumer-0.3.0.txt", "QueueConsumer 0.3.0", "QC"},
-	{"AtLeastOnceQueue-0.2.0.txt", "AtLeastOnceQueue 0.2.0", "Q"},
-}
+// idTag matches a tag that names a sentence (without the leading @): upper
+// case words and a number, dash-separated. No other tag of the kit has this
+// shape (@QueueConsumer-0.3.0, @HostAPI-v2 and @ext-pause do not).
+var idTag = regexp.MustCompile(`^[A-Z]+(-[A-Z]+)*-[0-9]+$`)
 
-// idTag matches a tag that names a sentence (without the leading @).
-var idTag = regexp.MustCompile(`^(QC|Q)-[A-Z]+-[0-9]+$`)
+// prefixRE is what a header's prefix may be.
+var prefixRE = regexp.MustCompile(`^[A-Z]+(-[A-Z]+)*$`)
 
 type sentence struct {
-	id, section, text string
-	covered           []string
+	id, section, text, reason string
+	covered                   []string
+}
+
+// list is one sentence file.
+type list struct {
+	file, title, capability, prefix string
+	order                           int
+	sentences                       []*sentence
 }
 
 type scenario struct {
 	ref  string // "file.feature: name"
 	tags []string
 }
+
+// errUncovered reports sentences that no scenario checks and that give no
+// reason; the matrix is still written.
+var errUncovered = errors.New("uncovered without a reason")
 
 func main() {
 	dir := flag.String("features", "features", "directory holding the .feature files and sentences/")
@@ -52,7 +79,7 @@ func main() {
 	if *out == "" {
 		*out = filepath.Join(*dir, "COVERAGE.md")
 	}
-	doc, err := build(*dir)
+	doc, unc, err := build(*dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coverage:", err)
 		os.Exit(1)
@@ -61,27 +88,32 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coverage:", err)
 		os.Exit(1)
 	}
+	if len(unc) > 0 {
+		fmt.Fprintf(os.Stderr, "coverage: %d sentences %v (give each a scenario tagged with its ID, or a reason in its sentence file):\n  %s\n",
+			len(unc), errUncovered, strings.Join(unc, "\n  "))
+		os.Exit(1)
+	}
 }
 
-func build(dir string) ([]byte, error) {
+// build reads the lists and scenarios and renders the matrix. unc names the
+// sentences uncovered without a reason.
+func build(dir string) (doc []byte, unc []string, err error) {
+	lists, err := readLists(filepath.Join(dir, "sentences"))
+	if err != nil {
+		return nil, nil, err
+	}
 	byID := map[string]*sentence{}
-	lists := make([][]*sentence, len(forms))
-	for i, f := range forms {
-		ss, err := readSentences(filepath.Join(dir, "sentences", f.file), f.prefix)
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range ss {
+	for _, l := range lists {
+		for _, s := range l.sentences {
 			if byID[s.id] != nil {
-				return nil, fmt.Errorf("%s: duplicate sentence id %s", f.file, s.id)
+				return nil, nil, fmt.Errorf("%s: duplicate sentence id %s", l.file, s.id)
 			}
 			byID[s.id] = s
 		}
-		lists[i] = ss
 	}
 	scs, err := readScenarios(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var unknown []string
 	for _, sc := range scs {
@@ -99,76 +131,204 @@ func build(dir string) ([]byte, error) {
 			}
 		}
 	}
+	for _, l := range lists {
+		for _, s := range l.sentences {
+			if s.reason != "" && len(s.covered) > 0 {
+				unknown = append(unknown, fmt.Sprintf("%s: %s gives a reason for having no scenario, but %s checks it: drop the reason", l.file, s.id, s.covered[0]))
+			}
+		}
+	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("%s", strings.Join(unknown, "\n"))
+		return nil, nil, fmt.Errorf("%s", strings.Join(unknown, "\n"))
 	}
 
 	var b bytes.Buffer
 	b.WriteString("# Conformance coverage matrix\n\n")
 	b.WriteString("Generated by `go run ./tools/coverage` (`make generate`) from `features/sentences/*.txt` and `features/*.feature`. Do not edit.\n\n")
-	b.WriteString("Each normative sentence of the two Forms, as written in the Form, with the scenarios tagged with its ID. A sentence no scenario checks is marked **UNCOVERED**.\n\n")
-	b.WriteString("## Totals\n\n| Form | sentences | covered | uncovered |\n| --- | ---: | ---: | ---: |\n")
-	total, totalCov := 0, 0
-	for i, f := range forms {
-		cov := 0
-		for _, s := range lists[i] {
-			if len(s.covered) > 0 {
+	b.WriteString("Each normative sentence of the two Forms, as written in the Form, and each rule of the Host API (`spec/host-api.md`) and of the host's extensions (`spec/peers.md`) that a host could get wrong, as written in the spec, with the scenarios tagged with its ID. ")
+	b.WriteString("A sentence no scenario checks says why (*not covered: reason*); one that gives no reason is marked **UNCOVERED**, and the tool fails on it.\n\n")
+	b.WriteString("## Totals\n\n| list | capability | sentences | covered | not covered, with a reason | uncovered |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
+	var total, totalCov, totalWhy int
+	for _, l := range lists {
+		cov, why := 0, 0
+		for _, s := range l.sentences {
+			switch {
+			case len(s.covered) > 0:
 				cov++
+			case s.reason != "":
+				why++
 			}
 		}
-		total += len(lists[i])
+		total += len(l.sentences)
 		totalCov += cov
-		fmt.Fprintf(&b, "| %s | %d | %d | %d |\n", f.title, len(lists[i]), cov, len(lists[i])-cov)
+		totalWhy += why
+		fmt.Fprintf(&b, "| [%s](#%s) | `%s` | %d | %d | %d | %d |\n", l.title, anchor(l.title), l.capability, len(l.sentences), cov, why, len(l.sentences)-cov-why)
 	}
-	fmt.Fprintf(&b, "| **all** | %d | %d | %d |\n\n", total, totalCov, total-totalCov)
+	fmt.Fprintf(&b, "| **all** | | %d | %d | %d | %d |\n\n", total, totalCov, totalWhy, total-totalCov-totalWhy)
 	fmt.Fprintf(&b, "Scenarios read: %d.\n", len(scs))
-	for i, f := range forms {
-		fmt.Fprintf(&b, "\n## %s\n\n| ID | section | sentence | scenarios |\n| --- | --- | --- | --- |\n", f.title)
-		for _, s := range lists[i] {
-			cell := "**UNCOVERED**"
-			if len(s.covered) > 0 {
+	for _, l := range lists {
+		fmt.Fprintf(&b, "\n## %s\n\nCapability `%s`, `features/sentences/%s`.\n\n| ID | section | sentence | scenarios |\n| --- | --- | --- | --- |\n", l.title, l.capability, l.file)
+		var lunc []string
+		for _, s := range l.sentences {
+			var cell string
+			switch {
+			case len(s.covered) > 0:
 				cell = strings.Join(s.covered, "<br>")
+			case s.reason != "":
+				cell = "*not covered: " + s.reason + "*"
+			default:
+				cell = "**UNCOVERED**"
+				lunc = append(lunc, s.id)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.id, esc(s.section), esc(s.text), esc(cell))
 		}
-		var unc []string
-		for _, s := range lists[i] {
-			if len(s.covered) == 0 {
-				unc = append(unc, s.id)
-			}
-		}
-		if len(unc) > 0 {
-			fmt.Fprintf(&b, "\nUncovered in %s (%d): %s\n", f.title, len(unc), strings.Join(unc, ", "))
+		if len(lunc) > 0 {
+			fmt.Fprintf(&b, "\nUncovered in %s (%d): %s\n", l.title, len(lunc), strings.Join(lunc, ", "))
+			unc = append(unc, lunc...)
 		}
 	}
-	return b.Bytes(), nil
+	return b.Bytes(), unc, nil
 }
 
 func esc(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-func readSentences(path, prefix string) ([]*sentence, error) {
+// anchor is the GitHub-style heading anchor of a title.
+func anchor(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r > 0x7f:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// readLists reads every sentence file of dir, in matrix order.
+func readLists(dir string) ([]*list, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: no sentence files", dir)
+	}
+	var out []*list
+	titles, prefixes := map[string]string{}, map[string]string{}
+	for _, p := range paths {
+		l, err := readSentences(p)
+		if err != nil {
+			return nil, err
+		}
+		if f := titles[l.title]; f != "" {
+			return nil, fmt.Errorf("%s and %s have the same title %q", f, l.file, l.title)
+		}
+		if f := prefixes[l.prefix]; f != "" {
+			return nil, fmt.Errorf("%s and %s have the same prefix %s", f, l.file, l.prefix)
+		}
+		titles[l.title], prefixes[l.prefix] = l.file, l.file
+		out = append(out, l)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].order != out[j].order {
+			return out[i].order < out[j].order
+		}
+		return out[i].file < out[j].file
+	})
+	return out, nil
+}
+
+// readHeader parses "# title: T; capability: C; prefix: P; order: N".
+func readHeader(path, line string) (*list, error) {
+	l := &list{file: filepath.Base(path), order: 50}
+	bad := func(why string) error {
+		return fmt.Errorf("%s:1: %s; want a header line \"# title: T; capability: C; prefix: P[; order: N]\"", path, why)
+	}
+	if !strings.HasPrefix(line, "#") {
+		return nil, bad("no header")
+	}
+	for _, kv := range strings.Split(strings.TrimPrefix(line, "#"), ";") {
+		k, v, ok := strings.Cut(kv, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || v == "" {
+			return nil, bad(fmt.Sprintf("%q is not key: value", strings.TrimSpace(kv)))
+		}
+		switch k {
+		case "title":
+			l.title = v
+		case "capability":
+			l.capability = v
+		case "prefix":
+			if !prefixRE.MatchString(v) {
+				return nil, bad(fmt.Sprintf("prefix %q is not upper-case words joined by -", v))
+			}
+			l.prefix = v
+		case "order":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, bad(fmt.Sprintf("order %q is not an integer", v))
+			}
+			l.order = n
+		default:
+			return nil, bad(fmt.Sprintf("unknown key %q", k))
+		}
+	}
+	if l.title == "" || l.capability == "" || l.prefix == "" {
+		return nil, bad("title, capability and prefix are required")
+	}
+	return l, nil
+}
+
+func readSentences(path string) (*list, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []*sentence
+	var l *list
+	var idRE *regexp.Regexp
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	n := 0
 	for sc.Scan() {
 		n++
 		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
+		if n == 1 {
+			if l, err = readHeader(path, line); err != nil {
+				return nil, err
+			}
+			idRE = regexp.MustCompile(`^` + regexp.QuoteMeta(l.prefix) + `-([A-Z]+-)?[0-9]+$`)
 			continue
 		}
-		parts := strings.SplitN(line, "\t", 3)
-		if len(parts) != 3 || !idTag.MatchString(parts[0]) || !strings.HasPrefix(parts[0], prefix+"-") {
-			return nil, fmt.Errorf("%s:%d: want %s-SECTION-N<TAB>section<TAB>sentence", path, n, prefix)
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
-		out = append(out, &sentence{id: parts[0], section: parts[1], text: parts[2]})
+		parts := strings.Split(line, "\t")
+		if len(parts) < 3 || len(parts) > 4 || !idRE.MatchString(parts[0]) || !idTag.MatchString(parts[0]) {
+			return nil, fmt.Errorf("%s:%d: want %s-[SECTION-]N<TAB>section<TAB>sentence[<TAB>reason: why no scenario]", path, n, l.prefix)
+		}
+		s := &sentence{id: parts[0], section: parts[1], text: parts[2]}
+		if strings.TrimSpace(s.text) == "" {
+			return nil, fmt.Errorf("%s:%d: %s has no sentence", path, n, s.id)
+		}
+		if len(parts) == 4 {
+			r, ok := strings.CutPrefix(parts[3], "reason: ")
+			if !ok || strings.TrimSpace(r) == "" {
+				return nil, fmt.Errorf("%s:%d: the fourth column must be \"reason: why no scenario checks it\"", path, n)
+			}
+			s.reason = strings.TrimSpace(r)
+		}
+		l.sentences = append(l.sentences, s)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%s: empty", path)
+	}
+	return l, nil
 }
 
 func readScenarios(dir string) ([]scenario, error) {

@@ -6,7 +6,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
     And a queue "dlq"
     And a worker "w" with producer binding TASKS to "q"
 
-  @AtLeastOnceQueue-0.2.0 @QueueConsumer-0.3.0 @Q-OPS-14 @Q-REF-8 @QC-OWN-7
+  @AtLeastOnceQueue-0.2.0 @QueueConsumer-0.3.0 @Q-OPS-14 @Q-REF-8 @QC-OWN-7 @HAPI-OPS-8
   Scenario Outline: a queue referenced by a consumer is dependency_conflict
     Given a queue "other"
     And a consumer "c" of "<queue>" by "w" with deadLetterQueue=@<dead>
@@ -19,7 +19,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
       | other | dlq   | other  |
       | other | dlq   | dlq    |
 
-  @AtLeastOnceQueue-0.2.0 @Q-OPS-14 @Q-OPS-15 @Q-REF-8 @Q-REF-9 @Q-BIND-16 @Q-BIND-17
+  @AtLeastOnceQueue-0.2.0 @Q-OPS-14 @Q-OPS-15 @Q-REF-8 @Q-REF-9 @Q-BIND-16 @Q-BIND-17 @HAPI-OPS-8
   Scenario: a queue named by an unselected, never-run WorkerVersion is dependency_conflict
     Given a queue "p"
     And an unselected version "spare" of "w" with producer binding SPARE to "p"
@@ -37,7 +37,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
     And "p" no longer exists
     And "w" still exists
 
-  @QueueConsumer-0.3.0 @QC-CRUD-9 @QC-CRUD-10 @QC-OWN-1 @QC-OWN-6 @Q-REF-10 @Q-OPS-16
+  @QueueConsumer-0.3.0 @QC-CRUD-9 @QC-CRUD-10 @QC-OWN-1 @QC-OWN-6 @Q-REF-10 @Q-OPS-16 @HAPI-OPS-8
   Scenario: deleting a consumer detaches only it; its queues and worker stay
     Given a consumer "c" of "q" by "w" with deadLetterQueue=@dlq
     When I delete "c"
@@ -74,7 +74,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
     And a consumer "c" of "q" by "w"
     Then message "m1" is delivered exactly 1 time
 
-  @AtLeastOnceQueue-0.2.0 @Q-OPS-13 @Q-OPS-17 @Q-REF-7 @Q-REF-1
+  @AtLeastOnceQueue-0.2.0 @Q-OPS-13 @Q-OPS-17 @Q-REF-7 @Q-REF-1 @HAPI-RES-3
   Scenario: deleting a queue deletes its messages, and its name is free again
     Given a queue "dead"
     And a worker "w2" with producer binding DEAD to "dead"

@@ -7,6 +7,7 @@ Feature: Conditional delete of a queue (host extension)
   batch; without it, the Forms' delete (which deletes the messages with the
   queue) is unchanged.
 
+  @EXT-IDLE-1
   Scenario: a queue holding a message is not deleted with ifIdle
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -15,16 +16,19 @@ Feature: Conditional delete of a queue (host extension)
     Then the request is refused with 409 "queue_not_idle"
     And "q" reads state "active"
 
+  @EXT-IDLE-1
   Scenario: an empty queue is deleted with ifIdle
     Given a queue "q"
     When I DELETE "/v2/spaces/{{space}}/resources/{{uid:q}}?ifIdle=true"
     Then the response status is 202
 
+  @EXT-IDLE-4
   Scenario: ifIdle applies to queues only
     Given a worker "w"
     When I DELETE "/v2/spaces/{{space}}/resources/{{uid:w}}?ifIdle=true"
     Then the request is refused with 400 "invalid_request"
 
+  @EXT-IDLE-3
   Scenario: a queue whose messages were all acknowledged is idle again, and the Forms' rules still apply
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"

@@ -8,6 +8,7 @@ Feature: Queue inspection (host extension)
   first, each with a bounded body preview. Both are reads: viewers of the
   queue may use them, and they never deliver, settle or change anything.
 
+  @EXT-INSPECT-1 @EXT-INSPECT-2 @EXT-INSPECT-10
   Scenario: the stats count available and delayed messages
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -17,6 +18,7 @@ Feature: Queue inspection (host extension)
     And the listed message of "q" tagged "now" is in state "available" with attempts 0
     And the listed message of "q" tagged "later" is in state "delayed" with attempts 0
 
+  @EXT-INSPECT-2
   Scenario: the stats count a message waiting for its retry, and one in flight
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -29,6 +31,7 @@ Feature: Queue inspection (host extension)
     And message "s" is delivered
     Then the stats of "q" become 2 messages: 0 available, 0 delayed, 1 retry-waiting, 1 in flight
 
+  @EXT-INSPECT-5
   Scenario: a listing walks every message once, oldest first, a page at a time
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -38,6 +41,7 @@ Feature: Queue inspection (host extension)
     And listing the messages of "q" 100 at a time yields 37 messages, oldest first
     And listing the messages of "q" 1 at a time yields 37 messages, oldest first
 
+  @EXT-INSPECT-6
   Scenario: a listed body is previewed up to 256 bytes
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -47,6 +51,7 @@ Feature: Queue inspection (host extension)
       """
     Then the listed message of "q" tagged "big" has a 256-byte preview of its 1000-byte body, truncated
 
+  @EXT-INSPECT-11 @EXT-INSPECT-12
   Scenario: a dead-lettered message is listed with where it came from and why
     Given a queue "q"
     And a queue "dlq"
@@ -58,6 +63,7 @@ Feature: Queue inspection (host extension)
     When "w" sends {"tag":"m2","do":"ack"} through "TASKS"
     Then the listed message of "q" tagged "m2" has no dead-letter metadata
 
+  @EXT-INSPECT-7
   Scenario: a viewer reads the stats and the listing
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -66,6 +72,7 @@ Feature: Queue inspection (host extension)
     Then the stats of "q" become 1 message: 1 available, 0 delayed, 0 retry-waiting, 0 in flight
     And listing the messages of "q" 10 at a time yields 1 message, oldest first
 
+  @EXT-INSPECT-7 @HAPI-AUTH-9
   Scenario: a principal without a grant on the queue's Form reads neither
     Given a queue "q"
     When I act as the "narrow" principal
@@ -74,6 +81,7 @@ Feature: Queue inspection (host extension)
     When I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/messages"
     Then the request is refused with 403 "forbidden"
 
+  @EXT-INSPECT-9
   Scenario: only a queue has messages to inspect, and a bad page is refused
     Given a queue "q"
     And a worker "w"

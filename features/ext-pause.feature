@@ -9,6 +9,7 @@ Feature: Active and inactive delivery (host extension)
   route on the queue or on its QueueConsumer reads the state. Every rule of
   the Forms holds while a queue is paused; only when a batch starts changes.
 
+  @EXT-PAUSE-2 @EXT-PAUSE-4 @EXT-PAUSE-7 @HAPI-AUTH-9
   Scenario: a paused queue accepts sends and delivers nothing until it is resumed
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -24,6 +25,7 @@ Feature: Active and inactive delivery (host extension)
     And the delivery of "q" reads active
     And the delivery of "c" reads active for "q"
 
+  @EXT-PAUSE-3
   Scenario: a batch running when the queue is paused finishes and settles
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -38,6 +40,7 @@ Feature: Active and inactive delivery (host extension)
     Then message "m2" is delivered exactly 1 time
     And message "m1" is not delivered again within 2 seconds
 
+  @EXT-PAUSE-1 @EXT-PAUSE-6
   Scenario: pausing and resuming are idempotent, and a queue starts active
     Given a queue "q"
     Then the delivery of "q" reads active
@@ -52,6 +55,7 @@ Feature: Active and inactive delivery (host extension)
     Then the response status is 200
     And the delivery of "q" reads active
 
+  @EXT-PAUSE-12
   Scenario: an update of a paused queue's spec leaves it paused
     Given a queue "q"
     And "q" has been paused
@@ -59,6 +63,7 @@ Feature: Active and inactive delivery (host extension)
     Then the request is accepted
     And the delivery of "q" reads inactive
 
+  @EXT-PAUSE-8 @HAPI-AUTH-4
   Scenario: a viewer reads the delivery state but cannot change it
     Given a queue "q"
     When I act as the "viewer" principal
@@ -66,6 +71,7 @@ Feature: Active and inactive delivery (host extension)
     When I pause "q"
     Then the request is refused with 403 "forbidden"
 
+  @EXT-PAUSE-8 @HAPI-AUTH-9
   Scenario: an editor of workers who only views queues cannot pause one
     Given a queue "q"
     When I act as the "sender" principal
@@ -73,6 +79,7 @@ Feature: Active and inactive delivery (host extension)
     Then the request is refused with 403 "forbidden"
     And the delivery of "q" reads active
 
+  @EXT-PAUSE-9
   Scenario: only a queue has a delivery state to change
     Given a queue "q"
     And a worker "w"
@@ -86,6 +93,7 @@ Feature: Active and inactive delivery (host extension)
     When I GET "/v2/spaces/{{space}}/resources/{{nouid}}/delivery"
     Then the request is refused with 404 "not_found"
 
+  @EXT-PAUSE-5
   Scenario: a malformed delivery request is refused
     Given a queue "q"
     When I PUT "/v2/spaces/{{space}}/resources/{{uid:q}}/delivery" with body:
@@ -100,7 +108,7 @@ Feature: Active and inactive delivery (host extension)
     Then the request is refused with 400 "invalid_request"
     And the delivery of "q" reads active
 
-  @restart
+  @restart @EXT-PAUSE-12
   Scenario: a paused queue stays paused across a restart, and resumes afterwards
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"

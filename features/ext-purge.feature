@@ -8,6 +8,7 @@ Feature: Purge (host extension)
   are not acknowledged by it: their settlement answers as for a message
   removed while in flight, and they are not delivered again.
 
+  @EXT-PURGE-1 @EXT-PURGE-2 @EXT-PURGE-4
   Scenario: a purge removes every message, and the queue goes on accepting
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -22,6 +23,7 @@ Feature: Purge (host extension)
     Then the stats of "q" become 1 message: 1 available, 0 delayed, 0 retry-waiting, 0 in flight
     And "q" holds 1 message tagged "after"
 
+  @EXT-PURGE-5 @EXT-PURGE-12
   Scenario: a message in flight is not acknowledged by a purge, and is not delivered again
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -36,6 +38,7 @@ Feature: Purge (host extension)
     And message "s" is not delivered again within 3 seconds
     And the stats of "q" become 0 messages: 0 available, 0 delayed, 0 retry-waiting, 0 in flight
 
+  @EXT-PURGE-5
   Scenario: a retry of a purged message in flight does not bring it back
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -49,6 +52,7 @@ Feature: Purge (host extension)
       | retry | ok      |
     And message "r" is not delivered again within 3 seconds
 
+  @EXT-PURGE-7
   Scenario: a purge with the same Idempotency-Key replays its Operation
     Given a queue "q"
     And the next request carries header "Idempotency-Key": purge-once
@@ -59,6 +63,7 @@ Feature: Purge (host extension)
     When I purge "q"
     Then the response replays the previous operation
 
+  @EXT-PURGE-8 @HAPI-AUTH-9
   Scenario: a viewer may not purge, and a principal without a grant on queues neither
     Given a queue "q"
     When I act as the "viewer" principal
@@ -68,6 +73,7 @@ Feature: Purge (host extension)
     And I POST "/v2/spaces/{{space}}/resources/{{uid:q}}/purge"
     Then the request is refused with 403 "forbidden"
 
+  @EXT-PURGE-9
   Scenario: only a queue is purged
     Given a queue "q"
     And a worker "w"
@@ -76,7 +82,7 @@ Feature: Purge (host extension)
     When I POST "/v2/spaces/{{space}}/resources/{{nouid}}/purge"
     Then the request is refused with 404 "not_found"
 
-  @restart
+  @restart @EXT-PURGE-4
   Scenario: a purge is durable across a restart, and is not run again by it
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"

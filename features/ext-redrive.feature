@@ -16,6 +16,7 @@ Feature: Redrive (host extension)
     And a queue "dlq"
     And a worker "w" with producer binding TASKS to "q"
 
+  @EXT-REDRIVE-1 @EXT-REDRIVE-3 @EXT-REDRIVE-6 @EXT-REDRIVE-7
   Scenario: dead-lettered messages go back to the queue they came from, as new messages
     Given a consumer "c" of "q" by "w" with maxRetries=0; deadLetterQueue=@dlq
     When "w" sends {"tag":"r1","do":"throw"} through "TASKS"
@@ -30,6 +31,7 @@ Feature: Redrive (host extension)
     And the listed message of "q" tagged "r1" is in state "available" with attempts 0
     And the listed message of "q" tagged "r1" has no dead-letter metadata
 
+  @EXT-REDRIVE-3 @EXT-REDRIVE-4 @EXT-REDRIVE-6
   Scenario: a message that did not arrive by dead-lettering stays, unless a target is given
     Given a worker "w2" with producer binding DLQ to "dlq"
     And a consumer "c" of "q" by "w" with maxRetries=0; deadLetterQueue=@dlq
@@ -47,6 +49,7 @@ Feature: Redrive (host extension)
     And "other" holds 1 message tagged "direct"
     And "dlq" holds 0 messages tagged "direct"
 
+  @EXT-REDRIVE-5 @EXT-REDRIVE-9 @EXT-REDRIVE-11 @EXT-REDRIVE-12
   Scenario: a redrive is rate-limited, reports progress and can be cancelled; no message is lost or duplicated
     Given a worker "w2" with producer binding DLQ to "dlq"
     When "w2" sends 30 messages tagged "m" through "DLQ" in one batch
@@ -61,6 +64,7 @@ Feature: Redrive (host extension)
     When I cancel the redrive
     Then the request is refused with 409 "operation_not_cancellable"
 
+  @EXT-REDRIVE-15 @HAPI-IDEM-4
   Scenario: a redrive with the same Idempotency-Key replays its Operation
     Given the next request carries header "Idempotency-Key": redrive-once
     When I redrive "dlq"
@@ -70,6 +74,7 @@ Feature: Redrive (host extension)
     When I redrive "dlq"
     Then the response replays the previous operation
 
+  @EXT-REDRIVE-13 @HAPI-AUTH-9
   Scenario: a viewer may not redrive
     When I act as the "viewer" principal
     And I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
@@ -78,6 +83,7 @@ Feature: Redrive (host extension)
       """
     Then the request is refused with 403 "forbidden"
 
+  @EXT-REDRIVE-12 @EXT-REDRIVE-13 @EXT-REDRIVE-14
   Scenario: a bad redrive is refused and changes nothing
     When I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
       """
@@ -109,7 +115,7 @@ Feature: Redrive (host extension)
     And I cancel the redrive
     Then the request is refused with 409 "operation_not_cancellable"
 
-  @restart
+  @restart @EXT-REDRIVE-9 @EXT-REDRIVE-10
   Scenario: a redrive under way when the host restarts goes on afterwards, moving each message once
     Given a worker "w2" with producer binding DLQ to "dlq"
     When "w2" sends 20 messages tagged "x" through "DLQ" in one batch

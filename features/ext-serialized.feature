@@ -9,6 +9,7 @@ Feature: Serialized queues (host extension)
   and the next becomes the head. Every rule of the Forms holds
   (at-least-once, attempts, 1 + maxRetries, dead-letter with a new ID).
 
+  @EXT-SERIAL-14 @EXT-SERIAL-15 @HAPI-ADM-1
   Scenario: a queue is created in the offering serialized, which only the queue Form has
     When I create a queue "sq" in offering "serialized"
     Then the request is accepted
@@ -25,6 +26,7 @@ Feature: Serialized queues (host extension)
     And the listing holds exactly 0 resources named "c"
     And the listing holds exactly 0 resources named "other"
 
+  @EXT-SERIAL-1 @EXT-SERIAL-2 @EXT-SERIAL-9 @EXT-SERIAL-11
   Scenario: one batch at a time, in accept order, whatever maxConcurrency
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -42,6 +44,7 @@ Feature: Serialized queues (host extension)
     And messages "s3" and "s4" came in one batch
     And at most 1 handler for "q" ran at once
 
+  @EXT-SERIAL-1 @EXT-SERIAL-2 @EXT-SERIAL-11
   Scenario: sends that follow one another are delivered in that order, even while batches run
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -53,6 +56,7 @@ Feature: Serialized queues (host extension)
     Then the deliveries from "q" were exactly: o1#1, o2#1, o3#1, o4#1
     And at most 1 handler for "q" ran at once
 
+  @EXT-SERIAL-3
   Scenario: a thrown head stays the head and is delivered again before the rest
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -66,6 +70,7 @@ Feature: Serialized queues (host extension)
     Then the deliveries from "q" were exactly: h1#1, h1#2, h2#1, h3#1
     And message "h1" is redelivered no sooner than 2 seconds after its first delivery
 
+  @EXT-SERIAL-3
   Scenario: an explicitly retried head, with its own delay, stays the head
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -77,6 +82,7 @@ Feature: Serialized queues (host extension)
       """
     Then the deliveries from "q" were exactly: e1#1, e1#2, e1#3, e2#1
 
+  @EXT-SERIAL-3 @EXT-SERIAL-12
   Scenario: a retried batch comes back whole, in order, ahead of the messages behind it
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -90,6 +96,7 @@ Feature: Serialized queues (host extension)
       """
     Then the deliveries from "q" were exactly: b1#1, b2#1, b3#1, b1#2, b2#2, b3#2, b4#1
 
+  @EXT-SERIAL-12
   Scenario: what a thrown batch acknowledged stays acknowledged; its retried head is still the head
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -103,6 +110,7 @@ Feature: Serialized queues (host extension)
       """
     Then the deliveries from "q" were exactly: a1#1, a2#1, a3#1, a1#2, a4#1
 
+  @EXT-SERIAL-6
   Scenario: a delayed send blocks the messages sent after it until it is delivered
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -114,6 +122,7 @@ Feature: Serialized queues (host extension)
     And the deliveries from "q" were exactly: d1#1, d2#1, d3#1
     And message "d1" is first delivered no sooner than 3 seconds after it was sent
 
+  @EXT-SERIAL-4
   Scenario: a head that exhausts its deliveries is dead-lettered, and the next becomes the head
     Given a serialized queue "q"
     And a serialized queue "dlq"
@@ -132,7 +141,7 @@ Feature: Serialized queues (host extension)
     And message "x3" arrives in "dlq" as a new message
     And the deliveries from "dlq" were exactly: x1#1, x3#1
 
-  @restart
+  @restart @EXT-SERIAL-7
   Scenario: accept order survives a restart
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -153,7 +162,7 @@ Feature: Serialized queues (host extension)
     And a consumer "c" of "q" by "w" with maxBatchSize=3
     Then the deliveries from "q" were exactly: r1#1, r2#1, r3#1, r4#1, r5#1, r6#1, r7#1, r8#1, r9#1, r10#1
 
-  @restart
+  @restart @EXT-SERIAL-7
   Scenario: a restart while the head is being handled: the head is finished or delivered again before the rest
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -169,7 +178,7 @@ Feature: Serialized queues (host extension)
     When the host restarts
     Then the deliveries from "q" kept accept order: t1, t2, t3, t4
 
-  @restart
+  @restart @EXT-SERIAL-5
   Scenario: dead-lettered messages keep their order in a serialized dead-letter queue across a restart
     Given a serialized queue "q"
     And a serialized queue "dlq"

@@ -1,7 +1,7 @@
 @HostAPI-v2 @operations
 Feature: Resource CRUD through Operations
 
-  @QC-CRUD-3 @Q-OPS-1 @Q-OPS-5 @Q-INTRO-4 @Q-INTRO-5 @QC-INTRO-3
+  @QC-CRUD-3 @Q-OPS-1 @Q-OPS-5 @Q-INTRO-4 @Q-INTRO-5 @QC-INTRO-3 @HAPI-OPS-1 @HAPI-OPS-2 @HAPI-RES-2
   Scenario: create answers 202 with an Operation and a Location that long-polls to succeeded
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
     Then the request is accepted
@@ -10,14 +10,14 @@ Feature: Resource CRUD through Operations
     And "q" exists
     And "q" is at generation 1
 
-  @Q-OPS-2 @QC-CRUD-2
+  @Q-OPS-2 @QC-CRUD-2 @HAPI-RES-3 @HAPI-ADM-3
   Scenario: a name already used in the space is name_conflict, before any side effect
     Given a queue "q"
     When I create a queue "q" with spec {"messageRetentionSeconds": 120}
     Then the request is refused with 409 "name_conflict"
     And the listing holds exactly 1 resource named "q"
 
-  @QueueConsumer-0.3.0 @AtLeastOnceQueue-0.2.0 @idempotency @QC-CRUD-18 @Q-OPS-19
+  @QueueConsumer-0.3.0 @AtLeastOnceQueue-0.2.0 @idempotency @QC-CRUD-18 @Q-OPS-19 @HAPI-IDEM-4
   Scenario: the same Idempotency-Key and body return the same Operation and create one resource
     Given the next request carries header "Idempotency-Key": kit-key-1
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
@@ -27,7 +27,7 @@ Feature: Resource CRUD through Operations
     Then the response replays the previous operation
     And the listing holds exactly 1 resource named "q"
 
-  @idempotency @QC-CRUD-18
+  @idempotency @QC-CRUD-18 @HAPI-IDEM-1
   Scenario: the structured-field string form of a key is the same key
     Given the next request carries header "Idempotency-Key": "kit-key-2"
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
@@ -36,7 +36,7 @@ Feature: Resource CRUD through Operations
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
     Then the response replays the previous operation
 
-  @idempotency @QC-CRUD-18
+  @idempotency @QC-CRUD-18 @HAPI-IDEM-5 @HAPI-IDEM-3
   Scenario: the same key with another body is idempotency_key_reuse
     Given the next request carries header "Idempotency-Key": kit-key-3
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
@@ -45,7 +45,7 @@ Feature: Resource CRUD through Operations
     When I create a queue "q" with spec {"messageRetentionSeconds": 61}
     Then the request is refused with 422 "idempotency_key_reuse"
 
-  @idempotency
+  @idempotency @HAPI-IDEM-6
   Scenario: a request refused in admission stores no key, so a corrected retry is accepted
     Given the next request carries header "Idempotency-Key": kit-key-4
     When I create a queue "q" with spec {"messageRetentionSeconds": 59}
@@ -54,13 +54,13 @@ Feature: Resource CRUD through Operations
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
     Then the request is accepted
 
-  @idempotency
+  @idempotency @HAPI-IDEM-1
   Scenario: an Idempotency-Key longer than 255 characters is invalid_request
     Given the next request carries header "Idempotency-Key": kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk
     When I create a queue "q" with spec {"messageRetentionSeconds": 60}
     Then the request is refused with 400 "invalid_request"
 
-  @QueueConsumer-0.3.0 @idempotency @QC-CRUD-18
+  @QueueConsumer-0.3.0 @idempotency @QC-CRUD-18 @HAPI-IDEM-4 @HAPI-RES-2
   Scenario: an update retried with its key replays the same Operation
     Given a queue "q"
     And a worker "w"
@@ -73,7 +73,7 @@ Feature: Resource CRUD through Operations
     Then the response replays the previous operation
     And "c" is at generation 2
 
-  @if-match
+  @if-match @HAPI-RES-2
   Scenario: If-Match with a stale etag is precondition_failed; with the current one the update applies
     Given a queue "q"
     And I remember the etag of "q"
@@ -89,7 +89,7 @@ Feature: Resource CRUD through Operations
     When I delete "q"
     Then the request is refused with 412 "precondition_failed"
 
-  @QueueConsumer-0.3.0 @operation-in-progress @QC-CRUD-11 @QC-CRUD-24 @QC-CRUD-21
+  @QueueConsumer-0.3.0 @operation-in-progress @QC-CRUD-11 @QC-CRUD-24 @QC-CRUD-21 @HAPI-OPS-6 @HAPI-OPS-3
   Scenario: while a consumer's deletion waits for its running handler, another Operation on it is operation_in_progress
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
@@ -103,7 +103,7 @@ Feature: Resource CRUD through Operations
     And "c" no longer exists
     And message "slow" is not delivered again within 2 seconds
 
-  @Q-OPS-7
+  @Q-OPS-7 @HAPI-RES-4
   Scenario: a deleted resource answers 404 not_found
     Given a queue "q"
     And "q" has been deleted

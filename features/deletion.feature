@@ -74,7 +74,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
     And a consumer "c" of "q" by "w"
     Then message "m1" is delivered exactly 1 time
 
-  @AtLeastOnceQueue-0.2.0 @Q-OPS-13 @Q-OPS-17 @Q-REF-7 @Q-REF-1 @HAPI-RES-3
+  @AtLeastOnceQueue-0.2.0 @Q-OPS-13 @Q-OPS-17 @Q-REF-7 @Q-REF-1 @HAPI-RES-3 @EXT-IDLE-6
   Scenario: deleting a queue deletes its messages, and its name is free again
     Given a queue "dead"
     And a worker "w2" with producer binding DEAD to "dead"

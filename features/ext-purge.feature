@@ -23,7 +23,7 @@ Feature: Purge (host extension)
     Then the stats of "q" become 1 message: 1 available, 0 delayed, 0 retry-waiting, 0 in flight
     And "q" holds 1 message tagged "after"
 
-  @EXT-PURGE-5 @EXT-PURGE-12
+  @EXT-PURGE-5 @EXT-PURGE-12 @EXT-PURGE-6
   Scenario: a message in flight is not acknowledged by a purge, and is not delivered again
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"

@@ -303,6 +303,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerInspectSteps(sc)
 	registerSerialSteps(sc)
 	registerQueueOpSteps(sc)
+	registerCoverageSteps(sc)
 }
 
 func (w *world) unlock() {

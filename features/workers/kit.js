@@ -34,6 +34,9 @@
 //   spin             loop forever (the host's handler time limit ends it)
 //   sleep:MS         wait MS milliseconds, then leave unsettled
 //   sleep-ack:MS     wait MS milliseconds, then acknowledge
+//   ack-then-sleep:MS acknowledge, report it (an event of kind "acked" holding
+//                    this message and the call's result), then wait MS
+//                    milliseconds: a batch that runs holding no unsettled message
 
 function toB64(buf) {
   const u8 = new Uint8Array(buf);
@@ -198,6 +201,14 @@ async function runQueue(batch, env, plan) {
         await sleep(arg || 0);
         await settle(results, "acknowledge", id, () => batch.acknowledge(id));
         break;
+      case "ack-then-sleep": {
+        const acked = [];
+        await settle(acked, "acknowledge", id, () => batch.acknowledge(id));
+        results.push(...acked);
+        await record(env, { kind: "acked", batchId: batch.id, queue: batch.queue, messages: [p.info], results: acked });
+        await sleep(arg || 0);
+        break;
+      }
       case "sleep-retry":
         await sleep(arg || 0);
         await settle(results, "retry", id, () => batch.retry(id, 0));

@@ -125,3 +125,82 @@ Feature: Redrive (host extension)
     Then the redrive ends succeeded with progress moved 20, total 20
     And "q" and "dlq" hold 20 messages tagged "x" between them, each once
     And "q" holds 20 messages tagged "x"
+
+  @EXT-REDRIVE-2 @EXT-REDRIVE-4
+  Scenario: a moved message is accepted at the move, with a new ID, no attempts and the target's deliveryDelaySeconds
+    Given a queue "slow" with spec {"messageRetentionSeconds": 600, "deliveryDelaySeconds": 7}
+    And a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends {"tag":"m","do":"ack"} through "DLQ"
+    And I remember the listed message of "dlq" tagged "m"
+    And 2 seconds pass
+    And I redrive "dlq" to "slow"
+    Then the redrive ends succeeded with progress moved 1, skipped 0, total 1
+    And the listed message of "slow" tagged "m" is a new message, accepted no sooner than 2 seconds after the remembered one and visible 7 seconds after that
+    And the listed message of "slow" tagged "m" is in state "delayed" with attempts 0
+
+  @EXT-REDRIVE-1 @EXT-REDRIVE-6
+  Scenario: a redrive moves only the messages the queue held when it started
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends 12 messages tagged "a" through "DLQ" in one batch
+    And I redrive "dlq" to "q" at 2 messages per second
+    Then the redrive is running with between 0 and 10 moved of 12
+    When "w2" sends 3 messages tagged "b" through "DLQ" in one batch
+    Then the redrive ends succeeded with progress moved 12, skipped 0, total 12
+    And "q" holds 12 messages tagged "a"
+    And "dlq" holds 3 messages tagged "b"
+    And "q" holds 0 messages tagged "b"
+
+  @EXT-REDRIVE-8
+  Scenario: a message held by a batch is skipped, not waited for
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    And a consumer "cd" of "dlq" by "w2" with maxBatchSize=1; maxRetries=3; retryDelaySeconds=600
+    Then a redrive of "dlq" to "q" while a batch holds a message "w2" sent through "DLQ" skips that message without waiting for the batch
+
+  @EXT-REDRIVE-16
+  Scenario: a target deleted while a redrive runs ends it failed with invalid_reference
+    Given a queue "t"
+    And a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends 30 messages tagged "m" through "DLQ" in one batch
+    And I redrive "dlq" to "t" at 2 messages per second
+    Then the redrive is running with between 0 and 28 moved of 30
+    When I delete "t"
+    Then the request is accepted
+    And the redrive ends failed with "invalid_reference" with progress total 30
+    And "dlq" holds as many messages tagged "m" as the redrive left unmoved
+
+  @EXT-REDRIVE-17
+  Scenario: a moved message is a new message of its target: delivered from attempts 1 and dead-lettered again
+    Given a queue "dlq2"
+    And a consumer "c" of "q" by "w" with maxRetries=0; deadLetterQueue=@dlq
+    When "w" sends {"tag":"again","do":"throw"} through "TASKS"
+    Then "dlq" holds 1 message tagged "again"
+    Given "c" has been deleted
+    When I redrive "dlq"
+    Then the redrive ends succeeded with progress moved 1, skipped 0, total 1
+    Given a consumer "c2" of "q" by "w" with maxRetries=1; deadLetterQueue=@dlq2
+    Then message "again" is delivered from "q" with attempts 1, 1, 2
+    And "dlq2" holds 1 message tagged "again"
+    And the listed message of "dlq2" tagged "again" was dead-lettered from "q" by "c2" after 2 attempts, reason "retries_exhausted"
+
+  @EXT-REDRIVE-11 @EXT-REDRIVE-15 @EXT-PURGE-10 @HAPI-AUTH-9
+  Scenario: while a redrive runs the queue takes no other Operation, and only an editor of queues cancels it
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends 30 messages tagged "m" through "DLQ" in one batch
+    And I redrive "dlq" to "q" at 2 messages per second
+    Then the redrive is running with between 0 and 28 moved of 30
+    When I purge "dlq"
+    Then the request is refused with 409 "operation_in_progress"
+    When I redrive "dlq" to "q"
+    Then the request is refused with 409 "operation_in_progress"
+    When I act as the "viewer" principal
+    And I cancel the redrive
+    Then the request is refused with 403 "forbidden"
+    When I act as the "sender" principal
+    And I cancel the redrive
+    Then the request is refused with 403 "forbidden"
+    When I act as the "admin" principal
+    Then the redrive is running with between 0 and 29 moved of 30
+    When I cancel the redrive
+    Then the response status is 200
+    And the redrive ends failed with "operation_cancelled" with progress total 30
+    And "q" and "dlq" hold 30 messages tagged "m" between them, each once

@@ -293,6 +293,92 @@ func registerCoverageSteps(sc *godog.ScenarioContext) {
 			return nil
 		})
 
+	sc.Step(`^"([^"]*)" holds as many messages tagged "([^"]*)" as the redrive left unmoved$`, func(ctx context.Context, a, tag string) error {
+		w := W(ctx)
+		id, err := w.queueOp()
+		if err != nil {
+			return err
+		}
+		op, err := WaitOperation(ctx, w.admin(), w.space, id, opTimeout)
+		if err != nil {
+			return err
+		}
+		all, err := w.listMessages(ctx, a, 100)
+		if err != nil {
+			return err
+		}
+		got := 0
+		for _, m := range all {
+			if strings.Contains(string(m.BodyPreview), `"tag":"`+tag) {
+				got++
+			}
+		}
+		if want := op.Progress["total"] - op.Progress["moved"]; got != want {
+			return fmt.Errorf("%q holds %d messages tagged %q; the redrive (%s) reports %d moved of %d", a, got, tag, op.State, op.Progress["moved"], op.Progress["total"])
+		}
+		return nil
+	})
+
+	sc.Step(`^a redrive of "([^"]*)" to "([^"]*)" while a batch holds a message "([^"]*)" sent through "([^"]*)" skips that message without waiting for the batch$`,
+		func(ctx context.Context, a, target, wk, b string) error {
+			w := W(ctx)
+			tr, err := w.resource(target)
+			if err != nil {
+				return err
+			}
+			// The batch runs until the host's time limit ends it; a redrive
+			// that finished only after the batch ended proves nothing (or is a
+			// host that waited), so the step tries again with the next message.
+			var tries []string
+			for i := 1; i <= 5; i++ {
+				tag := fmt.Sprintf("kit-held-%d", i)
+				body := fmt.Sprintf(`{"tag":%q,"do":"sleep:600000"}`, tag)
+				if err := w.mustSend(ctx, wk, b, map[string]any{"op": "send", "body": map[string]any{"string": body}}); err != nil {
+					return err
+				}
+				ds, err := w.waitDeliveries(tag, a, 1, deliverTimeout)
+				if err != nil {
+					return err
+				}
+				if err := w.startQueueOp(ctx, a, "redrive", map[string]any{"targetQueue": map[string]any{"resourceUid": tr.uid}}); err != nil {
+					return err
+				}
+				if w.last.Status != 202 {
+					return fmt.Errorf("redrive: %s", w.last)
+				}
+				id, _ := w.queueOp()
+				op, err := WaitOperation(ctx, w.admin(), w.space, id, opTimeout)
+				if err != nil {
+					return err
+				}
+				done := time.Now()
+				ended := false
+				for _, e := range w.k.cfg.Recorder.Events(w.scope) {
+					if e.Kind == "end" && e.BatchIDString() == ds[0].Start.BatchIDString() && e.Recv.Before(done) {
+						ended = true
+					}
+				}
+				if ended {
+					tries = append(tries, fmt.Sprintf("the redrive with %s ended %s after its batch", tag, op.State))
+					continue
+				}
+				if op.State != "succeeded" || op.Progress["skipped"] < 1 {
+					return fmt.Errorf("a redrive while %s was held ended %s/%s with progress %v, want succeeded with it skipped", tag, op.State, op.Effect, op.Progress)
+				}
+				moved, err := w.listMessages(ctx, target, 100)
+				if err != nil {
+					return err
+				}
+				for _, m := range moved {
+					if strings.Contains(string(m.BodyPreview), `"tag":"`+tag+`"`) {
+						return fmt.Errorf("message %s, held by a running batch, was moved to %q", tag, target)
+					}
+				}
+				return nil
+			}
+			return fmt.Errorf("no redrive finished while its batch ran (a host that waits for held messages?): %s", strings.Join(tries, "; "))
+		})
+
 	// ---- Operations ----
 	sc.Step(`^listing the operations on "([^"]*)" (\d+) at a time yields (\d+) operations?, newest first(?:, the last a (create|update|delete|purge|redrive))?$`,
 		func(ctx context.Context, a string, n, want int, kind string) error {

@@ -97,3 +97,76 @@ Feature: Queue inspection (host extension)
     Then the request is refused with 400 "invalid_request"
     When I GET "/v2/spaces/{{space}}/resources/{{uid:q}}/messages?limit=101"
     Then the request is refused with 400 "invalid_request"
+
+  @EXT-INSPECT-4
+  Scenario: the counts since the engine started count each delivery, acknowledgement, retry and dead-lettering
+    Given a queue "q"
+    And a queue "dlq"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1; maxRetries=1; retryDelaySeconds=0; deadLetterQueue=@dlq
+    When "w" sends {"tag":"a","do":"ack"} through "TASKS"
+    And "w" sends {"tag":"b","do":"retry"} through "TASKS"
+    Then message "b" is delivered with attempts 1, 2
+    And message "a" is delivered exactly 1 time
+    And the counts of "q" since the engine started become: accepted 2, delivered 3, acknowledged 1, retried 1, deadLettered 1, discarded 0, expired 0
+
+  @EXT-INSPECT-4
+  Scenario: a discarded message is counted as discarded, not dead-lettered
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxRetries=0
+    When "w" sends {"tag":"d","do":"throw"} through "TASKS"
+    Then message "d" is delivered exactly 1 time
+    And the counts of "q" since the engine started become: accepted 1, delivered 1, acknowledged 0, retried 0, deadLettered 0, discarded 1, expired 0
+
+  @EXT-INSPECT-6
+  Scenario: a listed message shows the ID and accept time a worker sees, its visible time, and a whole short body untruncated
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1; maxRetries=3; retryDelaySeconds=600
+    When "w" sends {"tag":"seen","do":"retry"} through "TASKS"
+    And message "seen" is delivered
+    Then the listed message of "q" tagged "seen" carries the ID and accept time its delivery carried
+    And the listed message of "q" tagged "seen" has its whole 27-byte body as preview, not truncated
+    When "w" sends {"tag":"later","do":"ack"} through "TASKS" with options {"delaySeconds": 600}
+    Then the listed message of "q" tagged "later" becomes visible 600 seconds after its accept time
+    When "w" calls "TASKS" with:
+      """
+      {"op": "send", "body": {"padded": 256, "tag": "edge"}}
+      """
+    Then the listed message of "q" tagged "edge" has its whole 256-byte body as preview, not truncated
+
+  @ext-pause @EXT-INSPECT-3
+  Scenario: the stats show the batches in flight, the delivery state and the age of the oldest message
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1; maxRetries=3; retryDelaySeconds=600
+    When "w" sends {"tag":"s","do":"sleep:600000"} through "TASKS"
+    And message "s" is delivered
+    Then the stats of "q" show 1 batch in flight, delivery active, and the oldest message at least 0 seconds old
+    Given "c" has been deleted
+    And "q" has been paused
+    And 2 seconds pass
+    Then the stats of "q" show 0 batches in flight, delivery inactive, and the oldest message at least 2 seconds old
+
+  @EXT-INSPECT-13
+  Scenario: a dead-lettered message reaches a handler with the Form's fields only
+    Given a queue "q"
+    And a queue "dlq"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxRetries=0; deadLetterQueue=@dlq
+    And a consumer "cd" of "dlq" by "w"
+    When "w" sends {"tag":"dl","do":["throw","ack"]} through "TASKS"
+    Then message "dl" is delivered from "dlq"
+    And message "dl" arrives in "dlq" as a new message
+
+  @restart @EXT-INSPECT-8
+  Scenario: a page token read before a restart reads on after it
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    When "w" sends 10 messages tagged "p" through "TASKS" in one batch
+    And 1 second passes
+    And "w" sends 10 messages tagged "o" through "TASKS" in one batch
+    And I read the first page of 10 messages of "q"
+    And the host restarts
+    Then reading on from that page's token yields the 10 messages not listed yet, none older

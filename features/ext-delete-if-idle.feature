@@ -38,3 +38,24 @@ Feature: Conditional delete of a queue (host extension)
     And the messageCount of "q", when observed, becomes 0
     When I DELETE "/v2/spaces/{{space}}/resources/{{uid:q}}?ifIdle=true"
     Then the request is refused with 409 "dependency_conflict"
+
+  @EXT-IDLE-1 @EXT-IDLE-2
+  Scenario: a queue whose batch still runs is not idle, though every message of the batch is settled
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1
+    Then "w" sends through "TASKS" messages its handler acknowledges and then keeps the batch running; a delete of "q" with ifIdle while it runs is refused with 409 "queue_not_idle"
+    And "q" reads state "active"
+
+  @EXT-IDLE-5
+  Scenario: an Idempotency-Key replays a delete with ifIdle, and is reused without it
+    Given a queue "q"
+    And the next request carries header "Idempotency-Key": idle-once
+    When I DELETE "/v2/spaces/{{space}}/resources/{{uid:q}}?ifIdle=true"
+    Then the response status is 202
+    Given the next request carries header "Idempotency-Key": idle-once
+    When I DELETE "/v2/spaces/{{space}}/resources/{{uid:q}}?ifIdle=true"
+    Then the response replays the previous operation
+    Given the next request carries header "Idempotency-Key": idle-once
+    When I DELETE "/v2/spaces/{{space}}/resources/{{uid:q}}"
+    Then the request is refused with 422 "idempotency_key_reuse"

@@ -94,3 +94,16 @@ Feature: Purge (host extension)
     Then the stats of "q" become 1 message: 1 available, 0 delayed, 0 retry-waiting, 0 in flight
     And "q" holds 1 message tagged "kept"
     And the purge ends succeeded with progress removed 4
+
+  @store-faults @EXT-PURGE-11
+  Scenario: a purge the store cannot record is backend_unavailable and removes nothing
+    Given a queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    When "w" sends 3 messages tagged "p" through "TASKS" in one batch
+    And the host's store fails every write of operations for "q"
+    And I purge "q"
+    Then the request is refused with 503 "backend_unavailable"
+    Given the host's store works again
+    Then "q" holds 3 messages tagged "p"
+    When I purge "q"
+    Then the purge ends succeeded with progress removed 3

@@ -198,3 +198,46 @@ Feature: Serialized queues (host extension)
     When the host restarts
     And a consumer "cd" of "dlq" by "w" with maxBatchSize=2
     Then the deliveries from "dlq" were exactly: k1#1, k2#1, k3#1, k4#1, k5#1, k6#1
+
+  @EXT-SERIAL-10
+  Scenario: a lone head waits for maxBatchTimeoutSeconds, and sends within it share the head's batch
+    Given a serialized queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=3; maxBatchTimeoutSeconds=4
+    When "w" sends {"tag":"h1","do":"ack"} through "TASKS"
+    And 1 second passes
+    And "w" sends {"tag":"h2","do":"ack"} through "TASKS"
+    Then message "h1" is first delivered no sooner than 4 seconds after its accept time, on the host's clock
+    And messages "h1" and "h2" came in one batch
+    When "w" sends a batch through "TASKS":
+      """
+      {"tag":"f1","do":"ack"}
+      {"tag":"f2","do":"ack"}
+      {"tag":"f3","do":"ack"}
+      """
+    Then messages "f1", "f2" and "f3" came in one batch
+    And the deliveries from "q" were exactly: h1#1, h2#1, f1#1, f2#1, f3#1
+
+  @ext-pause @EXT-SERIAL-13
+  Scenario: a paused serialized queue starts no batch, and resumes from its head
+    Given a serialized queue "q"
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w" with maxBatchSize=1
+    And "q" has been paused
+    When "w" sends {"tag":"p1","do":"ack"} through "TASKS"
+    And "w" sends {"tag":"p2","do":"ack"} through "TASKS"
+    And "w" sends {"tag":"p3","do":"ack"} through "TASKS"
+    Then message "p1" is not delivered within 3 seconds
+    When I resume "q"
+    Then the deliveries from "q" were exactly: p1#1, p2#1, p3#1
+
+  @slow @EXT-SERIAL-13
+  Scenario: an expired head is removed and unblocks the message behind it
+    Given a serialized queue "q" with spec {"messageRetentionSeconds": 60}
+    And a worker "w" with producer binding TASKS to "q"
+    And a consumer "c" of "q" by "w"
+    When "w" sends {"tag":"head","do":"ack"} through "TASKS" with options {"delaySeconds": 600}
+    And "w" sends {"tag":"next","do":"ack"} through "TASKS"
+    Then message "next" is not delivered within 55 seconds
+    And message "next" is delivered
+    And message "head" is not delivered within 3 seconds

@@ -65,12 +65,20 @@ func parseDeliveries(list string) ([]delivered, error) {
 
 func registerSerialSteps(sc *godog.ScenarioContext) {
 	W := func(ctx context.Context) *world { return get(ctx) }
-	sc.Step(`^a serialized queue "([^"]*)"$`, func(ctx context.Context, a string) error {
+	sc.Step(`^a serialized queue "([^"]*)"(?: with spec (\{.*\}))?$`, func(ctx context.Context, a, specText string) error {
 		w := W(ctx)
 		as := w.as
 		w.as = PrincipalAdmin
 		defer func() { w.as = as }()
-		r, err := w.createIn(ctx, w.space, a, FormQueue, OfferingSerialized, map[string]any{"messageRetentionSeconds": json.Number("600")}, nil)
+		var spec any = map[string]any{"messageRetentionSeconds": json.Number("600")}
+		if specText != "" {
+			v, err := decodeJSON(specText)
+			if err != nil {
+				return err
+			}
+			spec = v
+		}
+		r, err := w.createIn(ctx, w.space, a, FormQueue, OfferingSerialized, spec, nil)
 		if err != nil {
 			return err
 		}

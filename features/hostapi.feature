@@ -48,3 +48,53 @@ Feature: Host API v2 admission of the request envelope
       {"name": "q", "formUrl": "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "spec": {"messageRetentionSeconds": 60}}
       """
     Then the request is refused with 400 "invalid_request"
+
+  @HAPI-AUTH-1
+  Scenario: the OpenAPI document and the capabilities need no token; every other route does
+    When I act without a token
+    And I GET "/v2/openapi.json"
+    Then the response status is 200
+    When I GET "/v2/capabilities"
+    Then the response status is 200
+    When I GET "/v2/spaces/{{space}}/operations"
+    Then the request is refused with 401 "unauthenticated"
+
+  @HAPI-RES-1
+  Scenario Outline: a space name outside the resource-name rule is invalid_request, before authentication
+    When I act without a token
+    And I GET "/v2/spaces/<space>/resources"
+    Then the request is refused with 400 "invalid_request"
+
+    Examples:
+      | space     |
+      | Bad_Space |
+      | %2A       |
+      | -kit      |
+
+  @HAPI-TRANS-3
+  Scenario Outline: an integer query parameter written another way than the host writes integers is invalid_request
+    When I GET "/v2/spaces/{{space}}/resources?limit=<limit>"
+    Then the request is refused with 400 "invalid_request"
+
+    Examples:
+      | limit |
+      | 007   |
+      | -0    |
+      | %2B5  |
+      | 5.0   |
+
+  @HAPI-RES-5
+  Scenario: resources are listed a page at a time, oldest first, and a bad page is refused
+    Given a queue "q1"
+    And a queue "q2"
+    And a queue "q3"
+    Then listing the "AtLeastOnceQueue" resources 1 at a time yields 3 resources, oldest first, each once
+    And listing the "AtLeastOnceQueue" resources 2 at a time yields 3 resources, oldest first, each once
+    When I GET "/v2/spaces/{{space}}/resources?pageToken=bm9wZQ"
+    Then the request is refused with 400 "invalid_request"
+    When I GET "/v2/spaces/{{space}}/resources?limit=0"
+    Then the request is refused with 400 "invalid_request"
+    When I GET "/v2/spaces/{{space}}/resources?limit=501"
+    Then the request is refused with 400 "invalid_request"
+    When I GET "/v2/spaces/{{space}}/resources?limit=500"
+    Then the response status is 200

@@ -109,3 +109,121 @@ Feature: Resource CRUD through Operations
     And "q" has been deleted
     When I read "q"
     Then the request is refused with 404 "not_found"
+
+  @needs-sender @idempotency @HAPI-IDEM-2
+  Scenario: an Idempotency-Key is scoped to its principal: another principal's request with the same key is not a replay
+    Given the next request carries header "Idempotency-Key": kit-scope-1
+    When I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      {"name": "mw", "formUrl": "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/", "spec": {"handlers": ["fetch"]}}
+      """
+    Then the response status is 202
+    When I act as the "sender" principal
+    And the next request carries header "Idempotency-Key": kit-scope-1
+    And I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      {"name": "mw", "formUrl": "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/", "spec": {"handlers": ["fetch"]}}
+      """
+    Then the request is refused with 409 "name_conflict"
+
+  @idempotency @HAPI-IDEM-2
+  Scenario: an Idempotency-Key is scoped to its space, method and path
+    Given the next request carries header "Idempotency-Key": kit-scope-2
+    When I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      {"name": "q", "formUrl": "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "spec": {"messageRetentionSeconds": 60}}
+      """
+    Then the response status is 202
+    Given the next request carries header "Idempotency-Key": kit-scope-2
+    When I POST "/v2/spaces/{{space2}}/resources" with body:
+      """
+      {"name": "q", "formUrl": "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "spec": {"messageRetentionSeconds": 60}}
+      """
+    Then the response status is 202
+    And the response is a new operation, not a replay of the previous one
+    Given a queue "p"
+    And the next request carries header "Idempotency-Key": kit-scope-3
+    When I update "p" with messageRetentionSeconds=120
+    Then the request is accepted
+    Given a queue "r"
+    And the next request carries header "Idempotency-Key": kit-scope-3
+    When I update "r" with messageRetentionSeconds=120
+    Then the request is accepted
+    And the response is a new operation, not a replay of the previous one
+    And "r" is at generation 2
+    Given the next request carries header "Idempotency-Key": kit-scope-3
+    When I delete "r"
+    Then the request is accepted
+    And the response is a new operation, not a replay of the previous one
+    And "r" no longer exists
+
+  @idempotency @HAPI-IDEM-3
+  Scenario: the fingerprint is of the canonical JSON: member order and white space do not change it, a value does
+    Given the next request carries header "Idempotency-Key": kit-fp-1
+    When I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      {"name": "q", "formUrl": "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "spec": {"messageRetentionSeconds": 60, "deliveryDelaySeconds": 0}}
+      """
+    Then the response status is 202
+    Given the next request carries header "Idempotency-Key": kit-fp-1
+    When I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      { "spec" : { "deliveryDelaySeconds" : 0 , "messageRetentionSeconds" : 60 },
+        "formUrl" : "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "name" : "q" }
+      """
+    Then the response replays the previous operation
+    Given the next request carries header "Idempotency-Key": kit-fp-1
+    When I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      {"name": "q", "formUrl": "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "spec": {"messageRetentionSeconds": 60, "deliveryDelaySeconds": 1}}
+      """
+    Then the request is refused with 422 "idempotency_key_reuse"
+    Given the next request carries header "Idempotency-Key": kit-fp-1
+    When I POST "/v2/spaces/{{space}}/resources" with body:
+      """
+      {"name": "q", "formUrl": "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/", "offering": "embedded", "spec": {"messageRetentionSeconds": 60, "deliveryDelaySeconds": 0}}
+      """
+    Then the request is refused with 422 "idempotency_key_reuse"
+
+  @idempotency @HAPI-ADM-4 @HAPI-IDEM-4
+  Scenario: a replay returns its Operation even after the resource was deleted
+    Given the next request carries header "Idempotency-Key": kit-after-delete
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    And I remember the operation
+    Given "q" has been deleted
+    And the next request carries header "Idempotency-Key": kit-after-delete
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the response status is 202
+    And the response replays the remembered operation
+    And "q" no longer exists
+
+  @needs-other @HAPI-OPS-7
+  Scenario: an Operation is read only through its own space's path
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    And I remember the operation
+    When I read the remembered operation through the path of this space "{{space}}"
+    Then the response status is 200
+    When I read the remembered operation through the path of another space "{{space2}}"
+    Then the request is refused with 404 "not_found"
+    When I act as the "other" principal
+    And I read the remembered operation through the path of this space "{{space}}"
+    Then the request is refused with 404 "not_found"
+
+  @HAPI-OPS-4
+  Scenario: the Operations of a resource are listed newest first, a page at a time, and filtered by state
+    Given a queue "q"
+    And "q" has been updated with messageRetentionSeconds=120
+    And "q" has been updated with messageRetentionSeconds=180
+    Then listing the operations on "q" 1 at a time yields 3 operations, newest first, the last a create
+    And listing the operations on "q" 200 at a time yields 3 operations, newest first, the last a create
+    And listing the operations of the space with state "succeeded" yields only succeeded operations, 3 or more
+    And listing the operations of the space with state "failed" yields only failed operations, 0 or more
+
+  @needs-narrow @HAPI-OPS-5
+  Scenario: Operations on a Form the principal may not read are left out of the list
+    Given a queue "q"
+    And a worker "w"
+    When I act as the "narrow" principal
+    Then listing the operations of the space shows none on "q" and some on "w"

@@ -457,6 +457,63 @@ func registerCoverageSteps(sc *godog.ScenarioContext) {
 			return fmt.Errorf("no redrive finished while its batch ran (a host that waits for held messages?): %s", strings.Join(tries, "; "))
 		})
 
+	// ---- resources ----
+	sc.Step(`^listing the "([^"]*)" resources (\d+) at a time yields (\d+) resources?, oldest first, each once$`, func(ctx context.Context, form string, n, want int) error {
+		w := W(ctx)
+		fu := formsByShortName[form]
+		if fu == "" {
+			return fmt.Errorf("unknown Form %q", form)
+		}
+		type item struct {
+			UID        string `json:"uid"`
+			CreateTime string `json:"createTime"`
+		}
+		var all []item
+		tok := ""
+		for pages := 0; ; pages++ {
+			if pages > 10000 {
+				return fmt.Errorf("the pages of the resource list do not end")
+			}
+			u := fmt.Sprintf("/v2/spaces/%s/resources?formUrl=%s&limit=%d", w.space, url.QueryEscape(fu), n)
+			if tok != "" {
+				u += "&pageToken=" + url.QueryEscape(tok)
+			}
+			r, err := w.do(ctx, "GET", u, nil)
+			if err != nil {
+				return err
+			}
+			var pg struct {
+				Items         []item `json:"items"`
+				NextPageToken string `json:"nextPageToken"`
+			}
+			if r.Status != 200 || json.Unmarshal(r.Body, &pg) != nil {
+				return fmt.Errorf("GET %s: %s", u, r)
+			}
+			if len(pg.Items) > n {
+				return fmt.Errorf("GET %s: %d items, more than limit %d", u, len(pg.Items), n)
+			}
+			all = append(all, pg.Items...)
+			if pg.NextPageToken == "" {
+				break
+			}
+			tok = pg.NextPageToken
+		}
+		seen := map[string]bool{}
+		for i, it := range all {
+			if seen[it.UID] {
+				return fmt.Errorf("resource %s listed twice", it.UID)
+			}
+			seen[it.UID] = true
+			if i > 0 && it.CreateTime < all[i-1].CreateTime {
+				return fmt.Errorf("resource %s (created %s) listed after %s (created %s): want oldest first", it.UID, it.CreateTime, all[i-1].UID, all[i-1].CreateTime)
+			}
+		}
+		if len(all) != want {
+			return fmt.Errorf("listed %d %s resources, want %d", len(all), form, want)
+		}
+		return nil
+	})
+
 	// ---- Operations ----
 	sc.Step(`^listing the operations on "([^"]*)" (\d+) at a time yields (\d+) operations?, newest first(?:, the last a (create|update|delete|purge|redrive))?$`,
 		func(ctx context.Context, a string, n, want int, kind string) error {
@@ -543,6 +600,20 @@ func registerCoverageSteps(sc *godog.ScenarioContext) {
 		}
 		_, err = w.do(ctx, "GET", "/v2/spaces/"+sp+"/operations/"+url.PathEscape(w.etags["op"]), nil)
 		return err
+	})
+	sc.Step(`^the response replays the remembered operation$`, func(ctx context.Context) error {
+		w := W(ctx)
+		op, err := AcceptedOperation(w.last)
+		if err != nil {
+			return err
+		}
+		if op.ID != w.etags["op"] {
+			return fmt.Errorf("the replay answered operation %s, want the remembered %s", op.ID, w.etags["op"])
+		}
+		if v := w.last.Header.Get("Idempotent-Replayed"); v != "true" {
+			return fmt.Errorf("replay has Idempotent-Replayed %q, want true", v)
+		}
+		return nil
 	})
 	sc.Step(`^the response is a new operation, not a replay of the previous one$`, func(ctx context.Context) error {
 		w := W(ctx)

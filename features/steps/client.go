@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -228,6 +229,18 @@ func CheckProblem(r *Response, status int, code string) error {
 	}
 	if rid := r.Header.Get("X-Request-Id"); rid == "" || r.Problem.RequestID != rid {
 		return fmt.Errorf("problem requestId %q does not match X-Request-Id %q", r.Problem.RequestID, rid)
+	}
+	// The other members of spec/host-api.md §Errors: type names the code
+	// (https://…/problems/<code>), a title, and instance is the request path.
+	if !strings.HasSuffix(r.Problem.Type, "/problems/"+code) || !strings.HasPrefix(r.Problem.Type, "https://") {
+		return fmt.Errorf("problem type %q is not https://…/problems/%s: %s", r.Problem.Type, code, r)
+	}
+	if r.Problem.Title == "" {
+		return fmt.Errorf("problem has no title: %s", r)
+	}
+	path, _, _ := strings.Cut(r.Path, "?")
+	if unesc, err := url.PathUnescape(path); r.Problem.Instance != path && (err != nil || r.Problem.Instance != unesc) {
+		return fmt.Errorf("problem instance %q is not the request path %q: %s", r.Problem.Instance, path, r)
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ Feature: Queue inspection (host extension)
     Then the stats of "q" become 2 messages: 1 available, 1 delayed, 0 retry-waiting, 0 in flight
     And the listed message of "q" tagged "now" is in state "available" with attempts 0
     And the listed message of "q" tagged "later" is in state "delayed" with attempts 0
+    Given a consumer "c" of "q" by "w"
+    Then message "now" is delivered with attempts 1
+    And message "later" is not delivered within 3 seconds
 
   @EXT-INSPECT-2
   Scenario: the stats count a message waiting for its retry, and one in flight

@@ -49,7 +49,7 @@ Feature: Redrive (host extension)
     And "other" holds 1 message tagged "direct"
     And "dlq" holds 0 messages tagged "direct"
 
-  @EXT-REDRIVE-5 @EXT-REDRIVE-9 @EXT-REDRIVE-11 @EXT-REDRIVE-12
+  @EXT-REDRIVE-5 @EXT-REDRIVE-9 @EXT-REDRIVE-11 @EXT-REDRIVE-12 @HAPI-OPS-3
   Scenario: a redrive is rate-limited, reports progress and can be cancelled; no message is lost or duplicated
     Given a worker "w2" with producer binding DLQ to "dlq"
     When "w2" sends 30 messages tagged "m" through "DLQ" in one batch

@@ -31,6 +31,7 @@ Feature: Host API v2 admission of the request envelope
       """
     Then the request is refused with 400 "invalid_request"
     And the listing holds exactly 0 resources named "q"
+    And the space lists no operations
 
     Examples:
       | body                                                                                                                       |
@@ -98,3 +99,16 @@ Feature: Host API v2 admission of the request envelope
     Then the request is refused with 400 "invalid_request"
     When I GET "/v2/spaces/{{space}}/resources?limit=500"
     Then the response status is 200
+
+  @HAPI-TRANS-2
+  Scenario: every response carries X-Request-Id, and a client's own request ID is echoed
+    When I GET "/v2/spaces/{{space}}/resources"
+    Then the response status is 200
+    And the response carries header "X-Request-Id"
+    Given the next request carries header "X-Request-Id": kit-request-1
+    When I GET "/v2/spaces/{{space}}/resources"
+    Then the response carries header "X-Request-Id" with value "kit-request-1"
+    Given the next request carries header "X-Request-Id": kit-request-2
+    When I GET "/v2/spaces/{{space}}/resources/{{nouid}}"
+    Then the request is refused with 404 "not_found"
+    And the response carries header "X-Request-Id" with value "kit-request-2"

@@ -89,7 +89,7 @@ Feature: Resource CRUD through Operations
     When I delete "q"
     Then the request is refused with 412 "precondition_failed"
 
-  @QueueConsumer-0.3.0 @operation-in-progress @QC-CRUD-11 @QC-CRUD-24 @QC-CRUD-21 @HAPI-OPS-6 @HAPI-OPS-3
+  @QueueConsumer-0.3.0 @operation-in-progress @QC-CRUD-11 @QC-CRUD-24 @QC-CRUD-21 @HAPI-OPS-6
   Scenario: while a consumer's deletion waits for its running handler, another Operation on it is operation_in_progress
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"

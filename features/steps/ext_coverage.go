@@ -514,6 +514,29 @@ func registerCoverageSteps(sc *godog.ScenarioContext) {
 		return nil
 	})
 
+	sc.Step(`^the space lists no operations$`, func(ctx context.Context) error {
+		w := W(ctx)
+		all, err := w.listOps(ctx, "", 50)
+		if err != nil {
+			return err
+		}
+		if len(all) != 0 {
+			return fmt.Errorf("the space lists %d operations, want none: %+v", len(all), all)
+		}
+		return nil
+	})
+	sc.Step(`^the response carries header "([^"]*)"(?: with value "([^"]*)")?$`, func(ctx context.Context, k, v string) error {
+		w := W(ctx)
+		if w.last == nil {
+			return fmt.Errorf("no response yet")
+		}
+		got := w.last.Header.Get(k)
+		if got == "" || v != "" && got != v {
+			return fmt.Errorf("the response has %s %q, want %q: %s", k, got, v, w.last)
+		}
+		return nil
+	})
+
 	// ---- Operations ----
 	sc.Step(`^listing the operations on "([^"]*)" (\d+) at a time yields (\d+) operations?, newest first(?:, the last a (create|update|delete|purge|redrive))?$`,
 		func(ctx context.Context, a string, n, want int, kind string) error {

@@ -111,6 +111,15 @@ func registerQueueOpSteps(sc *godog.ScenarioContext) {
 				return fmt.Errorf("operation %s has progress %v, want %s %d", op.ID, op.Progress, k, v)
 			}
 		}
+		// A redrive's effect says whether a message moved (spec/peers.md
+		// §Redrive): applied or partial when some did, none when none did.
+		if op.Kind == "redrive" {
+			moved := op.Progress["moved"] > 0
+			want := map[string]map[bool]string{"succeeded": {true: "applied", false: "none"}, "failed": {true: "partial", false: "none"}}[state][moved]
+			if op.Effect != want {
+				return fmt.Errorf("redrive %s ended %s with %d moved and effect %s, want %s", op.ID, op.State, op.Progress["moved"], op.Effect, want)
+			}
+		}
 		return nil
 	})
 	sc.Step(`^the redrive is running with between (\d+) and (\d+) moved of (\d+)$`, func(ctx context.Context, lo, hi, total int) error {

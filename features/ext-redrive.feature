@@ -204,3 +204,25 @@ Feature: Redrive (host extension)
     Then the response status is 200
     And the redrive ends failed with "operation_cancelled" with progress total 30
     And "q" and "dlq" hold 30 messages tagged "m" between them, each once
+
+  @EXT-REDRIVE-5 @EXT-REDRIVE-12 @HAPI-OPS-7
+  Scenario: a rate above 1000 is refused; only a redrive is cancelled, and only through its own space
+    When I POST "/v2/spaces/{{space}}/resources/{{uid:dlq}}/redrive" with body:
+      """
+      {"maxMessagesPerSecond": 1001}
+      """
+    Then the request is refused with 400 "invalid_request"
+    When I create a queue "fresh" with spec {"messageRetentionSeconds": 60}
+    Then the request is accepted
+    And I remember the operation
+    When I cancel the remembered operation through the path of this space "{{space}}"
+    Then the request is refused with 409 "operation_not_cancellable"
+    Given a worker "w2" with producer binding DLQ to "dlq"
+    When "w2" sends 20 messages tagged "m" through "DLQ" in one batch
+    And I redrive "dlq" to "q" at 2 messages per second
+    Then the redrive is running with between 0 and 18 moved of 20
+    When I cancel the redrive through the path of another space "{{space2}}"
+    Then the request is refused with 404 "not_found"
+    When I cancel the redrive through the path of this space "{{space}}"
+    Then the response status is 200
+    And the redrive ends failed with "operation_cancelled" with progress total 20

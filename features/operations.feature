@@ -227,3 +227,37 @@ Feature: Resource CRUD through Operations
     And a worker "w"
     When I act as the "narrow" principal
     Then listing the operations of the space shows none on "q" and some on "w"
+
+  @idempotency @HAPI-ADM-4 @HAPI-IDEM-4
+  Scenario: PUT and DELETE replays return their Operation after the resource changed
+    Given a queue "q"
+    And I remember the etag of "q"
+    And the next request carries header "Idempotency-Key": kit-put-1
+    And the next request carries header "If-Match": {{etag:q}}
+    When I update "q" with messageRetentionSeconds=120
+    Then the request is accepted
+    Given the next request carries header "Idempotency-Key": kit-put-1
+    And the next request carries header "If-Match": "1-stale"
+    When I update "q" with messageRetentionSeconds=120
+    Then the response replays the previous operation
+    And "q" is at generation 2
+    Given the next request carries header "Idempotency-Key": kit-del-1
+    When I delete "q"
+    Then the request is accepted
+    Given the next request carries header "Idempotency-Key": kit-del-1
+    When I delete "q"
+    Then the response replays the previous operation
+
+  @idempotency @HAPI-IDEM-1
+  Scenario Outline: a malformed Idempotency-Key is invalid_request and creates nothing
+    Given the next request carries header "Idempotency-Key": <key>
+    When I create a queue "q" with spec {"messageRetentionSeconds": 60}
+    Then the request is refused with 400 "invalid_request"
+    And the listing holds exactly 0 resources named "q"
+
+    Examples:
+      | key            |
+      | has space      |
+      | "unterminated  |
+      | "bad\escape"   |
+      | ké             |

@@ -457,6 +457,22 @@ func registerCoverageSteps(sc *godog.ScenarioContext) {
 			return fmt.Errorf("no redrive finished while its batch ran (a host that waits for held messages?): %s", strings.Join(tries, "; "))
 		})
 
+	sc.Step(`^I cancel the (remembered operation|redrive) through the path of (?:this|another) space "([^"]*)"$`, func(ctx context.Context, which, space string) error {
+		w := W(ctx)
+		sp, err := w.expand(space)
+		if err != nil {
+			return err
+		}
+		id := w.etags["op"]
+		if which == "redrive" {
+			if id, err = w.queueOp(); err != nil {
+				return err
+			}
+		}
+		_, err = w.do(ctx, "POST", "/v2/spaces/"+sp+"/operations/"+url.PathEscape(id)+"/cancel", nil)
+		return err
+	})
+
 	// ---- resources ----
 	sc.Step(`^listing the "([^"]*)" resources (\d+) at a time yields (\d+) resources?, oldest first, each once$`, func(ctx context.Context, form string, n, want int) error {
 		w := W(ctx)

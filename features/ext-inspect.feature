@@ -139,11 +139,11 @@ Feature: Queue inspection (host extension)
       """
     Then the listed message of "q" tagged "edge" has its whole 256-byte body as preview, not truncated
 
-  @ext-pause @EXT-INSPECT-3
+  @ext-pause @handler-limit @EXT-INSPECT-3
   Scenario: the stats show the batches in flight, the delivery state and the age of the oldest message
     Given a queue "q"
     And a worker "w" with producer binding TASKS to "q"
-    And a consumer "c" of "q" by "w" with maxBatchSize=1; maxRetries=3; retryDelaySeconds=600
+    And a consumer "c" of "q" by "w" with maxBatchSize=1; maxRetries=100; retryDelaySeconds=0
     When "w" sends {"tag":"s","do":"sleep:600000"} through "TASKS"
     And message "s" is delivered
     Then the stats of "q" show 1 batch in flight, delivery active, and the oldest message at least 0 seconds old

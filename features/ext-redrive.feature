@@ -150,7 +150,7 @@ Feature: Redrive (host extension)
     And "dlq" holds 3 messages tagged "b"
     And "q" holds 0 messages tagged "b"
 
-  @EXT-REDRIVE-8
+  @handler-limit @EXT-REDRIVE-8
   Scenario: a message held by a batch is skipped, not waited for
     Given a worker "w2" with producer binding DLQ to "dlq"
     And a consumer "cd" of "dlq" by "w2" with maxBatchSize=1; maxRetries=3; retryDelaySeconds=600

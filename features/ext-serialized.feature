@@ -203,11 +203,11 @@ Feature: Serialized queues (host extension)
   Scenario: a lone head waits for maxBatchTimeoutSeconds, and sends within it share the head's batch
     Given a serialized queue "q"
     And a worker "w" with producer binding TASKS to "q"
-    And a consumer "c" of "q" by "w" with maxBatchSize=3; maxBatchTimeoutSeconds=4
+    And a consumer "c" of "q" by "w" with maxBatchSize=3; maxBatchTimeoutSeconds=6
     When "w" sends {"tag":"h1","do":"ack"} through "TASKS"
     And 1 second passes
     And "w" sends {"tag":"h2","do":"ack"} through "TASKS"
-    Then message "h1" is first delivered no sooner than 4 seconds after its accept time, on the host's clock
+    Then message "h1" is first delivered no sooner than 6 seconds after its accept time, on the host's clock
     And messages "h1" and "h2" came in one batch
     When "w" sends a batch through "TASKS":
       """

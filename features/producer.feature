@@ -127,7 +127,7 @@ Feature: The producer Binding: send and sendBatch
       | {"view": "eyJ0YWciOiJkdiJ9", "kind": "DataView", "offset": 3}          | dv  | {"tag":"dv"}  |
       | {"view": "eyJ0YWciOiJpMTZ4In0=", "kind": "Int16Array", "offset": 4}    | i16x | {"tag":"i16x"} |
 
-  @Q-BIND-6 @Q-BIND-13 @Q-BIND-14
+  @Q-BIND-6 @Q-BIND-13 @Q-BIND-14 @ABI-BIND-1
   Scenario Outline: a body of another type is invalid_body
     When "w" calls "TASKS" with:
       """
@@ -142,8 +142,9 @@ Feature: The producer Binding: send and sendBatch
       | null             |
       | true             |
       | ["a", "b"]       |
+      | ""               |
 
-  @Q-BIND-6 @Q-BIND-10 @Q-BIND-13 @Q-UNK-1 @Q-UNK-2 @Q-UNK-4
+  @Q-BIND-6 @Q-BIND-10 @Q-BIND-13 @Q-UNK-1 @Q-UNK-2 @Q-UNK-4 @ABI-BIND-1
   Scenario Outline: send options are closed and delaySeconds is an integer in 0..43200
     When "w" calls "TASKS" with:
       """
@@ -175,7 +176,7 @@ Feature: The producer Binding: send and sendBatch
       | {"delaySeconds": 0}     |
       | {"delaySeconds": 43200} |
 
-  @Q-BIND-13
+  @Q-BIND-13 @ABI-BIND-1
   Scenario: sendBatch of something that is not an array rejects with invalid_body
     When "w" calls "TASKS" with:
       """

@@ -64,7 +64,7 @@ Feature: Settlement methods and the handler's outcome
       | retryAll    | ok      |
     And message "m1" is delivered exactly 1 time
 
-  @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23
+  @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23 @ABI-SETTLE-3
   Scenario: acknowledgeAll after a retryAll in the same batch finds nothing to reverse
     When "w" sends {"tag":"m1","do":["retryall-then-ackall","ack"]} through "TASKS"
     Then the settlement results of delivery 1 for "m1" were:
@@ -73,7 +73,7 @@ Feature: Settlement methods and the handler's outcome
       | acknowledgeAll | ok      |
     And message "m1" is delivered with attempts 1, 2
 
-  @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23
+  @QC-DELIV-18 @QC-DELIV-19 @QC-DELIV-22 @QC-DELIV-23 @ABI-SETTLE-3
   Scenario: retryAll after an acknowledgeAll in the same batch finds nothing to reverse
     When "w" sends {"tag":"m1","do":"ackall-then-retryall"} through "TASKS"
     Then the settlement results for "m1" were:
@@ -157,3 +157,53 @@ Feature: Settlement methods and the handler's outcome
       """
     Then message "unsettled" is delivered with attempts 1, 2
     And message "settled" is delivered exactly 1 time
+
+  @ABI-SETTLE-1
+  Scenario: settlement methods taken off the batch still settle its messages
+    When "w" sends {"tag":"m1","do":"ack-detached"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome         |
+      | acknowledge | ok              |
+      | retry       | already_settled |
+    And message "m1" is not delivered again within 2 seconds
+
+  @ABI-SETTLE-2
+  Scenario Outline: a settlement argument of the wrong type or range rejects with a TypeError or RangeError and settles nothing
+    When "w" sends {"tag":"m1","do":"<directive>"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call   | outcome   |
+      | <call> | <outcome> |
+    And message "m1" is delivered exactly 1 time
+
+    Examples:
+      | directive   | call  | outcome    |
+      | retry:43201 | retry | RangeError |
+      | retry:-1    | retry | RangeError |
+      | retry:1.5   | retry | RangeError |
+
+  @ABI-SETTLE-2
+  Scenario: a retryAll delay out of range rejects with a RangeError and settles nothing
+    When "w" sends {"tag":"m1","do":"retryall:43201"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome    |
+      | retryAll    | RangeError |
+      | acknowledge | ok         |
+    And message "m1" is delivered exactly 1 time
+
+  @ABI-SETTLE-2
+  Scenario: a message ID that is not a string rejects with a TypeError and settles nothing
+    When "w" sends {"tag":"m1","do":"ack-nonstring"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call        | outcome   |
+      | acknowledge | TypeError |
+      | retry       | TypeError |
+    And message "m1" is delivered exactly 1 time
+
+  @ABI-SETTLE-4
+  Scenario: a message has no settlement methods of its own
+    When "w" sends {"tag":"m1","do":"message-ack"} through "TASKS"
+    Then the settlement results for "m1" were:
+      | call          | outcome   |
+      | message.ack   | TypeError |
+      | message.retry | TypeError |
+    And message "m1" is delivered exactly 1 time

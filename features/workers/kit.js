@@ -34,6 +34,10 @@
 //   spin             loop forever (the host's handler time limit ends it)
 //   sleep:MS         wait MS milliseconds, then leave unsettled
 //   sleep-ack:MS     wait MS milliseconds, then acknowledge
+//   ack-detached     acknowledge through the method taken off the batch
+//                    (const {acknowledge} = batch), then the same for retry
+//   ack-nonstring    acknowledge(42) and retry(null): not a string ID
+//   message-ack      message.ack() and message.retry() (Cloudflare's spelling)
 //   ack-then-sleep:MS acknowledge, report it (an event of kind "acked" holding
 //                    this message and the call's result), then wait MS
 //                    milliseconds: a batch that runs holding no unsettled message
@@ -201,6 +205,22 @@ async function runQueue(batch, env, plan) {
         await sleep(arg || 0);
         await settle(results, "acknowledge", id, () => batch.acknowledge(id));
         break;
+      case "ack-detached": {
+        const { acknowledge, retry } = batch;
+        await settle(results, "acknowledge", id, () => acknowledge(id));
+        await settle(results, "retry", id, () => retry(id));
+        break;
+      }
+      case "ack-nonstring":
+        await settle(results, "acknowledge", "42", () => batch.acknowledge(42));
+        await settle(results, "retry", "null", () => batch.retry(null));
+        break;
+      case "message-ack": {
+        const msg = batch.messages.find((x) => x.id === id);
+        await settle(results, "message.ack", id, () => msg.ack());
+        await settle(results, "message.retry", id, () => msg.retry());
+        break;
+      }
       case "ack-then-sleep": {
         const acked = [];
         await settle(acked, "acknowledge", id, () => batch.acknowledge(id));

@@ -386,8 +386,24 @@ func (h *Host) Start() error {
 	}
 	var ln net.Listener = lim
 	if h.cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", h.cfg.MetricsListen)
+		rawm, err := net.Listen("tcp", h.cfg.MetricsListen)
 		if err != nil {
+			ln.Close()
+			return fmt.Errorf("host: metrics: %w", err)
+		}
+		// The same caps as the Host API's, with totals of its own
+		// (server.MetricsMaxConns): unauthenticated, it must not take the
+		// host's descriptors either (#36).
+		perClient := server.MetricsMaxConnsPerClient
+		if c := h.cfg.MaxConnsPerClient; c > 0 && c < perClient {
+			perClient = c
+		}
+		mln, err := server.LimitListener(rawm, server.ConnLimits{
+			MaxConns: server.MetricsMaxConns, MaxConnsPerClient: perClient,
+			TrustedProxies: h.cfg.TrustedProxies, Logger: h.log, Name: "the metrics listener",
+		})
+		if err != nil {
+			rawm.Close()
 			ln.Close()
 			return fmt.Errorf("host: metrics: %w", err)
 		}
@@ -395,7 +411,7 @@ func (h *Host) Start() error {
 		mux.Handle("GET /metrics", h.metrics.handler())
 		h.metLn = mln
 		h.metSrv = &http.Server{Handler: mux, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout,
-			IdleTimeout: IdleTimeout, ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn)}
+			IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn)}
 		go func(s *http.Server) { _ = s.Serve(mln) }(h.metSrv)
 	}
 	h.ln = ln

@@ -1,8 +1,11 @@
 package host
 
 import (
+	"bufio"
 	"context"
+	"github.com/takoform/queuehost/server"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -224,5 +227,56 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	// Not on the Host API's listener.
 	if st, _, _ := c.do("GET", "/metrics", nil); st != 404 {
 		t.Fatalf("/metrics on the Host API listener: %d", st)
+	}
+}
+
+// The unauthenticated metrics listener has connection caps of its own
+// (#36): one address holding half-open connections is refused past
+// server.MetricsMaxConnsPerClient with a 503 problem, and another address
+// still scrapes.
+func TestMetricsListenerConnectionCaps(t *testing.T) {
+	h, err := New(context.Background(), Config{DataDir: MemoryDataDir, Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Logger: quietLogger(), HeaderTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	addr := h.MetricsAddr()
+	dial := func(src string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot dial from %s: %v", src, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for i := 0; i < server.MetricsMaxConnsPerClient+40; i++ {
+		c := dial("127.0.0.1")
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One more from the same address is answered 503 at once.
+	c := dial("127.0.0.1")
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("over the cap: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 503 || !strings.Contains(string(b), "too_many_connections") || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the cap: %d %s", res.StatusCode, b)
+	}
+	// Another address scrapes.
+	c2 := dial("127.0.0.2")
+	c2.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c2, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	res, err = http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("another address: %v %v", res, err)
 	}
 }

@@ -63,7 +63,18 @@ type ConnLimits struct {
 	// Logger receives one warning when refusals start and a count of them
 	// at most every 10 s while they go on.
 	Logger *slog.Logger
+	// Name is the listener's name in those warnings ("the Host API" when
+	// empty).
+	Name string
 }
+
+// Caps of the metrics listener (-metrics-listen): its own, smaller than the
+// Host API's, so that a flood of it holds few descriptors and takes nothing
+// from the Host API's share; a Prometheus scraper needs one or two.
+const (
+	MetricsMaxConns          = 64
+	MetricsMaxConnsPerClient = 16
+)
 
 // ParseTrustedProxies checks a list of addresses and prefixes.
 func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
@@ -102,6 +113,9 @@ func LimitListener(ln net.Listener, lim ConnLimits) (*Limited, error) {
 	}
 	if lim.Logger == nil {
 		lim.Logger = slog.New(slog.DiscardHandler)
+	}
+	if lim.Name == "" {
+		lim.Name = "the Host API"
 	}
 	trusted, err := ParseTrustedProxies(lim.TrustedProxies)
 	if err != nil {
@@ -239,7 +253,7 @@ func (l *Limited) logRefusal(n int64, ip netip.Addr, why string) {
 	since := n - l.loggedCount
 	l.lastLog, l.loggedCount = now, n
 	l.mu.Unlock()
-	l.lim.Logger.Warn("connections refused over the Host API's caps", "client", ip.String(), "why", why, "refused", since, "refusedTotal", n)
+	l.lim.Logger.Warn("connections refused over "+l.lim.Name+"'s caps", "client", ip.String(), "why", why, "refused", since, "refusedTotal", n)
 }
 
 type limitedConn struct {

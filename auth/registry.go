@@ -23,6 +23,31 @@ type Registry struct {
 	mu    sync.Mutex
 	cur   atomic.Pointer[Config]
 	stamp stamp // of host.json as last read or written here (under mu)
+
+	chMu    sync.Mutex
+	changed chan struct{} // closed at the next change; nil until asked for
+}
+
+// Changed is a channel closed at the next change of the principals (a
+// create, a revoke or a reload that found host.json changed): a request
+// that waits (a long poll) re-authenticates its token then, so that a
+// revoked token ends it at once.
+func (r *Registry) Changed() <-chan struct{} {
+	r.chMu.Lock()
+	defer r.chMu.Unlock()
+	if r.changed == nil {
+		r.changed = make(chan struct{})
+	}
+	return r.changed
+}
+
+func (r *Registry) notify() {
+	r.chMu.Lock()
+	defer r.chMu.Unlock()
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
 }
 
 // NewRegistry serves c (just loaded from path), writing changes to path
@@ -205,6 +230,7 @@ func (r *Registry) change(f func(*Config) error) error {
 		r.stamp = fileStamp(r.path)
 	}
 	r.cur.Store(next)
+	r.notify()
 	return nil
 }
 
@@ -228,6 +254,7 @@ func (r *Registry) Reload() (bool, error) {
 	}
 	r.stamp = fileStamp(r.path)
 	r.cur.Store(c)
+	r.notify()
 	return true, nil
 }
 

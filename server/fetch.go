@@ -130,6 +130,9 @@ func (s *Server) GetWorkerLogs(ctx context.Context, req api.GetWorkerLogsRequest
 		}
 	}
 	entries, err := s.workers.Logs(ctx, wr.UID, after, limit, secondsDuration(wait))
+	if rerr := revokedWhileWaiting(ctx); rerr != nil {
+		return nil, rerr
+	}
 	if err != nil {
 		return nil, problem.Unavailable(err)
 	}

@@ -211,6 +211,9 @@ func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestOb
 		}
 	}
 	op, err := s.ctl.Operation(ctx, principal(ctx), req.Space, req.Id, secondsDuration(wait))
+	if rerr := revokedWhileWaiting(ctx); rerr != nil {
+		return nil, rerr
+	}
 	if err != nil {
 		return nil, err
 	}

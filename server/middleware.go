@@ -223,6 +223,11 @@ func (s *Server) routeGuard(rt route, next http.Handler) http.Handler {
 			return
 		}
 		info(r.Context()).principal = p
+		if n, ok := s.authn.(ChangeNotifier); ok && longPoll(r) {
+			ctx, stop := s.endOnRevoke(r.Context(), n, tok, p, r.PathValue("space"), rt.action)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
 		if rt.admin {
 			if !p.IsAdmin() {
 				s.writeProblem(w, r, problem.Forbidden("managing principals needs an editor grant on every space (\"*\") that no Form list narrows"))
@@ -320,4 +325,58 @@ func jsonDepth(raw []byte) int {
 		}
 	}
 	return max
+}
+
+// ChangeNotifier is implemented by an Authenticator whose principals
+// change while the host runs (*auth.Registry): Changed is closed at the
+// next change.
+type ChangeNotifier interface {
+	Changed() <-chan struct{}
+}
+
+// errTokenRevoked ends a long poll whose token was revoked (or lost the
+// grant the route needs) while it waited.
+var errTokenRevoked = errors.New("the token was revoked while the request waited")
+
+// longPoll reports whether r asks to wait (a wait query parameter other
+// than 0): those requests may outlive their token.
+func longPoll(r *http.Request) bool {
+	w := r.URL.Query().Get("wait")
+	return w != "" && w != "0"
+}
+
+// endOnRevoke returns a context that is cancelled, with errTokenRevoked as
+// its cause, when a change of the principals leaves tok matching no
+// principal, another one, or one that may no longer do action in space.
+// stop releases the watch.
+func (s *Server) endOnRevoke(parent context.Context, n ChangeNotifier, tok string, p *auth.Principal, space string, action auth.Action) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := n.Changed()
+	// A change between Authenticate and Changed would be missed: check
+	// once now that the channel is held.
+	go func() {
+		for {
+			q, ok := s.authn.Authenticate(tok)
+			if !ok || q.ID != p.ID || (space != "" && (!q.InSpace(space) || !q.CanAny(space, action))) || (space == "" && !q.IsAdmin() && p.IsAdmin()) {
+				cancel(errTokenRevoked)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				ch = n.Changed()
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// revokedWhileWaiting is the 401 problem of a long poll whose token was
+// revoked while it waited, or nil.
+func revokedWhileWaiting(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), errTokenRevoked) {
+		return problem.New(http.StatusUnauthorized, problem.CodeUnauthenticated, "the token was revoked while the request waited")
+	}
+	return nil
 }

@@ -1,8 +1,14 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 // The principal routes: only an administrator reaches them; a created
@@ -68,4 +74,57 @@ func TestPrincipalRoutes(t *testing.T) {
 	h.expect(second, 201, "")
 	h.expect(h.do("DELETE", "/v2/principals/admin", second.str("token"), nil), 200, "")
 	h.expect(h.do("GET", "/v2/principals", tAdmin, nil), 401, "unauthenticated")
+}
+
+// A long poll begun before its token is revoked ends at once with 401
+// (#36): the revocation, not the wait, decides when it ends. Another
+// principal's long poll goes on.
+func TestRevokeEndsLongPolls(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	paused := make(chan struct{}, 8)
+	h := newHarness(t, nil, func(o *controller.Options) { o.SyncWait = 50 * time.Millisecond }, pauseHook(release, paused))
+	r := h.create("s1", "q", fQueue, queueSpec())
+	h.expect(r, 202, "")
+	<-paused
+	created := h.do("POST", "/v2/principals", tAdmin, map[string]any{"name": "poller", "grants": []any{map[string]any{"space": "s1", "role": "viewer"}}})
+	h.expect(created, 201, "")
+	tok := created.str("token")
+	type result struct {
+		r    *resp
+		took time.Duration
+	}
+	poll := func(token string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			c := &apiclient.Client{Base: h.base, Token: token, HTTP: h.client}
+			res, err := c.Do(context.Background(), "GET", "/v2/spaces/s1/operations/"+r.str("id")+"?wait=30", nil, nil)
+			if err != nil {
+				ch <- result{r: &resp{status: -1, body: []byte(err.Error())}}
+				return
+			}
+			out := &resp{status: res.Status, header: res.Header, body: res.Body}
+			_ = json.Unmarshal(res.Body, &out.json)
+			ch <- result{out, time.Since(start)}
+		}()
+		return ch
+	}
+	revoked, other := poll(tok), poll(tViewer)
+	time.Sleep(200 * time.Millisecond) // both are waiting
+	h.expect(h.do("DELETE", "/v2/principals/poller", tAdmin, nil), 200, "")
+	select {
+	case got := <-revoked:
+		h.expect(got.r, 401, "unauthenticated")
+		if !strings.Contains(got.r.str("detail"), "revoked") || got.took > 10*time.Second {
+			t.Fatalf("the revoked poll: %s after %v", got.r.body, got.took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the revoked token's long poll did not end")
+	}
+	select {
+	case got := <-other:
+		t.Fatalf("the other principal's poll ended: %d %s", got.r.status, got.r.body)
+	case <-time.After(100 * time.Millisecond):
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/takoform/queuehost/runtime/store"
@@ -261,6 +262,19 @@ func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request
 		res := rec.Result()
 		res.Header.Set("Content-Length", "99999")
 		return res, nil
+	}
+	if hs := req.Header.Get("X-Set-Headers"); hs != "" {
+		// A worker setting these response headers (a JSON object of
+		// name to list of values).
+		var set map[string][]string
+		if err := json.Unmarshal([]byte(hs), &set); err != nil {
+			return nil, err
+		}
+		for k, vs := range set {
+			for _, v := range vs {
+				rec.Header().Add(k, v)
+			}
+		}
 	}
 	rec.WriteHeader(201)
 	fmt.Fprintf(rec, "%s %s %s %s", req.Method, req.URL.String(), v.UID, body)

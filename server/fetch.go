@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/takoform/queuehost/abi"
@@ -55,12 +56,15 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
-		if outboundStripped[http.CanonicalHeaderKey(k)] {
-			continue
-		}
+		ck := http.CanonicalHeaderKey(k)
 		for _, v := range vs {
-			w.Header().Add(k, v)
+			if workerHeaderAllowed(ck, v) {
+				w.Header().Add(ck, v)
+			}
 		}
+	}
+	for _, kv := range workerResponseSecurity {
+		w.Header().Set(kv[0], kv[1])
 	}
 	w.Header().Set(ResponseSourceHeader, "worker")
 	status := resp.StatusCode
@@ -83,16 +87,59 @@ var inboundStripped = []string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// outboundStripped are the response headers the host sets itself or never
-// lets a worker set: the framing (the host frames the body it copies; a
-// worker's Content-Length that disagreed with its body would break the
-// client's connection), hop-by-hop headers, the host's own request ID and
-// response source, and cookies (the host's origin is shared by every
-// worker, and it forwards no Cookie back).
-var outboundStripped = map[string]bool{
-	"Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
-	"Proxy-Connection": true, "Trailer": true, "Upgrade": true,
-	"X-Request-Id": true, ResponseSourceHeader: true, "Set-Cookie": true,
+// workerResponseHeaders is the allow-list of a worker's response headers
+// (spec/host-api.md §Worker fetch route): the host's origin is shared by
+// every worker and by the Host API, so a worker may set only headers that
+// describe its own response and that a browser does not turn into
+// authority over the origin. Everything else is dropped: framing and
+// hop-by-hop headers (the host frames the body it copies), Set-Cookie,
+// CORS (Access-Control-*), CSP and the other policy headers, HSTS,
+// Refresh, Link, WWW-Authenticate, Alt-Svc, Clear-Site-Data, the host's
+// own X-Request-Id and response source. Headers starting "X-" pass except
+// workerXDenied.
+var workerResponseHeaders = map[string]bool{
+	"Content-Type": true, "Content-Language": true, "Content-Disposition": true, "Content-Encoding": true,
+	"Content-Range": true, "Accept-Ranges": true, "Cache-Control": true, "Expires": true, "Pragma": true,
+	"Etag": true, "Last-Modified": true, "Vary": true, "Age": true, "Retry-After": true,
+	"Location": true, // relative references only: safeLocation
+}
+
+// workerXDenied are the X- headers browsers act on, or the host's own.
+var workerXDenied = map[string]bool{
+	"X-Request-Id": true, "X-Content-Type-Options": true, "X-Frame-Options": true, "X-Xss-Protection": true,
+	"X-Dns-Prefetch-Control": true, "X-Permitted-Cross-Domain-Policies": true, "X-Download-Options": true,
+}
+
+// workerResponseSecurity are set on every worker response: whatever its
+// Content-Type, a browser renders it as a sandboxed document of an opaque
+// origin that runs no script and loads nothing, and never sniffs another
+// type, so a worker's HTML cannot act as the host's origin.
+var workerResponseSecurity = [][2]string{
+	{"Content-Security-Policy", "sandbox; default-src 'none'"},
+	{"X-Content-Type-Options", "nosniff"},
+}
+
+// workerHeaderAllowed reports whether a worker may set header k (canonical)
+// to v on the host's origin.
+func workerHeaderAllowed(k, v string) bool {
+	if k == "Location" {
+		return safeLocation(v)
+	}
+	if workerResponseHeaders[k] {
+		return true
+	}
+	return strings.HasPrefix(k, "X-") && !workerXDenied[k] && !strings.HasPrefix(k, "X-Forwarded-")
+}
+
+// safeLocation admits a relative reference without scheme or authority
+// ("next", "/v2/...", "?page=2"): a worker's redirect stays on the host,
+// it cannot make the host's origin an open redirector.
+func safeLocation(v string) bool {
+	if v == "" || strings.HasPrefix(v, "//") || strings.ContainsAny(v, "\\\r\n\t") {
+		return false
+	}
+	u, err := url.Parse(v)
+	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil
 }
 
 // workerPath is the part of the escaped request path after .../fetch/.

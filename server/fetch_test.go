@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,71 @@ func TestWithRealEngine(t *testing.T) {
 	h.mustDelete("s1", q)
 	if _, err := eng.QueueStats(t.Context(), q); err == nil {
 		t.Fatal("the engine still holds the deleted queue")
+	}
+}
+
+// A worker's response keeps only the headers on the allow-list (#36):
+// nothing that gives it authority over the host's origin passes, and
+// every worker response is a sandboxed document that is never sniffed.
+func TestWorkerResponseHeaderAllowList(t *testing.T) {
+	h := newHarness(t, nil)
+	w, _ := h.worker("s1", "w", "fetch")
+	set := map[string][]string{
+		// Dropped.
+		"Content-Security-Policy":             {"default-src *"},
+		"Content-Security-Policy-Report-Only": {"default-src *"},
+		"Access-Control-Allow-Origin":         {"*"},
+		"Access-Control-Allow-Credentials":    {"true"},
+		"Refresh":                             {"0; url=https://evil.example/"},
+		"Strict-Transport-Security":           {"max-age=63072000; includeSubDomains"},
+		"Link":                                {"<https://evil.example/x.css>; rel=stylesheet"},
+		"Www-Authenticate":                    {`Basic realm="takohost"`},
+		"Set-Cookie":                          {"a=b"},
+		"Clear-Site-Data":                     {`"*"`},
+		"Alt-Svc":                             {`h2="evil.example:443"`},
+		"X-Frame-Options":                     {"ALLOWALL"},
+		"X-Content-Type-Options":              {"sniff"},
+		"X-Forwarded-Host":                    {"evil.example"},
+		"Permissions-Policy":                  {"camera=*"},
+		"Cross-Origin-Opener-Policy":          {"unsafe-none"},
+		// Kept.
+		"Content-Type":     {"text/html; charset=utf-8"},
+		"Cache-Control":    {"no-store"},
+		"Etag":             {`"v1"`},
+		"X-App-Version":    {"7"},
+		"Content-Language": {"en"},
+	}
+	for _, loc := range []struct {
+		value string
+		kept  bool
+	}{
+		{"next", true}, {"/v2/spaces/s1/resources", true}, {"?page=2", true},
+		{"https://evil.example/", false}, {"//evil.example/", false}, {"/\\evil.example/", false},
+		{"javascript:alert(1)", false}, {"http:evil.example", false},
+	} {
+		set["Location"] = []string{loc.value}
+		r := h.do("GET", res("s1")+"/"+w+"/fetch/x", tAdmin, nil, "X-Set-Headers", string(mustJSON(set)))
+		if r.status != 201 {
+			t.Fatalf("fetch: %d %s", r.status, r.body)
+		}
+		if got := r.header.Get("Location"); (got == loc.value) != loc.kept || (!loc.kept && got != "") {
+			t.Fatalf("Location %q: got %q, kept %v", loc.value, got, loc.kept)
+		}
+		for k, vs := range set {
+			if k == "Location" {
+				continue
+			}
+			kept := k == "Content-Type" || k == "Cache-Control" || k == "Etag" || k == "X-App-Version" || k == "Content-Language"
+			got := r.header.Values(k)
+			switch {
+			case kept && (len(got) != 1 || got[0] != vs[0]):
+				t.Fatalf("%s: got %q, want %q", k, got, vs)
+			case !kept && slices.Contains(got, vs[0]):
+				t.Fatalf("%s: the worker's %q passed: %v", k, vs[0], r.header)
+			}
+		}
+		if r.header.Get("Content-Security-Policy") != "sandbox; default-src 'none'" || r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get(ResponseSourceHeader) != "worker" {
+			t.Fatalf("the host's own headers: %v", r.header)
+		}
 	}
 }

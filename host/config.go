@@ -76,6 +76,13 @@ type Config struct {
 	// hostile module, message or request can then end the whole host. For
 	// trusted code, debugging and the isolation-cost benchmark only.
 	UnsafeInProcessWorkers bool
+	// MaxMemory is the memory the host process may use (its sandboxes
+	// have caps of their own): half of it is the budget of request and
+	// response bodies in flight (the fetch route's, outbound fetches',
+	// producer sends'; runtime/membudget), a principal's share half that
+	// budget and a worker's a quarter. When zero, membudget.DefaultHostMemory:
+	// half the memory cgroup's limit, else a quarter of the machine's RAM.
+	MaxMemory int64
 	// SandboxMemoryLimit is the resident memory of one sandbox (512 MiB
 	// when zero), SandboxIdleTimeout how long an idle sandbox is kept (30 s
 	// when zero), MaxSandboxes how many may live at once (256 when zero).

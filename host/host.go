@@ -19,6 +19,7 @@ import (
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/runtime/sandbox"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
@@ -58,6 +59,9 @@ type Host struct {
 	// logs keeps the workers' logs: files under DataDir/logs, or memory
 	// for ":memory:" (see js.OpenLogBook).
 	logs *js.LogBook
+	// budget bounds the request and response bodies in flight
+	// (Config.MaxMemory).
+	budget *membudget.Budget
 	// invocations keeps each worker's recent queue handler invocations.
 	invocations *invocations
 	// stopping is closed when Shutdown begins, ending log long-polls.
@@ -105,7 +109,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
+	if cfg.MaxMemory <= 0 {
+		cfg.MaxMemory, _ = membudget.DefaultHostMemory()
+	}
 	h := &Host{cfg: cfg, log: cfg.Logger, stopping: make(chan struct{})}
+	h.budget = membudget.New(membudget.Limits{Total: BodyBudget(cfg.MaxMemory)})
 	h.setNotReady("the store, runtime, engine and controller are starting")
 	h.metrics = newMetrics(h)
 
@@ -208,6 +216,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		InvocationTimeout: cfg.HandlerTimeout,
 		Logger:            cfg.Logger,
 		Logs:              h.logs,
+		BodyBudget:        h.budget,
 	}
 	switch {
 	case cfg.Runtime != nil:
@@ -228,6 +237,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			GID:               cfg.SandboxGID,
 			Logger:            cfg.Logger,
 			Logs:              h.logs,
+			BodyBudget:        h.budget,
 		})
 	}
 	if err != nil {
@@ -289,7 +299,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			h.parts.add("cluster", h.cluster)
 		}
 		h.parts.add("record expiry", &expiry{h: h})
-		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Principals: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Principals: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest, BodyBudget: h.budget})
 	}
 	if err != nil {
 		_ = h.rt.Stop(ctx)
@@ -345,6 +355,14 @@ const (
 	RecordRetention = 24 * time.Hour
 	ExpiryInterval  = 10 * time.Minute
 )
+
+// BodyBudget is the budget of bodies in flight of a host of maxMemory:
+// half of it (Config.MaxMemory).
+func BodyBudget(maxMemory int64) int64 { return maxMemory / 2 }
+
+// Budget is the host's budget of request and response bodies in flight
+// (tests and metrics read it).
+func (h *Host) Budget() *membudget.Budget { return h.budget }
 
 // Handler is the Host API, for in-process use (httptest, the conformance
 // runner).

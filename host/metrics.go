@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/runtime/sandbox"
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -61,6 +62,15 @@ func newMetrics(h *Host) *metrics {
 		Name: "takohost_journal_fsync_duration_seconds", Help: "Duration of each journal group commit's fsync.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50 µs .. 1.6 s
 	})
+	budget := func(f func(*membudget.Budget) int64) func() float64 {
+		return func() float64 { return float64(f(h.budget)) }
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "takohost_body_budget_bytes", Help: "The host's budget of request and response bodies in flight (half of -max-memory)."}, budget(func(b *membudget.Budget) int64 { return b.Limits().Total })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "takohost_body_budget_used_bytes", Help: "Bytes of request and response bodies in flight now."}, budget((*membudget.Budget).Used)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "takohost_body_budget_peak_bytes", Help: "The most bytes of bodies in flight at once since the host started."}, budget((*membudget.Budget).Peak)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "takohost_body_budget_refused_total", Help: "Bodies refused (503, 413, a rejected fetch or send) because the budget or a share could not take them."}, budget((*membudget.Budget).Refused)),
+	)
 	m.reg.MustRegister(m.batchDuration, m.handlerFails, m.httpRequests, m.httpDuration, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), (*stateCollector)(m))
 	return m

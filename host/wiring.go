@@ -15,6 +15,7 @@ import (
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
+	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
 )
@@ -44,6 +45,21 @@ func (s sender) Send(ctx context.Context, creator, space, queueUID string, msgs 
 	if err != nil || q.Space != space || q.FormURL != schemas.FormAtLeastOnceQueue || q.State == store.StateDeleting {
 		return nil, fmt.Errorf("%w: the queue %s does not exist in space %q", abi.ErrBackendUnavailable, queueUID, space)
 	}
+	// The bodies are held until they are durable: charged to the invoking
+	// principal (else the creator), refused when its share is in use.
+	var size int64
+	for _, m := range msgs {
+		size += int64(len(m.Body))
+	}
+	hold := membudget.Holder{Principal: creator}
+	if inv, ok := abi.Invoker(ctx); ok {
+		hold.Principal = inv
+	}
+	res, err := s.h.budget.Reserve(hold, size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; nothing was sent", abi.ErrBackendUnavailable, err)
+	}
+	defer res.Release()
 	ids, err := s.h.eng.Send(ctx, queueUID, msgs)
 	return ids, workerSendError(s.h.log, queueUID, err)
 }

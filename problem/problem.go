@@ -60,6 +60,13 @@ const (
 	// CodeNotCancellable: a cancel of an Operation that is not a redrive,
 	// or that has finished.
 	CodeNotCancellable = "operation_not_cancellable"
+	// CodePayloadTooLarge: a worker fetch route's request body over the
+	// 8 MiB limit, or over the host's memory share for one worker (413).
+	CodePayloadTooLarge = "payload_too_large"
+	// CodeMemoryBudgetInUse: the host's memory for bodies in flight (its
+	// total, the principal's or the worker's share) is in use; retry
+	// after Retry-After (503, runtime/membudget).
+	CodeMemoryBudgetInUse = "memory_budget_in_use"
 )
 
 // TypeBase prefixes every problem's type URI.
@@ -96,6 +103,8 @@ var Titles = map[string]string{
 	CodeLastAdmin:           "Last administrator",
 	CodeOperationCancelled:  "Operation cancelled",
 	CodeNotCancellable:      "Operation not cancellable",
+	CodePayloadTooLarge:     "Payload too large",
+	CodeMemoryBudgetInUse:   "Memory budget in use",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // WorkerBaseURL is the origin of the Request a worker's fetch handler sees.
@@ -19,6 +21,13 @@ const WorkerBaseURL = "http://worker.invalid/"
 
 // serveFetch is ANY /v2/spaces/{space}/resources/{uid}/fetch[/{path...}]:
 // it invokes the worker's selected version's fetch handler.
+//
+// The request body is reserved in the host's memory budget before it is
+// read (its Content-Length, or as it arrives), held in one buffer the
+// runtime takes as it is, and released when the response has been
+// written; the worker's response body is reserved too before it is
+// written to the client (runtime/membudget, spec/host-api.md §Worker fetch
+// route).
 func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	space, uid := r.PathValue("space"), r.PathValue("uid")
@@ -27,34 +36,54 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	hold := membudget.Holder{Principal: principal(ctx).ID, Worker: uid}
+	body, res, err := s.readFetchBody(w, r, hold)
+	defer res.Release()
 	if err != nil {
-		s.writeProblem(w, r, invalidRequest("the request body is larger than %d bytes (8 MiB) or could not be read", MaxBodyBytes))
+		s.writeProblem(w, r, err)
 		return
 	}
 	target := WorkerBaseURL + workerPath(r, space, uid)
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
 	}
-	wreq, err := http.NewRequestWithContext(ctx, r.Method, target, bytes.NewReader(body))
+	wreq, err := http.NewRequestWithContext(ctx, r.Method, target, nil)
 	if err != nil {
 		s.writeProblem(w, r, invalidRequest("the request cannot be passed to the worker: %v", err))
 		return
+	}
+	wreq.Body, wreq.ContentLength = http.NoBody, 0
+	if len(body) > 0 {
+		wreq.Body, wreq.ContentLength = newBytesBody(body), int64(len(body))
 	}
 	wreq.Header = r.Header.Clone()
 	for _, h := range inboundStripped {
 		wreq.Header.Del(h)
 	}
-	wreq.ContentLength = int64(len(body))
 	// The worker's producer Binding calls during this invocation need the
 	// invoking principal's rights as well as its creator's.
 	wreq = wreq.WithContext(abi.WithInvoker(ctx, principal(ctx).ID))
 	resp, err := s.workers.Fetch(wreq.Context(), v, wreq)
 	if err != nil {
+		if errors.Is(err, membudget.ErrBusy) || errors.Is(err, membudget.ErrTooLarge) {
+			s.writeProblem(w, r, budgetProblem(w, err))
+			return
+		}
 		s.writeProblem(w, r, problem.New(http.StatusInternalServerError, problem.CodeWorkerError, "the worker's fetch handler failed; its log says why"))
 		return
 	}
 	defer resp.Body.Close()
+	// A response the runtime holds whole is charged before it is written
+	// (the client may read it slowly); one it streams holds a chunk at a
+	// time.
+	if resp.ContentLength > 0 {
+		out, err := s.budget.Reserve(hold, resp.ContentLength)
+		if err != nil {
+			s.writeProblem(w, r, budgetProblem(w, err))
+			return
+		}
+		defer out.Release()
+	}
 	for k, vs := range resp.Header {
 		ck := http.CanonicalHeaderKey(k)
 		for _, v := range vs {
@@ -74,6 +103,68 @@ func (s *Server) serveFetch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 	_, _ = io.Copy(w, resp.Body)
 }
+
+// readFetchBody reads the fetch route's request body into one buffer,
+// reserving it in the budget before reading: all of a declared
+// Content-Length at once, else each growth of the buffer before it is
+// made. The reservation is the caller's to release (also on error).
+func (s *Server) readFetchBody(w http.ResponseWriter, r *http.Request, hold membudget.Holder) (_ []byte, _ *membudget.Reservation, err error) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil, nil, nil
+	}
+	if r.ContentLength > MaxBodyBytes {
+		return nil, nil, payloadTooLarge()
+	}
+	res, rerr := s.budget.Reserve(hold, 0)
+	if rerr != nil {
+		return nil, nil, budgetProblem(w, rerr)
+	}
+	// A refused body is read and dropped (up to the limit, 32 KiB at a
+	// time), so that the client, still sending it, reads the 503 instead
+	// of a reset connection.
+	defer func() {
+		if err != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, MaxBodyBytes))
+		}
+	}()
+	body, err := membudget.ReadBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength, MaxBodyBytes, res)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return body, res, nil
+	case errors.Is(err, membudget.ErrOverLimit) || errors.As(err, &tooLarge):
+		return nil, res, payloadTooLarge()
+	case errors.Is(err, membudget.ErrBusy) || errors.Is(err, membudget.ErrTooLarge):
+		return nil, res, budgetProblem(w, err)
+	}
+	return nil, res, invalidRequest("the request body could not be read: %v", err)
+}
+
+func payloadTooLarge() error {
+	return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge, "the request body is larger than %d bytes (8 MiB), the limit of the fetch route", MaxBodyBytes)
+}
+
+// budgetProblem is the problem of a reservation that failed: 413 when it
+// could never fit, else 503 with Retry-After.
+func budgetProblem(w http.ResponseWriter, err error) error {
+	if errors.Is(err, membudget.ErrTooLarge) {
+		return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge, "the body is %v; nothing was passed to the worker", err)
+	}
+	w.Header().Set("Retry-After", "1")
+	return problem.New(http.StatusServiceUnavailable, problem.CodeMemoryBudgetInUse, "%v; nothing was passed to the worker", err)
+}
+
+// bytesBody is a request body held in one buffer: a runtime that passes
+// bodies on whole takes Bytes instead of copying it (runtime/sandbox).
+type bytesBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func newBytesBody(b []byte) *bytesBody { return &bytesBody{Reader: bytes.NewReader(b), b: b} }
+
+func (b *bytesBody) Bytes() []byte { return b.b }
+func (b *bytesBody) Close() error  { return nil }
 
 // ResponseSourceHeader marks every response the worker's fetch handler
 // made, so that a client tells a worker's 401 problem from the host's.

@@ -15,6 +15,7 @@ import (
 	"github.com/takoform/queuehost/console"
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/gen/api"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // Limits the server enforces (spec/host-api.md).
@@ -70,6 +71,9 @@ type Options struct {
 	// "unmatched"), the status and the duration (metrics; a bounded set of
 	// routes, never a path).
 	ObserveRequest func(route string, status int, d time.Duration)
+	// BodyBudget, when set, bounds the memory of the fetch route's request
+	// and response bodies in flight (runtime/membudget); nil: no bound.
+	BodyBudget *membudget.Budget
 }
 
 // Server is the Host API v2 handler.
@@ -88,6 +92,7 @@ type Server struct {
 	caps    map[string]any
 	ready   func() error
 	observe func(route string, status int, d time.Duration)
+	budget  *membudget.Budget
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -101,7 +106,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest, budget: opts.BodyBudget}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

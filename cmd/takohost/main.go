@@ -20,11 +20,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/takoform/queuehost/host"
+	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/server"
 )
 
@@ -50,6 +53,7 @@ func run(args []string) int {
 	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or prefixes of reverse proxies in front of the host (10.0.0.5,10.1.0.0/16): their connections count only against -max-conns; X-Forwarded-For is never read")
 	headerTimeout := fs.Duration("header-timeout", host.ReadHeaderTimeout, "how long a client may take to send a request's headers")
 	idleTimeout := fs.Duration("idle-timeout", host.IdleTimeout, "how long an idle keep-alive connection is kept")
+	maxMemory := fs.String("max-memory", "", "memory the host process may use (e.g. 512MiB, 2GiB; sandboxes have caps of their own): half of it bounds request and response bodies in flight, a principal gets half of that and a worker a quarter (empty: half the memory cgroup's limit, else a quarter of RAM); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,6 +64,22 @@ func run(args []string) int {
 	}
 	cfg.MaxConns, cfg.MaxConnsPerClient = *maxConns, *maxConnsPerClient
 	cfg.HeaderTimeout, cfg.IdleTimeout = *headerTimeout, *idleTimeout
+	memWhere := "-max-memory"
+	if *maxMemory != "" {
+		n, err := parseSize(*maxMemory)
+		if err != nil || n < 64<<20 {
+			fmt.Fprintf(os.Stderr, "takohost: -max-memory %q: give a size of at least 64MiB, like 512MiB or 2GiB\n", *maxMemory)
+			return 2
+		}
+		cfg.MaxMemory = n
+	} else {
+		cfg.MaxMemory, memWhere = membudget.DefaultHostMemory()
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The garbage collector works harder as the heap nears the limit
+		// instead of letting it grow to twice what is live.
+		debug.SetMemoryLimit(cfg.MaxMemory)
+	}
 	if *trustedProxies != "" {
 		cfg.TrustedProxies = strings.Split(*trustedProxies, ",")
 		if _, err := server.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -86,6 +106,7 @@ func run(args []string) int {
 		return 1
 	}
 	fmt.Printf("takohost listening on %s\n", h.URL())
+	logger.Info("memory", "maxMemory", cfg.MaxMemory, "from", memWhere, "bodyBudget", host.BodyBudget(cfg.MaxMemory))
 	if a := h.MetricsAddr(); a != "" {
 		fmt.Printf("metrics on http://%s/metrics\n", a)
 	}
@@ -115,4 +136,29 @@ func run(args []string) int {
 		logger.Warn("shutdown", "err", err)
 	}
 	return code
+}
+
+// parseSize reads a byte size: digits with an optional unit K, M, G, T
+// (KiB, MiB, GiB, TiB, KB, MB...: all powers of 1024) or B.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i == 0 {
+		return 0, fmt.Errorf("no number")
+	}
+	num, unit := s, ""
+	if i > 0 {
+		num, unit = s[:i], strings.ToUpper(strings.TrimSpace(s[i:]))
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+	sh, ok := shift[unit]
+	if !ok || n > (1<<62)>>sh {
+		return 0, fmt.Errorf("unknown unit or too large")
+	}
+	return n << sh, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // Fetch runs the worker's fetch(request, env, ctx) for r and returns the
@@ -43,15 +44,9 @@ func (rt *Runtime) Fetch(ctx context.Context, v *abi.Version, r *http.Request, p
 	if !e.prog.HasHandler(HandlerFetch) {
 		return nil, ErrNoFetchHandler
 	}
-	var body []byte
-	if r.Body != nil && r.Body != http.NoBody {
-		body, err = io.ReadAll(io.LimitReader(r.Body, int64(rt.opts.MaxBodyBytes)+1))
-		if err != nil {
-			return nil, fmt.Errorf("js: reading the request body: %w", err)
-		}
-		if len(body) > rt.opts.MaxBodyBytes {
-			return nil, ErrRequestTooLarge
-		}
+	body, err := RequestBody(r, rt.opts.MaxBodyBytes)
+	if err != nil {
+		return nil, err
 	}
 	scheme := "http"
 	if r.TLS != nil {
@@ -376,6 +371,38 @@ type fetchResult struct {
 	body       []byte
 }
 
+// RequestBody is r's body, at most max bytes (ErrRequestTooLarge above).
+// A body that holds its bytes in one buffer (a Bytes method, as the
+// server's fetch route passes them, reserved in the host's memory budget)
+// is taken as it is, not copied: an 8 MiB request used to be copied, and
+// its buffer grown by doubling, once per layer it went through.
+func RequestBody(r *http.Request, max int) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if bb, ok := r.Body.(interface{ Bytes() []byte }); ok {
+		b := bb.Bytes()
+		if len(b) > max {
+			return nil, ErrRequestTooLarge
+		}
+		return b, nil
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= int64(max) {
+		buf.Grow(int(r.ContentLength) + 1)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, int64(max)+1)); err != nil {
+		return nil, fmt.Errorf("js: reading the request body: %w", err)
+	}
+	if buf.Len() > max {
+		return nil, ErrRequestTooLarge
+	}
+	if buf.Len() == 0 {
+		return nil, nil
+	}
+	return buf.Bytes(), nil
+}
+
 // outboundFetch is host.fetch(method, url, headerPairs, body|null,
 // redirect) → Promise of the response parts; failures reject TypeError.
 func (in *instance) outboundFetch(call goja.FunctionCall) goja.Value {
@@ -402,8 +429,15 @@ func (in *instance) outboundFetch(call goja.FunctionCall) goja.Value {
 	}
 	redirect := call.Argument(4).String()
 	rt := in.rt
+	hold := membudget.Holder{}
+	if in.ver != nil {
+		hold = membudget.Holder{Principal: in.ver.v.Principal, Worker: in.ver.v.WorkerUID}
+	}
 	return in.async(func(ctx context.Context) (any, error) {
-		return rt.doFetch(ctx, method, rawURL, hdrs, body, redirect)
+		if p, ok := abi.Invoker(ctx); ok {
+			hold.Principal = p
+		}
+		return rt.doFetch(ctx, hold, method, rawURL, hdrs, body, redirect)
 	}, func(r any) goja.Value {
 		fr := r.(*fetchResult)
 		o := in.vm.NewObject()
@@ -423,13 +457,27 @@ func (in *instance) outboundFetch(call goja.FunctionCall) goja.Value {
 		}
 		return o
 	}, func(err error) goja.Value {
-		return in.newError("TypeError", "fetch failed: "+err.Error())
+		return fetchError(in, err)
 	})
+}
+
+// FetchBudgetErrorName is the Error.name an outbound fetch rejects with
+// when the host's memory for bodies in flight (its total, the principal's
+// or the worker's share) cannot take its request or response body now
+// (runtime/membudget); retrying later may succeed. Other failures reject
+// with a TypeError, as fetch does.
+const FetchBudgetErrorName = "QuotaExceededError"
+
+func fetchError(in *instance, err error) goja.Value {
+	if errors.Is(err, membudget.ErrBusy) {
+		return in.newError(FetchBudgetErrorName, "fetch failed: "+err.Error())
+	}
+	return in.newError("TypeError", "fetch failed: "+err.Error())
 }
 
 var errRedirectMode = errors.New(`redirect mode is "error"`)
 
-func (rt *Runtime) doFetch(ctx context.Context, method, rawURL string, hdrs [][2]string, body []byte, redirect string) (*fetchResult, error) {
+func (rt *Runtime) doFetch(ctx context.Context, hold membudget.Holder, method, rawURL string, hdrs [][2]string, body []byte, redirect string) (*fetchResult, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
@@ -482,12 +530,21 @@ func (rt *Runtime) doFetch(ctx context.Context, method, rawURL string, hdrs [][2
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(rt.opts.MaxBodyBytes)+1))
+	// The response body is charged before it is buffered; the charge ends
+	// with the fetch (the body then belongs to the worker's heap).
+	res, err := rt.opts.BodyBudget.Reserve(hold, int64(len(body)))
 	if err != nil {
-		return nil, fmt.Errorf("reading the response body: %w", err)
+		return nil, err
 	}
-	if len(b) > rt.opts.MaxBodyBytes {
+	defer res.Release()
+	b, err := membudget.ReadBody(resp.Body, resp.ContentLength, rt.opts.MaxBodyBytes, res)
+	switch {
+	case errors.Is(err, membudget.ErrOverLimit):
 		return nil, fmt.Errorf("the response body is larger than %d bytes", rt.opts.MaxBodyBytes)
+	case errors.Is(err, membudget.ErrBusy) || errors.Is(err, membudget.ErrTooLarge):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("reading the response body: %w", err)
 	}
 	fr := &fetchResult{
 		status:     resp.StatusCode,

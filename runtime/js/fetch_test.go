@@ -1,6 +1,7 @@
 package js
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +11,13 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 func newRequest(method, target, body string) *http.Request {
@@ -306,5 +309,39 @@ func TestOutboundFetchNameToLoopbackRefused(t *testing.T) {
 	}
 	if !literalAllowed([]string{"127.0.0.1:80"}, netip.MustParseAddr("127.0.0.1"), "80") || literalAllowed([]string{"127.0.0.1:80"}, netip.MustParseAddr("127.0.0.1"), "81") {
 		t.Errorf("literalAllowed")
+	}
+}
+
+// An outbound fetch whose response body the host's memory budget cannot
+// take now rejects with QuotaExceededError before the body is buffered
+// (#36); once the share is free again the same fetch succeeds, and
+// nothing stays reserved.
+func TestOutboundFetchMemoryBudget(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(2<<20))
+		w.Write(bytes.Repeat([]byte("b"), 2<<20))
+	}))
+	defer srv.Close()
+	budget := membudget.New(membudget.Limits{Total: 64 << 20, PerWorker: 16 << 20})
+	rt := New(Options{AllowedFetchHosts: []string{"127.0.0.1"}, BodyBudget: budget})
+	defer rt.Close()
+	v := fetchVersion(t, "v-out")
+	// Another request of the same worker holds 15 of its 16 MiB.
+	held, err := budget.Reserve(membudget.Holder{Worker: v.WorkerUID}, 15<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := doFetch(t, rt, v, newRequest("GET", "/outbound?to="+url.QueryEscape(srv.URL+"/big"), ""), "/outbound")
+	e, _ := got["error"].(map[string]any)
+	if e == nil || e["name"] != FetchBudgetErrorName || !strings.Contains(e["message"].(string), "this worker holds 15.0 MiB") {
+		t.Fatalf("over the worker's share: %v", got)
+	}
+	held.Release()
+	_, got = doFetch(t, rt, v, newRequest("GET", "/outbound?to="+url.QueryEscape(srv.URL+"/big"), ""), "/outbound")
+	if got["status"] != 200.0 || len(got["text"].(string)) != 2<<20 {
+		t.Fatalf("with the share free: %.200v", got)
+	}
+	if budget.Used() != 0 || budget.Peak() < 2<<20 {
+		t.Fatalf("used %d, peak %d", budget.Used(), budget.Peak())
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // Defaults of Options.
@@ -61,6 +62,9 @@ type Options struct {
 	// an inbound fetch request body and an outbound fetch response body
 	// (default 16 MiB).
 	MaxBodyBytes int
+	// BodyBudget bounds the outbound fetches' response bodies the runtime
+	// holds at once (runtime/membudget); nil: no bound.
+	BodyBudget *membudget.Budget
 	// MaxAllocBytes limits one ArrayBuffer or typed array allocation and
 	// the result of String.prototype.repeat/padStart/padEnd made in
 	// JavaScript (default 64 MiB): beyond it they throw a RangeError.

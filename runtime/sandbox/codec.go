@@ -401,11 +401,14 @@ func readFrame(r *bufio.Reader, f *frame) error {
 	if size > maxFrameBytes {
 		return fmt.Errorf("%w: %d bytes, over the %d-byte limit", errFrame, size, maxFrameBytes)
 	}
-	// Grow with what arrives rather than allocate the claimed size.
+	// Allocate the claimed size (at most maxFrameBytes) only once its
+	// first MiB has arrived: a peer that claims much and sends little holds
+	// 1 MiB; a large frame costs 1 MiB more than its size, not the 15 MiB
+	// that growing by doubling to 8 MiB allocated.
 	buf := make([]byte, 0, min(size, 1<<20))
 	for uint64(len(buf)) < size {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			buf = append(make([]byte, 0, size), buf...)
 		}
 		want := min(uint64(cap(buf)), size)
 		n, err := io.ReadFull(r, buf[len(buf):want])

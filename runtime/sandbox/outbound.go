@@ -1,17 +1,18 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // outbound performs the sandboxes' outbound fetches: the allowed hosts are
@@ -22,6 +23,7 @@ type outbound struct {
 	allowed []string
 	rt      http.RoundTripper
 	total   chan struct{}
+	budget  *membudget.Budget // bodies in flight (nil: no bound)
 }
 
 func newOutbound(o Options) *outbound {
@@ -32,7 +34,7 @@ func newOutbound(o Options) *outbound {
 		t.ResponseHeaderTimeout = o.InvocationTimeout
 		rt = t
 	}
-	return &outbound{allowed: append([]string(nil), o.AllowedFetchHosts...), rt: rt, total: make(chan struct{}, o.FetchTotal)}
+	return &outbound{allowed: append([]string(nil), o.AllowedFetchHosts...), rt: rt, total: make(chan struct{}, o.FetchTotal), budget: o.BodyBudget}
 }
 
 func acquire(ctx context.Context, sem chan struct{}) error {
@@ -68,7 +70,15 @@ func (o *outbound) do(cl *call, m *httpMsg) (*httpMsg, error) {
 	}
 	defer func() { <-o.total }()
 
-	req, err := http.NewRequestWithContext(ctx, m.Method, m.URL, strings.NewReader(string(m.Body)))
+	// The request body came in the sandbox's frame; it and the response
+	// body are charged to the invoking principal (else the version's
+	// creator) and the worker until the reply is handed to the sandbox.
+	res, err := o.budget.Reserve(fetchHolder(cl), int64(len(m.Body)))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
+	req, err := http.NewRequestWithContext(ctx, m.Method, m.URL, bytes.NewReader(m.Body))
 	if err != nil {
 		return nil, err
 	}
@@ -86,14 +96,27 @@ func (o *outbound) do(cl *call, m *httpMsg) (*httpMsg, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, js.DefaultMaxBodyBytes+1))
-	if err != nil {
+	b, err := membudget.ReadBody(resp.Body, resp.ContentLength, js.DefaultMaxBodyBytes, res)
+	switch {
+	case errors.Is(err, membudget.ErrOverLimit):
+		return nil, fmt.Errorf("the response body is larger than %d bytes", js.DefaultMaxBodyBytes)
+	case errors.Is(err, membudget.ErrBusy) || errors.Is(err, membudget.ErrTooLarge):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("reading the response body: %w", err)
 	}
-	if len(b) > js.DefaultMaxBodyBytes {
-		return nil, fmt.Errorf("the response body is larger than %d bytes", js.DefaultMaxBodyBytes)
-	}
 	return &httpMsg{Status: resp.StatusCode, StatusText: resp.Status, Header: resp.Header, Body: b}, nil
+}
+
+// fetchHolder is whom an invocation's outbound fetch is charged to: the
+// principal whose request invoked the worker, else the version's creator,
+// and the worker.
+func fetchHolder(cl *call) membudget.Holder {
+	p, ok := abi.Invoker(cl.ctx)
+	if !ok {
+		p = cl.v.Principal
+	}
+	return membudget.Holder{Principal: p, Worker: cl.v.WorkerUID}
 }
 
 // logLimiter is a token bucket per worker: rate lines per second, burst

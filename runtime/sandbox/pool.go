@@ -22,6 +22,7 @@ import (
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // Defaults of Options.
@@ -126,6 +127,9 @@ type Options struct {
 	FetchPerCall, FetchPerHost, FetchTotal int
 	// Transport replaces the host's outbound transport (tests).
 	Transport http.RoundTripper
+	// BodyBudget bounds the outbound fetches' request and response bodies
+	// the host holds at once (runtime/membudget); nil: no bound.
+	BodyBudget *membudget.Budget
 	// Executable is the program started as a sandbox (os.Executable()
 	// by default); it must call Main first.
 	Executable string
@@ -441,15 +445,9 @@ func (p *Pool) Fetch(ctx context.Context, v *abi.Version, r *http.Request, path 
 	if !hasHandler(hs, js.HandlerFetch) {
 		return nil, js.ErrNoFetchHandler
 	}
-	var body []byte
-	if r.Body != nil && r.Body != http.NoBody {
-		body, err = io.ReadAll(io.LimitReader(r.Body, js.DefaultMaxBodyBytes+1))
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: reading the request body: %w", err)
-		}
-		if len(body) > js.DefaultMaxBodyBytes {
-			return nil, js.ErrRequestTooLarge
-		}
+	body, err := js.RequestBody(r, js.DefaultMaxBodyBytes)
+	if err != nil {
+		return nil, err
 	}
 	m := &httpMsg{Method: r.Method, URL: r.URL.String(), Host: r.Host, TLS: r.TLS != nil, Header: r.Header, Body: body}
 	res, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, &frame{Op: opFetch, HTTP: m, Path: path}, 0)

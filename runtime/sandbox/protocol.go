@@ -13,6 +13,7 @@ import (
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/js"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 // Operations of the protocol. Host to sandbox: opInit (first frame),
@@ -166,6 +167,7 @@ const (
 	errKindTimeout        = "timeout"
 	errKindNoVersion      = "no_version"
 	errKindOther          = "other"
+	errKindBudget         = "memory_budget"
 )
 
 var codeErrs = map[string]error{
@@ -200,6 +202,8 @@ func toWire(err error) *wireErr {
 		w.Kind = errKindTimeout
 	case errors.Is(err, errVersionNotSent):
 		w.Kind = errKindNoVersion
+	case errors.Is(err, membudget.ErrBusy):
+		w.Kind = errKindBudget
 	default:
 		for code, sentinel := range codeErrs {
 			if errors.Is(err, sentinel) {
@@ -242,6 +246,8 @@ func (w *wireErr) err() error {
 		sentinel = errVersionNotSent
 	case errKindCode:
 		sentinel = codeErrs[w.Code]
+	case errKindBudget:
+		sentinel = membudget.ErrBusy
 	}
 	return &wireError{msg: w.Message, sentinel: sentinel}
 }
@@ -262,8 +268,9 @@ type conn struct {
 	// wbuf holds encoded frames not yet written; spare is the buffer the
 	// last write used, reused for the next.
 	wbuf, spare []byte
-	writing     bool  // a writer is writing (the others only append)
-	werr        error // the first write error: the connection is broken
+	writing     bool       // a writer is writing (the others only append)
+	wcond       *sync.Cond // on wmu: the writer finished (for a frame written in pieces)
+	werr        error      // the first write error: the connection is broken
 
 	replies replies // this side's requests waiting for their replies
 }
@@ -381,7 +388,12 @@ func newConn(c io.ReadWriteCloser) *conn {
 }
 
 // write encodes f into the buffer and, unless another writer is writing
-// (it will write f too), writes the buffer until it is empty.
+// (it will write f too), writes the buffer until it is empty. A frame
+// carrying a body of readBufferSize or more is not copied into the buffer:
+// its writer waits for the connection, then writes the frame in pieces,
+// the body uncopied (frameSegments), and whatever others appended
+// meanwhile. Coalesced, concurrent 8 MiB fetches were each copied into one
+// buffer that grew to hold them all (issue 36).
 func (c *conn) write(f *frame) error {
 	c.wmu.Lock()
 	if c.werr != nil {
@@ -389,29 +401,65 @@ func (c *conn) write(f *frame) error {
 		c.wmu.Unlock()
 		return err
 	}
-	c.wbuf = appendFrame(c.wbuf, f)
-	if c.writing {
-		c.wmu.Unlock()
-		return nil
+	var segs [][]byte
+	if hasLargeBody(f) {
+		if c.wcond == nil {
+			c.wcond = sync.NewCond(&c.wmu)
+		}
+		for c.writing && c.werr == nil {
+			c.wcond.Wait()
+		}
+		if c.werr != nil {
+			err := c.werr
+			c.wmu.Unlock()
+			return err
+		}
+		segs, _ = frameSegments(nil, f, readBufferSize, nil)
+	} else {
+		c.wbuf = appendFrame(c.wbuf, f)
+		if c.writing {
+			c.wmu.Unlock()
+			return nil
+		}
 	}
 	c.writing = true
 	var err error
-	for len(c.wbuf) > 0 && err == nil {
+	for (len(c.wbuf) > 0 || segs != nil) && err == nil {
 		buf := c.wbuf
 		c.wbuf, c.spare = c.spare[:0], nil
 		c.wmu.Unlock()
-		_, err = c.c.Write(buf)
+		if len(buf) > 0 {
+			_, err = c.c.Write(buf)
+		}
+		for _, s := range segs {
+			if err == nil {
+				_, err = c.c.Write(s)
+			}
+		}
+		segs = nil
 		c.wmu.Lock()
 		if cap(buf) <= readBufferSize {
 			c.spare = buf[:0]
 		}
 	}
 	c.writing = false
+	if c.wcond != nil {
+		c.wcond.Broadcast()
+	}
 	if err != nil && c.werr == nil {
 		c.werr = err
 	}
 	c.wmu.Unlock()
 	return err
+}
+
+// hasLargeBody reports whether f carries a body of readBufferSize or more
+// (a fetch's request or response, a message of a batch or a send): the
+// bodies frameSegments would leave uncopied.
+func hasLargeBody(f *frame) bool {
+	m := encoder{sizing: true, direct: readBufferSize}
+	m.fields(f)
+	return m.skipped > 0
 }
 
 // start registers a request and writes it; wait for the reply on the

@@ -69,7 +69,7 @@ func TestLimits(t *testing.T) {
 		{"body over 8 MiB", "POST", sp + "/resources", big(maxBodyBytes + 1), "application/json", 400, "invalid_request", "larger"},
 		{"body of 8 MiB (not too large, bad spec)", "POST", sp + "/resources", big(maxBodyBytes), "application/json", 422, "invalid_spec", ""},
 		{"PUT body over 8 MiB", "PUT", sp + "/resources/" + topo.Queue, append([]byte(`{"spec":{"x":"`), append(bytes.Repeat([]byte("a"), maxBodyBytes), `"}}`...)...), "application/json", 400, "invalid_request", "larger"},
-		{"fetch body over 8 MiB", "POST", sp + "/resources/" + topo.Worker + "/fetch/hello", bytes.Repeat([]byte("a"), maxBodyBytes+1), "text/plain", 400, "invalid_request", "larger"},
+		{"fetch body over 8 MiB", "POST", sp + "/resources/" + topo.Worker + "/fetch/hello", bytes.Repeat([]byte("a"), maxBodyBytes+1), "text/plain", 413, "payload_too_large", "larger"},
 		{"nesting 65 levels", "POST", sp + "/resources", nest(maxJSONDepth + 1), "application/json", 400, "invalid_request", "nested"},
 		{"nesting 100000 levels", "POST", sp + "/resources", nest(100000), "application/json", 400, "invalid_request", "nested"},
 		{"nesting 64 levels (allowed depth, bad spec)", "POST", sp + "/resources", nest(maxJSONDepth), "application/json", 422, "invalid_spec", ""},

@@ -168,6 +168,8 @@ type Controller struct {
 	// queue's owner (afterHandOff).
 	handedOff sync.Map
 
+	summaries summaryCache // list summaries (summary.go)
+
 	obs  observer // see observe.go
 	refs refIndex // see refindex.go
 

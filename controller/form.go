@@ -73,11 +73,15 @@ type Summarizer interface {
 }
 
 // ListedSpec is r's spec as a list item shows it by default: its Form's
-// summary, or the spec itself.
+// summary (made once per record version: summaryCache), or the spec
+// itself.
 func (c *Controller) ListedSpec(r store.Resource) json.RawMessage {
 	if f, ok := c.forms.Form(r.FormURL); ok {
 		if s, ok := f.(Summarizer); ok {
-			return s.Summary(r.Spec)
+			if r.UID == "" || r.ETag == "" {
+				return s.Summary(r.Spec)
+			}
+			return c.summaries.get(r, func() json.RawMessage { return s.Summary(r.Spec) })
 		}
 	}
 	return r.Spec

@@ -139,6 +139,10 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 			return nil, invalidRequest("view must be basic or full")
 		}
 	}
+	release, err := s.heavy.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	list, next, err := s.ctl.ResourcePage(ctx, principal(ctx), req.Space, form, token, limit)
 	if err != nil {
 		return nil, err
@@ -162,7 +166,7 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 	if next != "" {
 		out.NextPageToken = &next
 	}
-	return out, nil
+	return heavyResourcePage{out, release}, nil
 }
 
 // MaxPageBytes bounds the specs of one page of a list: a page ends early
@@ -171,6 +175,10 @@ func (s *Server) ListResources(ctx context.Context, req api.ListResourcesRequest
 const MaxPageBytes = 16 << 20
 
 func (s *Server) ListOperations(ctx context.Context, req api.ListOperationsRequestObject) (api.ListOperationsResponseObject, error) {
+	release, err := s.heavy.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var state, resource, token string
 	if req.Params.State != nil {
 		state = string(*req.Params.State)
@@ -199,7 +207,7 @@ func (s *Server) ListOperations(ctx context.Context, req api.ListOperationsReque
 	if next != "" {
 		out.NextPageToken = &next
 	}
-	return out, nil
+	return heavyOperationPage{out, release}, nil
 }
 
 func (s *Server) GetOperation(ctx context.Context, req api.GetOperationRequestObject) (api.GetOperationResponseObject, error) {

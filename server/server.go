@@ -93,6 +93,7 @@ type Server struct {
 	ready   func() error
 	observe func(route string, status int, d time.Duration)
 	budget  *membudget.Budget
+	heavy   heavyReads
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -106,7 +107,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest, budget: opts.BodyBudget}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest, budget: opts.BodyBudget, heavy: newHeavyReads(DefaultHeavyReads())}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

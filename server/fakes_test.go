@@ -216,6 +216,13 @@ type fakeWorkers struct {
 	forgotten []string // ModuleWorkers whose runtime state was dropped
 	// invocations answers Invocations by worker UID.
 	invocations map[string][]api.Invocation
+	fetches     int // Fetch calls
+}
+
+func (f *fakeWorkers) fetchCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fetches
 }
 
 var handlerRe = regexp.MustCompile(`\b(fetch|queue)\s*\(`)
@@ -242,6 +249,9 @@ func (f *fakeWorkers) Compile(_ context.Context, v *abi.Version) ([]string, erro
 // Fetch echoes what the worker would see; a request header "X-Throw"
 // makes the handler throw.
 func (f *fakeWorkers) Fetch(_ context.Context, v *abi.Version, req *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	f.fetches++
+	f.mu.Unlock()
 	if req.Header.Get("X-Throw") != "" {
 		return nil, errors.New("Error: boom")
 	}

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/membudget"
 )
 
 func TestFetchRoute(t *testing.T) {
@@ -178,5 +182,74 @@ func TestWorkerResponseHeaderAllowList(t *testing.T) {
 		if r.header.Get("Content-Security-Policy") != "sandbox; default-src 'none'" || r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get(ResponseSourceHeader) != "worker" {
 			t.Fatalf("the host's own headers: %v", r.header)
 		}
+	}
+}
+
+// The fetch route reserves a request body in the host's budget before
+// reading it (#36): over 8 MiB or over the worker's whole share is 413
+// payload_too_large; over what the share has free now is 503
+// memory_budget_in_use with Retry-After, with or without a
+// Content-Length; nothing reaches the worker then, and once the share is
+// free the same body passes whole. Nothing stays reserved.
+func TestFetchBodyBudget(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.budget = membudget.New(membudget.Limits{Total: 4 << 20, PerWorker: 1 << 20})
+	w, v := h.worker("s1", "w", "fetch")
+	post := func(body []byte, chunked bool) (*http.Response, string) {
+		t.Helper()
+		var rd io.Reader = bytes.NewReader(body)
+		if chunked {
+			rd = io.MultiReader(rd) // no length known
+		}
+		req, _ := http.NewRequest("POST", h.base+res("s1")+"/"+w+"/fetch/x", rd)
+		req.Header.Set("Authorization", "Bearer "+tAdmin)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	small := bytes.Repeat([]byte("s"), 200<<10)
+	for _, c := range []struct {
+		name    string
+		body    []byte
+		chunked bool
+		status  int
+		code    string
+	}{
+		{"over 8 MiB", make([]byte, MaxBodyBytes+1), false, 413, "payload_too_large"},
+		{"over 8 MiB, chunked", make([]byte, MaxBodyBytes+1), true, 413, "payload_too_large"},
+		{"over the worker's share", make([]byte, 2<<20), false, 413, "payload_too_large"},
+	} {
+		resp, b := post(c.body, c.chunked)
+		if resp.StatusCode != c.status || !strings.Contains(b, `"code":"`+c.code+`"`) {
+			t.Fatalf("%s: %d %s", c.name, resp.StatusCode, b)
+		}
+	}
+	held, err := h.srv.budget.Reserve(membudget.Holder{Worker: w}, 900<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := h.wk.fetchCount()
+	for _, chunked := range []bool{false, true} {
+		resp, b := post(small, chunked)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(b, `"code":"memory_budget_in_use"`) || !strings.Contains(b, "this worker holds") {
+			t.Fatalf("share in use (chunked %v): %d %v %s", chunked, resp.StatusCode, resp.Header, b)
+		}
+	}
+	if n := h.wk.fetchCount(); n != before {
+		t.Fatalf("a refused body reached the worker (%d fetches, %d before)", n, before)
+	}
+	held.Release()
+	for _, chunked := range []bool{false, true} {
+		resp, b := post(small, chunked)
+		if resp.StatusCode != 201 || b != "POST http://worker.invalid/x "+v+" "+string(small) {
+			t.Fatalf("with the share free (chunked %v): %d %.100s", chunked, resp.StatusCode, b)
+		}
+	}
+	if u := h.srv.budget.Used(); u != 0 {
+		t.Fatalf("%d bytes still reserved", u)
 	}
 }

@@ -1,0 +1,19 @@
+package main
+
+import "testing"
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1073741824": 1 << 30, "512MiB": 512 << 20, "512M": 512 << 20, "2GiB": 2 << 30, "2g": 2 << 30,
+		"64 MB": 64 << 20, "1T": 1 << 40, "100K": 100 << 10, "7B": 7,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "-1G", "1.5G", "12X", "99999999999T"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("%q: %d, want an error", in, got)
+		}
+	}
+}

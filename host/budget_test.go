@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,5 +211,55 @@ func TestBodyBudgetUnderAFloodOfLargeBodies(t *testing.T) {
 	}
 	if len(bystanderErrs) > 0 || bystanderN < 5 || worst > 5*time.Second {
 		t.Fatalf("the bystander: %d requests, errors %v, worst %v", bystanderN, bystanderErrs, worst)
+	}
+}
+
+// A producer send's bodies are charged to the invoking principal's share
+// until they are durable (#36): a sendBatch larger than the share rejects
+// backend_unavailable saying so, and sends nothing; a smaller one passes.
+func TestSendBodiesInTheBudget(t *testing.T) {
+	// A body budget of 512 KiB: a principal's share is 256 KiB.
+	h, err := New(context.Background(), Config{DataDir: MemoryDataDir, Listen: "127.0.0.1:0", Logger: quietLogger(), HandlerTimeout: 30 * time.Second, MaxMemory: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Shutdown(context.Background())
+	c := newClient(t, h.URL(), h.AdminToken())
+	q := c.create("tasks", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
+	w := c.create("w", schemas.FormModuleWorker, map[string]any{"handlers": []string{"fetch"}})
+	v := c.create("w-v1", schemas.FormWorkerVersion, map[string]any{
+		"worker": map[string]any{"resourceUid": w}, "mainModule": "main.js",
+		"modules": []any{map[string]any{"name": "main.js", "content": `export default { async fetch(r, env) {
+			const n = Number(new URL(r.url).searchParams.get("n"));
+			const body = "x".repeat(100000);
+			try {
+				await env.TASKS.sendBatch(Array.from({length: n}, () => ({body})));
+				return new Response("sent " + n);
+			} catch (e) { return new Response(e.name + ": " + e.message); }
+		} };`}},
+		"queueProducerBindings": []any{map[string]any{"name": "TASKS", "resource": map[string]any{"resourceUid": q}}},
+	})
+	st, op, raw := c.do("PUT", "/v2/spaces/demo/resources/"+w, map[string]any{"spec": map[string]any{"handlers": []string{"fetch"}, "version": map[string]any{"resourceUid": v}}})
+	if st != 202 {
+		t.Fatalf("select: %d %s", st, raw)
+	}
+	c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
+	if st, _, raw := c.do("POST", "/v2/spaces/demo/resources/"+w+"/fetch/?n=3", ""); st != 200 || !strings.Contains(string(raw), "backend_unavailable") || !strings.Contains(string(raw), "memory share") {
+		t.Fatalf("a batch of 300 kB: %d %s", st, raw)
+	}
+	if st, _, raw := c.do("POST", "/v2/spaces/demo/resources/"+w+"/fetch/?n=2", ""); st != 200 || string(raw) != "sent 2" {
+		t.Fatalf("a batch of 200 kB: %d %s", st, raw)
+	}
+	if n := h.Budget().Used(); n != 0 {
+		t.Fatalf("%d bytes still reserved", n)
+	}
+	// The refused batch sent nothing.
+	var stats struct{ Messages int }
+	_, _, raw = c.do("GET", "/v2/spaces/demo/resources/"+q+"/stats", nil)
+	if err := json.Unmarshal(raw, &stats); err != nil || stats.Messages != 2 {
+		t.Fatalf("the queue holds %d messages, want 2: %s", stats.Messages, raw)
 	}
 }

@@ -490,19 +490,33 @@ func (c *cluster) fenced(uid string) {
 // Queue reads the queue's record, so that a send through this host uses
 // the deliveryDelaySeconds another host may have just changed (its
 // announcement may still be on its way); the known configuration when
-// the read fails.
-func (c *cluster) Queue(uid string) (int, bool) {
+// the read fails. A queue is refused as unknown only when the store says
+// so (no record, being deleted, not a queue), never because a read
+// failed.
+func (c *cluster) Queue(uid string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if r, err := c.pg.Resource(ctx, uid); err == nil && r.FormURL == schemas.FormAtLeastOnceQueue && r.State != store.StateDeleting {
-		if cfg, err := controller.QueueConfigOf(r); err == nil {
-			return cfg.DeliveryDelaySeconds, true
+	r, err := c.pg.Resource(ctx, uid)
+	switch {
+	case err == nil && (r.FormURL != schemas.FormAtLeastOnceQueue || r.State == store.StateDeleting):
+		return 0, abi.ErrUnknownQueue
+	case err == nil:
+		cfg, cerr := controller.QueueConfigOf(r)
+		if cerr == nil {
+			return cfg.DeliveryDelaySeconds, nil
 		}
+		c.log.Warn("cluster: a queue's record does not decode; sending with its known configuration", "queue", uid, "err", cerr)
+		err = cerr
+	case errors.Is(err, store.ErrNotFound):
+		return 0, abi.ErrUnknownQueue
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	cfg, ok := c.queues[uid]
-	return cfg.DeliveryDelaySeconds, ok
+	c.mu.Unlock()
+	if ok {
+		return cfg.DeliveryDelaySeconds, nil
+	}
+	return 0, fmt.Errorf("reading the record of queue %s: %w", uid, err)
 }
 
 func (c *cluster) Accepted(queueUID string, ids []string) {

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 // Remote is what an engine of a cluster knows of the queues other engines
 // hold.
 type Remote interface {
-	// Queue reports whether uid is a queue held elsewhere, and its
-	// deliveryDelaySeconds.
-	Queue(uid string) (deliveryDelaySeconds int, ok bool)
+	// Queue returns the deliveryDelaySeconds of uid, a queue held
+	// elsewhere: an error wrapping abi.ErrUnknownQueue when no such queue
+	// exists, another error when that cannot be told now (its record
+	// could not be read).
+	Queue(uid string) (deliveryDelaySeconds int, err error)
 	// Accepted is told, after they are durable, of messages accepted into
 	// a queue held elsewhere, so that its owner can adopt them. It must
 	// not block.
@@ -31,18 +34,21 @@ type Remote interface {
 	Current(queueUID string) bool
 }
 
-func (e *Engine) remoteQueue(uid string) (int, bool) {
+func (e *Engine) remoteQueue(uid string) (int, error) {
 	if e.remote == nil {
-		return 0, false
+		return 0, abi.ErrUnknownQueue
 	}
 	return e.remote.Queue(uid)
 }
 
 // sendRemote is Send into a queue this engine does not hold.
 func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
-	delay, ok := e.remoteQueue(queueUID)
-	if !ok {
-		return nil, abi.ErrUnknownQueue
+	delay, err := e.remoteQueue(queueUID)
+	if errors.Is(err, abi.ErrUnknownQueue) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, backendErr(err)
 	}
 	// IDs carry an accept sequence number, in case the queue is
 	// serialized (its owner then orders it by them: serial.go).
@@ -114,7 +120,7 @@ func (e *Engine) Adopt(uid string, sms []store.Message) int {
 		if sm.Queue != uid && sm.Queue != "" {
 			continue
 		}
-		if _, ok := q.ids[sm.ID]; ok {
+		if q.holds(sm.ID) {
 			continue
 		}
 		seq := uint64(0)
@@ -133,8 +139,9 @@ func (e *Engine) Adopt(uid string, sms []store.Message) int {
 		if sm.Lease != "" && m.visibleAt > now {
 			m.visibleAt = now
 		}
-		q.insert(m, now)
-		n++
+		if q.insert(m, now) {
+			n++
+		}
 	}
 	if n > 0 {
 		q.pump()

@@ -563,6 +563,7 @@ func (e *Engine) removeQueue(ctx context.Context, uid string, drop bool) error {
 	}
 	q.mu.Lock()
 	q.removed = true
+	q.unloaded = !drop
 	q.noteChanged()
 	q.stopTimer()
 	var fin []*batch
@@ -782,10 +783,18 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 		return e.sendRemote(ctx, queueUID, msgs)
 	}
 	q.life.RLock()
-	defer q.life.RUnlock()
 	if q.removed {
+		unloaded := q.unloaded
+		q.life.RUnlock()
+		if unloaded && e.remote != nil {
+			// Its delivery moved to another engine (Unload) after the
+			// lookup: the queue exists, and is sent to as one held
+			// elsewhere.
+			return e.sendRemote(ctx, queueUID, msgs)
+		}
 		return nil, abi.ErrUnknownQueue
 	}
+	defer q.life.RUnlock()
 	defDelay := int(q.sendDelay.Load())
 	var ids []string
 	var seq uint64
@@ -824,7 +833,15 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 		}
 		news[i] = newMsg(ids[i], now, visibleAt, 0, len(m.Body), seq+uint64(i)+1)
 	}
+	if q.ids != nil {
+		q.mu.Lock()
+		q.reserve(ids)
+		q.mu.Unlock()
+	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
+		q.mu.Lock()
+		q.unreserve(ids)
+		q.mu.Unlock()
 		return nil, backendErr(err)
 	}
 	q.count.accepted.Add(uint64(len(msgs)))
@@ -834,6 +851,16 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 		q.pump()
 	}
 	q.mu.Unlock()
+	if e.remote != nil && !e.remote.Current(queueUID) {
+		// The queue's lease may have moved to another engine before
+		// this commit (a send is not fenced), and its new owner may have
+		// loaded the queue without it: it is told, as for a send into a
+		// queue held elsewhere (adopting what it holds already is a
+		// no-op). While the lease is current by this engine's clock no
+		// other engine can have taken the queue yet, so a later owner
+		// loads the message.
+		e.remote.Accepted(queueUID, ids)
+	}
 	return ids, nil
 }
 

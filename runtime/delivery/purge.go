@@ -220,8 +220,12 @@ func (e *Engine) MoveNext(ctx context.Context, req MoveRequest) (MoveResult, err
 func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extra func(newID, target string) []store.Mutation) (newID string, moved bool, err error) {
 	t := e.queue(target)
 	if t == nil {
-		if delay, ok := e.remoteQueue(target); ok {
+		delay, err := e.remoteQueue(target)
+		if err == nil {
 			return e.moveRemote(ctx, q, m, target, delay, extra)
+		}
+		if !errors.Is(err, abi.ErrUnknownQueue) {
+			return "", false, backendErr(err)
 		}
 		return "", false, fmt.Errorf("%w: %s", ErrUnknownTarget, target)
 	}
@@ -260,7 +264,14 @@ func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extr
 		newID, seq = e.newMessageIDs(t, 1)[0], e.seq.Add(1)
 	}
 	now := e.nowMs()
+	// Inserted below, after the write (see queue.holds).
+	t.mu.Lock()
+	t.reserve([]string{newID})
+	t.mu.Unlock()
 	if err := e.store.Apply(ctx, moveMutations(q, m, t.uid, newID, now, now+delay, body, extra)...); err != nil {
+		t.mu.Lock()
+		t.unreserve([]string{newID})
+		t.mu.Unlock()
 		return "", false, backendErr(err)
 	}
 	nm := newMsg(newID, now, now+delay, 0, len(body), seq)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/clock"
 	"github.com/takoform/queuehost/runtime/store"
 )
@@ -32,6 +33,9 @@ type queue struct {
 	// removed is written under mu with life held exclusively, so a holder
 	// of either may read it.
 	removed bool
+	// unloaded: removed by Unload (its delivery moved to another engine
+	// of a cluster), not deleted; written with removed.
+	unloaded bool
 	// held counts the messages the queue holds (not gone). ids maps them
 	// by ID only with an injected NewID, whose IDs must be checked for
 	// duplicates; random ones need no map.
@@ -118,12 +122,17 @@ func (q *queue) retentionMs() int64 { return int64(q.cfg.MessageRetentionSeconds
 // the queue's current retention.
 func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }
 
-// insert adds a new message (load, dead-letter move). mu held.
-func (q *queue) insert(m *msg, now int64) {
-	q.add(m)
+// insert adds a new message (load, adoption, dead-letter move, redrive)
+// and reports whether it did: false when the queue already holds a
+// message of that ID (see holds). mu held.
+func (q *queue) insert(m *msg, now int64) bool {
+	if !q.add(m) {
+		return false
+	}
 	q.pushVis(m, now)
 	q.expiry.push(m)
 	m.inExp = true
+	return true
 }
 
 // insertSent adds the messages of one Send, given in input order: they
@@ -131,8 +140,12 @@ func (q *queue) insert(m *msg, now int64) {
 // once are in delivery order. mu held.
 func (q *queue) insertSent(ms []*msg, now int64) {
 	var avail []*msg
+	skipped := false
 	for _, m := range ms {
-		q.add(m)
+		if !q.add(m) {
+			skipped = true
+			continue
+		}
 		m.inExp = true
 		if q.serial || m.visibleAt <= now {
 			m.where = inAvail
@@ -143,19 +156,76 @@ func (q *queue) insertSent(ms []*msg, now int64) {
 		}
 		q.noteFuture(m, now)
 	}
+	if skipped {
+		var added []*msg
+		for _, m := range ms {
+			if q.ids[m.id] == m {
+				added = append(added, m)
+			}
+		}
+		ms = added
+	}
 	q.expiry.pushSorted(ms)
 	q.avail.pushSorted(avail)
 }
 
-// add counts a new message as held and ready. mu held.
-func (q *queue) add(m *msg) {
+// Whether a message is held in memory is decided in one place: q.ids,
+// kept when messages can reach the queue by two ways (a cluster, whose
+// owner adopts what other engines accepted and what a re-read of the
+// store finds; an injected NewID). A write that adds messages to a held
+// queue (a send, a dead-letter move, a redrive) reserves their IDs before
+// its store write and inserts them after it: a re-read of the store in
+// between finds them reserved and leaves them to the write, so that one
+// message never has two copies in memory (delivered twice, both times as
+// attempt 1). Without q.ids a message has one way in.
+
+// holds reports whether the queue holds the message of that ID, or a
+// write in progress is adding it. mu held.
+func (q *queue) holds(id string) bool {
+	_, ok := q.ids[id]
+	return ok
+}
+
+// reserve marks ids as being added by a write in progress (see holds).
+// mu held.
+func (q *queue) reserve(ids []string) {
+	if q.ids == nil {
+		return
+	}
+	for _, id := range ids {
+		if _, ok := q.ids[id]; !ok {
+			q.ids[id] = nil
+		}
+	}
+}
+
+// unreserve forgets the reservations of a write that failed. mu held.
+func (q *queue) unreserve(ids []string) {
+	if q.ids == nil {
+		return
+	}
+	for _, id := range ids {
+		if m, ok := q.ids[id]; ok && m == nil {
+			delete(q.ids, id)
+		}
+	}
+}
+
+// add counts a new message as held and ready, unless the queue holds a
+// message of that ID already (false). A reservation of its ID is taken
+// over. mu held.
+func (q *queue) add(m *msg) bool {
+	if q.ids != nil {
+		if cur := q.ids[m.id]; cur != nil {
+			return false
+		}
+		q.ids[m.id] = m
+	}
 	q.noteChanged()
 	q.held++
 	q.heldBytes += int64(m.size)
-	if q.ids != nil {
-		q.ids[m.id] = m
-	}
 	m.state = stReady
+	return true
 }
 
 // pushVis adds a ready message to the available order when it is visible
@@ -573,9 +643,12 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 	if len(p.dead) > 0 {
 		dlq = e.queue(p.dlqUID)
 		if dlq == nil {
-			delay, ok := e.remoteQueue(p.dlqUID)
-			if !ok {
+			delay, err := e.remoteQueue(p.dlqUID)
+			if errors.Is(err, abi.ErrUnknownQueue) {
 				return nil, nil, fmt.Errorf("%w: %s", errNoDeadLetterQueue, p.dlqUID)
+			}
+			if err != nil {
+				return nil, nil, err
 			}
 			accepts, ids, dead, gone, rerr := e.remoteDead(ctx, q, p, delay)
 			if rerr != nil {
@@ -672,7 +745,22 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 	if len(muts) == 0 {
 		return nil, nil, nil
 	}
+	var movedIDs []string
+	if len(moved) > 0 && dlq.ids != nil {
+		// addMoved inserts them after the write (see queue.holds).
+		for _, m := range moved {
+			movedIDs = append(movedIDs, m.id)
+		}
+		dlq.mu.Lock()
+		dlq.reserve(movedIDs)
+		dlq.mu.Unlock()
+	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
+		if movedIDs != nil {
+			dlq.mu.Lock()
+			dlq.unreserve(movedIDs)
+			dlq.mu.Unlock()
+		}
 		return nil, nil, err
 	}
 	if len(remoteDLQ) > 0 {

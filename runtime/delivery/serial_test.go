@@ -472,17 +472,25 @@ type remoteStub struct {
 	mu       sync.Mutex
 	queues   map[string]int
 	accepted map[string][]string
+	lost     map[string]bool
 }
 
-func (r *remoteStub) Queue(uid string) (int, bool) {
+func (r *remoteStub) Queue(uid string) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, ok := r.queues[uid]
-	return d, ok
+	if !ok {
+		return 0, abi.ErrUnknownQueue
+	}
+	return d, nil
 }
 
-// Current: the stub's engine always holds its queues' leases.
-func (r *remoteStub) Current(string) bool { return true }
+// Current: the stub's engine holds its queues' leases, but those in lost.
+func (r *remoteStub) Current(uid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lost[uid]
+}
 
 func (r *remoteStub) Accepted(q string, ids []string) {
 	r.mu.Lock()

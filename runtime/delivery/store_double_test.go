@@ -18,6 +18,16 @@ type memStore struct {
 	// fail, when set, is consulted before each Apply; a non-nil result
 	// fails the Apply with nothing applied.
 	fail func(muts []store.Mutation) error
+	// after, when set, is called after each successful Apply, before it
+	// returns (something that happens between a write's commit and what
+	// its caller does next).
+	after func(muts []store.Mutation)
+}
+
+func (s *memStore) setAfter(f func([]store.Mutation)) {
+	s.mu.Lock()
+	s.after = f
+	s.mu.Unlock()
 }
 
 func newMemStore() *memStore { return wrapStore(store.NewMemory()) }
@@ -44,7 +54,11 @@ func (s *memStore) Apply(ctx context.Context, muts ...store.Mutation) error {
 	}
 	s.mu.Lock()
 	s.applies = append(s.applies, append([]store.Mutation(nil), muts...))
+	after := s.after
 	s.mu.Unlock()
+	if after != nil {
+		after(muts)
+	}
 	return nil
 }
 

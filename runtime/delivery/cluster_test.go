@@ -1,0 +1,143 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/store"
+)
+
+func newRemoteStub() *remoteStub {
+	return &remoteStub{queues: map[string]int{}, accepted: map[string][]string{}}
+}
+
+// adoptAfter makes every Apply that accepts into queue run a re-read of
+// the store and an Adopt by e between its commit and its return: the
+// owner's periodic re-read (or an announcement of another host) landing
+// between a write's commit and its insert into memory.
+func adoptAfter(h *harness, e *Engine, queue string) {
+	h.st.setAfter(func(muts []store.Mutation) {
+		for _, m := range muts {
+			if a, ok := m.(store.AcceptMessage); ok && a.Message.Queue == queue {
+				sms, err := h.st.Messages(context.Background(), queue)
+				if err != nil {
+					h.t.Error(err)
+					return
+				}
+				e.Adopt(queue, sms)
+				return
+			}
+		}
+	})
+}
+
+// TestAdoptBetweenSendCommitAndInsert (issue #35, defect 1): a re-read of
+// the store that adopts between a send's commit and its insert into
+// memory must not give the message a second copy; before the fix the
+// queue held two and delivered the message twice, both as attempt 1.
+func TestAdoptBetweenSendCommitAndInsert(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Remote = newRemoteStub() })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	adoptAfter(h, h.e, "q")
+	sent := h.send("q", "one", "two")
+	h.st.setAfter(nil)
+	if n := h.count("q"); n != 2 {
+		t.Fatalf("the queue holds %d messages, want 2", n)
+	}
+	r := newRecorder(nil)
+	h.attach(consumerCfg("c", "q", "w"), r)
+	h.waitFinished(1)
+	h.quiesce()
+	seen := map[string]int{}
+	for _, b := range r.all() {
+		for _, m := range b.Messages {
+			seen[m.ID]++
+			if m.Attempts != 1 {
+				t.Errorf("message %s delivered with attempts %d", m.ID, m.Attempts)
+			}
+		}
+	}
+	for _, id := range sent {
+		if seen[id] != 1 {
+			t.Errorf("message %s delivered %d times, want once", id, seen[id])
+		}
+	}
+	if n := h.count("q"); n != 0 {
+		t.Fatalf("after the acknowledgement the queue holds %d", n)
+	}
+}
+
+// TestAdoptBetweenDeadLetterCommitAndInsert: the same for a dead-letter
+// move into a held queue (one place decides what memory holds).
+func TestAdoptBetweenDeadLetterCommitAndInsert(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Remote = newRemoteStub() })
+	h.addQueue("q", 0, 3600)
+	h.addQueue("dlq", 0, 3600)
+	h.start()
+	h.send("q", "poison")
+	adoptAfter(h, h.e, "dlq")
+	h.attach(consumerCfg("c", "q", "w", func(c *ConsumerConfig) { c.MaxRetries = 0; c.DeadLetterQueueUID = "dlq" }), newRecorder(throwing))
+	h.waitFinished(1)
+	h.quiesce()
+	h.st.setAfter(nil)
+	if n := h.count("dlq"); n != 1 {
+		t.Fatalf("the dead-letter queue holds %d messages, want 1", n)
+	}
+}
+
+// TestSendAfterLeaseLossIsAnnounced (issue #35): a send through the
+// owner whose commit lands after the queue's lease ran out (another
+// engine may have taken and loaded the queue already) is announced, so
+// that the new owner adopts it at once, not at its periodic re-read.
+func TestSendAfterLeaseLossIsAnnounced(t *testing.T) {
+	rs := newRemoteStub()
+	h := newHarness(t, func(o *Options) { o.Remote = rs })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	h.send("q", "before")
+	if len(rs.accepted["q"]) != 0 {
+		t.Fatalf("a send under a current lease was announced: %v", rs.accepted["q"])
+	}
+	h.st.setAfter(func([]store.Mutation) {
+		rs.mu.Lock()
+		rs.lost = map[string]bool{"q": true}
+		rs.mu.Unlock()
+	})
+	ids := h.send("q", "during")
+	h.st.setAfter(nil)
+	rs.mu.Lock()
+	got := append([]string(nil), rs.accepted["q"]...)
+	rs.mu.Unlock()
+	if len(got) != 1 || got[0] != ids[0] {
+		t.Fatalf("a send committed after the lease ran out was announced as %v, want %v", got, ids)
+	}
+}
+
+// TestSendToUnloadedQueueGoesRemote (issue #35, defect 5): once the
+// engine has unloaded a queue (its delivery moved on) a send into it is
+// a send into a queue held elsewhere, and only a queue that exists
+// nowhere is refused as "the queue does not exist".
+func TestSendToUnloadedQueueGoesRemote(t *testing.T) {
+	rs := newRemoteStub()
+	rs.queues["q"] = 0
+	h := newHarness(t, func(o *Options) { o.Remote = rs })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	if err := h.e.Unload(h.ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := h.e.Send(h.ctx, "q", []abi.OutgoingMessage{{Body: []byte("after")}})
+	if err != nil {
+		t.Fatalf("send after the unload: %v", err)
+	}
+	if _, ok := h.storedMsg("q", ids[0]); !ok {
+		t.Fatal("the send after the unload is not stored")
+	}
+	delete(rs.queues, "q")
+	if _, err := h.e.Send(h.ctx, "q", []abi.OutgoingMessage{{Body: []byte("x")}}); !errors.Is(err, abi.ErrUnknownQueue) {
+		t.Fatalf("send to a deleted queue: %v", err)
+	}
+}

@@ -289,7 +289,7 @@ func (c *cluster) place(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	if len(held) > 0 {
-		renewed, err := c.pg.RenewAll(ctx, held, c.ttl)
+		renewed, err := c.renewAll(ctx, held)
 		switch {
 		case err == nil:
 			ok := map[string]store.Lease{}
@@ -384,6 +384,28 @@ func (c *cluster) place(ctx context.Context) {
 		c.validUntil[uid] = t0.Add(c.ttl - c.ttl/10)
 		c.mu.Unlock()
 		c.loadLocked(ctx, uid, l)
+	}
+}
+
+// renewAll renews the held leases, trying again a few times within the
+// tick when a renewal fails (a cut connection, a restarting server): a
+// renewal given up for a whole ttl unloads every queue of the host, so
+// one failed statement must not cost a tick. The leases' validity is
+// counted from the start of place, before the first try.
+func (c *cluster) renewAll(ctx context.Context, held []store.Lease) ([]store.Lease, error) {
+	backoff := c.tick() / 8
+	for i := 1; ; i++ {
+		renewed, err := c.pg.RenewAll(ctx, held, c.ttl)
+		if err == nil || ctx.Err() != nil || i == 3 {
+			return renewed, err
+		}
+		c.log.Info("cluster: renewing the queues' leases failed; trying again", "attempt", i, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -233,12 +234,8 @@ func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64, allo
 		// them as one implicit transaction, committed at the batch's Sync.
 		// The fences come first: one that is not current aborts it all.
 		w := writer{}
-		seen := map[store.Lease]bool{}
-		for _, r := range group {
-			if f := r.fence; f != nil && !seen[*f] {
-				seen[*f] = true
-				w.b.Queue(`SELECT store_fence($1, $2, $3)`, f.Name, f.Holder, f.Epoch)
-			}
+		for _, f := range fenceOrder(group) {
+			w.b.Queue(`SELECT store_fence($1, $2, $3)`, f.Name, f.Holder, f.Epoch)
 		}
 		for _, r := range group {
 			for _, m := range r.muts {
@@ -295,6 +292,30 @@ func (s *Store) tryCommit(ctx context.Context, group []*applyReq, id int64, allo
 		return nil, commitErr(err, pid, fenced)
 	}
 	return fenced, nil
+}
+
+// fenceOrder is the distinct leases the group's Applies are fenced with,
+// in name order: the order in which every statement that locks several
+// lease rows locks them (cluster.go), so that a group commit and a
+// renewal (RenewAll) never wait for each other in a cycle. In the order
+// the Applies arrived, two of them fenced with leases a and b could
+// share-lock b while a renewal held a and waited for b: a deadlock.
+func fenceOrder(group []*applyReq) []store.Lease {
+	var fs []store.Lease
+	seen := map[store.Lease]bool{}
+	for _, r := range group {
+		if f := r.fence; f != nil && !seen[*f] {
+			seen[*f] = true
+			fs = append(fs, *f)
+		}
+	}
+	sort.Slice(fs, func(i, j int) bool {
+		if fs[i].Name != fs[j].Name {
+			return fs[i].Name < fs[j].Name
+		}
+		return fs[i].Epoch < fs[j].Epoch
+	})
+	return fs
 }
 
 // checkFences reads the leases the group's fenced Applies name, share-

@@ -14,8 +14,17 @@ import (
 )
 
 // The cluster services (store.Leases, store.Membership, store.Notifier) on
-// the same database. Every time is the database's clock (now()), so that
-// skew between hosts' clocks cannot make two of them hold one lease.
+// the same database. Every time is the database's clock, so that skew
+// between hosts' clocks cannot make two of them hold one lease; a lease
+// is written with the clock at the time of the write (clock_timestamp(),
+// not now(), the transaction's start), so that a statement that waited
+// on a row lock neither shortens the lease it writes nor takes as
+// current one that expired meanwhile.
+//
+// Lock order: every statement or transaction that locks several lease
+// rows locks them in name order (the fences of a group commit, RenewAll),
+// so that a renewal and a fenced group commit never deadlock; the others
+// lock one row.
 
 var (
 	_ store.Leases     = (*Store)(nil)
@@ -44,11 +53,11 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	}
 	l, err := scanLease(s.pool.QueryRow(ctx, `
 		INSERT INTO store_leases AS l (name, holder, epoch, expires)
-		VALUES ($1, $2, 1, now() + $3 * interval '1 microsecond')
+		VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 microsecond')
 		ON CONFLICT (name) DO UPDATE SET
-			epoch = CASE WHEN l.holder = EXCLUDED.holder AND l.expires > now() THEN l.epoch ELSE l.epoch + 1 END,
-			holder = EXCLUDED.holder, expires = EXCLUDED.expires
-		WHERE l.holder = EXCLUDED.holder OR l.expires <= now()
+			epoch = CASE WHEN l.holder = EXCLUDED.holder AND l.expires > clock_timestamp() THEN l.epoch ELSE l.epoch + 1 END,
+			holder = EXCLUDED.holder, expires = clock_timestamp() + $3 * interval '1 microsecond'
+		WHERE l.holder = EXCLUDED.holder OR l.expires <= clock_timestamp()
 		RETURNING name, holder, epoch, expires`, name, holder, micros(ttl)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, fmt.Errorf("%w: %s", store.ErrLeaseHeld, name)
@@ -64,10 +73,18 @@ func (s *Store) renewOnce(ctx context.Context, l store.Lease, ttl time.Duration)
 	if err := s.check(ctx); err != nil {
 		return store.Lease{}, err
 	}
+	// The row is locked before the new expiry is computed: an UPDATE
+	// evaluates its SET before it waits for a row lock (and again after
+	// it only if the row changed), so a renewal that waited behind a
+	// fenced write would otherwise date its lease from before the wait.
 	n, err := scanLease(s.pool.QueryRow(ctx, `
-		UPDATE store_leases SET expires = now() + $4 * interval '1 microsecond'
-		WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires > now()
-		RETURNING name, holder, epoch, expires`, l.Name, l.Holder, l.Epoch, micros(ttl)))
+		WITH locked AS MATERIALIZED (
+			SELECT name FROM store_leases WHERE name = $1 AND holder = $2 AND epoch = $3
+			FOR NO KEY UPDATE)
+		UPDATE store_leases l SET expires = clock_timestamp() + $4 * interval '1 microsecond'
+		FROM locked
+		WHERE l.name = locked.name AND l.expires > clock_timestamp()
+		RETURNING l.name, l.holder, l.epoch, l.expires`, l.Name, l.Holder, l.Epoch, micros(ttl)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, fmt.Errorf("%w: lease %s epoch %d", store.ErrFenced, l.Name, l.Epoch)
 	}
@@ -213,7 +230,9 @@ func (s *Store) MessagesOf(ctx context.Context, queue string, ids []string) ([]s
 
 // RenewAll extends, in one statement, every lease of ls that is still
 // current (same holder and epoch, not expired), and returns those renewed;
-// a lease left out has moved on (fenced).
+// a lease left out has moved on (fenced). The rows are locked in name
+// order (see Lock order above), and a statement the database aborted for
+// another transaction's sake is tried again.
 func (s *Store) RenewAll(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
 	if len(ls) == 0 {
 		return nil, nil
@@ -225,23 +244,43 @@ func (s *Store) RenewAll(ctx context.Context, ls []store.Lease, ttl time.Duratio
 		names[i], holders[i], epochs[i] = l.Name, l.Holder, l.Epoch
 	}
 	return retryRead(ctx, s, func() ([]store.Lease, error) {
-		if err := s.check(ctx); err != nil {
-			return nil, err
+		for i := 1; ; i++ {
+			out, err := s.renewAllOnce(ctx, names, holders, epochs, ttl)
+			if isConflict(err) && i < readRetries && ctx.Err() == nil && !s.closed.Load() {
+				continue // aborted for another transaction's sake: at once
+			}
+			return out, err
 		}
-		rows, err := s.pool.Query(ctx, `
-			UPDATE store_leases l SET expires = now() + $4 * interval '1 microsecond'
-			FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(name, holder, epoch)
-			WHERE l.name = x.name AND l.holder = x.holder AND l.epoch = x.epoch AND l.expires > now()
-			RETURNING l.name, l.holder, l.epoch, l.expires`, names, holders, epochs, micros(ttl))
-		if err != nil {
-			return nil, s.readErr(err)
-		}
-		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Lease, error) { return scanLease(r) })
-		if err != nil {
-			return nil, s.readErr(err)
-		}
-		return out, nil
 	})
+}
+
+func (s *Store) renewAllOnce(ctx context.Context, names, holders []string, epochs []int64, ttl time.Duration) ([]store.Lease, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	// The rows are locked first, in name order (a MATERIALIZED CTE is
+	// never folded into the UPDATE, whose join could take them in any
+	// order), and only locked rows are written, their expiry computed
+	// after the lock was taken (see renewOnce).
+	rows, err := s.pool.Query(ctx, `
+		WITH locked AS MATERIALIZED (
+			SELECT l.name FROM store_leases l
+			JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS x(name, holder, epoch)
+				ON l.name = x.name AND l.holder = x.holder AND l.epoch = x.epoch
+			ORDER BY l.name
+			FOR NO KEY UPDATE OF l)
+		UPDATE store_leases l SET expires = clock_timestamp() + $4 * interval '1 microsecond'
+		FROM locked
+		WHERE l.name = locked.name AND l.expires > clock_timestamp()
+		RETURNING l.name, l.holder, l.epoch, l.expires`, names, holders, epochs, micros(ttl))
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Lease, error) { return scanLease(r) })
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	return out, nil
 }
 
 // Revoke ends whoever holds the lease on name now: the epoch moves on and

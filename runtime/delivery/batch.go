@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/clock"
@@ -144,6 +146,15 @@ func (e *Engine) dispatchBatch(b *batch) {
 		e.unlease(b, nil, false)
 		return
 	}
+	if e.remote != nil && !e.remote.Deliverable(q.uid) {
+		// The queue's lease is running out by this host's clock (a
+		// renewal is late, or the lease is lost): record nothing, so
+		// that no attempt is counted that no handler runs; try again
+		// shortly (the renewal succeeds, or the queue is unloaded).
+		e.log.Debug("delivery: the queue's lease is running out; delivering nothing until it is renewed", "queue", q.uid)
+		e.unleaseFor(b, leaseWait)
+		return
+	}
 	if err := e.store.Apply(e.ctx, store.DeliverMessages{Queue: q.uid, Batch: b.id, IDs: ids}); err != nil {
 		e.log.Warn("delivery: recording a delivery failed; will retry", "queue", q.uid, "err", err)
 		e.unlease(b, nil, true)
@@ -151,13 +162,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 	}
 
 	q.mu.Lock()
-	msgs := make([]abi.Message, len(b.items))
-	for i, bm := range b.items {
-		bm.m.attempts++
-		msgs[i] = abi.Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[i], Attempts: bm.m.attempts}
-	}
 	b.c.failures, b.c.backoffUntil = 0, 0
-	b.state = bRunning
 	if !b.abort && e.remote != nil && !e.remote.Current(q.uid) {
 		// The queue's lease may have moved on while this host was
 		// stalled (its delivery write was fenced in time, but the
@@ -165,15 +170,18 @@ func (e *Engine) dispatchBatch(b *batch) {
 		b.abort = true
 	}
 	if b.abort {
-		// Closed while the delivery was being recorded: the attempt
-		// counts, the handler does not run, the messages go back.
-		fin := e.closeLocked(b, outClose)
+		// Closed while the delivery was being recorded: the handler does
+		// not run, and the recorded attempt is given back.
 		q.mu.Unlock()
-		if fin {
-			e.finalize(b)
-		}
+		e.giveBack(b, bodies)
 		return
 	}
+	msgs := make([]abi.Message, len(b.items))
+	for i, bm := range b.items {
+		bm.m.attempts++
+		msgs[i] = abi.Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[i], Attempts: bm.m.attempts}
+	}
+	b.state = bRunning
 	base := context.Background()
 	hctx, cancel := context.WithCancelCause(base)
 	timeout := e.handlerTimeout
@@ -247,6 +255,84 @@ func (e *Engine) unlease(b *batch, gone []*bmsg, fail bool) {
 	if fail {
 		b.c.failures++
 		b.c.backoffUntil = now + backoff(b.c.failures).Milliseconds()
+	}
+	e.endBatchLocked(b)
+	q.pump()
+	q.mu.Unlock()
+	e.notify()
+}
+
+// leaseWait is how long a consumer waits before its next batch when its
+// queue's lease was running out at a delivery (see Remote.Deliverable).
+const leaseWait = 250 * time.Millisecond
+
+// unleaseFor is unlease of a batch that was not recorded, with the next
+// batch of its consumer not before wait.
+func (e *Engine) unleaseFor(b *batch, wait time.Duration) {
+	q := b.q
+	q.mu.Lock()
+	now := e.nowMs()
+	for _, bm := range b.items {
+		if bm.m.state == stLeased {
+			q.release(bm.m, bm.m.visibleAt, now)
+		}
+	}
+	b.c.backoffUntil = max(b.c.backoffUntil, now+wait.Milliseconds())
+	e.endBatchLocked(b)
+	q.pump()
+	q.mu.Unlock()
+	e.notify()
+}
+
+// giveBack ends a batch whose delivery was recorded but whose handler
+// will not run (closed meanwhile, or the queue's lease ran out by this
+// host's clock): a delivery counts as an attempt only once it is recorded
+// and handed to a handler, so each message's record is restored as it
+// was before the delivery (same attempts, no lease), in one write fenced
+// by the queue's lease in a cluster (the RetryMessage). When that write
+// fails (the lease moved on: the successor may already deliver them) the
+// attempt stays counted. A message purged or expired meanwhile is not
+// restored, nor are the messages of a removed queue.
+func (e *Engine) giveBack(b *batch, bodies [][]byte) {
+	q := b.q
+	q.life.RLock()
+	q.mu.Lock()
+	var muts []store.Mutation
+	var restored []*msg
+	if !q.removed {
+		for i, bm := range b.items {
+			m := bm.m
+			if m.expired || m.state != stLeased {
+				continue
+			}
+			muts = append(muts,
+				store.AcceptMessage{
+					Message: store.Message{Queue: q.uid, ID: m.id, AcceptedAt: m.acceptedAt, VisibleAt: m.visibleAt,
+						Attempts: m.attempts, Size: m.size, DeadLetter: m.dl},
+					Body: bodies[i],
+				},
+				store.RetryMessage{Queue: q.uid, ID: m.id, VisibleAt: m.visibleAt})
+			restored = append(restored, m)
+		}
+	}
+	q.mu.Unlock()
+	var err error
+	if len(muts) > 0 {
+		err = e.store.Apply(context.WithoutCancel(e.ctx), muts...)
+	}
+	q.life.RUnlock()
+	q.mu.Lock()
+	now := e.nowMs()
+	if err != nil {
+		e.log.Warn("delivery: giving back the attempt of a batch whose handler did not run failed; the attempt stays counted", "queue", q.uid, "batch", b.id, "err", err)
+	}
+	for _, bm := range b.items {
+		if err != nil || !slices.Contains(restored, bm.m) {
+			bm.m.attempts++ // as recorded
+		}
+		if bm.m.state == stLeased {
+			q.release(bm.m, now, now)
+		}
 	}
 	e.endBatchLocked(b)
 	q.pump()

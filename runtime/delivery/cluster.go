@@ -28,10 +28,17 @@ type Remote interface {
 	// not block.
 	Accepted(queueUID string, ids []string)
 	// Current reports whether this engine's host still holds the lease of
-	// a queue it delivers, by its own clock: checked right before a
-	// handler is invoked, so that a host that was stalled past its lease
-	// does not run a batch its successor may be delivering again.
+	// a queue it delivers, by its own monotonic clock: checked right
+	// before a handler is invoked, so that a host that was stalled past
+	// its lease does not run a batch its successor may be delivering
+	// again.
 	Current(queueUID string) bool
+	// Deliverable is Current with room to spare: the lease is held for
+	// long enough to record a delivery and start its handler. Checked
+	// before a delivery is recorded, so that a host whose lease estimate
+	// is running out records (counts) no attempt it would not hand to a
+	// handler.
+	Deliverable(queueUID string) bool
 }
 
 func (e *Engine) remoteQueue(uid string) (int, error) {

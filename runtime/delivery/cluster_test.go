@@ -141,3 +141,77 @@ func TestSendToUnloadedQueueGoesRemote(t *testing.T) {
 		t.Fatalf("send to a deleted queue: %v", err)
 	}
 }
+
+// TestNoAttemptCountedWhileTheLeaseRunsOut (issue #35, defect 4): while
+// the queue's lease estimate has run out (a renewal is late; the store
+// still takes the owner's writes) the engine records no delivery: before
+// the fix each batch recorded an attempt and did not run its handler, at
+// once and again, until the message was discarded after its last retry
+// without any handler having run it.
+func TestNoAttemptCountedWhileTheLeaseRunsOut(t *testing.T) {
+	rs := newRemoteStub()
+	h := newHarness(t, func(o *Options) { o.Remote = rs })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	id := h.send("q", "m")[0]
+	rs.set(&rs.lost, "q", true)
+	r := newRecorder(nil)
+	h.attach(consumerCfg("c", "q", "w", func(c *ConsumerConfig) { c.MaxRetries = 1 }), r)
+	h.quiesce()
+	for range 4 {
+		h.advance(leaseWait)
+	}
+	if n := len(r.all()); n != 0 {
+		t.Fatalf("%d batches ran without a current lease", n)
+	}
+	sm, ok := h.storedMsg("q", id)
+	if !ok {
+		t.Fatalf("the message was removed (discarded: %v) while no handler ran", h.st.removals("q", store.RemovedDiscarded))
+	}
+	if sm.Attempts != 0 {
+		t.Fatalf("%d attempts counted while the lease had run out", sm.Attempts)
+	}
+	rs.set(&rs.lost, "q", false)
+	h.advance(leaseWait)
+	b := r.next(t)
+	if b.Messages[0].Attempts != 1 {
+		t.Fatalf("first handler run with attempts %d, want 1", b.Messages[0].Attempts)
+	}
+}
+
+// TestStalledBatchIsDroppedAndGivenBack (issue #35, defects 2 and 4): a
+// host that stalls past its lease between recording a delivery and
+// invoking its handler does not run the handler (its successor may have
+// delivered and acknowledged the messages meanwhile), and the recorded
+// attempt is given back: the next handler run is attempt 1. Before the
+// fix the attempt stayed counted (the next run was attempt 2).
+func TestStalledBatchIsDroppedAndGivenBack(t *testing.T) {
+	rs := newRemoteStub()
+	h := newHarness(t, func(o *Options) { o.Remote = rs })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	id := h.send("q", "m")[0]
+	// The host stalls past its lease while the delivery is being recorded.
+	h.st.setAfter(func(muts []store.Mutation) {
+		if _, ok := muts[0].(store.DeliverMessages); ok {
+			h.st.setAfter(nil)
+			rs.set(&rs.lost, "q", true)
+		}
+	})
+	r := newRecorder(nil)
+	h.attach(consumerCfg("c", "q", "w"), r)
+	h.quiesce()
+	if n := len(r.all()); n != 0 {
+		t.Fatalf("the handler ran %d times after the lease ran out", n)
+	}
+	sm, ok := h.storedMsg("q", id)
+	if !ok || sm.Attempts != 0 || sm.Lease != "" {
+		t.Fatalf("stored after the dropped batch: %+v (found %v), want attempts 0 and no lease", sm, ok)
+	}
+	rs.set(&rs.lost, "q", false)
+	h.advance(leaseWait)
+	b := r.next(t)
+	if b.Messages[0].Attempts != 1 {
+		t.Fatalf("first handler run with attempts %d, want 1", b.Messages[0].Attempts)
+	}
+}

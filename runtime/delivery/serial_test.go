@@ -473,6 +473,7 @@ type remoteStub struct {
 	queues   map[string]int
 	accepted map[string][]string
 	lost     map[string]bool
+	short    map[string]bool
 }
 
 func (r *remoteStub) Queue(uid string) (int, error) {
@@ -490,6 +491,22 @@ func (r *remoteStub) Current(uid string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return !r.lost[uid]
+}
+
+// Deliverable: Current, and not running out (short).
+func (r *remoteStub) Deliverable(uid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lost[uid] && !r.short[uid]
+}
+
+func (r *remoteStub) set(m *map[string]bool, uid string, v bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	(*m)[uid] = v
 }
 
 func (r *remoteStub) Accepted(q string, ids []string) {

@@ -227,9 +227,13 @@ func (p clusterLeases) Stop(ctx context.Context) error {
 	}
 	c.owned = map[string]store.Lease{}
 	c.mu.Unlock()
-	_ = c.pg.Leave(ctx, c.id)
+	if err := c.pg.Leave(ctx, c.id); err != nil {
+		c.log.Warn("cluster: leaving the membership failed; the other hosts see this host gone when its heartbeat expires", "err", err)
+	}
 	for _, l := range ls {
-		_ = c.pg.Release(ctx, l)
+		if err := c.pg.Release(ctx, l); err != nil {
+			c.log.Warn("cluster: releasing a queue's lease at shutdown failed; another host takes the queue when the lease expires", "lease", l.Name, "err", err)
+		}
 	}
 	return nil
 }
@@ -424,8 +428,12 @@ func (c *cluster) loadLocked(ctx context.Context, uid string, l store.Lease) {
 		c.mu.Lock()
 		delete(c.owned, uid)
 		c.mu.Unlock()
-		_ = c.eng.Unload(ctx, uid)
-		_ = c.pg.Release(ctx, l)
+		if err := c.eng.Unload(ctx, uid); err != nil {
+			c.log.Warn("cluster: unloading a queue that failed to load failed", "queue", uid, "err", err)
+		}
+		if err := c.pg.Release(ctx, l); err != nil {
+			c.log.Warn("cluster: releasing the lease of a queue that failed to load failed; it expires after the ttl", "queue", uid, "err", err)
+		}
 	}
 	if !known {
 		fail("a queue to load is gone", errors.New("unknown queue"))
@@ -452,6 +460,9 @@ func (c *cluster) loadLocked(ctx context.Context, uid string, l store.Lease) {
 // host that revoked the queue's lease to detach it has written deleting).
 func (c *cluster) consumerLive(ctx context.Context, uid string) bool {
 	r, err := c.pg.Resource(ctx, uid)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.log.Warn("cluster: reading a consumer to attach failed; it is attached at the next re-read", "consumer", uid, "err", err)
+	}
 	return err == nil && r.State != store.StateDeleting && r.State != store.StateCreating
 }
 
@@ -749,10 +760,16 @@ func (c *cluster) changeLoop(ctx context.Context) {
 func (c *cluster) resyncAll(ctx context.Context) {
 	qs, err := c.pg.Resources(ctx, "", schemas.FormAtLeastOnceQueue)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("cluster: re-reading the queues failed; trying at the next re-read", "err", err)
+		}
 		return
 	}
 	cs, err := c.pg.Resources(ctx, "", schemas.FormQueueConsumer)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("cluster: re-reading the consumers failed; trying at the next re-read", "err", err)
+		}
 		return
 	}
 	seen := map[string]bool{}
@@ -819,6 +836,7 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 	case isQ:
 		cfg, err := controller.QueueConfigOf(r)
 		if err != nil {
+			c.log.Warn("cluster: a queue's record does not decode; keeping its known configuration", "queue", uid, "err", err)
 			return
 		}
 		c.mu.Lock()
@@ -826,7 +844,9 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 		c.queues[uid] = cfg
 		c.mu.Unlock()
 		if c.isOwned(uid) {
-			_ = c.eng.UpdateQueue(ctx, cfg)
+			if err := c.eng.UpdateQueue(ctx, cfg); err != nil {
+				c.log.Warn("cluster: updating a queue changed on another host failed", "queue", uid, "err", err)
+			}
 		} else if !had {
 			poke(c.kick)
 		}
@@ -844,6 +864,7 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 	case isC:
 		cfg, err := controller.ConsumerConfigOf(r)
 		if err != nil {
+			c.log.Warn("cluster: a consumer's record does not decode; keeping its known configuration", "consumer", uid, "err", err)
 			return
 		}
 		c.mu.Lock()
@@ -852,7 +873,9 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 		c.mu.Unlock()
 		if c.isOwned(cfg.QueueUID) {
 			if att, _ := c.eng.ConsumerAttached(ctx, uid); att {
-				_ = c.eng.UpdateConsumer(ctx, cfg)
+				if err := c.eng.UpdateConsumer(ctx, cfg); err != nil {
+					c.log.Warn("cluster: updating a consumer changed on another host failed", "consumer", uid, "err", err)
+				}
 			} else if err := c.eng.Attach(ctx, cfg); err != nil {
 				c.log.Warn("cluster: attaching a consumer changed on another host failed", "consumer", uid, "err", err)
 			}
@@ -944,6 +967,9 @@ func (ce clusterEngine) ensure(ctx context.Context, uid string) {
 		return
 	}
 	r, err := c.pg.Resource(ctx, uid)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+		c.log.Warn("cluster: reading a resource not heard of yet failed", "resource", uid, "err", err)
+	}
 	if err == nil && (r.FormURL == schemas.FormAtLeastOnceQueue || r.FormURL == schemas.FormQueueConsumer) {
 		c.apply(ctx, uid, r, true)
 	}
@@ -1328,9 +1354,12 @@ func (ce clusterEngine) Refresh(ctx context.Context, uid string) {
 	if !c.isOwned(uid) {
 		return
 	}
-	if ms, err := c.pg.Messages(ctx, uid); err == nil {
-		c.eng.Adopt(uid, ms)
+	ms, err := c.pg.Messages(ctx, uid)
+	if err != nil {
+		c.log.Warn("cluster: reading a queue's messages before counting them failed; messages sent through other hosts and not adopted yet are left out", "queue", uid, "err", err)
+		return
 	}
+	c.eng.Adopt(uid, ms)
 }
 
 // loaded waits, when this host has just taken uid's lease, until its
@@ -1425,7 +1454,9 @@ func (c *cluster) CancelElsewhere(ctx context.Context, op store.Operation, by st
 			}
 			var pb *problem.Problem
 			err = c.cancelOp(wait, op.ID, by)
-			_ = c.pg.Release(context.WithoutCancel(wait), l)
+			if rerr := c.pg.Release(context.WithoutCancel(wait), l); rerr != nil {
+				c.log.Warn("cluster: releasing a queue's lease taken to record a cancel failed; it expires after the ttl", "queue", uid, "err", rerr)
+			}
 			if err != nil && !(errors.As(err, &pb) && pb.Code == problem.CodeNotCancellable) {
 				return false, err
 			}
@@ -1492,9 +1523,12 @@ func (c *cluster) claimOperation(ctx context.Context, id string) (func(), bool) 
 				return
 			case <-time.After(c.ttl / 3):
 			}
-			if n, err := c.pg.Renew(context.Background(), l, c.ttl); err == nil {
-				l = n
+			n, err := c.pg.Renew(context.Background(), l, c.ttl)
+			if err != nil {
+				c.log.Warn("cluster: renewing the claim of an Operation failed", "operation", id, "err", err)
+				continue
 			}
+			l = n
 		}
 	})
 	return func() {
@@ -1502,6 +1536,8 @@ func (c *cluster) claimOperation(ctx context.Context, id string) (func(), bool) 
 		wg.Wait()
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.pg.Forget(rctx, l)
+		if err := c.pg.Forget(rctx, l); err != nil {
+			c.log.Warn("cluster: forgetting the claim of an Operation failed; it expires after the ttl", "operation", id, "err", err)
+		}
 	}, true
 }

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 )
 
 // Limits from AtLeastOnceQueue 0.2.0 §producer Binding and QueueConsumer 0.3.0.
@@ -45,7 +46,30 @@ var (
 	ErrInvalidDelay = errors.New("delaySeconds must be an integer from 0 to 43200")
 	// ErrUnknownQueue: the queue is not (or no longer) known to the engine.
 	ErrUnknownQueue = errors.New("the queue does not exist")
+	// ErrNotStarted: a Handler did not start the batch because the time
+	// by which it had to start (StartBy) had passed: the handler did not
+	// run. The engine gives the delivery's attempt back.
+	ErrNotStarted = errors.New("the batch was not started: the time by which its handler had to start had passed")
 )
+
+type startByKey struct{}
+
+// WithStartBy returns ctx carrying the time by which a Handler must start
+// the batch it is given: the end of the queue's lease as the host's own
+// monotonic clock knows it, in a cluster of hosts. A handler that runs
+// the batch elsewhere (a sandbox process) checks it there, right before
+// it starts, and returns ErrNotStarted once it has passed, so that a host
+// frozen between its last check and the hand-over does not run a batch
+// another host may be delivering again.
+func WithStartBy(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, startByKey{}, t)
+}
+
+// StartBy returns the time set by WithStartBy, if any.
+func StartBy(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(startByKey{}).(time.Time)
+	return t, ok
+}
 
 // BodyRule is what a message body must be, for the errors that blame it.
 const BodyRule = "a body is a string, an ArrayBuffer or an ArrayBufferView of at least one byte"

@@ -492,19 +492,19 @@ func (c *cluster) leaseOf(uid string) (store.Lease, bool) {
 }
 
 // Current: delivery.Remote.
-func (c *cluster) Current(uid string) bool { return c.heldFor(uid, 0) }
+func (c *cluster) Current(uid string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until := c.validUntil[uid]
+	_, ok := c.owned[uid]
+	return until, ok && time.Now().Before(until)
+}
 
 // Deliverable: delivery.Remote. The room to spare is a tenth of the ttl
 // (the leases are renewed every fifth).
-func (c *cluster) Deliverable(uid string) bool { return c.heldFor(uid, c.ttl/10) }
-
-// heldFor reports whether the queue's lease is held, by this host's
-// monotonic clock, for at least d more.
-func (c *cluster) heldFor(uid string, d time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.owned[uid]
-	return ok && time.Now().Add(d).Before(c.validUntil[uid])
+func (c *cluster) Deliverable(uid string) bool {
+	until, ok := c.Current(uid)
+	return ok && time.Now().Add(c.ttl/10).Before(until)
 }
 
 func (c *cluster) isOwned(uid string) bool {

@@ -161,9 +161,10 @@ func (e *Engine) dispatchBatch(b *batch) {
 		return
 	}
 
+	leaseUntil, current := e.currentLease(q.uid)
 	q.mu.Lock()
 	b.c.failures, b.c.backoffUntil = 0, 0
-	if !b.abort && e.remote != nil && !e.remote.Current(q.uid) {
+	if !b.abort && !current {
 		// The queue's lease may have moved on while this host was
 		// stalled (its delivery write was fenced in time, but the
 		// handler must not run late either): as if closed.
@@ -183,6 +184,12 @@ func (e *Engine) dispatchBatch(b *batch) {
 	}
 	b.state = bRunning
 	base := context.Background()
+	if !leaseUntil.IsZero() {
+		// The handler's last chance to refuse a stale batch is where it
+		// starts it (a sandbox process, which goes on while this one is
+		// stopped).
+		base = abi.WithStartBy(base, leaseUntil)
+	}
 	hctx, cancel := context.WithCancelCause(base)
 	timeout := e.handlerTimeout
 	if clock.IsReal(e.clock) {
@@ -210,6 +217,10 @@ func (e *Engine) dispatchBatch(b *batch) {
 	}
 	e.track.add()
 	tracked = true
+	if errors.Is(herr, abi.ErrNotStarted) {
+		e.notStarted(b, bodies)
+		return
+	}
 
 	out := outSuccess
 	if herr != nil {
@@ -338,6 +349,37 @@ func (e *Engine) giveBack(b *batch, bodies [][]byte) {
 	q.pump()
 	q.mu.Unlock()
 	e.notify()
+}
+
+// notStarted ends a running batch whose handler refused to start it
+// (abi.ErrNotStarted: the lease's end, passed with abi.WithStartBy, had
+// passed where it was to start): as giveBack, unless the batch was closed
+// meanwhile (its closer settles it as usual).
+func (e *Engine) notStarted(b *batch, bodies [][]byte) {
+	q := b.q
+	q.mu.Lock()
+	if b.state != bRunning || b.pending > 0 {
+		fin := e.closeLocked(b, outClose)
+		q.mu.Unlock()
+		if fin {
+			e.finalize(b)
+		}
+		return
+	}
+	b.state = bDispatching
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	if b.cancel != nil {
+		b.cancel(errBatchClosed)
+	}
+	e.unregisterBatch(b.id)
+	for _, bm := range b.items {
+		bm.m.attempts-- // giveBack counts them again if it cannot restore them
+	}
+	q.mu.Unlock()
+	e.log.Info("delivery: the handler did not start a batch: the queue's lease had ended where it was to start; giving the attempt back", "queue", q.uid, "batch", b.id)
+	e.giveBack(b, bodies)
 }
 
 // endBatchLocked retires b. q.mu held.

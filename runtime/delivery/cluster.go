@@ -28,11 +28,12 @@ type Remote interface {
 	// not block.
 	Accepted(queueUID string, ids []string)
 	// Current reports whether this engine's host still holds the lease of
-	// a queue it delivers, by its own monotonic clock: checked right
-	// before a handler is invoked, so that a host that was stalled past
-	// its lease does not run a batch its successor may be delivering
-	// again.
-	Current(queueUID string) bool
+	// a queue it delivers, by its own monotonic clock, and until when:
+	// checked right before a handler is invoked, so that a host that was
+	// stalled past its lease does not run a batch its successor may be
+	// delivering again. until is passed on to the handler
+	// (abi.WithStartBy), which checks it again where it starts the batch.
+	Current(queueUID string) (until time.Time, ok bool)
 	// Deliverable is Current with room to spare: the lease is held for
 	// long enough to record a delivery and start its handler. Checked
 	// before a delivery is recorded, so that a host whose lease estimate
@@ -46,6 +47,15 @@ func (e *Engine) remoteQueue(uid string) (int, error) {
 		return 0, abi.ErrUnknownQueue
 	}
 	return e.remote.Queue(uid)
+}
+
+// currentLease is Remote.Current; a single engine holds its queues for
+// good (ok, zero until).
+func (e *Engine) currentLease(uid string) (time.Time, bool) {
+	if e.remote == nil {
+		return time.Time{}, true
+	}
+	return e.remote.Current(uid)
 }
 
 // sendRemote is Send into a queue this engine does not hold.

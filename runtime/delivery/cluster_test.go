@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/store"
@@ -213,5 +214,42 @@ func TestStalledBatchIsDroppedAndGivenBack(t *testing.T) {
 	b := r.next(t)
 	if b.Messages[0].Attempts != 1 {
 		t.Fatalf("first handler run with attempts %d, want 1", b.Messages[0].Attempts)
+	}
+}
+
+// TestHandlerRefusingAStaleBatchGetsItsAttemptBack (issue #35, defect
+// 2): the end of the lease as the host knows it reaches the handler
+// (abi.StartBy), so that a handler that starts the batch elsewhere (a
+// sandbox process, which runs on while the host is stopped) can refuse a
+// batch whose lease ended before it got there (abi.ErrNotStarted); the
+// engine then gives the attempt back: the next run is attempt 1.
+func TestHandlerRefusingAStaleBatchGetsItsAttemptBack(t *testing.T) {
+	rs := newRemoteStub()
+	rs.until = time.Now().Add(time.Hour)
+	h := newHarness(t, func(o *Options) { o.Remote = rs })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	id := h.send("q", "m")[0]
+	var startBy []time.Time
+	refuse := true
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
+		sb, _ := abi.StartBy(ctx)
+		startBy = append(startBy, sb)
+		if refuse {
+			refuse = false
+			return abi.ErrNotStarted
+		}
+		return nil
+	})
+	h.attach(consumerCfg("c", "q", "w"), r)
+	r.next(t)
+	h.quiesce()
+	b := r.next(t)
+	if b.Messages[0].Attempts != 1 {
+		t.Fatalf("the run after the refused one has attempts %d, want 1", b.Messages[0].Attempts)
+	}
+	h.waitUntil("acknowledged", func() bool { _, ok := h.storedMsg("q", id); return !ok })
+	if len(startBy) != 2 || !startBy[0].Equal(rs.until) {
+		t.Fatalf("the handler was given start-by %v, want the lease's end %v", startBy, rs.until)
 	}
 }

@@ -851,7 +851,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 		q.pump()
 	}
 	q.mu.Unlock()
-	if e.remote != nil && !e.remote.Current(queueUID) {
+	if _, current := e.currentLease(queueUID); !current {
 		// The queue's lease may have moved to another engine before
 		// this commit (a send is not fenced), and its new owner may have
 		// loaded the queue without it: it is told, as for a send into a

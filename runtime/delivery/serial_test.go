@@ -474,6 +474,7 @@ type remoteStub struct {
 	accepted map[string][]string
 	lost     map[string]bool
 	short    map[string]bool
+	until    time.Time
 }
 
 func (r *remoteStub) Queue(uid string) (int, error) {
@@ -486,11 +487,12 @@ func (r *remoteStub) Queue(uid string) (int, error) {
 	return d, nil
 }
 
-// Current: the stub's engine holds its queues' leases, but those in lost.
-func (r *remoteStub) Current(uid string) bool {
+// Current: the stub's engine holds its queues' leases, but those in
+// lost, until r.until (zero: no end given).
+func (r *remoteStub) Current(uid string) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.lost[uid]
+	return r.until, !r.lost[uid]
 }
 
 // Deliverable: Current, and not running out (short).

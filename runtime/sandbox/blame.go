@@ -113,9 +113,11 @@ func (p *Pool) Quarantined(workerUID, messageID string) bool {
 func (p *Pool) runBatch(ctx context.Context, v *abi.Version, b *abi.Batch) error {
 	rec := &settleRecorder{b: b, settled: map[string]bool{}}
 	if p.quarantine.has(v.WorkerUID, b.Messages) {
-		return p.runAlone(ctx, v, rec, 1)
+		return p.runAlone(ctx, v, rec, 1, startBy(ctx))
 	}
-	_, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, queueFrame(rec, b.Messages), 0)
+	f := queueFrame(rec, b.Messages)
+	f.StartBy = startBy(ctx)
+	_, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, f, 0)
 	var ee *endedError
 	if !errors.As(err, &ee) {
 		return err
@@ -139,13 +141,14 @@ func (p *Pool) runBatch(ctx context.Context, v *abi.Version, b *abi.Batch) error
 		why = "it was one of several running"
 	}
 	p.logs.Add(v.WorkerUID, v.UID, "warn", fmt.Sprintf("batch %s: %v while it ran (%s); it runs again alone in a fresh sandbox, no attempt charged", b.ID, err, why))
-	return p.runAlone(ctx, v, rec, kills)
+	return p.runAlone(ctx, v, rec, kills, 0) // started already: no start-by
 }
 
 // runAlone runs the messages of rec's batch not yet settled in a fresh
 // sandbox of their own, stopped after; a sandbox that ends under them is
-// theirs (charged, kills counted toward the quarantine).
-func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder, kills int) error {
+// theirs (charged, kills counted toward the quarantine). startByNs is
+// the frame's StartBy (0 for a batch that has started already).
+func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder, kills int, startByNs int64) error {
 	rest := rec.unsettled()
 	if len(rest) == 0 {
 		return nil
@@ -175,7 +178,9 @@ func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder
 		p.mu.Unlock()
 		go pr.stop()
 	}()
-	_, err = pr.invoke(ctx, v, queueFrame(rec, rest), p.deadline(ctx, 0))
+	f := queueFrame(rec, rest)
+	f.StartBy = startByNs
+	_, err = pr.invoke(ctx, v, f, p.deadline(ctx, 0))
 	var ee *endedError
 	if errors.As(err, &ee) && ee.blame != blameHost {
 		p.charge(v, rest, kills, err)

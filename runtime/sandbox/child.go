@@ -313,6 +313,13 @@ func (s *child) serve(l *childLane, f *frame) {
 		}
 		r.Err = toWire(err)
 	case opQueue:
+		if f.StartBy != 0 && monoNow() > f.StartBy {
+			// The last moment the host could prove its lease passed
+			// before the batch got here (the host stalled after its
+			// check): another host may be delivering it again.
+			r.Err = toWire(abi.ErrNotStarted)
+			return
+		}
 		h, err := s.rt.QueueHandler(v)
 		if err == nil {
 			b := abi.NewBatch(f.Batch.ID, f.Batch.Queue, f.Batch.Messages, settler{s: s, inv: f.ID})

@@ -61,6 +61,7 @@ const (
 	fHandlers
 	fLog
 	fErr
+	fStartBy
 )
 
 // appendFrame appends f, length first, to b.
@@ -210,6 +211,9 @@ func (e *encoder) fields(v any) {
 		}
 		if v.Err != nil {
 			e.nested(fErr, v.Err)
+		}
+		if v.StartBy != 0 {
+			e.int(fStartBy, v.StartBy)
 		}
 	case *initMsg:
 		e.int(1, int64(v.InvocationTimeout))
@@ -580,6 +584,8 @@ func decodeFrame(b []byte, f *frame) error {
 			f.IDs = append(f.IDs, d.str())
 		case fHandlers:
 			f.Handlers = append(f.Handlers, d.str())
+		case fStartBy:
+			f.StartBy = d.int()
 		case fLog:
 			l := &logMsg{}
 			f.Log = l

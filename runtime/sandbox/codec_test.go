@@ -486,6 +486,7 @@ func refAppendFrame(b []byte, f *frame) []byte {
 		e.int(6, int64(w.Column))
 		e.end(at)
 	}
+	e.int(fStartBy, f.StartBy)
 	e.end(top)
 	return e.b
 }

@@ -46,6 +46,10 @@ type frame struct {
 	Version    *abi.Version // opProbe, opLoad, opQueue, opFetch: the first time this sandbox sees the version
 	VersionUID string
 	Deadline   time.Time // the invocation's deadline
+	// StartBy (opQueue): the machine's CLOCK_MONOTONIC, in nanoseconds,
+	// after which the sandbox must not start the batch (0: no limit);
+	// see abi.WithStartBy and monoNow.
+	StartBy    int64
 	Batch      *batchMsg
 	HTTP       *httpMsg // opFetch, opOutbound request and reply
 	Path       string   // opFetch
@@ -179,6 +183,7 @@ var codeErrs = map[string]error{
 	"batch_too_large":     abi.ErrBatchTooLarge,
 	"RangeError":          abi.ErrInvalidDelay,
 	"backend_unavailable": abi.ErrBackendUnavailable,
+	"not_started":         abi.ErrNotStarted,
 }
 
 func toWire(err error) *wireErr {

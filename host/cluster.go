@@ -184,7 +184,47 @@ func (c *cluster) Start(ctx context.Context) error {
 	c.wg.Go(func() { c.adoptLoop(bg) })
 	c.wg.Go(func() { c.changeLoop(bg) })
 	c.wg.Go(func() { c.announceLoop(bg) })
+	c.wg.Go(func() { c.expiryLoop(bg) })
 	return nil
+}
+
+// expiryLoop closes the running batches of every owned queue whose lease
+// has run out by this host's clock before its renewal came back (a
+// renewal blocked or failing): a handler learns that its queue's lease
+// may be gone at once, not at the next renewal or settlement (which
+// would be fenced). The queue stays loaded: a renewal that succeeds
+// after all makes it deliverable again, one that fails unloads it.
+func (c *cluster) expiryLoop(ctx context.Context) {
+	t := time.NewTicker(max(c.tick()/4, 10*time.Millisecond))
+	defer t.Stop()
+	closed := map[string]time.Time{} // queue -> the validity already acted on
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var expired []string
+		c.mu.Lock()
+		for uid := range c.owned {
+			if v := c.validUntil[uid]; now.After(v) && !closed[uid].Equal(v) {
+				closed[uid] = v
+				expired = append(expired, uid)
+			}
+		}
+		for uid := range closed {
+			if _, ok := c.owned[uid]; !ok {
+				delete(closed, uid)
+			}
+		}
+		c.mu.Unlock()
+		for _, uid := range expired {
+			if n := c.eng.CloseBatches(uid); n > 0 {
+				c.log.Warn("cluster: a queue's lease ran out by this host's clock before its renewal; closed its running batches", "queue", uid, "batches", n)
+			}
+		}
+	}
 }
 
 func (c *cluster) stopListeners() {

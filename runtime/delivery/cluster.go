@@ -98,6 +98,44 @@ func (e *Engine) Unload(ctx context.Context, uid string) error {
 	return e.removeQueue(ctx, uid, false)
 }
 
+// CloseBatches closes every batch of a held queue without acknowledging
+// anything, as Unload does, but keeps the queue: a host whose lease of
+// the queue has run out by its own clock (its renewal late) stops the
+// handlers it runs at once (their contexts are cancelled, their
+// settlements answer ErrUnknownBatch), instead of at the next renewal.
+// A batch still being dispatched does not start its handler. The
+// messages are deliverable again under a current lease. It returns how
+// many batches it closed.
+func (e *Engine) CloseBatches(uid string) int {
+	q := e.queue(uid)
+	if q == nil {
+		return 0
+	}
+	q.mu.Lock()
+	var fin []*batch
+	n := 0
+	for _, b := range q.batches {
+		switch b.state {
+		case bDispatching:
+			b.abort = true
+			n++
+		case bRunning:
+			if e.closeLocked(b, outClose) {
+				fin = append(fin, b)
+			}
+			n++
+		}
+	}
+	q.mu.Unlock()
+	for _, b := range fin {
+		e.finalize(b)
+	}
+	if n > 0 {
+		e.notify()
+	}
+	return n
+}
+
 // Holds reports whether the engine holds the queue.
 func (e *Engine) Holds(uid string) bool {
 	q := e.queue(uid)

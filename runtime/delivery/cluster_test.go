@@ -253,3 +253,40 @@ func TestHandlerRefusingAStaleBatchGetsItsAttemptBack(t *testing.T) {
 		t.Fatalf("the handler was given start-by %v, want the lease's end %v", startBy, rs.until)
 	}
 }
+
+// TestCloseBatchesStopsRunningHandlers: a host whose lease estimate ran
+// out closes its queue's running batches at once (issue #35: an
+// invocation learns of a lost lease without waiting for the next
+// renewal): the handler's context ends, its settlements answer
+// unknown_batch, nothing is acknowledged, and the queue stays held.
+func TestCloseBatchesStopsRunningHandlers(t *testing.T) {
+	rs := newRemoteStub()
+	h := newHarness(t, func(o *Options) { o.Remote = rs })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	id := h.send("q", "m")[0]
+	settled := make(chan error, 1)
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
+		<-ctx.Done()
+		settled <- b.Acknowledge(context.Background(), b.Messages[0].ID)
+		return nil
+	})
+	h.attach(consumerCfg("c", "q", "w"), r)
+	r.next(t)
+	rs.set(&rs.lost, "q", true)
+	if n := h.e.CloseBatches("q"); n != 1 {
+		t.Fatalf("CloseBatches closed %d batches, want 1", n)
+	}
+	if err := <-settled; !errors.Is(err, abi.ErrUnknownBatch) {
+		t.Fatalf("a settlement after the close: %v, want unknown_batch", err)
+	}
+	h.quiesce()
+	if _, ok := h.storedMsg("q", id); !ok || !h.e.Holds("q") {
+		t.Fatalf("after the close: message stored %v, queue held %v; want both", ok, h.e.Holds("q"))
+	}
+	rs.set(&rs.lost, "q", false)
+	h.advance(leaseWait)
+	if b := r.next(t); b.Messages[0].Attempts != 2 {
+		t.Fatalf("redelivered with attempts %d, want 2 (the closed run counted)", b.Messages[0].Attempts)
+	}
+}

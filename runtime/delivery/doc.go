@@ -87,6 +87,15 @@
 //     sees a batch, so a message that crashes the host still exhausts
 //     1+maxRetries deliveries. A failed resolution of the handler, or a
 //     failed delivery write, counts nothing and is retried with backoff.
+//     A delivery counts as an attempt only once it is recorded AND handed
+//     to a handler: a batch closed while its delivery was being recorded
+//     (Detach, Stop, Unload), one whose queue's lease ran out meanwhile in
+//     a cluster (Remote.Current), and one its handler refused to start
+//     (abi.ErrNotStarted: past the lease's end, abi.WithStartBy) give the
+//     attempt back, restoring the records as they were in one write; in a
+//     cluster nothing is recorded while the lease is running out
+//     (Remote.Deliverable). Only when that write fails does the attempt
+//     stay counted.
 //  2. The batch fill timeout runs from the moment the oldest available
 //     message became visible (its visibleAt), so a backlog that built up
 //     while the consumer was busy, detached or backing off is delivered at

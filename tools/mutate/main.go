@@ -3,6 +3,7 @@
 // in a scenario that names the broken rule.
 //
 //	go run ./tools/mutate [-only ID,...] [-list] [-md FILE]
+//	go run ./tools/mutate -model [-only ID,...] [-model-checks N]
 //
 // Every mutation (table.go) is one or more exact search/replace edits; a
 // search string that does not occur exactly once is an error, so the table
@@ -18,6 +19,10 @@
 // SURVIVED (the kit passed: a gap in the kit) or ERROR (the mutated host did
 // not build or the runner wrote no report). First it runs the unmutated
 // kit on the union of the mutations' tags and stops if that fails.
+//
+// With -model it runs, instead of the kit, runtime/delivery's model-based
+// property test against each mutation of the engine and prints what it
+// kills by itself (model.go); that run checks nothing and writes no report.
 //
 // It exits 0 only if every mutation is KILLED. A run of the whole table
 // (no -only) writes features/MUTATIONS.md.
@@ -45,6 +50,8 @@ func run() int {
 	only := flag.String("only", "", "comma-separated mutation IDs to run (default: all)")
 	list := flag.Bool("list", false, "check every search string and print the table, run nothing")
 	md := flag.String("md", "", "write the Markdown report here (default: features/MUTATIONS.md for a run of the whole table, none with -only)")
+	modelRun := flag.Bool("model", false, "run each mutation of the delivery engine against runtime/delivery's model-based property test (TestEngineMatchesModel) alone instead of the kit; report only (model.go)")
+	modelChecks := flag.Int("model-checks", 300, "with -model: the sequences rapid generates per mutation (-rapid.checks)")
 	worktree := flag.Bool("worktree", true, "build and run in a temporary `git worktree` of HEAD, isolated from uncommitted edits in the checkout; false: the checkout itself (still only through overlays)")
 	flag.Parse()
 
@@ -108,6 +115,9 @@ func run() int {
 		}
 		tw.Flush()
 		return 0
+	}
+	if *modelRun {
+		return runModel(root, tmp, sel, *modelChecks)
 	}
 	if *md == "" && *only == "" {
 		*md = filepath.Join(checkout, "features", "MUTATIONS.md")

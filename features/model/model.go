@@ -121,6 +121,10 @@ type Message struct {
 	// Expired: found past retention while a batch held it; removed when
 	// it would return to the queue.
 	Expired bool
+	// Released: a batch the host closed (restart, detach) left it
+	// unsettled; it is visible "at once", at a visible time the Forms do
+	// not fix (at most now), so its place in batch order is the host's.
+	Released bool
 	// DeadLetter is set on a message moved to the DLQ.
 	DeadLetter *DeadLetter
 
@@ -169,11 +173,12 @@ type Counts struct{ Expired, Discarded, DeadLettered int }
 
 // Model is one queue, its consumer and its dead-letter queue.
 type Model struct {
-	now    int64
-	queues [2]QueueConfig
-	C      ConsumerConfig
-	paused bool
-	manual bool
+	now      int64
+	queues   [2]QueueConfig
+	C        ConsumerConfig
+	paused   bool
+	detached bool // the consumer is deleted (QueueConsumer delete)
+	manual   bool
 	// settledAt is the last instant a batch ended or a message was
 	// given up.
 	settledAt int64
@@ -218,9 +223,48 @@ type Outgoing struct {
 	Delay *int
 }
 
+// Producer Binding limits (Q §WorkerVersionのproducer Binding).
+const (
+	MaxSendBatch    = 100
+	MaxBodyBytes    = 127000
+	MaxDelaySeconds = 43200
+)
+
+// Send refusals (Error.name; an out-of-range delay is a RangeError,
+// spec/runtime-abi.md §Producer Bindings).
+const (
+	BatchTooLarge   = "batch_too_large"
+	MessageTooLarge = "message_too_large"
+	InvalidBody     = "invalid_body"
+	InvalidDelay    = "RangeError"
+)
+
+// CheckSend is what a send of msgs is refused with, OK when it is
+// accepted; a refused send accepts nothing. An empty body is refused
+// (spec/runtime-abi.md, decided there).
+func CheckSend(msgs []Outgoing) string {
+	if len(msgs) == 0 || len(msgs) > MaxSendBatch {
+		return BatchTooLarge
+	}
+	for _, o := range msgs {
+		switch {
+		case len(o.Body) == 0:
+			return InvalidBody
+		case len(o.Body) > MaxBodyBytes:
+			return MessageTooLarge
+		case o.Delay != nil && (*o.Delay < 0 || *o.Delay > MaxDelaySeconds):
+			return InvalidDelay
+		}
+	}
+	return OK
+}
+
 // Send accepts messages into the main queue atomically and returns their
-// IDs in input order.
-func (m *Model) Send(msgs []Outgoing) []string {
+// IDs in input order, or the refusal of CheckSend and no IDs.
+func (m *Model) Send(msgs []Outgoing) ([]string, string) {
+	if code := CheckSend(msgs); code != OK {
+		return nil, code
+	}
 	ids := make([]string, len(msgs))
 	for i, o := range msgs {
 		d := m.queues[Main].DeliveryDelaySeconds
@@ -230,7 +274,7 @@ func (m *Model) Send(msgs []Outgoing) []string {
 		ids[i] = m.accept(Main, o.Body, d, nil).ID
 	}
 	m.pump()
-	return ids
+	return ids, OK
 }
 
 func (m *Model) expiry(q Queue, msg *Message) int64 {
@@ -362,7 +406,7 @@ func (m *Model) pump() {
 // concurrency slot is free, and maxBatchSize messages are visible or the
 // first has been visible for maxBatchTimeoutSeconds.
 func (m *Model) due() bool {
-	if m.paused || len(m.running) >= m.C.MaxConcurrency {
+	if m.paused || m.detached || len(m.running) >= m.C.MaxConcurrency {
 		return false
 	}
 	avail := m.available()
@@ -395,6 +439,8 @@ func (m *Model) StartBatch(ids []string) (*Batch, error) {
 	switch {
 	case m.paused:
 		return nil, fmt.Errorf("a batch started while the queue is paused")
+	case m.detached:
+		return nil, fmt.Errorf("a batch started while the queue has no consumer")
 	case len(m.running) >= m.C.MaxConcurrency:
 		return nil, fmt.Errorf("a batch started with %d batches running (maxConcurrency %d)", len(m.running), m.C.MaxConcurrency)
 	case len(ids) == 0 || len(ids) > m.C.MaxBatchSize:
@@ -405,11 +451,11 @@ func (m *Model) StartBatch(ids []string) (*Batch, error) {
 	// batch at this very instant (its settlement write may not have
 	// ended when the slot freed) or its deliveries are used up.
 	for _, y := range m.available() {
-		if slices.Contains(ids, y.ID) || y.returnedAt == m.now || y.Attempts >= 1+m.C.MaxRetries {
+		if slices.Contains(ids, y.ID) || y.returnedAt == m.now || y.Released || y.Attempts >= 1+m.C.MaxRetries {
 			continue
 		}
 		for _, id := range ids {
-			if x := m.msgs[Main][id]; x != nil && less(y, x) {
+			if x := m.msgs[Main][id]; x != nil && !x.Released && less(y, x) {
 				return nil, fmt.Errorf("%s is in the batch, %s before it in batch order is not", id, y.ID)
 			}
 		}
@@ -426,7 +472,7 @@ func (m *Model) StartBatch(ids []string) (*Batch, error) {
 			return nil, fmt.Errorf("%s is not visible until +%d ms", id, msg.VisibleAt-m.now)
 		case msg.Attempts >= 1+m.C.MaxRetries:
 			return nil, fmt.Errorf("%s has had its %d deliveries", id, msg.Attempts)
-		case i > 0 && !less(take[i-1], msg):
+		case i > 0 && !take[i-1].Released && !msg.Released && !less(take[i-1], msg):
 			return nil, fmt.Errorf("%s comes before %s in batch order", id, take[i-1].ID)
 		}
 		take = append(take, msg)
@@ -450,6 +496,7 @@ func (m *Model) start(take []*Message) *Batch {
 		msg.Attempts++
 		msg.Batch = b.ID
 		msg.Retried = false
+		msg.Released = false
 		b.Messages = append(b.Messages, Delivered{ID: msg.ID, Body: msg.Body, AcceptedAt: msg.AcceptedAt, Attempts: msg.Attempts})
 	}
 	m.batches[b.ID] = b
@@ -671,22 +718,7 @@ func (m *Model) giveUp(msg *Message) bool {
 // with the same visible and accept time are ordered by it.
 func (m *Model) Restart(orderKey func(id string) string) {
 	for _, id := range slices.Clone(m.running) {
-		b := m.batches[id]
-		for _, mid := range m.unsettled(b) {
-			msg := m.msgs[Main][mid]
-			if msg == nil || msg.Batch != b.ID {
-				continue
-			}
-			msg.Batch = ""
-			// Visible at once: it keeps the visible time it was
-			// delivered at (its lease ended, no delay began), so it
-			// comes before what became visible after it. Expired, it
-			// goes now; exhausted, when a batch would take it (pump).
-			if msg.Expired || m.now >= m.expiry(Main, msg) {
-				m.giveUp(msg)
-			}
-		}
-		m.close(b)
+		m.release(m.batches[id], false)
 	}
 	for q := range m.msgs {
 		for _, msg := range m.msgs[q] {
@@ -695,6 +727,59 @@ func (m *Model) Restart(orderKey func(id string) string) {
 		}
 	}
 	m.pump()
+}
+
+// Detach deletes the consumer (QC §CRUD、拒否、障害復旧): no batch starts
+// until Attach; each running batch ends, its handler returning (threw[id]
+// false) or throwing. Detaching acknowledges nothing: what a returning
+// handler left unsettled is deliverable again at once (as after a restart,
+// runtime-abi choice 7), what a throwing one left is retried as usual.
+func (m *Model) Detach(threw map[string]bool) {
+	m.detached = true
+	for _, id := range slices.Clone(m.running) {
+		b := m.batches[id]
+		if threw[id] {
+			m.end(b, true)
+			continue
+		}
+		m.release(b, true)
+	}
+	m.pump()
+}
+
+// Attach attaches the consumer again.
+func (m *Model) Attach() {
+	m.detached = false
+	m.pump()
+}
+
+// Detached reports whether the queue has no consumer.
+func (m *Model) Detached() bool { return m.detached }
+
+// release ends a batch the host closed (restart, detach): nothing is
+// acknowledged; unsettled messages are visible at once; expired, they go
+// now; exhausted, when a batch would take them (pump). "At once" is a
+// visible time the Forms do not fix: after a restart a message keeps the
+// one it was delivered at (its lease ended, no delay began; it comes
+// before what became visible after it); after a detach (fromNow) it is
+// visible from now, as a message its handler returned.
+func (m *Model) release(b *Batch, fromNow bool) {
+	for _, mid := range m.unsettled(b) {
+		msg := m.msgs[Main][mid]
+		if msg == nil || msg.Batch != b.ID {
+			continue
+		}
+		msg.Batch = ""
+		if msg.Expired || m.now >= m.expiry(Main, msg) {
+			m.giveUp(msg)
+			continue
+		}
+		msg.Released = true
+		if fromNow {
+			msg.VisibleAt = m.now
+		}
+	}
+	m.close(b)
 }
 
 // SetPaused pauses or resumes delivery (ext-pause).

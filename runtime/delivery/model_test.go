@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,8 +153,10 @@ func (d *modelDriver) startEngine() {
 			d.rt.Fatalf("AddQueue: %v", err)
 		}
 	}
-	if err := d.e.Attach(ctx, d.ccfg); err != nil {
-		d.rt.Fatalf("Attach: %v", err)
+	if !d.m.Detached() {
+		if err := d.e.Attach(ctx, d.ccfg); err != nil {
+			d.rt.Fatalf("Attach: %v", err)
+		}
 	}
 	if err := d.e.Start(ctx); err != nil {
 		d.rt.Fatalf("Start: %v", err)
@@ -376,7 +379,8 @@ func (d *modelDriver) compareQueues() {
 			delete(want, id)
 			state := d.m.State(wm)
 			if info.AcceptedAt != wm.AcceptedAt || info.Attempts != wm.Attempts || info.Size != len(wm.Body) || info.State != state ||
-				(state != model.InFlight && info.VisibleAt != wm.VisibleAt) {
+				(state != model.InFlight && !wm.Released && info.VisibleAt != wm.VisibleAt) ||
+				(wm.Released && info.VisibleAt > d.m.Now()) {
 				d.rt.Fatalf("at +%v queue %s message %s: engine accepted %d visible %d attempts %d size %d state %s; model accepted %d visible %d attempts %d size %d state %s",
 					d.elapsed(), q.uid, id, info.AcceptedAt, info.VisibleAt, info.Attempts, info.Size, info.State, wm.AcceptedAt, wm.VisibleAt, wm.Attempts, len(wm.Body), state)
 			}
@@ -500,7 +504,7 @@ func (d *modelDriver) actions() map[string]func(*rapid.T) {
 			if err != nil {
 				d.rt.Fatalf("Send: %v", err)
 			}
-			mids := d.m.Send(mout)
+			mids, _ := d.m.Send(mout)
 			for i := range ids {
 				d.toModel[ids[i]], d.toEngine[mids[i]] = mids[i], ids[i]
 			}
@@ -585,6 +589,92 @@ func (d *modelDriver) actions() map[string]func(*rapid.T) {
 			d.settleCheck("acknowledge after the limit", lb.b.Acknowledge(ctx, m.ID), d.m.Acknowledge(lb.modelID, d.toModel[m.ID]))
 			d.settleCheck("retryAll after the limit", lb.b.RetryAll(ctx, nil), d.m.RetryAll(lb.modelID, nil))
 			d.finish(lb, false)
+			d.sync()
+		},
+		"invalidSend": func(t *rapid.T) {
+			// a refused send accepts nothing, not even its valid messages
+			out := []model.Outgoing{{Body: "valid"}}
+			switch rapid.IntRange(0, 5).Draw(t, "invalid") {
+			case 0:
+				out = nil
+			case 1:
+				for range model.MaxSendBatch {
+					out = append(out, model.Outgoing{Body: "x"})
+				}
+			case 2:
+				out = append(out, model.Outgoing{Body: strings.Repeat("x", model.MaxBodyBytes+1)})
+			case 3:
+				out = append(out, model.Outgoing{Body: ""})
+			case 4:
+				v := model.MaxDelaySeconds + 1
+				out = append(out, model.Outgoing{Body: "late", Delay: &v})
+			case 5:
+				v := -1
+				out = append(out, model.Outgoing{Body: "early", Delay: &v})
+			}
+			msgs := make([]abi.OutgoingMessage, len(out))
+			for i, o := range out {
+				msgs[i] = abi.OutgoingMessage{Body: []byte(o.Body), Delay: o.Delay}
+			}
+			_, err := d.e.Send(ctx, mainUID, msgs)
+			_, want := d.m.Send(out)
+			if got := code(err); got != want || want == model.OK {
+				d.rt.Fatalf("send refused with %q (%v), model %q", got, err, want)
+			}
+			d.sync()
+		},
+		"detach": func(t *rapid.T) {
+			if d.m.Detached() {
+				t.Skip("detached")
+			}
+			running := d.m.Running()
+			threw := map[string]bool{}
+			for _, id := range running {
+				threw[id] = rapid.Bool().Draw(t, "threw")
+			}
+			d.quiesce()
+			errc := make(chan error, 1)
+			go func() {
+				dctx, cancel := context.WithTimeout(ctx, syncLimit)
+				defer cancel()
+				errc <- d.e.Detach(dctx, d.ccfg.UID)
+			}()
+			// Handlers return once the engine holds the consumer as
+			// detaching (a synchronisation point, not a delay).
+			d.waitFor("the consumer is detaching", func() bool {
+				c := d.e.consumer(d.ccfg.UID)
+				if c == nil {
+					return true
+				}
+				c.q.mu.Lock()
+				defer c.q.mu.Unlock()
+				return c.detaching
+			})
+			for id, lb := range d.live {
+				if threw[id] {
+					lb.ret <- errors.New("handler threw")
+				} else {
+					lb.ret <- nil
+				}
+				d.mu.Lock()
+				delete(d.rets, lb.b.ID)
+				d.mu.Unlock()
+				delete(d.live, id)
+			}
+			if err := <-errc; err != nil {
+				d.rt.Fatalf("Detach: %v", err)
+			}
+			d.m.Detach(threw)
+			d.sync()
+		},
+		"attach": func(t *rapid.T) {
+			if !d.m.Detached() {
+				t.Skip("attached")
+			}
+			if err := d.e.Attach(ctx, d.ccfg); err != nil {
+				d.rt.Fatalf("Attach: %v", err)
+			}
+			d.m.Attach()
 			d.sync()
 		},
 		"pause": func(t *rapid.T) {

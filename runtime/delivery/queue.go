@@ -58,6 +58,10 @@ type queue struct {
 	// move into it) and has not ended: no message accepted after it may be
 	// delivered before it is in memory (see serial.go).
 	pending []uint64
+	// serialFillAt: when the message right behind a serialized queue's
+	// visible head run becomes visible, if that may fill the batch (set by
+	// dispatchSerial, armed by rearmSerial); 0 when none.
+	serialFillAt int64
 
 	// Background store work: messages found expired, and messages that
 	// exhausted their deliveries, waiting for (or in) their store write.

@@ -104,6 +104,7 @@ func (q *queue) endPending(first uint64) {
 // dispatchSerial starts the next batch of a serialized queue when it is
 // due. mu held.
 func (q *queue) dispatchSerial(c *consumer, now int64) {
+	q.serialFillAt = 0
 	if !q.serialIdle() || now < c.backoffUntil {
 		return
 	}
@@ -137,7 +138,12 @@ func (q *queue) dispatchSerial(c *consumer, now int64) {
 		ms = append(ms, m)
 	}
 	if len(ms) < c.cfg.MaxBatchSize && now < head.visibleAt+timeoutMs {
-		// Not full and not yet due: the messages keep their places.
+		// Not full and not yet due: the messages keep their places. The
+		// batch is due when the next one behind them becomes visible, if
+		// that can fill it (rearmSerial).
+		if m := q.avail.peek(); m != nil && m.seq < limit && m.visibleAt > now && !q.exhausted(c, m) {
+			q.serialFillAt = m.visibleAt
+		}
 		for _, m := range ms {
 			m.where = inAvail
 		}
@@ -170,6 +176,7 @@ func (q *queue) rearmSerial(c *consumer, now int64, consider func(int64)) {
 	}
 	consider(head.visibleAt)
 	consider(head.visibleAt + int64(c.cfg.MaxBatchTimeoutSeconds)*1000)
+	consider(q.serialFillAt)
 }
 
 // serialIDs issues the IDs of n messages of a serialized queue whose

@@ -91,6 +91,9 @@ func (q Queue) String() string {
 type QueueConfig struct {
 	DeliveryDelaySeconds    int
 	MessageRetentionSeconds int
+	// Serialized is the Offering "serialized" (spec/peers.md §Serialized
+	// queues): strictly accept order, one batch at a time, from the head.
+	Serialized bool
 }
 
 // ConsumerConfig is the QueueConsumer's spec and the host's handler limit.
@@ -300,7 +303,11 @@ func (m *Model) NextEvent() (t int64, ok bool) {
 			}
 		}
 	}
-	if avail := m.available(); len(avail) > 0 && !m.paused && len(m.running) < m.C.MaxConcurrency {
+	if m.serial() {
+		if run := m.headRun(); len(run) > 0 && !m.paused && !m.detached && len(m.running) == 0 {
+			consider(run[0].VisibleAt + int64(m.C.MaxBatchTimeoutSeconds)*1000)
+		}
+	} else if avail := m.available(); len(avail) > 0 && !m.paused && !m.detached && len(m.running) < m.C.MaxConcurrency {
 		consider(avail[0].VisibleAt + int64(m.C.MaxBatchTimeoutSeconds)*1000)
 	}
 	if m.C.HandlerLimitMillis > 0 {
@@ -382,6 +389,15 @@ func (m *Model) pump() {
 		}
 	}
 	for !m.manual && m.due() {
+		if m.serial() {
+			run := m.headRun()
+			if run[0].Attempts >= 1+m.C.MaxRetries {
+				m.giveUp(run[0])
+				continue
+			}
+			m.start(run)
+			continue
+		}
 		avail := m.available()
 		var take []*Message
 		for _, msg := range avail {
@@ -409,8 +425,44 @@ func (m *Model) due() bool {
 	if m.paused || m.detached || len(m.running) >= m.C.MaxConcurrency {
 		return false
 	}
+	if m.serial() {
+		run := m.headRun()
+		return len(m.running) == 0 && len(run) > 0 &&
+			(len(run) >= m.C.MaxBatchSize || m.now >= run[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000)
+	}
 	avail := m.available()
 	return len(avail) > 0 && (len(avail) >= m.C.MaxBatchSize || m.now >= avail[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000)
+}
+
+func (m *Model) serial() bool { return m.queues[Main].Serialized }
+
+// headRun is a serialized queue's next batch: the head (the held message
+// accepted first) and the messages right behind it, in accept order, up
+// to maxBatchSize, stopping at the first one not yet visible; empty when
+// the head is not visible or is in a batch (spec/peers.md §Serialized
+// queues: delays do not reorder, a retried head stays the head). A head
+// whose deliveries are used up is returned alone: it is given up, never
+// delivered.
+func (m *Model) headRun() []*Message {
+	held := make([]*Message, 0, len(m.msgs[Main]))
+	for _, msg := range m.msgs[Main] {
+		held = append(held, msg)
+	}
+	sort.Slice(held, func(i, j int) bool { return held[i].seq < held[j].seq })
+	var run []*Message
+	for _, msg := range held {
+		if msg.Batch != "" || msg.VisibleAt > m.now || len(run) == m.C.MaxBatchSize {
+			break
+		}
+		if msg.Attempts >= 1+m.C.MaxRetries {
+			if len(run) == 0 {
+				return []*Message{msg}
+			}
+			break
+		}
+		run = append(run, msg)
+	}
+	return run
 }
 
 // SetManual switches batch formation to the caller (a checker of another
@@ -445,6 +497,9 @@ func (m *Model) StartBatch(ids []string) (*Batch, error) {
 		return nil, fmt.Errorf("a batch started with %d batches running (maxConcurrency %d)", len(m.running), m.C.MaxConcurrency)
 	case len(ids) == 0 || len(ids) > m.C.MaxBatchSize:
 		return nil, fmt.Errorf("a batch of %d messages (maxBatchSize %d)", len(ids), m.C.MaxBatchSize)
+	}
+	if m.serial() {
+		return m.startSerial(ids)
 	}
 	// The batch is the front of the batch order: a visible message that
 	// comes before one of it may be left out only if it came back from a
@@ -481,10 +536,35 @@ func (m *Model) StartBatch(ids []string) (*Batch, error) {
 	// batch ended or a message was given up, a host may have counted
 	// messages on their way out (or back) towards filling a batch, so a
 	// partial batch may start early then; at any other instant it waits.
-	if m.settledAt != m.now && len(take) < m.C.MaxBatchSize && m.now < take[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000 {
+	// A released message's visible time is the host's (at most the
+	// model's), so its fill timeout may have passed earlier.
+	released := slices.ContainsFunc(take, func(x *Message) bool { return x.Released })
+	if m.settledAt != m.now && !released && len(take) < m.C.MaxBatchSize && m.now < take[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000 {
 		return nil, fmt.Errorf("a batch of %d < maxBatchSize started %d ms before its fill timeout", len(take), take[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000-m.now)
 	}
 	b := m.start(take)
+	m.started = nil
+	return b, nil
+}
+
+// startSerial checks a batch of a serialized queue: no other batch runs,
+// and it is exactly the head run, due.
+func (m *Model) startSerial(ids []string) (*Batch, error) {
+	if len(m.running) > 0 {
+		return nil, fmt.Errorf("a batch of a serialized queue started while batch %s runs", m.running[0])
+	}
+	run := m.headRun()
+	want := make([]string, len(run))
+	for i, msg := range run {
+		want[i] = msg.ID
+	}
+	if len(run) == 0 || run[0].Attempts >= 1+m.C.MaxRetries || !slices.Equal(ids, want) {
+		return nil, fmt.Errorf("a serialized queue's batch is its head run %v", want)
+	}
+	if !run[0].Released && len(run) < m.C.MaxBatchSize && m.now < run[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000 {
+		return nil, fmt.Errorf("a batch of %d < maxBatchSize started %d ms before its head's fill timeout", len(run), run[0].VisibleAt+int64(m.C.MaxBatchTimeoutSeconds)*1000-m.now)
+	}
+	b := m.start(run)
 	m.started = nil
 	return b, nil
 }
@@ -729,6 +809,18 @@ func (m *Model) Restart(orderKey func(id string) string) {
 	m.pump()
 }
 
+// Unexpired reports whether a held message found expired while in a batch
+// would not be expired under the current retention (retention was raised
+// since).
+func (m *Model) Unexpired() bool {
+	for _, msg := range m.msgs[Main] {
+		if msg.Expired && m.now < m.expiry(Main, msg) {
+			return true
+		}
+	}
+	return false
+}
+
 // Detach deletes the consumer (QC §CRUD、拒否、障害復旧): no batch starts
 // until Attach; each running batch ends, its handler returning (threw[id]
 // false) or throwing. Detaching acknowledges nothing: what a returning
@@ -780,6 +872,28 @@ func (m *Model) release(b *Batch, fromNow bool) {
 		}
 	}
 	m.close(b)
+}
+
+// UpdateQueue replaces a queue's spec (Q §入力, §操作、失敗、復旧): a new
+// deliveryDelaySeconds applies to later sends only; a new
+// messageRetentionSeconds applies at once to every held message, counted
+// from its accept time, and restores nothing already expired (a message
+// found expired in a running batch stays expired).
+func (m *Model) UpdateQueue(q Queue, cfg QueueConfig) {
+	m.queues[q] = cfg
+	m.pump()
+}
+
+// UpdateConsumer replaces the consumer's spec (QC §入力: every setting but
+// queue and worker can change). maxRetries, retryDelaySeconds and
+// deadLetterQueue apply to the next decision, batch size, timeout and
+// concurrency to the next batch (runtime-abi choice 9); a message that
+// has had 1+maxRetries deliveries under the new setting is never
+// delivered again. The handler limit is the host's and stays.
+func (m *Model) UpdateConsumer(c ConsumerConfig) {
+	c.HandlerLimitMillis = m.C.HandlerLimitMillis
+	m.C = c
+	m.pump()
 }
 
 // SetPaused pauses or resumes delivery (ext-pause).

@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model
 
 all: build
 
@@ -81,6 +81,11 @@ fuzz:
 	    echo "fuzz $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-30s} $$p || exit 1; \
 	  done; \
 	done
+
+## mutate-model: each mutation of tools/mutate that reaches the delivery engine, against its
+## model-based property test (runtime/delivery TestEngineMatchesModel) alone; prints what it kills
+mutate-model:
+	$(GO) run ./tools/mutate -model
 
 ## check-generated: fail when `make generate` would change gen/ or features/COVERAGE.md
 check-generated: generate

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -36,9 +37,20 @@ import (
 // so they are matched by content, not arrival; a redrive's moves are
 // compared as a set and the model follows the engine's move order.
 //
-// Bounded for `go test` (rapid's default 100 sequences); run longer with
-// -rapid.checks=N, replay a failure with the -rapid.seed it prints.
+// Bounded for `go test` (500 sequences of about 30 steps, a few seconds);
+// run longer with -rapid.checks=N -rapid.steps=M, replay a failure with
+// the -rapid.seed or -rapid.failfile it prints; MODEL_DEBUG=1 logs both
+// sides after every step.
 func TestEngineMatchesModel(t *testing.T) {
+	// rapid's default of 100 sequences takes well under a second here;
+	// 500 still keep the test to a few seconds, unless -rapid.checks says.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rapid.checks" })
+	explicit = explicit || os.Getenv("RAPID_CHECKS") != ""
+	if f := flag.Lookup("rapid.checks"); f != nil && !explicit {
+		f.Value.Set("500")
+		defer f.Value.Set(f.DefValue)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		d := newModelDriver(rt)
 		defer d.close()
@@ -772,6 +784,8 @@ func (d *modelDriver) actions() map[string]func(*rapid.T) {
 					d.rt.Fatalf("redrive moved %s, the model's DLQ does not hold it", mid)
 				}
 				d.toModel[r.NewID], d.toEngine[nid] = nid, r.NewID
+				// each move may start a batch before the next
+				d.sync()
 			}
 			// The order of moves within one accept millisecond is the
 			// host's; compare the set.

@@ -51,7 +51,7 @@ func run() int {
 	list := flag.Bool("list", false, "check every search string and print the table, run nothing")
 	md := flag.String("md", "", "write the Markdown report here (default: features/MUTATIONS.md for a run of the whole table, none with -only)")
 	modelRun := flag.Bool("model", false, "run each mutation of the delivery engine against runtime/delivery's model-based property test (TestEngineMatchesModel) alone instead of the kit; report only (model.go)")
-	modelChecks := flag.Int("model-checks", 300, "with -model: the sequences rapid generates per mutation (-rapid.checks)")
+	modelChecks := flag.Int("model-checks", 0, "with -model: the sequences rapid generates per mutation (-rapid.checks; 0: the test's default)")
 	worktree := flag.Bool("worktree", true, "build and run in a temporary `git worktree` of HEAD, isolated from uncommitted edits in the checkout; false: the checkout itself (still only through overlays)")
 	flag.Parse()
 

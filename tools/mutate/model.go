@@ -60,7 +60,10 @@ func runModel(root, tmp string, sel []mutation, checks int) int {
 			fmt.Fprintf(os.Stderr, "mutate: %s: %v\n", m.ID, err)
 			return 2
 		}
-		args := []string{"test", "-overlay", overlay, "-count=1", "-timeout", "10m", "-run", modelTest, modelPkg, "-args", fmt.Sprintf("-rapid.checks=%d", checks)}
+		args := []string{"test", "-overlay", overlay, "-count=1", "-timeout", "10m", "-run", modelTest, modelPkg}
+		if checks > 0 {
+			args = append(args, "-args", fmt.Sprintf("-rapid.checks=%d", checks))
+		}
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		start := time.Now()
@@ -86,7 +89,11 @@ func runModel(root, tmp string, sel []mutation, checks int) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.id, r.verdict, r.why)
 	}
 	tw.Flush()
-	fmt.Printf("\n%s alone (-rapid.checks=%d) killed %d of the %d mutations that reach %s.\n", modelTest, checks, killed, ran, modelPkg)
+	n := "the test's default"
+	if checks > 0 {
+		n = fmt.Sprint(checks)
+	}
+	fmt.Printf("\n%s alone (rapid checks: %s) killed %d of the %d mutations that reach %s.\n", modelTest, n, killed, ran, modelPkg)
 	return 0
 }
 

@@ -487,7 +487,11 @@ func (m *Model) Due() bool { return m.due() }
 // maxBatchSize messages, each held, visible, not in a batch, not expired,
 // deliveries not used up, in batch order, and the batch is due (full, or
 // its first message has been visible for maxBatchTimeoutSeconds).
-func (m *Model) StartBatch(ids []string) (*Batch, error) {
+//
+// others are the messages of the other batches the implementation started
+// at this instant, not yet given to StartBatch: batches started together
+// may be checked in any order.
+func (m *Model) StartBatch(ids, others []string) (*Batch, error) {
 	switch {
 	case m.paused:
 		return nil, fmt.Errorf("a batch started while the queue is paused")
@@ -506,7 +510,7 @@ func (m *Model) StartBatch(ids []string) (*Batch, error) {
 	// batch at this very instant (its settlement write may not have
 	// ended when the slot freed) or its deliveries are used up.
 	for _, y := range m.available() {
-		if slices.Contains(ids, y.ID) || y.returnedAt == m.now || y.Released || y.Attempts >= 1+m.C.MaxRetries {
+		if slices.Contains(ids, y.ID) || slices.Contains(others, y.ID) || y.returnedAt == m.now || y.Released || y.Attempts >= 1+m.C.MaxRetries {
 			continue
 		}
 		for _, id := range ids {

@@ -258,16 +258,24 @@ func (d *modelDriver) sync() {
 		}
 	}
 	// Batches started at one instant reach their handlers in any order:
-	// check them in batch order of their first messages.
+	// check them in batch order of their first messages, each knowing the
+	// messages of the others (a message released by the host has a visible
+	// time only the host knows, so that order is not always the host's).
 	sort.SliceStable(got, func(i, j int) bool {
 		return d.m.Before(d.toModel[got[i].Messages[0].ID], d.toModel[got[j].Messages[0].ID])
 	})
-	for _, eb := range got {
+	for k, eb := range got {
 		ids := make([]string, len(eb.Messages))
 		for i, em := range eb.Messages {
 			ids[i] = d.toModel[em.ID]
 		}
-		wb, err := d.m.StartBatch(ids)
+		var others []string
+		for _, ob := range got[k+1:] {
+			for _, em := range ob.Messages {
+				others = append(others, d.toModel[em.ID])
+			}
+		}
+		wb, err := d.m.StartBatch(ids, others)
 		if err != nil {
 			d.rt.Fatalf("at +%v the engine started %s: %v; model queue %s", d.elapsed(), d.describe([]*abi.Batch{eb}), err, d.describeQueue())
 		}
@@ -687,6 +695,12 @@ func (d *modelDriver) actions() map[string]func(*rapid.T) {
 		"attach": func(t *rapid.T) {
 			if !d.m.Detached() {
 				t.Skip("attached")
+			}
+			if modelDebug {
+				for _, info := range d.listing(mainUID) {
+					d.rt.Logf("before attach: %s %s vis+%d acc+%d a%d", d.toModel[info.ID], info.State, info.VisibleAt-modelT0.UnixMilli(), info.AcceptedAt-modelT0.UnixMilli(), info.Attempts)
+				}
+				d.rt.Logf("consumer %+v", d.ccfg)
 			}
 			if err := d.e.Attach(ctx, d.ccfg); err != nil {
 				d.rt.Fatalf("Attach: %v", err)

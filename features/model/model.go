@@ -60,10 +60,33 @@
 //     leaves a message's visible time as it was when it was delivered (the
 //     Forms do not say; this keeps it ahead of what became visible later,
 //     and a backlog is not held back by maxBatchTimeoutSeconds).
-//   - pause, purge, redrive (spec/peers.md): pause stops new batches only;
-//     purge removes every held message, a running batch's included (its
-//     later settlements resolve and change nothing); redrive moves the
-//     dead-letter queue's messages back as new messages, oldest first.
+//     The visible time of such a "released" message is the host's (at most
+//     now); a checker does not rely on it (Message.Released).
+//   - detach (QC §CRUD、拒否、障害復旧, runtime-abi choice 7): deleting the
+//     consumer acknowledges nothing; what a returning handler left is
+//     deliverable again at once, what a throwing one left is retried.
+//   - updates (Q §入力, QC §入力, runtime-abi choice 9): a new
+//     deliveryDelaySeconds applies to later sends, a new retention at once
+//     (nothing expired comes back); consumer settings apply to the next
+//     decision and the next batch.
+//   - refused sends (Q §WorkerVersionのproducer Binding): 0 or more than 100
+//     messages, an empty body, a body over 127000 bytes or a delay outside
+//     0..43200 refuse the whole send.
+//   - pause, purge, redrive, serialized (spec/peers.md): pause stops new
+//     batches only; purge removes every held message, a running batch's
+//     included (its later settlements resolve and change nothing); redrive
+//     moves the dead-letter queue's messages back as new messages, oldest
+//     first; a serialized queue delivers one batch at a time, the head and
+//     the visible messages right behind it in accept order.
+//
+// # Two uses
+//
+// On its own (SetManual(false), the default) the model forms batches
+// itself: an oracle for scenarios. As a checker (SetManual(true)) it
+// accepts every batch the Forms and spec/ allow the implementation to
+// start (StartBatch) and says when one is owed (Due), because the moment a
+// batch starts can depend on the implementation's own timing (a slot that
+// frees before a settlement write ends, runtime-abi choice 11).
 package model
 
 import (

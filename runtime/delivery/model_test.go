@@ -582,6 +582,34 @@ func (d *modelDriver) actions() map[string]func(*rapid.T) {
 			}
 			d.sync()
 		},
+		"failedSettle": func(t *rapid.T) {
+			// A settlement whose write fails is backend_unavailable and
+			// settles nothing (QC §配信とInterface操作; runtime-abi choice
+			// 4): the message can be settled again.
+			lb := d.runningBatch(t)
+			mb := d.m.Batch(lb.modelID)
+			var open []abi.Message
+			for _, m := range lb.b.Messages {
+				if !mb.Settled(d.toModel[m.ID]) {
+					open = append(open, m)
+				}
+			}
+			if mb.Ended() || len(open) == 0 {
+				t.Skip("nothing to settle")
+			}
+			m := rapid.SampledFrom(open).Draw(t, "message")
+			d.quiesce()
+			d.st.setFail(func([]store.Mutation) error { return errors.New("disk on fire") })
+			var err error
+			if rapid.Bool().Draw(t, "ack") {
+				err = lb.b.Acknowledge(ctx, m.ID)
+			} else {
+				err = lb.b.Retry(ctx, m.ID, drawDelay(t, "failedRetryDelay"))
+			}
+			d.st.setFail(nil)
+			d.settleCheck("a settlement whose write failed", err, "backend_unavailable")
+			d.sync()
+		},
 		"settleAll": func(t *rapid.T) {
 			lb := d.runningBatch(t)
 			if rapid.Bool().Draw(t, "all") {

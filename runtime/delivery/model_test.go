@@ -570,6 +570,15 @@ func (d *modelDriver) actions() map[string]func(*rapid.T) {
 				m := rapid.SampledFrom(lb.b.Messages).Draw(t, "again")
 				d.settleCheck("second acknowledge", lb.b.Acknowledge(ctx, m.ID), d.m.Acknowledge(lb.modelID, d.toModel[m.ID]))
 			}
+			// acknowledgeAll / retryAll settle only what is left: what
+			// was settled above is not reversed
+			switch rapid.IntRange(0, 2).Draw(t, "thenAll") {
+			case 1:
+				d.settleCheck("acknowledgeAll after single settlements", lb.b.AcknowledgeAll(ctx), d.m.AcknowledgeAll(lb.modelID))
+			case 2:
+				delay := drawDelay(t, "thenRetryAllDelay")
+				d.settleCheck("retryAll after single settlements", lb.b.RetryAll(ctx, delay), d.m.RetryAll(lb.modelID, delay))
+			}
 			if rapid.Bool().Draw(t, "settleUnknown") {
 				d.settleCheck("acknowledge of an ID outside the batch", lb.b.Acknowledge(ctx, "not-in-batch"), d.m.Acknowledge(lb.modelID, "not-in-batch"))
 			}

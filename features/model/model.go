@@ -799,7 +799,6 @@ func (m *Model) retry(msg *Message, delay int) {
 
 // giveUp removes msg from the main queue if it is expired or exhausted.
 func (m *Model) giveUp(msg *Message) bool {
-	m.settledAt = m.now
 	switch {
 	case msg.Expired || m.now >= m.expiry(Main, msg):
 		delete(m.msgs[Main], msg.ID)
@@ -815,6 +814,7 @@ func (m *Model) giveUp(msg *Message) bool {
 	default:
 		return false
 	}
+	m.settledAt = m.now
 	return true
 }
 

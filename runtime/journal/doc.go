@@ -47,7 +47,7 @@
 //
 // One writer goroutine takes every frame queued while the previous write
 // and sync ran, writes them with one write and makes them durable with one
-// fdatasync (then one more of the acknowledged mark, below). The sync is
+// fdatasync (at the same time as one of the acknowledged mark, below). The sync is
 // the expensive part, so under load many frames
 // share one. Writers that wait for their frame are all inside the group
 // being synced, so when the sync returns the queue is nearly empty: taking
@@ -87,8 +87,9 @@
 // Open replays every frame of every segment the manifest lists, in order.
 // Because a group is synced before the next one is written, and a segment
 // is sealed only after its last group was synced, a crash can only damage
-// the tail of the last segment, after the acknowledged mark (below), and
-// nothing there that a crash could tear was ever acknowledged. So a bad frame
+// the tail of the last segment: the last group, which Open first restores
+// from its copy in the ack file when the mark covers it (below), and what
+// lies after the acknowledged mark, which was never acknowledged. So a bad frame
 // (incomplete header, length out of range or past the end of the file,
 // checksum mismatch) at the end of the last segment is cut off and
 // reported in RecoveryReport. Zeros after the last frame of the last
@@ -110,22 +111,41 @@
 //
 // The acknowledged mark is a (segment, offset) before which every frame
 // was made durable and acknowledged. It advances with the acknowledgement
-// it covers: after a group's write and sync, the writer records the
-// group's end in journal.ack and syncs it, and only then runs the group's
-// onDurable callbacks and releases its Appends. So every frame whose
-// Append returned is below the durable mark, and no damage to it — a bit
-// flip in the last frame, the file cut short — can pass for a torn tail.
-// A crash between the two syncs leaves a durable group above the mark:
-// never acknowledged, it may be cut like any torn tail. journal.ack is two
-// checksummed slots in sectors of their own ("TKQA", version, sequence,
-// segment, offset, CRC32C), written in turn, so that a write torn by a
-// crash leaves the other slot, the previous mark, intact; the valid slot
-// with the higher sequence is the mark, and neither valid is corruption.
-// If the mark cannot be written, the group fails like a failed sync (the
-// old mark is put back, then the group is cut off). It costs a second
-// fdatasync per group commit, on a file that never grows. The file is
-// created whole (temporary file, rename) when a journal without one is
-// opened.
+// it covers: before any of a group's Appends returns, journal.ack holds,
+// durably, the group's end as the mark, so every frame whose Append
+// returned is below the durable mark, and no damage to it — a bit flip in
+// the last frame, the file cut short — can pass for a torn tail.
+//
+// The mark cannot simply be synced together with the group it covers: a
+// crash could make the mark durable and not the group, and a plain power
+// loss would then read as damage below the mark. Syncing it after the
+// group costs a second fdatasync per group commit, one after the other,
+// which halved the journal's throughput. So the ack file's slot holds,
+// beside the mark, a copy of the group's bytes; the writer writes the
+// group to the segment and the mark and the copy to the ack file, syncs
+// both files at once (two concurrent fdatasyncs cost little more than
+// one) and only then runs the group's onDurable callbacks and releases
+// its Appends. On Open, when the segment's bytes of the last group
+// differ from the copy — torn by a crash before the group was
+// acknowledged, or damaged since — the copy is written back (one WARN,
+// RecoveryReport.Restored): either way it is what the group held, so
+// nothing acknowledged is lost and a crash never reads as damage.
+// Damage before the last group, or a file that ends before it, is still
+// corruption. A group larger than a slot's copy (64 KiB less a header)
+// is synced first and its mark, without a copy, after it, as a second
+// sync. A crash before the mark is durable leaves the group above the
+// mark: never acknowledged, it may be cut like any torn tail.
+//
+// journal.ack is two slots of 64 KiB ("TKQA", version 2, sequence,
+// segment, offset, the copy's start, CRC32C of the copy, CRC32C of the
+// header, the copy), written in turn, so that a write torn by a crash
+// leaves the other slot, the previous mark, intact; the valid slot with
+// the higher sequence is the mark, and neither valid is corruption. If
+// the mark cannot be written or synced, the group fails like a failed
+// sync (the old mark, without a copy, is put back, then the group is
+// cut off). The file never grows; it is created whole (temporary file,
+// rename) when a journal without one is opened, and an ack file of
+// format 1 (512-byte slots, no copy) is read and replaced so.
 //
 // # Manifest
 //

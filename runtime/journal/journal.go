@@ -133,6 +133,13 @@ type RecoveryReport struct {
 	// Acked is the acknowledged mark the manifest held: damage before it
 	// fails Open, only damage after it can be a torn tail.
 	Acked Mark
+	// Restored is set when the last group differed from its copy in the
+	// ack file (torn by a crash, or damaged since) and was written back:
+	// RestoredBytes at RestoredOffset of RestoredFile.
+	Restored       bool
+	RestoredFile   string
+	RestoredOffset int64
+	RestoredBytes  int64
 }
 
 // SegmentInfo describes one segment file.
@@ -145,7 +152,7 @@ type SegmentInfo struct {
 // Stats are cumulative counters since Open.
 type Stats struct {
 	Appends uint64 // frames made durable
-	Groups  uint64 // group commits, each one write and one sync of the segment, then one of the ack file
+	Groups  uint64 // group commits, each one write of the segment and one of the ack file, synced at once (a group too large for the ack file's copy: one after the other)
 	Failed  uint64 // frames failed
 	// Where the writer's time went: writing groups, syncing them, and
 	// running their onDurable callbacks (the store applying them to
@@ -215,6 +222,10 @@ type Journal struct {
 	ackF   File
 	ackSeq uint64
 	noAck  bool
+	// ackV1 says the ack file is of format 1, which Open replaces;
+	// ackBuf is the writer's buffer for a slot.
+	ackV1  bool
+	ackBuf []byte
 }
 
 type segment struct {
@@ -327,17 +338,18 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	// The ack file's mark is as of the last group commit; the manifest's
 	// only as of its last checkpoint. Frames below either were
 	// acknowledged.
-	ackMark, haveAck, err := j.readAck()
+	ack, haveAck, err := j.readAck()
 	if err != nil {
 		return fail(err)
 	}
+	ackMark := ack.mark
 	switch {
 	case haveAck && created:
 		// Neither a manifest nor a segment: the journal is new (or was
 		// deleted whole, which the host warns about); an ack file left
 		// over marks nothing and is replaced.
 		j.ackF.Close()
-		j.ackF, haveAck = nil, false
+		j.ackF, haveAck, ack = nil, false, ackSlot{}
 	case haveAck && ackMark.Segment > ids[len(ids)-1]:
 		return fail(&CorruptError{File: join(dir, AckName), Offset: 0, Reason: fmt.Sprintf("the acknowledged mark is in segment %d, after the last segment the manifest lists", ackMark.Segment)})
 	case haveAck:
@@ -353,6 +365,9 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 		}
 		j.segs[id] = s
 		j.head = s
+		if err := j.repairFromAck(s, ack, &rep); err != nil {
+			return fail(err)
+		}
 		if err := j.recoverSegment(ctx, &r, s, i == len(ids)-1, mark, replay, &rep); err != nil {
 			return fail(err)
 		}
@@ -374,6 +389,11 @@ func Open(ctx context.Context, dir string, opts Options, replay func(Pos, []byte
 	}
 	// What recovery kept is durable: it is the acknowledged mark now.
 	end := Mark{j.head.id, j.head.size}
+	if haveAck && j.ackV1 {
+		// Format 1: replaced whole by a file of the current format.
+		j.ackF.Close()
+		j.ackF, haveAck = nil, false
+	}
 	if !haveAck {
 		err = j.createAck(end)
 	} else if ackMark != end {
@@ -828,8 +848,9 @@ func (j *Journal) gather() {
 	j.wake = 1
 }
 
-// commit writes group with one write and one sync, then records the
-// acknowledged mark past it (writeAck) before releasing its Appends.
+// commit writes group, and the acknowledged mark past it with a copy of
+// the group to the ack file, syncs both at once and only then releases
+// its Appends (a group too large for the copy: synced before its mark).
 func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 	h := j.head
 	if h.size > SegmentHeaderSize && h.size+int64(bytes) > j.segSize {
@@ -844,38 +865,66 @@ func (j *Journal) commit(group []*request, buf []byte, bytes int) []byte {
 		buf = AppendFrame(buf, h.salt, r.pos.Offset, r.payload)
 	}
 	j.fill.beforeWrite(h, h.size+int64(len(buf)))
+	end := Mark{h.id, h.size + int64(len(buf))}
+	// A group that fits in an ack slot is written there too, with the
+	// mark past it, and both files are synced at once: a crash that
+	// leaves the mark without the group leaves its copy, from which Open
+	// restores it (repairFromAck). A larger group is synced before its
+	// mark is written.
+	together := !j.noAck && len(buf) <= ackCopyMax
 	start := time.Now()
 	_, err := h.f.WriteAt(buf, h.size)
+	touched := false // the ack slot was written to
+	if err == nil && together {
+		err, touched = j.putAck(end, h.size, buf), true
+	}
 	if err == nil {
 		wrote := time.Now()
 		j.writeNs.Add(int64(wrote.Sub(start)))
+		var ackDone chan error
+		if together {
+			ackDone = make(chan error, 1)
+			go func() { ackDone <- j.syncAck() }()
+		}
 		err = h.f.Sync()
+		if err != nil {
+			err = fmt.Errorf("journal: append to %s: %w", h.name, err)
+		}
+		if together {
+			if aerr := <-ackDone; err == nil {
+				err = aerr
+			}
+		}
 		j.lastSync = time.Since(wrote)
 		j.syncNs.Add(int64(j.lastSync))
 		if err == nil && j.observeSync != nil {
 			j.observeSync(j.lastSync)
 		}
-	}
-	if err != nil {
+		if err == nil && together {
+			j.ackSeq++
+		}
+	} else {
 		err = fmt.Errorf("journal: append to %s: %w", h.name, err)
-	} else if !j.noAck {
+	}
+	if err == nil && !j.noAck && !together {
 		// The group is durable; before any of its Appends returns, the
 		// acknowledged mark moves past it, so that damage to an
 		// acknowledged frame is never taken for a torn tail.
-		err = j.writeAck(Mark{h.id, h.size + int64(len(buf))})
-		if err != nil {
-			// The new mark may have reached the disk: put the old one
-			// back before the group is cut off, or the next Open would
-			// find the file ending before the mark.
-			if aerr := j.writeAck(Mark{h.id, h.size}); aerr != nil {
-				j.fill.afterWrite(h, h.size, false)
-				j.mu.Lock()
-				j.broken = fmt.Errorf("%w: restoring the acknowledged mark failed: %w", ErrBroken, aerr)
-				j.mu.Unlock()
-				j.log.Error("journal: refusing further writes", "file", join(j.dir, AckName), "err", aerr, "cause", err)
-				j.finish(group, err)
-				return buf
-			}
+		err, touched = j.writeAck(end), true
+	}
+	if err != nil && touched {
+		// The new mark (and the group's copy) may have reached the disk:
+		// put the old mark back before the group is cut off, or the next
+		// Open would find the file ending before the mark, or restore
+		// the failed group from its copy.
+		if aerr := j.writeAck(Mark{h.id, h.size}); aerr != nil {
+			j.fill.afterWrite(h, h.size, false)
+			j.mu.Lock()
+			j.broken = fmt.Errorf("%w: restoring the acknowledged mark failed: %w", ErrBroken, aerr)
+			j.mu.Unlock()
+			j.log.Error("journal: refusing further writes", "file", join(j.dir, AckName), "err", aerr, "cause", err)
+			j.finish(group, err)
+			return buf
 		}
 	}
 	if err != nil {

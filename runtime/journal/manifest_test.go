@@ -93,22 +93,24 @@ func TestCreatedIsReported(t *testing.T) {
 	}
 }
 
-// The case: a bit flip in the last frame of an acknowledged
-// append. Once the mark covers it, it is damage (Open fails naming the
-// file and offset), not a torn tail to cut.
+// The case: a bit flip in an acknowledged frame at the end of
+// the journal. Once the mark covers it, it is damage (Open fails naming
+// the file and offset), not a torn tail to cut. (The last group itself
+// has a copy in the ack file and is restored from it instead:
+// TestLastGroupRestoredFromAckCopy.)
 func TestBitFlipBelowTheMarkFailsOpen(t *testing.T) {
 	for _, stop := range []string{"close", "idle"} {
 		t.Run(stop, func(t *testing.T) {
 			mem := NewMemFS(1)
 			j, _, _ := open(t, mem, "/j", 1<<20)
-			mustAppend(t, j, "one")
-			p := mustAppend(t, j, "two")
+			p := mustAppend(t, j, "one")
+			last := mustAppend(t, j, "two")
 			if stop == "close" {
 				j.Close()
 			} else {
 				// Idle: the writer records the mark by itself; then a
 				// crash, no Close.
-				waitMark(t, j, Mark{1, p.Offset + HeaderSize + 3})
+				waitMark(t, j, Mark{1, last.Offset + HeaderSize + 3})
 				j.noCloseMark = true
 				j.Close()
 			}
@@ -140,12 +142,13 @@ func waitMark(t *testing.T, j *Journal, want Mark) {
 	}
 }
 
-// A segment file cut short below the mark lost acknowledged frames.
+// A segment file cut short below the mark (and below the last group,
+// which the ack file's copy restores) lost acknowledged frames.
 func TestTruncatedBelowTheMarkFailsOpen(t *testing.T) {
 	mem := NewMemFS(1)
 	j, _, _ := open(t, mem, "/j", 1<<20)
-	mustAppend(t, j, "one")
-	p := mustAppend(t, j, "two")
+	p := mustAppend(t, j, "one")
+	mustAppend(t, j, "two")
 	j.Close()
 	name := filepath.Join("/j", SegmentName(1))
 	f, _ := mem.OpenFile(name, os.O_RDWR, 0)

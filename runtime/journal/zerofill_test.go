@@ -129,7 +129,7 @@ func TestZeroAheadCrash(t *testing.T) {
 func TestZeroAheadDiskFull(t *testing.T) {
 	mem := NewMemFS(1)
 	ffs := NewFaultFS(mem, 1)
-	ffs.SetCapacity(SegmentHeaderSize + 64<<10) // less than one chunk of zeros
+	ffs.SetCapacity(ackFileSize + SegmentHeaderSize + 64<<10) // the ack file, and less than one chunk of zeros
 	j, _, _ := openZeroAhead(t, ffs, "/j", 4<<20)
 	var acked []string
 	for i := range 400 {

@@ -257,11 +257,15 @@ func TestBitFlipInTheMiddleRefusesToOpen(t *testing.T) {
 
 // A bit flip in the last record of an acknowledged Apply (a send whose ID
 // was returned) is damage below the acknowledged mark, not a torn tail:
-// Open refuses, naming the file and offset, instead of dropping it.
-func TestBitFlipInTheLastAcknowledgedRecordRefusesToOpen(t *testing.T) {
+// the journal restores the last group from its copy in the ack file and
+// says so; a flip in an earlier record refuses Open, naming the file and
+// offset, instead of dropping it.
+func TestBitFlipInTheLastAcknowledgedRecordIsRestored(t *testing.T) {
 	dir := t.TempDir()
 	s := openJournaled(t, nil, dir, 1<<20)
+	var prev int64
 	for i := range 3 {
+		prev = s.Stats().Bytes
 		s.Apply(ctx, accept("q", fmt.Sprint(i), bodyOf("x", 100)))
 	}
 	last := s.Stats().Bytes
@@ -273,10 +277,24 @@ func TestBitFlipInTheLastAcknowledgedRecordRefusesToOpen(t *testing.T) {
 	if err := journal.NewFaultFS(journal.OSFS{}, 1).FlipBit(seg, last+60, 5); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := store.Open(ctx, dir, store.Options{Logger: quiet})
+	s2, rep, err := store.Open(ctx, dir, store.Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	if !rep.Restored || rep.RestoredFile != seg || rep.RestoredOffset != last || rep.Truncated {
+		t.Fatalf("report %+v, want the last group restored at %d", rep, last)
+	}
+	if b, err := store.Body(ctx, s2, "q", "acknowledged"); err != nil || string(b) != string(bodyOf("x", 100)) {
+		t.Fatalf("body of the acknowledged send: %q, %v", b, err)
+	}
+	s2.Close()
+	if err := journal.NewFaultFS(journal.OSFS{}, 1).FlipBit(seg, prev+60, 5); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = store.Open(ctx, dir, store.Options{Logger: quiet})
 	var ce *journal.CorruptError
-	if !errors.As(err, &ce) || ce.File != seg || ce.Offset != last {
-		t.Fatalf("Open = %v, want corruption in %s at %d", err, seg, last)
+	if !errors.As(err, &ce) || ce.File != seg || ce.Offset != prev {
+		t.Fatalf("Open = %v, want corruption in %s at %d", err, seg, prev)
 	}
 }
 

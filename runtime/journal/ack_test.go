@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -345,6 +346,81 @@ func TestLastGroupRestoredFromAckCopy(t *testing.T) {
 				t.Fatalf("Open with a flip in the group before = %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// pairSyncFS makes every file's Sync, while armed, wait (up to a
+// timeout) for a second Sync to be in flight, and counts the Syncs that
+// found one.
+type pairSyncFS struct {
+	FS
+	armed  atomic.Bool
+	mu     sync.Mutex
+	cond   *sync.Cond
+	gen    int // counts the pairs formed
+	wait   bool
+	paired atomic.Int64
+}
+
+type pairSyncFile struct {
+	File
+	fs *pairSyncFS
+}
+
+func (p *pairSyncFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := p.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return pairSyncFile{f, p}, nil
+}
+
+func (f pairSyncFile) Sync() error {
+	p := f.fs
+	if p.armed.Load() {
+		p.mu.Lock()
+		if p.wait {
+			p.wait = false
+			p.gen++
+			p.paired.Add(2)
+			p.cond.Broadcast()
+		} else {
+			p.wait = true
+			gen := p.gen
+			t := time.AfterFunc(2*time.Second, func() { p.mu.Lock(); p.cond.Broadcast(); p.mu.Unlock() })
+			deadline := time.Now().Add(2 * time.Second)
+			for p.gen == gen && time.Now().Before(deadline) {
+				p.cond.Wait()
+			}
+			t.Stop()
+			if p.gen == gen {
+				p.wait = false // alone
+			}
+		}
+		p.mu.Unlock()
+	}
+	return f.File.Sync()
+}
+
+// A group commit is one round of syncs: the segment's and the ack
+// file's are in flight at the same time, not one after the other.
+// (Checked to fail with the two syncs made one after the other: each
+// Sync waited alone.)
+func TestGroupSyncsAtOnce(t *testing.T) {
+	fsys := &pairSyncFS{FS: NewMemFS(1)}
+	fsys.cond = sync.NewCond(&fsys.mu)
+	j, _, _, err := openWith("/j", Options{FS: fsys, Logger: quiet, CheckpointIdle: -1, CheckpointEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	fsys.armed.Store(true)
+	for i := range 3 {
+		mustAppend(t, j, fmt.Sprint("frame ", i))
+	}
+	fsys.armed.Store(false)
+	if n := fsys.paired.Load(); n != 6 {
+		t.Fatalf("%d of 6 syncs were in flight with another", n)
 	}
 }
 

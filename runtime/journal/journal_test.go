@@ -608,7 +608,7 @@ func TestGroupCommitFillsUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// Each group commit is two syncs: the segment's, then the ack file's.
+	// Each group commit is two syncs, of the segment and of the ack file.
 	syncs := fsys.syncs.Load() - before
 	perGroup := float64(writers*each) / float64(syncs/2)
 	t.Logf("%d records, %d syncs: %.1f records per group; stats %+v", writers*each, syncs, perGroup, j.Stats())

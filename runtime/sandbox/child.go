@@ -38,6 +38,7 @@ func Main() {
 	if os.Getenv(EnvVar) != "1" {
 		return
 	}
+	closeInherited()
 	jailMain() // stage one of a jailed sandbox does not return (jail_linux.go)
 	if os.Getenv(envProbe) == "1" {
 		os.Exit(0)

@@ -202,7 +202,8 @@ func sandboxPolicy(info *arch.Info, pid int) (seccomp.Policy, error) {
 // the sandbox is ("uid: 65534"). args come from the host: "connect=ADDR"
 // (a live TCP port), "hostpid=PID" (the host's pid, in the host's PID
 // namespace), "read=PATH" (a file or directory of the host's: opened and
-// stat'ed), "env=NAME" (a variable set in the host's environment). The
+// stat'ed), "env=NAME" (a variable set in the host's environment),
+// "fd=N" (a descriptor the host's process holds, not close-on-exec). The
 // signal to the host is 0, which only checks, so nothing happens to the
 // host were it let through.
 func selfTest(args []string) []string {
@@ -216,7 +217,7 @@ func selfTest(args []string) []string {
 	}
 	var connectTo string
 	hostPid := -1
-	var reads, envs []string
+	var reads, envs, fds []string
 	for _, a := range args {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -228,6 +229,8 @@ func selfTest(args []string) []string {
 			reads = append(reads, v)
 		case "env":
 			envs = append(envs, v)
+		case "fd":
+			fds = append(fds, v)
 		}
 	}
 	// Each attempt is one the kernel would refuse or make harmless
@@ -301,6 +304,13 @@ func selfTest(args []string) []string {
 		res("read "+p, readFile(p))
 		var st unix.Stat_t
 		res("stat "+p, unix.Stat(p, &st))
+	}
+	for _, v := range fds {
+		fd, err := strconv.Atoi(v)
+		if err == nil {
+			_, err = unix.Pread(fd, make([]byte, 64), 0)
+		}
+		res("read fd "+v, err)
 	}
 	procs, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == nil {

@@ -62,7 +62,38 @@ const (
 	envProbe   = "TAKOHOST_SANDBOX_PROBE"    // "1": stage two exits at once (probeJail)
 	envLoader  = "TAKOHOST_SANDBOX_LOADER"   // the files exec needs in the new root (loaderFiles), ":"-separated
 	envHostMnt = "TAKOHOST_SANDBOX_HOST_MNT" // the host's mount namespace ("mnt:[N]"), which stage one must not be in
+	envFDs     = "TAKOHOST_SANDBOX_FDS"      // the descriptors the host placed in the sandbox: 0 to N-1 (closeInherited)
 )
+
+// closeInherited closes every descriptor of the sandbox from envFDs (3
+// without it) on that is not close-on-exec: os/exec places the standard
+// descriptors and ExtraFiles in the child, but passes on too every
+// descriptor the host's process holds without close-on-exec, which the
+// host's own Go code never opens but its process may have inherited (a
+// supervisor's socket or log, a file a wrapper script opened for it). The
+// Go runtime's own descriptors are close-on-exec and stay. It lists
+// /proc/self/fd, which the process still sees (stage one, or a sandbox
+// without the jail); stage two, which has no /proc, was cleaned by stage
+// one and holds nothing more.
+func closeInherited() {
+	first := 3
+	if n, err := strconv.Atoi(os.Getenv(envFDs)); err == nil && n > first {
+		first = n
+	}
+	dir, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range dir {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < first {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
+}
 
 // DefaultSandboxID is the uid and gid a sandbox runs as when the host is
 // root (Options.UID, Options.GID): nobody/nogroup.
@@ -160,7 +191,7 @@ func enterJail(spec string) error {
 	env := []string{envJailed + "=1"}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != envJail && k != envLoader && k != envHostMnt {
+		if k != envJail && k != envLoader && k != envHostMnt && k != envFDs {
 			env = append(env, kv)
 		}
 	}

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // jailOf: a host running as root must get the jail unless the kernel
@@ -172,5 +175,42 @@ func TestJailKeepsUIDWhenItCannotExec(t *testing.T) {
 	}
 	if got := statusField(t, pr.cmd.Process.Pid, "CapEff"); got != "0000000000000000" {
 		t.Fatalf("CapEff %s", got)
+	}
+}
+
+// A descriptor the host's process inherited without close-on-exec (a
+// supervisor's log, a file a wrapper script opened: "takohost 9<token")
+// is not the sandbox's: from inside a real sandbox, with every layer and
+// with none, reading it fails (os/exec passes every descriptor that is
+// not close-on-exec on to the child, beside its ExtraFiles).
+func TestSandboxHoldsNoInheritedDescriptor(t *testing.T) {
+	token, _ := hostSecrets(t)
+	f, err := os.Open(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const leaked = 300 // above every descriptor os/exec places in the child
+	if err := unix.Dup3(int(f.Fd()), leaked, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(leaked)
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{
+		{"contained", Options{selfTest: true}},
+		{"none", Options{selfTest: true, noSeccomp: true, noCgroup: true, noNetNS: true, noJail: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPool(t, c.o)
+			pr := sandboxOf(t, p, c.name)
+			got := selfTestOf(t, pr, liveTCPPort(t), "fd="+strconv.Itoa(leaked))
+			if r, ok := got["read fd 300"]; !ok || r == "allowed" {
+				t.Fatalf("read fd %d (the host's admin token file): %q, want it refused", leaked, r)
+			}
+			// The sandbox still serves.
+			sandboxOf(t, p, c.name)
+		})
 	}
 }

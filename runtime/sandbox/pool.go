@@ -650,6 +650,8 @@ func (p *Pool) start(key string) (*proc, error) {
 	// The environment is built from nothing: the host's may hold secrets.
 	cmd.Env = []string{EnvVar + "=1", "GOTRACEBACK=none", "GOMAXPROCS=" + strconv.Itoa(p.opts.Procs), "GOGC=" + strconv.Itoa(p.opts.GCPercent)}
 	cmd.ExtraFiles = append([]*os.File{toChildR, fromChildW}, laneFiles...) // the child's fds 3 and 4, then laneFD(i)
+	// Any other descriptor the child inherits it closes (closeInherited).
+	cmd.Env = append(cmd.Env, envFDs+"="+strconv.Itoa(3+len(cmd.ExtraFiles)))
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

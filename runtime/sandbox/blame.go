@@ -113,9 +113,10 @@ func (p *Pool) Quarantined(workerUID, messageID string) bool {
 func (p *Pool) runBatch(ctx context.Context, v *abi.Version, b *abi.Batch) error {
 	rec := &settleRecorder{b: b, settled: map[string]bool{}}
 	if p.quarantine.has(v.WorkerUID, b.Messages) {
-		return p.runAlone(ctx, v, rec, 1, startBy(ctx))
+		return p.runAlone(ctx, v, rec, nil, 1, startBy(ctx))
 	}
-	f := queueFrame(rec, b.Messages)
+	first := &runSettler{rec: rec}
+	f := queueFrame(first, b.Messages)
 	f.StartBy = startBy(ctx)
 	_, err := p.invoke(ctx, keyWorker+v.WorkerUID, v, f, 0)
 	var ee *endedError
@@ -141,14 +142,21 @@ func (p *Pool) runBatch(ctx context.Context, v *abi.Version, b *abi.Batch) error
 		why = "it was one of several running"
 	}
 	p.logs.Add(v.WorkerUID, v.UID, "warn", fmt.Sprintf("batch %s: %v while it ran (%s); it runs again alone in a fresh sandbox, no attempt charged", b.ID, err, why))
-	return p.runAlone(ctx, v, rec, kills, 0) // started already: no start-by
+	return p.runAlone(ctx, v, rec, first, kills, 0) // started already: no start-by
 }
 
 // runAlone runs the messages of rec's batch not yet settled in a fresh
 // sandbox of their own, stopped after; a sandbox that ends under them is
-// theirs (charged, kills counted toward the quarantine). startByNs is
-// the frame's StartBy (0 for a batch that has started already).
-func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder, kills int, startByNs int64) error {
+// theirs (charged, kills counted toward the quarantine). prev, the run
+// whose sandbox ended (nil: none), is closed first: its settlements in
+// flight are waited for (one the host was making when the sandbox ended
+// may still be made: its message must not run again) and later ones are
+// refused. startByNs is the frame's StartBy (0 for a batch that has
+// started already).
+func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder, prev *runSettler, kills int, startByNs int64) error {
+	if prev != nil {
+		prev.close()
+	}
 	rest := rec.unsettled()
 	if len(rest) == 0 {
 		return nil
@@ -178,7 +186,7 @@ func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder
 		p.mu.Unlock()
 		go pr.stop()
 	}()
-	f := queueFrame(rec, rest)
+	f := queueFrame(&runSettler{rec: rec}, rest)
 	f.StartBy = startByNs
 	_, err = pr.invoke(ctx, v, f, p.deadline(ctx, 0))
 	var ee *endedError
@@ -198,10 +206,35 @@ func (p *Pool) charge(v *abi.Version, msgs []abi.Message, kills int, err error) 
 }
 
 // queueFrame is the invocation of the worker's queue handler with msgs of
-// rec's batch, settled through rec.
-func queueFrame(rec *settleRecorder, msgs []abi.Message) *frame {
-	b := abi.NewBatch(rec.b.ID, rec.b.Queue, msgs, rec)
+// the batch, settled through run.
+func queueFrame(run *runSettler, msgs []abi.Message) *frame {
+	b := abi.NewBatch(run.rec.b.ID, run.rec.b.Queue, msgs, run)
 	return &frame{Op: opQueue, Batch: &batchMsg{ID: b.ID, Queue: b.Queue, Messages: msgs}, batch: b}
+}
+
+// runSettler is the settler of one run of a batch (the first, or the one
+// again alone): its settlements go to the batch's recorder until close.
+type runSettler struct {
+	rec *settleRecorder
+
+	mu     sync.RWMutex // held for reading by each settlement in flight
+	closed bool
+}
+
+func (r *runSettler) Settle(ctx context.Context, batchID string, s abi.Settlement) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return abi.ErrUnknownBatch
+	}
+	return r.rec.Settle(ctx, batchID, s)
+}
+
+// close waits for the run's settlements in flight and refuses later ones.
+func (r *runSettler) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 }
 
 // settleRecorder passes a batch's settlements on and remembers which

@@ -260,3 +260,110 @@ func TestSandboxTimeLimitChargedToItsCause(t *testing.T) {
 		t.Fatalf("log:\n%s", l)
 	}
 }
+
+// slowAck is the settler of TestSettlementInFlightWhenTheSandboxEnds: the
+// first acknowledgement is held until its caller left (the sandbox ended),
+// as a settlement already on its way to the journal, and made then; held
+// signals when it is held. A later acknowledgement of the same message
+// (a re-run's) is already settled.
+type slowAck struct {
+	held  chan struct{}
+	again chan struct{}
+
+	mu    sync.Mutex
+	calls int
+	got   []abi.Settlement
+}
+
+func (s *slowAck) Settle(ctx context.Context, _ string, st abi.Settlement) error {
+	s.mu.Lock()
+	s.calls++
+	n := s.calls
+	s.mu.Unlock()
+	if n > 1 {
+		close(s.again)
+		return abi.ErrAlreadySettled
+	}
+	close(s.held)
+	<-ctx.Done()
+	select {
+	case <-s.again:
+	case <-time.After(2 * time.Second):
+	}
+	s.mu.Lock()
+	s.got = append(s.got, st)
+	s.mu.Unlock()
+	return nil
+}
+
+// A batch whose acknowledgement is on its way when a neighbour ends their
+// sandbox, and is then made, is not run again: its message was
+// acknowledged, so the handler must not process it a second time in the
+// same delivery (the re-run waits for the old invocation's settlements in
+// flight, and refuses any that come later, before it picks the messages
+// still unsettled).
+func TestSettlementInFlightWhenTheSandboxEnds(t *testing.T) {
+	s := &slowAck{held: make(chan struct{}), again: make(chan struct{})}
+	send := &recSender{}
+	g := &heldGate{held: s.held}
+	// Over the shared connection (no lanes, as when every lane is busy),
+	// the host answers the sandbox's requests on goroutines of their own.
+	p := newPool(t, Options{AllowedFetchHosts: []string{"gate.test"}, Transport: g, Sender: send, InvocationTimeout: 30 * time.Second, Lanes: -1})
+	v := worker("inflight", `export default { async queue(batch, env) {
+		for (const m of batch.messages) {
+			const body = new TextDecoder().decode(m.body);
+			if (body === "poison") {
+				await fetch("http://gate.test/poison");
+				const keep = [];
+				for (;;) keep.push(new Uint8Array(16 << 20));
+			}
+			await env.OUT.send("did " + m.id);
+			await batch.acknowledge(m.id);
+		}
+	} };`)
+	h, err := p.QueueHandler(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var innocent, poison error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		innocent = h.HandleBatch(ctx, abi.NewBatch("b-i1", "jobs", []abi.Message{{ID: "i1", Body: []byte("work"), Attempts: 1}}, s))
+	}()
+	go func() {
+		defer wg.Done()
+		poison = h.HandleBatch(ctx, abi.NewBatch("b-p1", "jobs", []abi.Message{{ID: "p1", Body: []byte("poison"), Attempts: 1}}, &recSettler{}))
+	}()
+	wg.Wait()
+	if !errors.Is(poison, ErrSandboxEnded) {
+		t.Fatalf("poison: %v, want the sandbox ended", poison)
+	}
+	if innocent != nil {
+		t.Fatalf("innocent: %v, want nil", innocent)
+	}
+	send.mu.Lock()
+	sent := append([]string(nil), send.sent...)
+	send.mu.Unlock()
+	if len(sent) != 1 {
+		t.Fatalf("the acknowledged message was processed %d times (sends %q), want once", len(sent), sent)
+	}
+	if len(s.got) != 1 || s.got[0].MessageID != "i1" {
+		t.Fatalf("settled %+v", s.got)
+	}
+}
+
+// heldGate answers /poison once held is closed.
+type heldGate struct{ held chan struct{} }
+
+func (g *heldGate) RoundTrip(r *http.Request) (*http.Response, error) {
+	select {
+	case <-g.held:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return okResponse(r), nil
+}

@@ -25,9 +25,11 @@ import (
 //
 //   - the host knows the cause when it killed the sandbox for one
 //     invocation's time limit: that one fails; the others are not charged;
-//   - a sandbox that was running one invocation ended because of it;
+//   - a sandbox that was running one invocation, and had run no other,
+//     ended because of it;
 //   - otherwise (the memory cap, a crash, a stack overflow with several
-//     running) each is a suspect.
+//     running, or with one running in a sandbox that ran others before,
+//     whose module state may be what filled it) each is a suspect.
 //
 // A batch that is not charged (a suspect, or one beside a known cause)
 // runs again at once, alone, in a fresh sandbox of its own, with the
@@ -139,7 +141,7 @@ func (p *Pool) runBatch(ctx context.Context, v *abi.Version, b *abi.Batch) error
 	if ee.blame == blameSuspect {
 		// If this batch ends its own sandbox too, it ended the first.
 		kills = 2
-		why = "it was one of several running"
+		why = "it was one of several running, or the sandbox had run others before"
 	}
 	p.logs.Add(v.WorkerUID, v.UID, "warn", fmt.Sprintf("batch %s: %v while it ran (%s); it runs again alone in a fresh sandbox, no attempt charged", b.ID, err, why))
 	return p.runAlone(ctx, v, rec, first, kills, 0) // started already: no start-by

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -366,4 +367,49 @@ func (g *heldGate) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, r.Context().Err()
 	}
 	return okResponse(r), nil
+}
+
+// A worker whose module state grows with every batch (a cache that is
+// never emptied) ends its sandbox at the memory cap with whichever batch
+// happens to be running, alone: that batch did not cause the end (it
+// holds no more than any other), so it is not charged. A sandbox that
+// served other invocations before cannot blame an end on the only one
+// running: that one runs again alone in a fresh sandbox, completes there,
+// and only a batch that ends its own fresh sandbox too is charged.
+func TestLeakNotChargedToTheBatchRunningAlone(t *testing.T) {
+	p := newPool(t, Options{MemoryLimit: 128 << 20, noWatchdog: true, InvocationTimeout: 30 * time.Second})
+	ct, _ := p.Containment()
+	if ct.Cgroup == "" {
+		if cgroupsExpected() {
+			t.Fatalf("no cgroup, but this host can make them: %v", ct.Notes)
+		}
+		t.Skipf("no cgroups here (the kernel's cap kills during the allocation): %v", ct.Notes)
+	}
+	v := worker("leak", `const kept = [];
+	export default { async queue(batch) {
+		const a = new Uint8Array(16 << 20);
+		a.fill(1);
+		kept.push(a);
+		for (const m of batch.messages) await batch.acknowledge(m.id);
+	} };`)
+	for i := 0; i < 16; i++ {
+		id := fmt.Sprintf("m%d", i)
+		s := &recSettler{}
+		h, err := p.QueueHandler(t.Context(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		err = h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte("x"), Attempts: 1}}, s))
+		cancel()
+		if err != nil {
+			t.Fatalf("batch %d: %v, want nil: the sandbox's memory was its module state's, grown by the batches before it\nlog:\n%s", i, err, logText(p, v))
+		}
+		if p.Quarantined(v.WorkerUID, id) {
+			t.Fatalf("batch %d quarantined", i)
+		}
+	}
+	if e := p.Ends(); e[EndMemory] == 0 {
+		t.Fatalf("ends %v: the leak never reached the memory cap, the test proves nothing", e)
+	}
 }

@@ -738,6 +738,11 @@ type proc struct {
 	culprit uint64
 	running int
 	endErr  error
+	// served counts the queue and fetch invocations the sandbox started:
+	// an end with one running is that one's only if it is the only one
+	// the sandbox ever ran (otherwise module state the others left, a
+	// cache grown batch after batch, may be what ended it).
+	served int
 
 	users    int
 	lastUsed time.Time
@@ -909,6 +914,9 @@ func processRSS(pid int) int64 {
 func (pr *proc) invoke(ctx context.Context, v *abi.Version, f *frame, deadline time.Time) (*frame, error) {
 	f.VersionUID, f.Deadline = v.UID, deadline
 	pr.mu.Lock()
+	if f.Op == opQueue || f.Op == opFetch {
+		pr.served++
+	}
 	if !pr.sent[v.UID] {
 		f.Version = v
 	}
@@ -1122,8 +1130,9 @@ func (pr *proc) failure(cl *call, err error) error {
 
 // blameOf says whom the sandbox's end is charged to, for the invocation
 // id it was running: the invocation whose time limit the host killed it
-// for; else, when it was running only one, that one; else nobody can tell
-// yet (each is a suspect). An end by the host (shutdown) is nobody's.
+// for; else, when it was running only one and had run no other, that one;
+// else nobody can tell yet (each is a suspect). An end by the host
+// (shutdown) is nobody's.
 func (pr *proc) blameOf(id uint64) blame {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -1134,7 +1143,7 @@ func (pr *proc) blameOf(id uint64) blame {
 		return blameCause
 	case pr.culprit != 0 || pr.killReason == "idle":
 		return blameOther
-	case pr.running <= 1:
+	case pr.running <= 1 && pr.served <= 1:
 		return blameCause
 	}
 	return blameSuspect

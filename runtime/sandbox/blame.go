@@ -163,19 +163,7 @@ func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder
 	if len(rest) == 0 {
 		return nil
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return ErrClosed
-	}
-	p.aloneSeq++
-	key := keyWorker + v.WorkerUID + "!alone-" + strconv.FormatUint(p.aloneSeq, 10)
-	pr, err := p.startLocked(key)
-	if err == nil {
-		pr.users++
-		pr.lastUsed = time.Now()
-	}
-	p.mu.Unlock()
+	key, pr, err := p.startAlone(ctx, v)
 	if err != nil {
 		return err
 	}
@@ -196,6 +184,45 @@ func (p *Pool) runAlone(ctx context.Context, v *abi.Version, rec *settleRecorder
 		p.charge(v, rest, kills, err)
 	}
 	return err
+}
+
+// aloneWait is how often a re-run looks for a free sandbox when
+// MaxSandboxes are running invocations.
+const aloneWait = 25 * time.Millisecond
+
+// startAlone starts a sandbox of its own for a re-run of v's batch and
+// counts the caller as using it. When MaxSandboxes are running
+// invocations it waits for one to end, until ctx does: failing at once
+// would charge the batch the attempt its re-run is to spare it.
+func (p *Pool) startAlone(ctx context.Context, v *abi.Version) (string, *proc, error) {
+	var tick *time.Ticker
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return "", nil, ErrClosed
+		}
+		p.aloneSeq++
+		key := keyWorker + v.WorkerUID + "!alone-" + strconv.FormatUint(p.aloneSeq, 10)
+		pr, err := p.startLocked(key)
+		if err == nil {
+			pr.users++
+			pr.lastUsed = time.Now()
+		}
+		p.mu.Unlock()
+		if !errors.Is(err, ErrTooManySandboxes) {
+			return key, pr, err
+		}
+		if tick == nil {
+			tick = time.NewTicker(aloneWait)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil, fmt.Errorf("%w (waited for one to run the batch again alone until %w)", err, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
 }
 
 // charge records that msgs' batch ended a sandbox (kills of them) and says

@@ -413,3 +413,49 @@ func TestLeakNotChargedToTheBatchRunningAlone(t *testing.T) {
 		t.Fatalf("ends %v: the leak never reached the memory cap, the test proves nothing", e)
 	}
 }
+
+// When the pool is at MaxSandboxes as the innocent batches of an ended
+// sandbox start again alone, a re-run waits for a sandbox to be free
+// (within what is left of its delivery's time) rather than failing: a
+// failure would charge the innocent batch the attempt the re-run exists
+// to spare it.
+func TestReRunWaitsForASandbox(t *testing.T) {
+	g := &gate{want: 3, ended: make(chan struct{}), seen: map[string]int{}}
+	p := newPool(t, Options{AllowedFetchHosts: []string{"gate.test"}, Transport: g, InvocationTimeout: 30 * time.Second, MaxSandboxes: 2})
+	v := worker("scarce", poisonWorker)
+	h, err := p.QueueHandler(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	errs := map[string]error{}
+	settlers := map[string]*recSettler{}
+	for _, id := range []string{"i1", "i2", "i3", "p1"} {
+		body := "innocent"
+		if id[0] == 'p' {
+			body = "poison"
+		}
+		s := &recSettler{}
+		settlers[id] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			err := h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte(body), Attempts: 1}}, s))
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, id := range []string{"i1", "i2", "i3"} {
+		if errs[id] != nil {
+			t.Errorf("innocent batch %s: %v, want nil (not charged)", id, errs[id])
+		}
+	}
+	if !errors.Is(errs["p1"], ErrSandboxEnded) {
+		t.Errorf("poison: %v, want the sandbox ended", errs["p1"])
+	}
+}

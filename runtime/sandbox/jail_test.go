@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -212,5 +214,33 @@ func TestSandboxHoldsNoInheritedDescriptor(t *testing.T) {
 			// The sandbox still serves.
 			sandboxOf(t, p, c.name)
 		})
+	}
+}
+
+// Inside the jail (no /dev, no /proc, no file at all) with every layer,
+// the Go runtime still has randomness (getrandom, not /dev/urandom):
+// crypto.getRandomValues and crypto.randomUUID answer, and differ call to
+// call.
+func TestJailedSandboxHasRandomness(t *testing.T) {
+	p := newPool(t, Options{})
+	if ct, _ := p.Containment(); !ct.Jail {
+		t.Skipf("no jail here: %v", ct.Notes)
+	}
+	v := worker("rand", `export default { fetch() {
+		const a = crypto.getRandomValues(new Uint8Array(16));
+		return new Response(Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("") + " " + crypto.randomUUID());
+	} };`)
+	seen := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		resp, err := p.Fetch(t.Context(), v, httptest.NewRequest("GET", "http://w/x", nil), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		hex, uuid, _ := strings.Cut(string(b), " ")
+		if resp.StatusCode != 200 || len(hex) != 32 || hex == strings.Repeat("0", 32) || len(uuid) != 36 || seen[hex] || seen[uuid] {
+			t.Fatalf("%d %q (seen %v)", resp.StatusCode, b, seen)
+		}
+		seen[hex], seen[uuid] = true, true
 	}
 }

@@ -243,6 +243,11 @@ func hostMnt() string {
 // files bound in it, pivot_root into it with the old root put on top of
 // it, and the old root detached.
 func emptyRoot(loader []string) error {
+	// The directories made below for the loader's files must be
+	// searchable by the sandbox's uid whatever umask the host has
+	// (systemd's UMask=0077 would leave them root's alone, and the exec
+	// as that uid would fail).
+	unix.Umask(0o022)
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making the mounts private: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -242,5 +243,33 @@ func TestJailedSandboxHasRandomness(t *testing.T) {
 			t.Fatalf("%d %q (seen %v)", resp.StatusCode, b, seen)
 		}
 		seen[hex], seen[uuid] = true, true
+	}
+}
+
+// A host started with a restrictive umask (systemd's UMask=0077, a
+// hardened shell) still gets the jail: the directories the first stage
+// makes in the new root for the loader's files must be searchable by the
+// sandbox's uid whatever the host's umask.
+func TestJailUnderRestrictiveUmask(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the jail's uid change needs a host running as root")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, err := loaderFiles(exe); err != nil || len(files) == 0 {
+		t.Skipf("a static program needs no loader files in the jail (%v)", err)
+	}
+	old := syscall.Umask(0o077)
+	t.Cleanup(func() { syscall.Umask(old) })
+	p := newPool(t, Options{selfTest: true})
+	ct := jailOf(t, p)
+	if ct.UID != DefaultSandboxID {
+		t.Fatalf("Containment %+v, want uid %d", ct, DefaultSandboxID)
+	}
+	got := selfTestOf(t, sandboxOf(t, p, "umask"), liveTCPPort(t))
+	if got["uid"] != "65534" {
+		t.Fatalf("%v", got)
 	}
 }

@@ -49,6 +49,12 @@ const (
 // filter, on every thread. It runs before js.New, so before any version
 // is compiled.
 func containChild() error {
+	// Not dumpable: no other process of its uid (65534 in the jail,
+	// which other processes of the machine may share) may trace it or
+	// read its /proc/<pid>/mem or environ; its /proc files are root's.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
+	}
 	for _, l := range []struct {
 		res int
 		max uint64

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -271,5 +272,34 @@ func TestJailUnderRestrictiveUmask(t *testing.T) {
 	got := selfTestOf(t, sandboxOf(t, p, "umask"), liveTCPPort(t))
 	if got["uid"] != "65534" {
 		t.Fatalf("%v", got)
+	}
+}
+
+// A jailed sandbox runs as uid 65534, which other processes of the
+// machine may run as too (nobody's daemons; every sandbox of every host
+// here): none of them may inspect it (its memory holds the messages and
+// request bodies of the worker it serves). From a process of uid 65534 in
+// the host's PID namespace, reading the sandbox's /proc/<pid>/environ
+// (what ptrace's read check guards, as it guards /proc/<pid>/mem) fails:
+// the sandbox is not dumpable.
+func TestJailedSandboxNotInspectableBySameUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the jail's uid change needs a host running as root")
+	}
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Skip("no cat here")
+	}
+	p := newPool(t, Options{})
+	ct := jailOf(t, p)
+	pr := sandboxOf(t, p, "inspect")
+	cmd := exec.Command(cat, fmt.Sprintf("/proc/%d/environ", pr.cmd.Process.Pid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(ct.UID), Gid: uint32(ct.GID)}}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("uid %d read the sandbox's environ: %q", ct.UID, out)
+	}
+	if !strings.Contains(string(out), "ermission denied") {
+		t.Fatalf("%v: %s", err, out)
 	}
 }

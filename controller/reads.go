@@ -68,6 +68,9 @@ func (c *Controller) ResourcePage(ctx context.Context, p *auth.Principal, space,
 			return nil, "", problem.InvalidRequest("pageToken is not a token this host issued (pass a nextPageToken unchanged)")
 		}
 	}
+	if rl, ok := c.st.(store.ResourceLister); ok {
+		return c.resourcePageFrom(ctx, rl, p, space, formURL, after, limit)
+	}
 	list, err := c.listResources(ctx, space, formURL)
 	if err != nil {
 		return nil, "", problem.Unavailable(err)
@@ -86,6 +89,38 @@ func (c *Controller) ResourcePage(ctx context.Context, p *auth.Principal, space,
 	}
 	out = out[:limit]
 	return out, PageTokenAfter(out[limit-1]), nil
+}
+
+// resourcePageFrom is ResourcePage on a store that reads pages itself: it
+// reads pages of limit+1 records until it holds limit+1 that p may read or
+// the space ends, so that memory holds about one page whatever the space
+// holds (a principal that may read few Forms of a space costs more reads,
+// never more memory).
+func (c *Controller) resourcePageFrom(ctx context.Context, rl store.ResourceLister, p *auth.Principal, space, formURL string, after pagePos, limit int) ([]store.Resource, string, error) {
+	q := store.ResourceQuery{Space: space, FormURL: formURL, Limit: limit + 1}
+	if after.uid != "" {
+		q.After = store.Resource{UID: after.uid, CreateTime: time.Unix(0, after.nanos).UTC()}
+	}
+	var out []store.Resource
+	for {
+		page, err := rl.ResourcePage(ctx, q)
+		if err != nil {
+			return nil, "", problem.Unavailable(err)
+		}
+		for _, r := range page {
+			if p.Can(space, r.FormURL, auth.Read) {
+				out = append(out, r)
+			}
+		}
+		if len(out) > limit {
+			out = out[:limit]
+			return out, PageTokenAfter(out[limit-1]), nil
+		}
+		if len(page) < q.Limit {
+			return out, "", nil
+		}
+		q.After = page[len(page)-1]
+	}
 }
 
 // PageTokenAfter is the token of the page that starts after r: for a

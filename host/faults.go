@@ -331,6 +331,18 @@ func (s faultyStore) Operations(ctx context.Context, q store.OperationQuery) ([]
 	return nil, errors.New("host: the store does not list Operations")
 }
 
+// ResourcePage passes store.ResourceLister through, or pages a listing.
+func (s faultyStore) ResourcePage(ctx context.Context, q store.ResourceQuery) ([]store.Resource, error) {
+	if l, ok := s.Store.(store.ResourceLister); ok {
+		return l.ResourcePage(ctx, q)
+	}
+	list, err := s.Store.Resources(ctx, q.Space, q.FormURL)
+	if err != nil {
+		return nil, err
+	}
+	return store.PageOf(list, q), nil
+}
+
 // CountResources passes store.ResourceCounter through, or counts a listing.
 func (s faultyStore) CountResources(ctx context.Context, space string) (int, error) {
 	if c, ok := s.Store.(store.ResourceCounter); ok {

@@ -30,6 +30,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -205,6 +206,56 @@ type DeadLetter struct {
 // limit costs the same however many resources the space holds.
 type ResourceCounter interface {
 	CountResources(ctx context.Context, space string) (int, error)
+}
+
+// ResourceQuery selects one page of a space's resources, oldest first (by
+// CreateTime, then UID), the order of the Host API's resource list.
+type ResourceQuery struct {
+	Space string
+	// FormURL filters when not empty.
+	FormURL string
+	// After, when its UID is set, starts the page after that resource's
+	// position (its CreateTime and UID): the last item of the previous page.
+	After Resource
+	// Limit is the most items the page holds (at least 1).
+	Limit int
+}
+
+// ResourceLister is optionally implemented by a Store whose records are
+// not all in the host's memory (PostgreSQL), so that a page of the
+// resource list reads one page of records, not every record of the space.
+type ResourceLister interface {
+	ResourcePage(ctx context.Context, q ResourceQuery) ([]Resource, error)
+}
+
+// ResourceAfter reports whether a sorts after b in a ResourceQuery's
+// order (oldest first): a page that ends at b goes on with a.
+func ResourceAfter(a, b Resource) bool {
+	if c := a.CreateTime.Compare(b.CreateTime); c != 0 {
+		return c > 0
+	}
+	return a.UID > b.UID
+}
+
+// PageOf is a ResourceQuery's page of a full listing of its space (of its
+// FormURL), for a store wrapper whose inner store cannot page.
+func PageOf(list []Resource, q ResourceQuery) []Resource {
+	out := make([]Resource, 0, min(len(list), max(q.Limit, 1)))
+	for _, r := range list {
+		if q.After.UID == "" || ResourceAfter(r, q.After) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Resource) int {
+		if ResourceAfter(a, b) {
+			return 1
+		}
+		if ResourceAfter(b, a) {
+			return -1
+		}
+		return 0
+	})
+	return out[:min(len(out), max(q.Limit, 1))]
 }
 
 // OperationQuery selects one page of a space's Operations, newest first

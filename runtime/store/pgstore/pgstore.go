@@ -295,6 +295,32 @@ func (s *Store) resourcesOnce(ctx context.Context, space, formURL string) ([]sto
 	return out, nil
 }
 
+var _ store.ResourceLister = (*Store)(nil)
+
+// resourcePageOnce reads one page in the list's order, on the index of
+// that order (store_resources_order), so that a page costs its own rows
+// whatever the space holds.
+func (s *Store) resourcePageOnce(ctx context.Context, q store.ResourceQuery) ([]store.Resource, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	limit := max(q.Limit, 1)
+	as, an := q.After.CreateTime.Unix(), int32(q.After.CreateTime.Nanosecond())
+	rows, err := s.pool.Query(ctx, `SELECT `+resourceCols+` FROM store_resources
+		WHERE space = $1 AND ($2 = '' OR form_url = $2)
+		AND ($3 = '' OR (create_sec, create_nsec, uid) > ($4, $5, $3))
+		ORDER BY create_sec, create_nsec, uid LIMIT $6`,
+		q.Space, q.FormURL, q.After.UID, as, an, limit)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Resource, error) { return scanResource(row) })
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	return out, nil
+}
+
 var _ store.ResourceCounter = (*Store)(nil)
 
 // CountResources counts space's resources (on the index that starts with

@@ -66,6 +66,11 @@ func (s *Store) Resources(ctx context.Context, space, formURL string) ([]store.R
 	return retryRead(ctx, s, func() ([]store.Resource, error) { return s.resourcesOnce(ctx, space, formURL) })
 }
 
+// ResourcePage lists a page of a space's resources (store.ResourceLister).
+func (s *Store) ResourcePage(ctx context.Context, q store.ResourceQuery) ([]store.Resource, error) {
+	return retryRead(ctx, s, func() ([]store.Resource, error) { return s.resourcePageOnce(ctx, q) })
+}
+
 func (s *Store) CountResources(ctx context.Context, space string) (int, error) {
 	return retryRead(ctx, s, func() (int, error) { return s.countResourcesOnce(ctx, space) })
 }

@@ -5,12 +5,14 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("CountResources", h.wrap(testCountResources))
 	t.Run("Operations", h.wrap(testOperations))
 	t.Run("OperationList", h.wrap(testOperationList))
+	t.Run("ResourcePage", h.wrap(testResourcePage))
 	t.Run("Idempotency", h.wrap(testIdempotency))
 	t.Run("ExpireRecords", h.wrap(testExpireRecords))
 	t.Run("Messages", h.wrap(testMessages))
@@ -229,6 +232,72 @@ func testCountResources(e *env) {
 	})
 	e.apply(store.DeleteResource{UID: "u1"})
 	count("s1", 0)
+}
+
+// testResourcePage: a store that pages a space's resources
+// (store.ResourceLister) gives, page after page, exactly what Resources
+// lists in the list's order (CreateTime, then UID; equal times included),
+// filtered by Form, never another space's, before and after a reopen; and
+// store.PageOf, the fallback of a wrapper, pages the same.
+func testResourcePage(e *env) {
+	rl, ok := e.s.(store.ResourceLister)
+	var muts []store.Mutation
+	for i := range 9 {
+		form := "f"
+		if i%3 == 0 {
+			form = "g"
+		}
+		// every second pair shares a CreateTime, so the UID breaks ties
+		muts = append(muts, store.PutResource{Resource: resource(fmt.Sprintf("u%d", 9-i), "s1", fmt.Sprintf("n%d", i), form, 1+i/2)})
+	}
+	muts = append(muts, store.PutResource{Resource: resource("x1", "s2", "a", "f", 1)})
+	e.apply(muts...)
+	check := func() {
+		e.Helper()
+		for _, form := range []string{"", "f", "g"} {
+			full, err := e.s.Resources(e.ctx, "s1", form)
+			if err != nil {
+				e.Fatal(err)
+			}
+			slices.SortFunc(full, func(a, b store.Resource) int {
+				return cmp.Or(a.CreateTime.Compare(b.CreateTime), strings.Compare(a.UID, b.UID))
+			})
+			for _, limit := range []int{1, 2, 4, 100} {
+				pages := map[string]func(store.ResourceQuery) ([]store.Resource, error){
+					"PageOf": func(q store.ResourceQuery) ([]store.Resource, error) { return store.PageOf(full, q), nil },
+				}
+				if ok {
+					pages["ResourcePage"] = func(q store.ResourceQuery) ([]store.Resource, error) { return rl.ResourcePage(e.ctx, q) }
+				}
+				for name, page := range pages {
+					var got []store.Resource
+					q := store.ResourceQuery{Space: "s1", FormURL: form, Limit: limit}
+					for range 20 {
+						p, err := page(q)
+						if err != nil {
+							e.Fatalf("%s: %v", name, err)
+						}
+						if len(p) > limit {
+							e.Fatalf("%s(limit %d) gave %d", name, limit, len(p))
+						}
+						got = append(got, p...)
+						if len(p) < limit {
+							break
+						}
+						q.After = p[len(p)-1]
+					}
+					if !slices.Equal(uids(got), uids(full)) {
+						e.Fatalf("%s form %q limit %d: pages give %v, the listing %v", name, form, limit, uids(got), uids(full))
+					}
+				}
+			}
+		}
+	}
+	check()
+	e.reopen(func() {
+		rl, ok = e.s.(store.ResourceLister)
+		check()
+	})
 }
 
 func uids(rs []store.Resource) []string {

@@ -33,12 +33,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/takoform/queuehost/schemas"
 )
 
 // Roles a grant can carry.
 const (
 	RoleViewer = "viewer" // read
 	RoleEditor = "editor" // read, create, update, delete, invoke
+	// RolePublisher only publishes messages over the Host API to the
+	// AtLeastOnceQueue resources its grant's Queues name (every queue of
+	// the space when it names none): it reads nothing, not even the
+	// queues it publishes to (spec/peers.md §Publish).
+	RolePublisher = "publisher"
 )
 
 // Action is what a request does to a resource of some Form.
@@ -50,6 +57,10 @@ const (
 	// Write covers create, update, delete and invoke (the worker fetch
 	// route, producer Binding sends).
 	Write
+	// Publish covers the publish route of an AtLeastOnceQueue
+	// (spec/peers.md §Publish): an editor of AtLeastOnceQueue may, and a
+	// publisher of the queue may; see CanPublish.
+	Publish
 )
 
 func (a Action) String() string {
@@ -58,6 +69,8 @@ func (a Action) String() string {
 		return "read"
 	case Write:
 		return "write"
+	case Publish:
+		return "publish"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -72,6 +85,11 @@ type Grant struct {
 	// Forms, when not empty, lists the Form URLs (matched exactly) the
 	// grant applies to.
 	Forms []string `json:"forms,omitempty"`
+	// Queues, only on a publisher grant and when not empty, lists the
+	// UIDs of the AtLeastOnceQueue resources it may publish to. Authority
+	// goes by UID: a queue deleted and created again under its name is
+	// another queue, which the grant does not cover.
+	Queues []string `json:"queues,omitempty"`
 }
 
 func (g Grant) inSpace(space string) bool { return g.Space == AllSpaces || g.Space == space }
@@ -82,8 +100,34 @@ func (g Grant) allows(a Action) bool {
 		return g.Role == RoleViewer || g.Role == RoleEditor
 	case Write:
 		return g.Role == RoleEditor
+	case Publish:
+		return g.Role == RoleEditor || g.Role == RolePublisher
 	}
 	return false
+}
+
+// check is what a grant's role allows it to hold: viewer, editor or
+// publisher; Queues only on a publisher, which has no Forms (it is about
+// AtLeastOnceQueue).
+func (g Grant) check() error {
+	switch g.Role {
+	case RoleViewer, RoleEditor:
+		if len(g.Queues) > 0 {
+			return fmt.Errorf("queues narrow only a %q grant, not %q", RolePublisher, g.Role)
+		}
+	case RolePublisher:
+		if len(g.Forms) > 0 {
+			return fmt.Errorf("a %q grant has no forms: it publishes to AtLeastOnceQueue resources only (name them in queues)", RolePublisher)
+		}
+		for _, q := range g.Queues {
+			if q == "" || len(q) > 256 {
+				return fmt.Errorf("queues holds resource UIDs of 1 to 256 characters")
+			}
+		}
+	default:
+		return fmt.Errorf("role %q must be %q, %q or %q", g.Role, RoleViewer, RoleEditor, RolePublisher)
+	}
+	return nil
 }
 
 func (g Grant) coversForm(formURL string) bool {
@@ -128,6 +172,32 @@ func (p *Principal) Can(space, formURL string, a Action) bool {
 	for _, g := range p.Grants {
 		if g.inSpace(space) && g.allows(a) && g.coversForm(formURL) {
 			return true
+		}
+	}
+	return false
+}
+
+// CanPublish reports whether p may publish to the AtLeastOnceQueue of UID
+// queueUID in space over the Host API: an editor grant covering
+// AtLeastOnceQueue, or a publisher grant that names the queue (or names
+// none).
+func (p *Principal) CanPublish(space, queueUID string) bool {
+	if p == nil {
+		return false
+	}
+	for _, g := range p.Grants {
+		if !g.inSpace(space) {
+			continue
+		}
+		switch g.Role {
+		case RoleEditor:
+			if g.coversForm(schemas.FormAtLeastOnceQueue) {
+				return true
+			}
+		case RolePublisher:
+			if len(g.Queues) == 0 || slices.Contains(g.Queues, queueUID) {
+				return true
+			}
 		}
 	}
 	return false
@@ -321,8 +391,8 @@ func (c *Config) Validate() error {
 			if g.Space == "" {
 				return fmt.Errorf("principal %q grants[%d]: space is empty", p.Name, j)
 			}
-			if g.Role != RoleViewer && g.Role != RoleEditor {
-				return fmt.Errorf("principal %q grants[%d]: role must be %q or %q", p.Name, j, RoleViewer, RoleEditor)
+			if err := g.check(); err != nil {
+				return fmt.Errorf("principal %q grants[%d]: %w", p.Name, j, err)
 			}
 		}
 	}

@@ -230,3 +230,55 @@ func TestNewAdminHasID(t *testing.T) {
 		t.Fatalf("%+v %v", cfg.Principals, err)
 	}
 }
+
+func TestPublisherGrant(t *testing.T) {
+	pub := &Principal{Grants: []Grant{{Space: "a", Role: RolePublisher, Queues: []string{"q1"}}}}
+	anyQ := &Principal{Grants: []Grant{{Space: "a", Role: RolePublisher}}}
+	ed := &Principal{Grants: []Grant{{Space: "a", Role: RoleEditor, Forms: []string{formQueue}}}}
+	edOther := &Principal{Grants: []Grant{{Space: "a", Role: RoleEditor, Forms: []string{formConsumer}}}}
+	viewer := &Principal{Grants: []Grant{{Space: "a", Role: RoleViewer}}}
+	for _, c := range []struct {
+		name         string
+		p            *Principal
+		space, queue string
+		want         bool
+	}{
+		{"publisher of q1", pub, "a", "q1", true},
+		{"publisher of q1 on q2", pub, "a", "q2", false},
+		{"publisher of q1 in another space", pub, "b", "q1", false},
+		{"publisher of every queue", anyQ, "a", "q9", true},
+		{"editor of queues", ed, "a", "q2", true},
+		{"editor of consumers", edOther, "a", "q1", false},
+		{"viewer", viewer, "a", "q1", false},
+		{"nil", nil, "a", "q1", false},
+	} {
+		if got := c.p.CanPublish(c.space, c.queue); got != c.want {
+			t.Errorf("%s: CanPublish(%s, %s) = %v, want %v", c.name, c.space, c.queue, got, c.want)
+		}
+	}
+	// A publisher reads nothing and writes nothing.
+	for _, a := range []Action{Read, Write} {
+		if pub.Can("a", formQueue, a) || anyQ.CanAny("a", a) {
+			t.Errorf("a publisher may %s", a)
+		}
+	}
+	if !anyQ.CanAny("a", Publish) || viewer.CanAny("a", Publish) || !ed.CanAny("a", Publish) {
+		t.Error("CanAny(Publish): publisher and editor yes, viewer no")
+	}
+	for _, g := range []Grant{
+		{Space: "a", Role: RolePublisher, Forms: []string{formQueue}},
+		{Space: "a", Role: RoleEditor, Queues: []string{"q1"}},
+		{Space: "a", Role: RoleViewer, Queues: []string{"q1"}},
+		{Space: "a", Role: RolePublisher, Queues: []string{""}},
+		{Space: "a", Role: "owner"},
+	} {
+		c := &Config{Principals: []Principal{{ID: "pr_x", Name: "x", TokenSHA256: HashToken("t"), Grants: []Grant{g}}}}
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate accepted grant %+v", g)
+		}
+	}
+	c := &Config{Principals: []Principal{{ID: "pr_x", Name: "x", TokenSHA256: HashToken("t"), Grants: pub.Grants}}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate refused a publisher grant: %v", err)
+	}
+}

@@ -109,8 +109,9 @@ const MaxPrincipals = 1000
 // Create adds a principal with grants and a fresh token, which it returns
 // once (host.json keeps only its SHA-256). The name is 1..63 of a-z, 0-9,
 // '.', '_', '-' (starting and ending with a letter or digit) and must be
-// unused; every grant needs a space (a space name or "*"), a role (viewer
-// or editor) and Form URLs (absolute https URLs) if any.
+// unused; every grant needs a space (a space name or "*"), a role (viewer,
+// editor or publisher), Form URLs (absolute https URLs) if any, and, on a
+// publisher grant only, queue UIDs if any.
 func (r *Registry) Create(name string, grants []Grant) (Principal, string, error) {
 	if !principalNamePattern.MatchString(name) {
 		return Principal{}, "", fmt.Errorf("%w: name %q must be 1 to 63 of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit", ErrInvalidPrincipal, name)
@@ -122,8 +123,8 @@ func (r *Registry) Create(name string, grants []Grant) (Principal, string, error
 		if g.Space != AllSpaces && !spacePattern.MatchString(g.Space) {
 			return Principal{}, "", fmt.Errorf("%w: grants[%d]: space %q must be \"*\" or a space name (1 to 63 of a-z, 0-9, '-')", ErrInvalidPrincipal, i, g.Space)
 		}
-		if g.Role != RoleViewer && g.Role != RoleEditor {
-			return Principal{}, "", fmt.Errorf("%w: grants[%d]: role %q must be %q or %q", ErrInvalidPrincipal, i, g.Role, RoleViewer, RoleEditor)
+		if err := g.check(); err != nil {
+			return Principal{}, "", fmt.Errorf("%w: grants[%d]: %w", ErrInvalidPrincipal, i, err)
 		}
 		for _, f := range g.Forms {
 			if !strings.HasPrefix(f, "https://") || len(f) > 512 {
@@ -294,6 +295,7 @@ func cloneGrants(gs []Grant) []Grant {
 	out := make([]Grant, len(gs))
 	for i, g := range gs {
 		g.Forms = slices.Clone(g.Forms)
+		g.Queues = slices.Clone(g.Queues)
 		out[i] = g
 	}
 	return out

@@ -135,6 +135,10 @@ type Options struct {
 	// its queue, once drive has let it go (ClaimOperation released): the
 	// host asks the queue's owner to carry it out.
 	HandOff func(op store.Operation)
+	// Sender, when set, is the send the publish extension goes through
+	// (spec/peers.md §Publish): the engine's, which the producer Binding
+	// uses. Without it a publish is refused.
+	Sender Sender
 }
 
 // Controller is the resource controller: admission, Operations, the
@@ -152,7 +156,10 @@ type Controller struct {
 	// record (see pending.go).
 	spaces    keyLocks
 	resources keyLocks
-	pending   pendingSet
+	// publishKeys serialises the publishes of one Idempotency-Key
+	// (ext_publish.go).
+	publishKeys keyLocks
+	pending     pendingSet
 
 	opMu sync.Mutex
 	// inflight maps a resource UID to its unresolved Operation.

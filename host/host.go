@@ -274,6 +274,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
 		ObservationPaused: observationPaused(cfg.Faults),
+		// The publish extension sends as the producer Binding does: the
+		// engine's send (sendRemote for a queue another host of a cluster
+		// owns).
+		Sender: h.eng,
 	}
 	if h.cluster != nil {
 		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 4); err != nil {

@@ -67,6 +67,14 @@ const (
 	// total, the principal's or the worker's share) is in use; retry
 	// after Retry-After (503, runtime/membudget).
 	CodeMemoryBudgetInUse = "memory_budget_in_use"
+	// The producer Binding's codes (spec/runtime-abi.md §Producer
+	// Bindings), which the publish extension answers with (spec/peers.md
+	// §Publish): 0 or more than 100 messages; an empty body, one that is
+	// not what its encoding says or a delay out of range; a body over
+	// 127000 bytes.
+	CodeBatchTooLarge   = "batch_too_large"
+	CodeInvalidBody     = "invalid_body"
+	CodeMessageTooLarge = "message_too_large"
 )
 
 // TypeBase prefixes every problem's type URI.

@@ -27,6 +27,7 @@ type reqInfo struct {
 	route     string // the mux pattern that served it, "" when none matched
 	principal *auth.Principal
 	body      []byte // the validated request body (POST, PUT)
+	maxBody   int64  // the route's body limit when not MaxBodyBytes (routeGuard)
 }
 
 func info(ctx context.Context) *reqInfo {
@@ -203,6 +204,7 @@ func (s *Server) routeGuard(rt route, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info(r.Context()).maxBody = rt.maxBody
 		// A space name the Host API could never create ("*" means every
 		// space in grants; "/" breaks Location) is refused before anything
 		// reads it.
@@ -269,11 +271,15 @@ func (s *Server) readEnvelope(w http.ResponseWriter, r *http.Request, schema str
 	if err != nil || mt != "application/json" {
 		return invalidRequest("the request body must be application/json")
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	limit := int64(MaxBodyBytes)
+	if n := info(r.Context()).maxBody; n > 0 {
+		limit = n
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return invalidRequest("the request body is larger than %d bytes (8 MiB)", MaxBodyBytes)
+			return invalidRequest("the request body is larger than %d bytes (%d MiB)", limit, limit>>20)
 		}
 		return invalidRequest("the request body could not be read")
 	}

@@ -32,6 +32,9 @@ func (s *Server) CreatePrincipal(ctx context.Context, req api.CreatePrincipalReq
 		if g.Forms != nil {
 			gr.Forms = *g.Forms
 		}
+		if g.Queues != nil {
+			gr.Queues = *g.Queues
+		}
 		grants = append(grants, gr)
 	}
 	p, tok, err := s.principals.Create(req.Body.Name, grants)
@@ -72,6 +75,10 @@ func toAPIPrincipal(p auth.Principal) api.Principal {
 		if len(g.Forms) > 0 {
 			forms := append([]string(nil), g.Forms...)
 			ag.Forms = &forms
+		}
+		if len(g.Queues) > 0 {
+			queues := append([]string(nil), g.Queues...)
+			ag.Queues = &queues
 		}
 		out.Grants = append(out.Grants, ag)
 	}

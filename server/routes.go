@@ -24,6 +24,9 @@ type route struct {
 	admin  bool
 	action auth.Action
 	body   string // a schema of schemas/, "" for none
+	// maxBody is the route's x-takohost-max-body: the most bytes its
+	// request body may have, MaxBodyBytes when 0.
+	maxBody int64
 }
 
 // routesFromOpenAPI reads the route table, keyed by ServeMux pattern
@@ -78,14 +81,22 @@ func routeOf(op map[string]any) (route, error) {
 		rt.action = auth.Write
 	case "admin":
 		rt.action, rt.admin = auth.Write, true
+	case "publish":
+		rt.action = auth.Publish
 	case "":
 		if !rt.public {
 			return route{}, fmt.Errorf("no x-takohost-action and not public (security: [])")
 		}
 	default:
-		return route{}, fmt.Errorf("x-takohost-action %q is not read, write or admin", a)
+		return route{}, fmt.Errorf("x-takohost-action %q is not read, write, publish or admin", a)
 	}
 	rt.body, _ = op["x-takohost-body"].(string)
+	if n, ok := op["x-takohost-max-body"].(float64); ok {
+		if n < 1 || n > 64<<20 {
+			return route{}, fmt.Errorf("x-takohost-max-body %v is not 1..%d", n, 64<<20)
+		}
+		rt.maxBody = int64(n)
+	}
 	if rt.body != "" {
 		if _, err := schemas.ValidateDocument(rt.body, []byte(`{}`), ""); err != nil {
 			return route{}, fmt.Errorf("x-takohost-body %q: %w", rt.body, err)

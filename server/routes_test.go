@@ -35,6 +35,7 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"PUT /v2/spaces/{space}/resources/{uid}/delivery":    {action: auth.Write, body: "queue-delivery-request.json"},
 		"GET /v2/spaces/{space}/resources/{uid}/stats":       {action: auth.Read},
 		"GET /v2/spaces/{space}/resources/{uid}/messages":    {action: auth.Read},
+		"POST /v2/spaces/{space}/resources/{uid}/messages":   {action: auth.Publish, body: "publish-request.json", maxBody: 24 << 20},
 		"POST /v2/spaces/{space}/resources/{uid}/purge":      {action: auth.Write},
 		"POST /v2/spaces/{space}/resources/{uid}/redrive":    {action: auth.Write, body: "queue-redrive-request.json"},
 		"POST /v2/spaces/{space}/operations/{id}/cancel":     {action: auth.Write},

@@ -26,14 +26,17 @@ import (
 
 // Defines values for GrantRole.
 const (
-	Editor GrantRole = "editor"
-	Viewer GrantRole = "viewer"
+	Editor    GrantRole = "editor"
+	Publisher GrantRole = "publisher"
+	Viewer    GrantRole = "viewer"
 )
 
 // Valid indicates whether the value is a known member of the GrantRole enum.
 func (e GrantRole) Valid() bool {
 	switch e {
 	case Editor:
+		return true
+	case Publisher:
 		return true
 	case Viewer:
 		return true
@@ -192,6 +195,24 @@ func (e OperationState) Valid() bool {
 	case OperationStateRunning:
 		return true
 	case OperationStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PublishMessageBodyEncoding.
+const (
+	Base64 PublishMessageBodyEncoding = "base64"
+	Text   PublishMessageBodyEncoding = "text"
+)
+
+// Valid indicates whether the value is a known member of the PublishMessageBodyEncoding enum.
+func (e PublishMessageBodyEncoding) Valid() bool {
+	switch e {
+	case Base64:
+		return true
+	case Text:
 		return true
 	default:
 		return false
@@ -367,11 +388,12 @@ type EmptyPrivateInputs = map[string]interface{}
 // EnvStrings vars or secrets of a WorkerVersion: names are JavaScript identifiers (^[A-Za-z_$][A-Za-z0-9_$]{0,63}$, checked by the validator because OpenAPI 3.0 has no propertyNames) and values strings. Binding, var and secret names share one namespace.
 type EnvStrings map[string]string
 
-// Grant A principal's role in one space ("*": every space), optionally narrowed to Forms.
+// Grant A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms.
 type Grant struct {
-	Forms *[]string `json:"forms,omitempty"`
-	Role  GrantRole `json:"role"`
-	Space string    `json:"space"`
+	Forms  *[]string `json:"forms,omitempty"`
+	Queues *[]string `json:"queues,omitempty"`
+	Role   GrantRole `json:"role"`
+	Space  string    `json:"space"`
 }
 
 // GrantRole defines model for Grant.Role.
@@ -523,6 +545,26 @@ type Problem struct {
 type ProblemError struct {
 	Detail  string `json:"detail"`
 	Pointer string `json:"pointer"`
+}
+
+// PublishMessage One message of a publish. body is the message's bytes: with bodyEncoding text (the default) the UTF-8 bytes of the string, as a Binding's send(string) sends them; with base64 the bytes the standard base64 encoding (RFC 4648 §4, padded) of body decodes to, as a Binding's send(ArrayBuffer) sends them. A consumer receives the bytes only: the Forms give a message no content type or headers. delaySeconds: 0..43200; when absent the queue's deliveryDelaySeconds at the time of the publish applies.
+type PublishMessage struct {
+	Body         string                      `json:"body"`
+	BodyEncoding *PublishMessageBodyEncoding `json:"bodyEncoding,omitempty"`
+	DelaySeconds *int                        `json:"delaySeconds,omitempty"`
+}
+
+// PublishMessageBodyEncoding defines model for PublishMessage.BodyEncoding.
+type PublishMessageBodyEncoding string
+
+// PublishRequest Host extension (spec/peers.md §Publish): the messages POST /v2/spaces/{space}/resources/{uid}/messages sends to an AtLeastOnceQueue, atomically, as a producer Binding's sendBatch does. The limits are the Binding's and are checked by the host with the Binding's codes (batch_too_large for 0 or more than 100 messages, invalid_body for an empty body, a body that is not what its encoding says or a delaySeconds outside 0..43200, message_too_large for a body over 127000 bytes), so this shape leaves them out. Closed: an unknown member is invalid_request.
+type PublishRequest struct {
+	Messages []PublishMessage `json:"messages"`
+}
+
+// PublishResult Host extension (spec/peers.md §Publish): the IDs the host issued to the published messages, in input order, once every message is durably accepted. A publish replayed by its Idempotency-Key answers the IDs of the first, with Idempotent-Replayed: true.
+type PublishResult struct {
+	MessageIds []string `json:"messageIds"`
 }
 
 // QueueBatch The batch a queue handler receives (QueueConsumer 0.3.0 §配信とInterface操作): 1..maxBatchSize ordered messages, an ID of 1..256 characters and the Queue resource's name. The settlement methods acknowledge, retry, acknowledgeAll and retryAll are bound to it (spec/runtime-abi.md).
@@ -932,6 +974,12 @@ type ListQueueMessagesParams struct {
 	PageToken *string `form:"pageToken,omitempty" json:"pageToken,omitempty"`
 }
 
+// PublishMessagesParams defines parameters for PublishMessages.
+type PublishMessagesParams struct {
+	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // PurgeQueueParams defines parameters for PurgeQueue.
 type PurgeQueueParams struct {
 	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
@@ -955,6 +1003,9 @@ type UpdateResourceJSONRequestBody = UpdateResourceRequest
 
 // SetQueueDeliveryJSONRequestBody defines body for SetQueueDelivery for application/json ContentType.
 type SetQueueDeliveryJSONRequestBody = QueueDeliveryRequest
+
+// PublishMessagesJSONRequestBody defines body for PublishMessages for application/json ContentType.
+type PublishMessagesJSONRequestBody = PublishRequest
 
 // RedriveQueueJSONRequestBody defines body for RedriveQueue for application/json ContentType.
 type RedriveQueueJSONRequestBody = QueueRedriveRequest
@@ -1179,6 +1230,36 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
 	ListQueueMessages(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PublishMessagesWithBody Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+	//
+	// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+	// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+	// 24 MiB (100 bodies of 127000 bytes in base64).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+	PublishMessagesWithBody(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PublishMessages Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+	//
+	// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+	// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+	// 24 MiB (100 bodies of 127000 bytes in base64).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+	PublishMessages(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, body PublishMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
 	//
@@ -1592,6 +1673,56 @@ func (c *Client) GetWorkerLogs(ctx context.Context, space Space, uid Uid, params
 // Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
 func (c *Client) ListQueueMessages(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListQueueMessagesRequest(c.Server, space, uid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PublishMessagesWithBody Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+//
+// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+// 24 MiB (100 bodies of 127000 bytes in base64).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+func (c *Client) PublishMessagesWithBody(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPublishMessagesRequestWithBody(c.Server, space, uid, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PublishMessages Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+//
+// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+// 24 MiB (100 bodies of 127000 bytes in base64).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+func (c *Client) PublishMessages(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, body PublishMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPublishMessagesRequest(c.Server, space, uid, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2800,6 +2931,75 @@ func NewListQueueMessagesRequest(server string, space Space, uid Uid, params *Li
 	return req, nil
 }
 
+// NewPublishMessagesRequest calls the generic PublishMessages builder with application/json body
+func NewPublishMessagesRequest(server string, space Space, uid Uid, params *PublishMessagesParams, body PublishMessagesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPublishMessagesRequestWithBody(server, space, uid, params, "application/json", bodyReader)
+}
+
+// NewPublishMessagesRequestWithBody constructs an http.Request for the PublishMessages method, with any body, and a specified content type
+func NewPublishMessagesRequestWithBody(server string, space Space, uid Uid, params *PublishMessagesParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/messages", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewPurgeQueueRequest constructs an http.Request for the PurgeQueue method
 func NewPurgeQueueRequest(server string, space Space, uid Uid, params *PurgeQueueParams) (*http.Request, error) {
 	var err error
@@ -3188,6 +3388,36 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/messages (the `ListQueueMessages` operationId).
 	ListQueueMessagesWithResponse(ctx context.Context, space Space, uid Uid, params *ListQueueMessagesParams, reqEditors ...RequestEditorFn) (*ListQueueMessagesResponse, error)
+
+	// PublishMessagesWithBodyWithResponse Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+	//
+	// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+	// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+	// 24 MiB (100 bodies of 127000 bytes in base64).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+	PublishMessagesWithBodyWithResponse(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishMessagesResponse, error)
+
+	// PublishMessagesWithResponse Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+	//
+	// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+	// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+	// 24 MiB (100 bodies of 127000 bytes in base64).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+	PublishMessagesWithResponse(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, body PublishMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishMessagesResponse, error)
 
 	// PurgeQueueWithResponse Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
 	//
@@ -4205,6 +4435,61 @@ func (r ListQueueMessagesResponse) ContentType() string {
 	return ""
 }
 
+// PublishMessagesResponse200Headers the declared response headers of an HTTP 200 response for PublishMessages
+type PublishMessagesResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
+type PublishMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PublishResult
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PublishMessagesResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PublishMessagesResponse) GetJSON200() *PublishResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PublishMessagesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PublishMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PublishMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PublishMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PublishMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PurgeQueueResponse202Headers the declared response headers of an HTTP 202 response for PurgeQueue
 type PurgeQueueResponse202Headers struct {
 	IdempotentReplayed *string
@@ -4686,6 +4971,48 @@ func (c *ClientWithResponses) ListQueueMessagesWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseListQueueMessagesResponse(rsp)
+}
+
+// PublishMessagesWithBodyWithResponse Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+//
+// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+// 24 MiB (100 bodies of 127000 bytes in base64).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+func (c *ClientWithResponses) PublishMessagesWithBodyWithResponse(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishMessagesResponse, error) {
+	rsp, err := c.PublishMessagesWithBody(ctx, space, uid, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePublishMessagesResponse(rsp)
+}
+
+// PublishMessagesWithResponse Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+//
+// Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+// limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
+// 24 MiB (100 bodies of 127000 bytes in base64).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/messages (the `PublishMessages` operationId).
+func (c *ClientWithResponses) PublishMessagesWithResponse(ctx context.Context, space Space, uid Uid, params *PublishMessagesParams, body PublishMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishMessagesResponse, error) {
+	rsp, err := c.PublishMessages(ctx, space, uid, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePublishMessagesResponse(rsp)
 }
 
 // PurgeQueueWithResponse Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
@@ -5475,6 +5802,52 @@ func ParseListQueueMessagesResponse(rsp *http.Response) (*ListQueueMessagesRespo
 	return response, nil
 }
 
+// ParsePublishMessagesResponse parses an HTTP response from a PublishMessagesWithResponse call
+func ParsePublishMessagesResponse(rsp *http.Response) (*PublishMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PublishMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PublishResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PublishMessagesResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
 // ParsePurgeQueueResponse parses an HTTP response from a PurgeQueueWithResponse call
 func ParsePurgeQueueResponse(rsp *http.Response) (*PurgeQueueResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5676,6 +6049,9 @@ type ServerInterface interface {
 	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
 	// (GET /v2/spaces/{space}/resources/{uid}/messages)
 	ListQueueMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListQueueMessagesParams)
+	// PublishMessages Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+	// (POST /v2/spaces/{space}/resources/{uid}/messages)
+	PublishMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params PublishMessagesParams)
 	// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
 	// (POST /v2/spaces/{space}/resources/{uid}/purge)
 	PurgeQueue(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params PurgeQueueParams)
@@ -6570,6 +6946,65 @@ func (siw *ServerInterfaceWrapper) ListQueueMessages(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// PublishMessages operation middleware
+func (siw *ServerInterfaceWrapper) PublishMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PublishMessagesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PublishMessages(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PurgeQueue operation middleware
 func (siw *ServerInterfaceWrapper) PurgeQueue(w http.ResponseWriter, r *http.Request) {
 
@@ -6863,6 +7298,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/invocations", wrapper.ListWorkerInvocations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.ListQueueMessages)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.PublishMessages)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/purge", wrapper.PurgeQueue)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/redrive", wrapper.RedriveQueue)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/stats", wrapper.GetQueueStats)
@@ -7660,6 +8096,58 @@ func (response ListQueueMessagesdefaultApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type PublishMessagesRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params PublishMessagesParams
+	Body   *PublishMessagesJSONRequestBody
+}
+
+type PublishMessagesResponseObject interface {
+	VisitPublishMessagesResponse(w http.ResponseWriter) error
+}
+
+type PublishMessages200ResponseHeaders struct {
+	IdempotentReplayed *string
+}
+
+type PublishMessages200JSONResponse struct {
+	Body    PublishResult
+	Headers PublishMessages200ResponseHeaders
+}
+
+func (response PublishMessages200JSONResponse) VisitPublishMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PublishMessagesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PublishMessagesdefaultApplicationProblemPlusJSONResponse) VisitPublishMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PurgeQueueRequestObject struct {
 	Space  Space `json:"space"`
 	Uid    Uid   `json:"uid"`
@@ -7853,6 +8341,9 @@ type StrictServerInterface interface {
 	// ListQueueMessages Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview.
 	// (GET /v2/spaces/{space}/resources/{uid}/messages)
 	ListQueueMessages(ctx context.Context, request ListQueueMessagesRequestObject) (ListQueueMessagesResponseObject, error)
+	// PublishMessages Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+	// (POST /v2/spaces/{space}/resources/{uid}/messages)
+	PublishMessages(ctx context.Context, request PublishMessagesRequestObject) (PublishMessagesResponseObject, error)
 	// PurgeQueue Host extension (spec/peers.md §Purge): remove every message of an AtLeastOnceQueue, as an Operation of kind purge. Answers 202 with the Operation.
 	// (POST /v2/spaces/{space}/resources/{uid}/purge)
 	PurgeQueue(ctx context.Context, request PurgeQueueRequestObject) (PurgeQueueResponseObject, error)
@@ -8458,6 +8949,41 @@ func (sh *strictHandler) ListQueueMessages(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// PublishMessages operation middleware
+func (sh *strictHandler) PublishMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params PublishMessagesParams) {
+	var request PublishMessagesRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	var body PublishMessagesJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PublishMessages(ctx, request.(PublishMessagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PublishMessages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PublishMessagesResponseObject); ok {
+		if err := validResponse.VisitPublishMessagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // PurgeQueue operation middleware
 func (sh *strictHandler) PurgeQueue(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params PurgeQueueParams) {
 	var request PurgeQueueRequestObject
@@ -8553,166 +9079,182 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1tjxw3mthfIToG1L1b0zMaS7pzz4fDWJLXcyvZWo20i0SjE9hV7G7uVJMlkjUzvfIA6ySLZDc43Ifk",
-	"S7D3JUASX4DgDkiAIAhwCOC/4rP37l8c+DxkFaua1S/zYms/SdNVxZfnjc873/VSOS+kYMLo3uhdr6CK",
-	"zplhCv7iGZsX0jCRLn7KFvaXjOlU8cJwKXqj3t3hcP/+fXLGNR/njBwePzw6IumMKpraIRIypooRqQjV",
-	"hBJtVJmaUrFsZ8JZntkfuJiS/klvOBye9AbDXtLjdtwZoxlTvaQn6Jz1Rr2jeh07diFJT6czNqd2RWZR",
-	"2FdwrN7lZdLjk6fUpDPYQHS0yQ6+sHoYXdCUVYMU1MzqIfBZ0lPsbckVy3ojo0oWjjenF0+YmJpZb/Tg",
-	"w6Q358L/eTexgxmm7LB/8Yru/Gpv56PXffefndc/8j8N/uyDXhJZWMmzjmXZJ6sW1R7r0r6sCyk0A3zL",
-	"gilqcXuYpqwwDOZJpTBMGPtfWhQ5T+GN3V9qSwLvgtE/UGzSG/X+xW5NUrv4VO9+7kfGWZtk9GLGSPUC",
-	"ObfE4uYnfamIYkVOFyxLyDk3M1IRg9l57p4Qu1EgH8Q1bCbyXnO9y5B9InFz9ukWULxMeoWS45zNV8DL",
-	"vfHj7eD2zI0bgdqhIM8/eUg+unf/T4gbfIiEi9/aoQ/NE0a1+Vyk7GclK9nnY83UGQKCZhm3Q9H8mbKI",
-	"N9wSwYTmmrWnku4zIiekPSTZG+4P90j/66/+8b//7+/+7//85tdffvvv/t+3v/u9/c+//x9/+E9/8+1f",
-	"/d0//pu//8Pv/s93v/kPgxF5d0nGbCIVI2bGyIQrbQhOAIA6IHM2HzOliRT5gkykIuczauDlmdSGpFJM",
-	"uJqzzOK7CJb+rjdnWtMpeyhLhH8LYEWh5AWfU8NIal+x23GfBCRHRUaENGTBDKHpqZDnOcumlvwyrlOq",
-	"MgsHRdhFYcnDLmLOBZ+X895or2JXLgybMtW7THpvLZQeX3CNEta9MJYyZ1QAwgw3uf2tE1vVsHL8S5Ya",
-	"O2r73eOCpVtiVRcsXY3Rb3/z37793e8HQ3KE29HEynPBzpiyaDhjygJsouTcyXJtITOx4p9LoZcRlLGc",
-	"nzG1eMRyujhmqRSZXkbUIzahZW5IZt+yK2Q0ndUIcig7IHvkfMYEkXNuDMuG5JBoJrI7mshzgR+7Kcg5",
-	"F3pIDgUpiwzQP6PCIh1ILKeGKfgUVjynF4jNex/u7+2tw65bzHNmeZ5L0bmpJ9LOaIjhc0ao3wThmpyy",
-	"wiRIkR6a3HiChPfDpYNMYZoYWdOuJ1cHXpYd2J9m9nB1ZGrnUUwb6UnWb/Lu/t5HDxrbfBDZ52V4qrzq",
-	"3PTrbloG+ozQ8UPFqGHPmZalStlz9rZk2mxJyB/LDMjk2efHL8ju2f4uHM969x38e7mr3Oh6SIDmLYcX",
-	"ip9Rw45EURok6zOacwvhjNAp5UKjyPlEqjmxx2tGxiCN5i9VTvpzq0CwjLALmpp8kRCjKM8twHVO9Yxw",
-	"keZlxrLBMg+4MVpKwv7evT9tqwmtg8Yf87enXCQ9OZkw+H9zlrv76xfXgGgg6Ryuk97FzlTuuB/tKTh8",
-	"Ts+fIiX1QN9CCbbVZy3CBAAlFYjdoAFZxsktQpeP54VZ3MBx+VRmZc5+IdUpU2Rv+OFwD8gPf/g5U9qq",
-	"PHvD+8O9EdCbYhOmmEibh52u+FmWRvOMgYSwYk6xVKpMwzlpZkwjxeqEaEm4sWxP83O60OTdpSVFD4fm",
-	"9rr2/6yN0i2A0GQwOSEUecnYw3xG7Y4EI/344ZMQ+OOhFLqce8AlEWAORijD6Vgze6Arq17w+jRf2nNz",
-	"S7GNi7NjPMu6N9zkwPv3P3wQ4YcmOM6ogsNRs1QxD5AGFYxAzKAs+nN6Ro/ha8IzK2Mn3J6+/b94dbjz",
-	"r+jOr9588Nr9b2/nozcfvH63lzz48PKDhKQzlp6irLLU5GSaVGTMUlpq0LPF4bMjYgkRsUCceFp8Zqcf",
-	"AHme0bxk2h/qQ/IxFxkX04ScUQUv4DbcivUMzDzB8G8rdN0ZEwLtwb0AFTWQIyj4iaJi2zPg0Ep0kfKC",
-	"5nc0UTJnhAtYE6zHGpk/OumNiNVdFvjbICGywOHzBRFUKXlubQmJLBSX3GgXGzZvk8H9u/trReScXhzh",
-	"pwAMfEyVogv71C7aDsqEPYZf9c44Owe7lWXcSAVirD1iZaSuPBKWLZ1QaFbGrJ0/kJWIhgh+PmU0N2Bf",
-	"N+GjDTWlDrcgTyOrbk+PX72OTHQkzgKLbAtq+NTKTnZhmAD52k+l0DJnu88fHz56+ng4z0BuWOtDcG3P",
-	"cVDSyYyKLGeK8Gpe0qdkbM/6AXJsKIGWCSR18uolWujLVm5Tqp3PpGY4vJXV5xRoblmQlGgZP+V5ziOa",
-	"5afynORSTIHjmxtRVAzdeUhNb9TLZDnOWdxkEaU1u+yECJUXfM66pnz54iFhhUxnZA5veDXbquPcVGBt",
-	"zM2FeXCvt0KHjszz1Gu4XMDuAFbrTS5ZmlSiqtQyeco0ZSxjGR62FZiYKZWwavOE8tw+5Vb7U+w8IYpZ",
-	"arTmX0EFB+EqAbCkoNrAOQwqfc7n3Niledqv5rJAgGGjHAwIcwSzmlFC6gq+C+C3RCsRXNbQCVg9YLSV",
-	"bPiEb62cb8KKTb66o8ncfqRYas/0LtbUpA/kwPQgIYKdW+MKvAkJobp2F4C+YdFlZmxOThkrNP6XCzJn",
-	"c2lPA271LW6INhQs2j41uIT7exEFvpL+1X9WeXAC0F62ZX4LwTheFC0A+AhqnsjpY2HUYi1SmlvI2RnL",
-	"Q0GdsXE57SW9XE7BCTuRvaR3TpWlB6ZUx+njCC9CuklPs7f+zFzD/qYhaDb44AwVpo2Yxi6jMUXiNl+v",
-	"vjFgAP0KtnG4X4EXDsm5p3DHBlafL0oDOlUpUlpOZ6aidQC8TojMs4q4h+QZ1UjeuZU/mr0F7/rEMGVV",
-	"F8VoRqS4LtVWe9+aZj1kIkBDJt8SZp8LRh4fkzl8G1Gbh6B0Wp1/Js+JNDOm3Mua8HkhlZXREGPYtS+e",
-	"9Kz4Punh/wfRM9y7bwOd6t7dj+59uHdvM5s8Yi2HRnmtuIdK/HDn9Y/i/v6IgesXGcDdAbcT7Ai0a7gJ",
-	"I5Zs31qfAuM69oS0r+6qUlh226FjPpxn5Ouvwg8HQ0/dmmQszaliuvbvIndYg+SMZ0wfEMeYRLOcpcaR",
-	"PT9jTRJIyPmMW12khKMGcI56vpsi85Muo9uvpsEZXipOGIaJ4AiKS8BKo0ft3/1xt8U1Sa8U/G3J3GOj",
-	"SlbLsXW8+Ny7BJaooVr8Eh0E2I5QRB2N2Z4XU/CgJN4dKRXJWM6MY03vaksg6gcn8E59+NdBHikIdSd7",
-	"H6imYExp1AaKUk2ZVbwyxc/Y0J7KhoGEZJMJSw0pKFfO7NdIczAPLRzBVdNoQvNcnusRKRgYsLtCCnZA",
-	"VCmE/+uLgirDaf5FKU6FPBcH4FIRKXjzdqsfK21uFx2w2Rc4FGp2jZEiMgVgZpWwxglnAbhjeSWm9eNe",
-	"Q2q0c9ihcRagKVhcL+m5NUVJFI/vTeNMSS96qiaRWPDSK6dcZOGCcdt2oUArVj0FUrGbsDiGWCUgObrw",
-	"QsmpYnrtWYWxEo/zZ/4rDG4CNb7s2BNQVrhiRyZ2YUgivSSmx9uRKxqJrh13vA3G2+eqnQUA2tyGX3RF",
-	"IElIXY2JA6FQM/wqabCRRnMdrSKIAi+7PwS7MM/olL2Qp0wsm27PFAMXH9iYc6msws7mmkykZfGRtca0",
-	"PempJoUfxXtFiR0bfna248a+kSX1pgmsCDSfeTfUtrqhcK4+A7EMb7+MwMLk83lp6Dhn5OhRAr+A0mNl",
-	"ov1jqqgwekiO7BEJG+fahen0TJ4LjGg4JRHJZVlI4SAb4xK9QxE8dvCa15M2IHun5LgFBcCvYbsK8N7H",
-	"v1ko6WaA0PTsdSsCmwZxNtICVwCoCYP10No2xPECmOq8drpWtDhmVIEpcspE4sjPzLgmUqRsVNvlaInD",
-	"KW4/O/70cGf//oNlsixCflp9hPkXLVF6IbIakEVIUPBJNzCzlWC8ddnZ3N5WJllzkdFdVNkrW9BAO/uE",
-	"ZMxQnmtM07GIBt/P4bMjcrYfuIB8fkcqM1DzgEaPMPECTd6YVZZF3HnHKBO1oKfsTUo1gzGdRtnUCR/D",
-	"wGjvNQOkr195a+xH0ZAo7ioq03C1W6AQ4ARLiUpOoQ0VadyfUsGpU5MpfUgCPaP3P/oo8JPe29uL+15M",
-	"Hp8Pf1jHQPDUD1MtI0F8NUgQKayb+B57NXVLe4SLojRINyNCyZ8ff/4ZeSbtFhXhwkgXVQXgkbHMFkBn",
-	"lFhlwhpVsSSVToQXOPAGgsW9WJHPMixwwxGAgD77sU9h3FIoYzSBtuMALGX8jGnSj8RVyddf/dNv/vIf",
-	"/v9/+ebLvzmyq57QlH33H//yH/7+rwcjcnc4nNMLWM4x/5U1+DKm6iwcnRAqyNEjq7NAOuiDIAEUQG18",
-	"3KMyDu+g+jIkdsGaGZOzuVXt5szMZKbDrCsrH4xaJOFvhzmeNvAE/lCMjGUpIHbHjeP/ph8i5sfN2jkY",
-	"9x+sD+EFsYqNmB62HqQ51JrCXZd2060qoN/herpCHSwIIwUBOQbktpIYj8REXtP337D0yddfHQn7i33Z",
-	"xeOQesGTgATMBZnkfDozNx1s4/FYm7XUrhr4qgJUkMJqR9o4AtahM994YKwyeJujZVwXdgAupmhv+Dw9",
-	"a0eMGRdTl2fCssp5MoqFG0uhD0iaS1290A6xofVSMz3mO+Ac54obw0QYRAtW1jDK3Rzro8tA/s3IWRAu",
-	"a6HbAyjKHUcYFIlziCezG8gYiknozbNrYfg6dZbW6bKYI5OyA1KK+kevjEEGh0uk7GS1Q2NoOmNZLI91",
-	"baJr0kP37kapsHGgroP+NbzbHVCvMmCR0O2x45zUFmC1We4dDTmfMG++U4AWnGwvjx7F9AyaPWFWF/2Z",
-	"l/MbuoHhFKmO5IbWd7eRy3k3Gm5331rCl6UJMlarUR6sz3ulFw+lSEtll7RofLx/f5MlPGdG8Zhoe86c",
-	"9OGsimtVieJeMB0QH6K9S35M6uFI/W0zzXV9Ju/brZEACkg7lXm79GEkpqtHAPzB7sZpEUYnrpfw10BJ",
-	"bGevO3izK8QALz2qKPyGFQc78E4OI1utkWbU0MHIHsMqTK6G2D9Vip9hSlxWf2bPm5TOGeZbA1/PFkNy",
-	"jP4KSTD5SnteDr50osCK2MQ52Ywk1MuFvs8a1mTKz+xqgm9rvRkS76RC6ZFzcYq6qyaoIkfUVWu1zguj",
-	"48pOwDPckBnNvGaA4+Gi1ysIXtJ/RmPpMy8sPP0rTouvdR+/M6v9NPYc1bSupL4FjG5R1pKgZC4tojEN",
-	"J2LH+5dZdmi2VPAcGdgJNlTppOJTLmjuNLWjyC6PjK6AdvSoC2ERTwB1NUTN4X4xW7g0sib4R2Apcabf",
-	"sIsZLTVkuDgi6ZSeg1ALW/o+nosICwdMrCAf2Nc1aSeYqZN8XqJNWiupK6cBMTBcG5VpTVzhIqm5s4PQ",
-	"2vIzEI3d0hPPuhuWnYepAbkkrIig+Ic/VlGGQg4FrTAVGgP4/pA8xzSTyk6Tyv5l5Zfn6wNXZAOvVViI",
-	"iDUYcRmHsLfQyMCUbo2FOs4BYPlRVzUutUtiXBorYNEag6wufUBcthihuWI0W3hDxmUrBshv67SdNFYT",
-	"FsaoOQgKOAECKYlvAalDdo6ZKVlOZ6ibw0uD9ZQXpPs5iC1TlCOXdfR0zSKbl6trbHbflTy73K2Ipj9r",
-	"0KNLEgnC/XN6ymo0h/TmiLOvmIXSwBJZRbH9gpY6ekxW9BQxL0KIrgHjitgJvFf7Lm7TKVJzYVXsNV4g",
-	"tSVEyPPN+SlQEtwApM8uzE4Nx2XqdxwTH8yzU+WiaSaq1UmU+y6LcnN3WW1vN1Ns7u8t+8jcMo7EJ7AI",
-	"UMFXqjjjxbH3gmwRrKFnlOdWWVsGxs+x/D0h55QbEChgeG/okoE6RRYRMJ+5oj5XXY+i0BU4YmVkH7XP",
-	"qupvsH42HoCpRZYsBx1544WD9HWlYi1R4TxGqI71nXhOWieuVHVB7QGmfymOQtSlYQw2WYRRi18g3DcA",
-	"IUWnsYfguvHbEqOigRptrSUEEA4gFKttGC9MF2dp8LOD7sIVGcvMWbNLWudGpamRSR6DEKitpMqPJ/NM",
-	"k773Rg3Deuo7GquCrNTZADEoCg6nrLMg9nBaeUqc3KhNI0TbBHz6jnyqcl8hBbtCUcOKPPukBxngx1ZP",
-	"2FKYPyznZU7hRIICXu2SyX2Y+44mTEy5YEFuORTiUmXImE250D45w5C9hOTcHYa7c6tzp9rVBSsNh0Ga",
-	"cyYM0XRe5MzlsU+gHMEwPSSHY58i46rr3dyZdEXCFsEBvvvULktkY8sRWBwMhm/0WK07QrTw6OuyQXhY",
-	"AXUFWg0L7aNZ4OuEaK1yR5zlIIdcKHDZkq99TJBRDfx8hS1UYjhW0O4eoafA+8T7WNeOlsPgKlN6+RmZ",
-	"UsmiYFl0c6Qv5DIcrrIAx5sxJx4K/8rA82qM8jXjkLDFrkIraI1GJj1OZywrc2vN2RNYYDK4V3q2nmlJ",
-	"X3QcEKK6Rbn14lo0GeKqBtvyudCt9QdRCzw6ak0mIm2X9aJOuyFQZLt03ad1nceW0Xkv0oOQnqP+O9qZ",
-	"Z9uGpIcYxbfGqCCHVg38uJxMmALhxl0ZnPe+EIDVgVVSITNAMZEx7FThzTSgCSuzT7kBAoVAlxq48mmM",
-	"rmn24B6eVhBFtINu46G7643gphc7IT+GJyAHFAspdbX/3EIgIokDYFiAew/5/p/s7e3houtg45Zxb8Pn",
-	"9tSaF12Os8O6XUVCXr54SF4KfhFxpR3YI2ecW3teSa3rbXuX/eYcCXzRXpgDTuCRaRP806ruZyW1fx/x",
-	"7pzroKNJ16l7hYA0EHcLNLWPWjPn4NvAj9lN1I9ql7OWZELVeq3QouaZYlbH6DAqZWZ1EWQToNjQjnww",
-	"SBwvNhZv34u5Ce1gL1QpUhpVXPx8lstzKaZwTmKhIClwkXGzOGuENdZas4GrrzvUr10gL+J0AXOAi1rq",
-	"rJYNS0ntK8yWN+eB3fJmssJwqVfqjKmtXegQaMFCHW7InC7ImNW260bUGOP/JRZZXmHDO6sxMOaz6EOK",
-	"bFNMh+BYmQjg3rmBQtm1wqNoHqyBj6jyxFQ9k7B28JpFgUtA2CSLf8v8+iUgdgF6ueDjZsH9DKuQvv7q",
-	"OZaogGucGkKxPgnrm1z5SlDYlHFoRIXvKFZIZbR3hRwEX/hHRhqao7iuPHydMUdfX+9syUFCvIvFKhAu",
-	"+oVdL6iRc546l4pLyOXOmsQeH/qUg4XQz9kksBkXhCo2IrOmOwjquWAYIQlUHTXiVK5pGjFUTZmBwKeI",
-	"GJGwwvUeOgeu9S+6Lax/EaC87rV2+skyhXXR4jMlszJlyrVJuYKe/DYyjCZMgLXW0aDt668aVZDffPm3",
-	"hRvA92sZjAgTZ68EnbPXZMpc8MQ1cBEZuFmr1JWq81DW0RFuGZ+xUoZ760tfO7rXxGOdSGZXz5BwtRLV",
-	"QG1Z08ZdF46dGLha8GSdsHGDH5Djnx0T8EM5EfhUnrEXVJ8ORsDepC0naERKjGl6SqiG+gz/7tCxJmwl",
-	"QUECXJp4G2cJ504KaTr3PXRYw204ldCF7gDEgiyhzBrkkHsQ+JliUWnUB/qYbRjJ5jgI8jj8DFawce0l",
-	"V0S+0AufGPmMKbSF43ofKJQVIFFyFqAZ229IP3MtCO/uYewiTCRam90UgHo7um0QZovgInRZf7xtG4K6",
-	"y5iRlaPEs0gD8xC9A4FhSSAhE37BMp+r8vLoUZf5/t1vf/3dX//2m19/+e1f/es//OYr+5/f/u6f/vN/",
-	"/ebLv/3D3/3bb3//vw5Ip1irPqkHgW8HQ/IwlxozGqqSSE/AkPOI6YzLlNGqBN3K+G0JlHCoQJjUyIhi",
-	"qhZjWyEqrKCp8EMhx0cxmulhq5FhVfdXt7RxHSbCTnCVzEf27Gh3daWqZUOnUfsm6Hq49GzKRFCP3u2j",
-	"izJbR11hUuXUXqEVYdgFcXlcgOeVGhzSjtqeK7U+jFh6gDE8xJyzzxUE429Qfe0yqdfVL3eYqdeuay7D",
-	"Ck/feazu11hB3gElQGMF+dp4CwjHkd5G1dAVN67g1Fuv56sW8UdbCt0AVQSUx17FvLr7mLnKIDmpFda+",
-	"P7ZDT3DVSx4AAwJSk5cvPtn5U3SbDJK2txgiBOEvP+fsPCF3h8PQX3qAbuNjQBpJqRDS+IYUYZdGu3no",
-	"uQmaNFYeYTNGDYusTy4qiOvb4A4r12HMlU1yAT0b38BHSyI57vd1e/+isb8v2nurkg2umKzcIgdYSkAN",
-	"S9juoIjPYdX6CqVt2KxRE6qmpacKSto2zx00cvp2fb7Bo/6zwXWsqBtC3jWBHwLaAzEC45cg8m6oofJG",
-	"uV4jQsmkzHNs1J/WHFuwlPSt7ignLTWltj8G0YrvH7yRcLtvcByqEfA3iOlG++dGWwb7drIKLC8mzsh4",
-	"UfeGQFWQFgWjinBBqFgQf+FDQnI5TcKWPKq+RqCNEjfNujMtaOsaUuwKmKyD4DUqeiLw2rBhVePLwZBg",
-	"ugzeWcKDZhxDMqdcYMMl1wrXWqhy4huQHfi2ZXVnX+wDFTNd/UhXaL3tpttY93ATbde3IuqiWj6MPsci",
-	"MjJnVGjy6vWQHLr4zYN7Bw4QCARM4efacJEadAdAl+S6v7DeLm2w7cpZ23HXTrcNTV+/Xieo06nwXePv",
-	"dQfPxItsoMliWipuFqCfOBUB+m9UN4xA6Ap/qgaYGVPgjSLcxTiXD9vQ8HTtNFutyb1C+YKeSqvAh8Yk",
-	"4fPC13dyMzwRSx0ZnNFeKAldG4RRNDUHvj3zjBbg6cnYhAtIIU8hBOYBbGnkRAQeS6AecGH3NWPI13WH",
-	"0SHB9g/AgV1tK05Ev+u+lkHd0mJF84oEQBL0I9CJ72dxIk6E1WeVLF2auGvjDk75TKao0MSadDudk10U",
-	"immr6c7L3PAdzab2kxNRUDMj1bVNI3L42b/cJD8bWtvtvrNfD4fDS+irempl1Ilo9WKFN+ucpUhvDdcT",
-	"EF+ELQ6GJyLovF6RSEhV/ZBedDnWzCSkIZ8HvaBHXm9/uDfc24GP7PTDu2CMF0zQgvdGvQ+He8MPsbvH",
-	"DBhhdwZtqn8FbX1YJOP1Ewjh6LJg6oxrafeaW5XEgtlinw3JkXOzVO3361P1nHKjD+p+NhDKF/YEILmU",
-	"BThhoeQMHIlgG7CLAqqWfWN+ks4kR3/bDn5u5V11CdNR1hv1fsKMa7fduqtpf2/vxm5ncjN0XM1UKJla",
-	"mIAHiZ+xYUP09EavXic9Xc7nVC16o94TB8Ih2d/bI+cznjPP6TAKWPOafPrixbMDUgpamhkThkPEFUfe",
-	"hfKMdXjLJc3ImOZUpJU1J1U6Y9ooagCbdhxeozMB7Hmx9fDJUSthG9BYR9eG5GVzdS4709NVFFfP/ZQ/",
-	"HLpwG7j7BTESId7oxzNEWxAos2uyavVeEq7EerVvRLv0ObCQVIqrSSWmQPqeIM282ANyf+9DfzEUKAYl",
-	"GLV6VppMngtHGmf7uykt6JjnvGrZFaORX2BLUegKCwlXrtXomC2kmx8Ezx2SSsWSqvYODh45IRNGTamY",
-	"bsw2RAQMLbawriUh4fPES8lmte0AG52EqWaqFAKMRytbuKkCuxyLRgURsjGyXZK78SNKdg9DmFyT8tpa",
-	"RpTIGovz59dqwfCiTomOfl1xZisnr8a8E/ZDv2aH+SVouOPzewHEuLQYz6oje3NYtL9AcgVmVRAuc97N",
-	"qjjRg6FqWqY7gfCEa/Osfu0WZVGzt1gESGg8VWuuWA2SLIEgkJ/qzuzXkE4VgKMB16bWUsNnMArz9Wvw",
-	"kv7RowRMlsS1WDzwJrVrs2j1PaNJxqdMYwb3xY6hpxJnctVhPZrNucD2UTqCLGwvF/Y2dGrlx87bd7OI",
-	"arYGvGxaKK4zcYtc7t7WKrJunaPdVxAAfvOkMXL9MMGT6OcEbT/aVJO7ZoZU6HPmmhD3Kx0QTjsd9jMc",
-	"HIB4l+pUE2rwXIT+Y5CW7wpB9GrCaTxDD3DduHAHl7/jSAZl47Kk2H1X/f/S+SIZxo6atPicWTOgSYu3",
-	"LTnW0wD0cbAiUcHystsgAxw6JIODmu4sZgsNeAQrADGJ5zrUVQCmghU7q23M6iWvkw3Bzbuv3q0Cxx0N",
-	"XWCd7IFOav7i3OZ1sEVLpKy9qXa9r+nytSOtlnlZUVG3ShZ25VYMbj0kpTA8J5RkdFFXqixcRbaLp3Dt",
-	"nQXuQpAZt3xWdcmFFVilAu90RMtz+Tisp+8tARtg97bE4ml/xa+LMdaAuuEm0ZfJEoSsNDHhZbguFxAv",
-	"bwT7vUJ1a7mtHtGd2F27iCo7BmOKVaKpqw30iTG+pjeyFLgJp70I1xpoXfJMfD2NeKjHO6RoyxJjnAf+",
-	"BjivRGIGuY9zxpZZhUY74bW3fy/CALcoEpvNpSNi8fMg7bcmkub1NwctcNVRYowP34TwtOtrMJ9jzYBw",
-	"+1gqYxqCfE4XYPQs39iD24L8WrjxtENc2o8j0jK2h/oVFFa99bJr9x3PLtdYFlW+wUqB7S+eNRKcDBVZ",
-	"1uEWI52YI/294fBBNzvZ7+PctK5L1/dDq2tv9B6SQyKk2DFMzaEmy8qUlCqoHHnOjFrsHFrZ37q/O3gS",
-	"tcvqbV5en6ChnwkNbqjAtEZAXgLVITuFzHN3YKGlnkGwB/EKSPY3CN844SbR2963vOx9M+rfTa3dDXla",
-	"P+BSO00lWFzIhT8cfSOgnO3vKP22LNflVOHByC0gqCkIrlYN7uAjh2CraPTH+jhGtebEXWGCjypwv6m3",
-	"B0aLkGRSKrxdyWXlQvOdLnqHwoPKEOkKRqx0YDyv3tpIYQsu/e2+4v+K2o5PA95S3bn/x6/uLC1wTDVP",
-	"0eZ10BmQnNEzbEdAHO9FLuqCa/3wXi7I5YZtnQgEvK9ggWg5uoK8cTM4wOwSd6W2fQA3/P3k8QsPmyoz",
-	"NpPeAIiBwBV5LWv0sCeruZd5HtPUb/McbWTRrVH5wr227oX7gbS+ei31TbpyAnz0iVTz70uxW+1aC/I9",
-	"txu+decR0sHNu+bil5Jv5JnbX4/LCiK+UccNUMJD7zOrzNLglNmPnDJ4NqGvSrsOjd3HRszjVfm5cMK4",
-	"w2t10HuV4+sR/H5jlJKs/2LyFHquL0vYdRrAQyl8MpS7e22QRMp3RL4YEUs1RLFJqVE+nwh3WxugCILp",
-	"b4Q0b3iWM3Jv76MgYBu2BKpLcSR2+a7aRHUKWz45ynIWO43rhmyv3xd6Ruw3zxLXXYsLklKd0owN1hH5",
-	"Gl0o6TQrA7K79XOmS50NHUyBFfb4BRZ0dOtUN2Z9BQUuzucPrtW6VzmWAjib8jO83gr8540eL7dhfa15",
-	"seQZHkJlBL/N1NHvU7Lc0nEVz4V9n4+r55iY3ODvO5qcz2SOuWLX4+zYcYWVJ9c6rqoemqs8Uu3Wn7cm",
-	"P5oTdQiRZoPJWzeHN2xXe4CdahuFingPhfvmfRQbxzHc3jwzR3uebsTLPyhpYe/T2ycv6I5K+q7pLOSb",
-	"Qx9abElbPbAQGkA9UUsNC+hxSB6VCjof+WwfDCLrA1LJ+CvoxUDCO36SK8mZ4E79zujdz6EffvseaJcS",
-	"B2e1nA7JT1lhgov1x4uOe/iTyJ37oJ26qMD9PajGxmzpQeILupaaImKvCiqc3wqy/s6gjktIAxpFKlXW",
-	"FRLEPRwFu98gDBt4i64ZDFt3Tcatuh3qXXc5HuxmA8poRmxug/fclfhB3vaIUNLKRnaBpua9Q53LTKqz",
-	"nCuSlc4WhZKk0qTyltwRm0r+zbgzl1O9SgNA0Dyxb60h3+dQEw5dRThzJWuavSVTMK2r7ldcD+FnLqzN",
-	"bQ1HyI/FJlm+GMB1EmNwmU9yIlw3N2B1n9YCtwzM6YL8spwXdpBzqjJ/Z8aYpqeDqmQSNH07KXRIh+Ro",
-	"+xPc0lEqLVW3oQl5Aw0O27LL47ttGXd9D4hlo94HBF2wrxEYpMJ1eqmbdeKmq/aZmEMrpGBkwQymq7kU",
-	"JEvFGi5Cl1KcCKp9l4xcTqcsgzwRNi/Mou7FWQWrSN+5jzF7aVZaU0qei8GQfAJeQ8iznkIfII2ZL1PK",
-	"xYmoNOQG3rpx9J7GMJ/IaZf0eyKnnlGajtZh78bs3ZZos5DWRjE6r2Sha96QkFKktJzOTCXyfIFJpRax",
-	"Mzv1oBG3RNfvCnfbeyTmwm7VnSGhsDvYtqd1V2xn/0qH990/ptAO9Dj5PoMaS13cVgQ2vo/IxTo1v9FO",
-	"L6rFr2mt5xQNiveQsgw7EwRdJN9z7oN+ddcJ+m9q6rowTStHPONGgnHRhjymWEJDOJpD4VxHb7vAWXNH",
-	"e+3uoG7xVPWzOxH+3hd3Va7ChvNhH2f7IjdgknAV3lDrLDZCnU5UucVV1e+a58GtpYPhiTiqjDtHI4Ic",
-	"1T69nZ+yhbOisPYRdhWzWKAh4c/cfW83EMd6HxxzGzVhHIwceFsNyOK8CsZimMlj3zvlIsOejNf04W/G",
-	"TS4h473kp8cQaA9TOKItI/uVfINLtCETGtqaJRWtQ82tNRdOxFuEfJsNC9c40dnrVtKi8p9D7ZS7vqTE",
-	"UwbZrrplLcIBLvXlBnnglvxprdZt77Nr/MY6E0Y6ETZuLYo0JUzg3ood0LKspdLFuI38Jt84taIta82n",
-	"VJBxkJJ18/58dLO5lVzJy6YNNXqtK/8Y3rpt1Szo+d+V3Qa3mSTfl591tdLl5Udw9xV0Z6qVsekP7Mlp",
-	"1vrVXRhevbaCJlgXlMfjEurGqJvW66+JL19lyLoFwBaD/+TxC7Lr3XW9Zplj95vtF19f/nMAAAD//w==",
+	"1H1tjxy5mdhfIToG1G3X9PTMjnTeng+HWUlrz512V9ZINpIdncCuYnfTU02WSNbMtGUBdhIjsYPDfUi+",
+	"BL4vAZLsBQjugAQIggCHAPtXfGvf/YsDn4esYlWz+mVedtefpOmq4svzxued73qpXBRSMGF0b/yuV1BF",
+	"F8wwBX/xjC0KaZhIl3/OlvaXjOlU8cJwKXrj3sFwePjwIbnkmk9yRk7OHp+eknROFU3tEAmZUMWIVIRq",
+	"Qok2qkxNqVi2N+Usz+wPXMxI/7w3HA7Pe4NhL+lxO+6c0YypXtITdMF6495pvY49u5Ckp9M5W1C7IrMs",
+	"7Cs4Vu/9+6THp59Qk85hA9HRpnv4wvphdEFTVg1SUDOvh8BnSU+xtyVXLOuNjSpZON6CXj9jYmbmvfGj",
+	"D5Leggv/50FiBzNM2WH/4nO697PR3oev++4/e6+/638a/Ol3eklkYSXPOpZln6xbVHus9/ZlXUihGeBb",
+	"FkxRi9uTNGWFYTBPKoVhwtj/0qLIeQpv7P9UWxJ4F4z+HcWmvXHvX+zXJLWPT/X+Z35knLVJRi/njFQv",
+	"kCtLLG5+0peKKFbkdMmyhFxxMycVMZi9F+4JsRsF8kFcw2Yi7zXXuwrZZxI3Z5/uAMX3Sa9QcpKzxRp4",
+	"uTe+txvcnrtxI1A7EeTFx4/Jh0cP/4S4wYdIuPitHfrEPGNUm89Eyn5UspJ9NtFMXSIgaJZxOxTNnyuL",
+	"eMMtEUxprll7Kuk+I3JK2kOS0fBwOCL9L7/4x//+v3//f//n737xy6/+3f/76je/tf/59//jD//pb776",
+	"q7/7x3/z93/4zf/5/a/+w2BM3r0nEzaVihEzZ2TKlTYEJwBAHZMFW0yY0kSKfEmmUpGrOTXw8lxqQ1Ip",
+	"plwtWGbxXQRLf9dbMK3pjD2WJcK/BbCiUPKaL6hhJLWv2O24TwKSoyIjQhqyZIbQ9ELIq5xlM0t+Gdcp",
+	"VZmFgyLsurDkYRex4IIvykVvPKrYlQvDZkz13ie9txZKT6+5RgnrXphImTMqAGGGm9z+1omtalg5+SlL",
+	"jR21/e5ZwdIdsaoLlq7H6Fe/+m9f/ea3gyE5xe1oYuW5YJdMWTRcMmUBNlVy4WS5tpCZWvHPpdCrCMpY",
+	"zi+ZWj5hOV2esVSKTK8i6gmb0jI3JLNv2RUyms5rBDmUHZMRuZozQeSCG8OyITkhmonsgSbySuDHbgpy",
+	"xYUekhNByiID9M+psEgHEsupYQo+hRUv6DVi8+iDw9FoE3bdYl4wy/Ncis5NPZN2RkMMXzBC/SYI1+SC",
+	"FSZBivTQ5MYTJLwfLh1kCtPEyJp2Pbk68LLs2P40t4erI1M7j2LaSE+yfpMHh6MPHzW2+Siyz/fhqfJ5",
+	"56Zfd9My0GeEjh8rRg17wbQsVcpesLcl02ZHQv5IZkAmzz87e0n2Lw/34XjW++/g3/f7yo2uhwRo3nJ4",
+	"ofglNexUFKVBsr6kObcQzgidUS40ipyPpVoQe7xmZALSaPFK5aS/sAoEywi7pqnJlwkxivLcAlznVM8J",
+	"F2leZiwbrPKAG6OlJByOjr7fVhNaB40/5u9PuUh6cjpl8P/mLAeHmxfXgGgg6Ryuk9713kzuuR/tKTh8",
+	"Qa8+QUrqgb6FEmynz1qECQBKKhC7QQOyjJNbhC6fLgqzvIPj8hOZlTn7iVQXTJHR8IPhCMgPf/gxU9qq",
+	"PKPhw+FoDPSm2JQpJtLmYacrfpal0TxjICGsmFMslSrTcE6aOdNIsTohWhJuLNvT/IouNXn33pKih0Nz",
+	"e137f95G6Q5AaDKYnBKKvGTsYT6ndkeCkX788EkI/PFYCl0uPOCSCDAHY5ThdKKZPdCVVS94fZqv7Lm5",
+	"pdjGxeUZnmXdG25y4MOHHzyK8EMTHJdUweGoWaqYB0iDCsYgZlAW/Rm9pGfwNeGZlbFTbk/f/l98frL3",
+	"r+jez95857X732jvwzffef1ulDz64P13EpLOWXqBsspSk5NpUpEJS2mpQc8WJ89PiSVExAJx4mn5qZ1+",
+	"AOR5SfOSaX+oD8lHXGRczBJySRW8gNtwK9ZzMPMEw7+t0HVnTAi0R0cBKmogR1DwA0XFrmfAiZXoIuUF",
+	"zR9oomTOCBewJliPNTK/e94bE6u7LPG3QUJkgcPnSyKoUvLK2hISWWhILjm7Ytb+oJlOCMu4ke4vgMGV",
+	"4obpY1KUk5zrOVOkb8XNfsGY0sNFRr784jk+GiCR+hd1fXIbCXha4YLqyCJXc6kZeXX6RBPQJDXJrSpJ",
+	"+rgT+M1Skx0GtwpKETfuPctmiFSH7ilsLnosodFv2KJN4w8PDjfK/wW9PsVPAdP4mCpFl5UW3Dn+4cNH",
+	"txzfYtwOyoTVYT7vIe56SQ/RZrfr0QTnQXv0ytpfe7aumozh6VN5BexagkMH6TlC6D9kNDfgqGjiQhtq",
+	"Sh1uR15EVt2eHr96HZnoVFwGpu0ObPVDewixa8MEHFT9VAotc7b/4unJk0+eDhcZCGBrxgkL28zR45yK",
+	"LGeK8Gpe0qdkYpWmAYq+UJSvEmPqBP8rdHWsuguaxwPyCAxvCf+KAn2vSuQSXQyf8DznERX9h/KK5FLM",
+	"gJeaG1FUDJ1iQU1v3MtkOclZ3PYTpbVf7YQIlZd8wbqmfPXyMWGFTOdkAW94e8WxsAdrY24uzKOj3hpj",
+	"JDLPJ17gcAG7A1httl1laVKJOmfLdizTlLGMZai1VGBiplTC2h9TynP7lFs1WrGrhChmqdHa0QUVHE4p",
+	"CYAlBdUGFBqwjXK+4MYuzdN+NZcFAgwb5WBAmCOY9YwSUlfwXQC/FVqJ4LKGTsDqAaOtZcNnfGcrZxtW",
+	"bPLVA00W9iPFUqscdbGmJn0gB6YHCRHsylqp4JZJCNW13wUUN4suM2cLcsFYofG/XJAFW0h7rHKruHJD",
+	"tKHgGuhTg0t4OIpYQtVJUP1nnSssAO37tvxvIRjHi6IFAB9BzTM5eyqMWm5ESnMLObtkeSioMzYpZ72k",
+	"l8sZeLOnspf0rqiy9MCUkvHTxxFehHSTnmZv/fm8gf1NQ9Bs8cElap5bMY1dRmOKxG2+Xn1jwAD6FWzj",
+	"cL8BL5yQK0/hjg2sYVSUBhSdUqS0nM1NResAeJ0QmWcVcQ/Jc6qRvHMrfzR7C2GKqWHKqmVWzyNS3JZq",
+	"q73vTLMeMhGgIZPvCLPPBCNPz8gCvo3YH0PQ3q3xNJdXRBqr0OLLmvBFIZWV0RCs2bcvnves+D7v4f8H",
+	"0TPc+8EDnero4MOjD0ZH2zk3Im6H0LtRW0ChNTTce/3deOAk4inwiwzg7oDbCXYE2i38rRGXQN+a8QID",
+	"ZPaEBDtClcKy2x6dcLQmwg8HQ0/dmmQszakCW8E5ypE7rGV3yTNrozjGJJrlLDWO7Pkla5JAQq7m3Ooi",
+	"JRw1gHM0M9wUmZ90Fd1+NQ3O8FJxyjDeBkdQXAJW2j1aGu6PgxbXJL1S8Lclc4+NKlktxzbx4gvvW1mh",
+	"hmrxK3QQYDtCEXVYa3deTMEVlXi/rlQkYzkzjjW9AZhA+BRO4L368K+jZVIQ6k72pvU5GJOiVDNmFa9M",
+	"8Us2tKeyYSAh2XTKUkMKypXzn2ikOZiHFo7gqmk0oXkur/SYFAw8AfvWrDwmqhTC//XzgirDaf7zUlwI",
+	"eSWOwTclUnCL7lc/VtrcPnqys5/jUKjZNUaKyBSAmVXCGiecBeCe5ZWY1o97DanRzmGHxlmApmBxvaTn",
+	"1hQlUTy+tw3YJb3oqZpEguorr1xwkYULxm3bhQKtWPUUSAWsWjXDSDQgObrwQsmZYnrjWYVBJ4/z5/4r",
+	"jBIDNb7q2BNQVrhiRyZ2YUgivSSmx9uRKxqJrh13vAvG2+eqnQUA2tyGX3RFIElIXY2JA6FQM/w6abCV",
+	"RnMbrSIIp6+6QgS7Ns/pjL2UF0ysmm7PFQNfKdiYC6msws4WmkylZfGxtca0PempJoUfxbuXiR0bfna2",
+	"49a+kRX1pgmsCDSfe3/errqhcD5Ts/R+MSvVxmBh8sWiNHSSM3L6JIFfQOmxMtH+MVNUGD0kp/aIhI1z",
+	"7eKdei6vBIaGnJKI5LIqpHCQrXGJ3qEIHjt4zetJW5C9U3LcggLg17BdB3gfLNkuJnc3QGh6+boVgW2j",
+	"YVtpgWsA1ITBZmjtGit6CUx1VXuvK1qcMKrAFLlgInHkZ+ZcEylSNq7tcrTE4RS3n5398GTv8OGjVbIs",
+	"Qn5af4T5Fy1ReiGyHpBFSFDwSTcws7VgvHfZ2dzeTiZZc5HRXVRpQDvQQDuNh2TMUJ5rzHeyiAbfz8nz",
+	"U3J5GLiAfKJMKjNQ84BGTzGDBU3emFWWRdx5ZygTtaAX7E1KNYMxnUbZ1AmfwsBo7zUjza8/99bYd6Ox",
+	"ZdxVVKbhandAIcAJlhKVnEIbKtK4P6WCU6cmU/rwBHpGH374YeAnPRqN4r4Xk8fnwx82MRA89cNUy0gQ",
+	"Xw0SRArrJr6nXk3d0R7hoigN0s2YUPJnZ599Sp5Lu0VFuHCBKgc8MpHZEuiMEqtMWKMqlu3TifACB95C",
+	"sLgXK/JZhQVuOAYQjPh8UjvXdgSJT9IBi8zFj4a4d442tHvjgSaTpWF6jCxr33gqUmlVYGKsytS3L2eY",
+	"1zSAL1+9/Hjv+/hVFb4DECSYLetCrg80ZCb18dkA05TA73rs5qKaPTpCpz4MhiNRkVGV+afML6ZvZc3R",
+	"o6Pvky+/OEpIQbOMZRCSgV1lzNKb1X3iqzixHPZROZ0yFS5lSE6Id6qDt5lfuoW4/Yl8Oa7SaTSZ8csw",
+	"B0pI4vwwxOLQWrwuj3PYSOMak9FwCFlZx6i9uqh/Fa55oEksw4w4rwiEFxysHTZ9OtUq8Vp4REk3RG5o",
+	"8lg895IeQjxqy2StrLcNWVawgpDcm+TcTfA3y6Jqxxe6YtnjkPD15qSr/Xclz97vVx84spGEipW4d0Ko",
+	"kQue0jxfOgoslMzKlKkWKX4Ewb5MMj0kL+cuaoTJE3Z59csgpBRrZ0aA6lSdr/XrSP8YEHljpHyTUzVj",
+	"YP+MLGEuMHGVCnIwGlVQSAgXkGvxBtjIvk0FYYvCLIGxEkKRwSCIwjFjD7x1dtEVd2q61OjvaWQv+pwf",
+	"T/2Jn7e1QDeHtObKweGfjEYj5L8BZAOB7qjntGAkZ9Qx6MIOPiSPc6lZNraLdr4Qp1zYtfqtOdnfmXa7",
+	"w/ndpORNelg1/iozrFPM/Ru6zO+XF06fBGEyrnWJWSSBmKmzVoFU3FkrVcZUAvq8c7MGWaFZqegkX9aZ",
+	"TOSkElo+I94SsyWgVn0EoUJfWcXQL87JPBfU68qiH0MafSd6T7M7St84cOmmXZZdHPunWRz/gN0I+kGe",
+	"fOQLQXa0yDCVgLaTAPzJ1o9kp5Evv/inX/3lP/z///K7X/7NqVVZpjRlv/+Pf/kPf//XgzE5GA4X9BqW",
+	"c8Z/xhD1Daqggpw+sZiCoppHQRkNiDDjkx4qz/AD9F2g+NPMmJwt7Gm4YGYu7aFX565b48AoK4Xq305y",
+	"NDXhCfyhGJnIUgDtcuOIvhmEiAVxs5sQw64SA7YeyIvtqckHHW7nKKgzBcI0gYAeA3JbS4ynYirvWBid",
+	"CvuLfdkl4yD1gtKKBMwFmeZ8Njd3nWnD44k2U6kWN816qbJToBDIjrR1+kuHw+zOs2Iqb3dztIzrwg7A",
+	"xQydjV4XteJ8wuwBj9m6LKsiJ+NYrlEp9DFJc6mrF9r5Nei6rJkeFR+c40pxY5gIM2iClTU88m6Ozall",
+	"QP7NtJkgV6aFbg+gKHecYkZEnEM8md1B3nVMQm9fowTD1wVItC46QpsjZcekFPWP3hMDebCuHKWT1U6M",
+	"oemcZbFqoI3lQkkPY7tbFRTFgboJ+rcIbXdAvaojQkKH5FmMUFuA1T55H2XI+bQy1ChAC062V6dPYk4G",
+	"mj1jxjD1Iy/nt4wBwylSHckNl89BoyLmIJpr5761hC9LE5h11SiPNlcP0evHUqSlsktaNj4+fLjNEl4w",
+	"o3hMtL1gTvpwViW1VOV2XjAdE5+fdUC+R+rhSP1ts1hocz3U252RAApIuyBstyIsJKabh//9we7GaRFG",
+	"J65X8NdASWxnrzt4syu/AF56UlH4HSsOduC9HEa2WiPNqKGDsT2GVeieAZuVKsUv0eLI6s/seZPSBcOq",
+	"NeDr+XJIzjBYIV0GfWWABF/6xHVhDX2MsBlJqJcL/RVnUfBtrTdD+YJUKD1yLi5Qd9UEVeSIukqNsWa5",
+	"jis7Ac9wQ+Y085oBjoeL3qwgeEn/KY3lzr608PSvOC2+1n38zqz209hzVNO6kfoWMLpFWUuCkoW0iMYc",
+	"3IgPy7/MshOzo4LnyMBOsKVKJxWfcUHzT7wRuDrXqanqKawF1YGwSBiAukrs5nA/mS9dDnkT/GOwlDjT",
+	"b9j1nJYa0lsdkXRKz0Goha18Hy9EgIUDJtaQj3d33oZ2gpk6yecV2qS1krp2GhADw40pGa2JK1wkNXd2",
+	"EFpbfgaisVt64ll3x7LzJDUgl4QVERT/8McqylBIoKQrjmmsTjOQkPUCc0wrO00q+5eVX56vj12pMrxW",
+	"YSEi1mDEVRzC3kIjA91J3guLDgDLj7qqFK5dEpPSWAGL1hikdOtj4lLFCc0Vo9nSGzKuVCFAflun7aSx",
+	"mrAwQY2DoIATIJCS+BaQOqTmmrmS5WyOujm8NNhMeUGuv4PYKkU5ctlET7csVX61ldO8Ipr+vEGPLkM0",
+	"yPVb0AsWDYQ4YiN9xSyUBpbIKortF7TU0WOyoqeIeRFCdAMY1/hn4b3ad3GfTpGaC6soxGSJ1JYQIa+2",
+	"56dASXADkD67Nns1HFep33FMfDDPTpWLppmlXldQHLoSiu3dZbW93cyvfTha9ZG5ZZyKj2ERoIKvVXEm",
+	"yzPvBdkhU4NeUp5bZW0VGD/GJkIJuaLcgEDBiMZ2LhmIl7CIgPnUtUZwPYpQFLo2Edhfoo/aZ9U7YbB5",
+	"Nh6AqUWWLAcdeeuFg/R1kcSWqHAeI1TH+k48J60TV6q6Lckx5n4rjkLU5WAOtlmEUcufINy3ACFFp7GH",
+	"4Kbx2xKjooEaba0lBBAOIBQrbIT4VpyzNPjZQXfhikxk5qzZFa1zqwYfkUmeNkI2gR9P5pkmfe+NGoZd",
+	"aR5orK22UmcLxKAoOJmxzrYiJ7PKU+LkRm0aIdqm4NN35FM1TRFSsBtUNK4pskt6UP51ZvWEHYX543JR",
+	"5hROJGiDol0lmQ+qPdCEiRkXLCgsg3YmVBkyYTMutM/MNGSUkJy7w3B/YXXuVLvuKkrDYZDmnAlDNF0U",
+	"uQ+DTqEW0TA9JCcTnx/rgslu7ky6VisWwQG++xTzLSaWI7DFChi+0WO17qvVwqPvbgPCwwqoG9Bq2K4o",
+	"WgK2SYjWKnfEWQ5yyMU1Vy352scE5VTAzzfYQiWGY22B3CP0FHifeB+7A6HlMLjJlF5+RqZUsihYFt0c",
+	"6Qu5CoebLMDxZsyJh8K/MvC8GqN85x3I1mY3oRW0RiOTnqVzlpW5teYgjQErwbzSs/NMK/qi44AQ1S3K",
+	"rRfXoskQVzXYVs+Fbq0/iFrg0VFrMhFpu6oXddoNgSLbpeveUR5aI1j0QDvzbNeQdJ3GRgUJ0rpAuHFX",
+	"A++9L5hGcmyVVEgLVExkDPt9eTMNaMLK7AtugEAh0KUGrgkNRtcgFw1OK4gi2kF38dAdeCO46cVOyPfg",
+	"CcgBxUJKXe8/9yleLUkcAMMC3HvIg4SaOti4Y9zb8IU9tRZFl+PspG76lZBXLx+TV4JfR1xpx/bImeTW",
+	"nldS63rb3mW/PUcCX7QX5oATeGTaBL8mDS18/nXEu3Oug75wXafuDQLSfZ81GICm9lFr5hx8W/gxu4n6",
+	"Se1y1pJMqdqsFVrUPFfM6hgdRqXMrC6CbIIpmIEd+WiQOF5sLN6+F3MT2sFeqlKkNKq4+Pksl+dSzOCc",
+	"xC4BpMBFxs3irBHW2GjNBq6+7lC/doG8iNMFzAEuaqmzXjasVLStMVveXAV2y5vpGsOlXqkzpnZ2oUOg",
+	"Bat0uSELuiQTVtuuW1FjjP9XWGR1hQ3vrMbAmC+hCymyTTEdgmNtIoB75w66ZGwUHkXzYA18RJUnpuo8",
+	"iY0DbtkRYAUI25Tw7VhctwLELkCvVnvedaIklCB/+cULrE8F1zg1kE6vZtgb2hcoB1XNGXf5jvYdxQqp",
+	"jPaukOPgC//ISENzFNeVh68z5uib6zhbcpAQ72KxCoSLfmHvMMxGdi4Vly3MnTWJTbX0BQcLoZ+zaWAz",
+	"LglVbEzmTXcQFHPDMEISTLMN41Su9SwxVM2YgcCniBiRsMLNHjoHrs0vui1sfhGgvOm1dvrJKoV10eJz",
+	"l+ntkrFvoCe/jQyjCRNgrXW0uf3yi0YLhN/98m/bGeeDMWHi8nNBF+w1mTEXPHFt8Hwmuk9dqfo3Zh19",
+	"dVfxGatjPNrc96KjB2A81olkdvMMCVcoWQ3UljVt3HXh2ImB+6lQcIMfk7MfnRHwQzkR+Im8ZC+pvhiM",
+	"gb1JW07QiJSY0PSCUA3Fmf7doWNNV6sAggS4NPE2zgrOfWkPXfj2fM1M75mEchss5pEl9FgBOeQeBH6m",
+	"WFQa9YE+ZhtGsjmOgzwOP4MVbFx7yRWRL/TaJ0Y+Zwpt4bjeBwplBUiUnAVoxvYb0ncFT+RghLGLMJFo",
+	"Y3ZTAOrd6LZBmC2Ci9Bl/fGuPYjqXq1QzYKOEs8iDcxD9A4EhiWBhEz5Nct8rsqr0ydd5vvvf/2L3//1",
+	"r3/3i19+9Vf/+g+/+sL+59e/+af//F9/98u//cPf/duvfvu/jkmnWKs+qQeBbwd1uUfQD8ETMOQ8Yjrj",
+	"KmW02kDsZPy2BEo4VCBMamREMVWLsZ0QFZbPVvihkOMD7TyHrXbQVdF/3c/OtZcK++lWMh/Z8+N4X80b",
+	"tSwxdBa1b4Le0SvPZkwEzWi6fXRRZutoKpBUObU3aOgc9pJeHRfgeaM20bSjsPdGDaQjlh5gDA8x5+xz",
+	"3UDwN2i94jKpNzUv6TBTb93UpAzbO/i2o3XX6wryDigBGivI18ZbQDiO9LZqhVJx4xpOvfdi/moRf7R9",
+	"UBqgioDyzKuYN3cfM1cZJKe1wtr3x3boCa5u5AHAgIDUYaHyIGl7i7HQMfjlx5xdJeRgOAz9pcfoNj4D",
+	"pJGUCiGN70YV9rq2m3e1ioy4yiMs3NSwyHWFithe1PVMCKsxu0t7WznsuPefN/b38/beYnW8uyQrb6jx",
+	"XcF2B0V8BqvWNyhtw5bXmlA1Kz1VdFbZ9rF41X3zp4PbWFF3hLxbAj8EtAdiBMavQOTd0bUUW+V6jQkl",
+	"0zLPsbgzrTm2YCnpW91RTltqSm1/DKLtXr7x6xjaty/EoRoBf4OY7vQWgujFC74pvwLLi4lLMlnWjaFQ",
+	"FaRFwagiXBAqlsRfm5WQXM6SsB+fqi9jaqPETbPpTAua44cUuwYmmyB4i4qeCLy27FbZ+HIwJJgugze/",
+	"8aAT15AsKBfYbdFdKGAtVDn13UePfc/S+n4EbAIZM139SDe4wMRNt7Xu4SbarWlV1EW1ehh9hkVkZMGo",
+	"0OTz10Ny4uI3j46OHSAQCJjCz7XhIjXoDoC7JupbGvRuaYNtV87G1vt2ul1o+vb1OkGdToXvGn+vO3gm",
+	"XmQDHZbTUnGzBP3EqQjQfKu6pw1CV/hTNcDcmALvZeMuxrl62IaGp+ul3brgxSuUL+mFtAp8aEwSvih8",
+	"fSc3w3Ox0o7JGe2FktCySRhFU3PsL7mAXg9ck4xNuYAU8hRCYB7AlkbOReCxBOoBF3ZfM4Z8XbcXHxLs",
+	"/QQc2NWz6lz0u269G9T9NtZ0rkoAJEEzIp34Zlbn4lxYfVbJ0qWJu8YY4JTPZIoKTeyqE6dzsutCMW01",
+	"3UWZG76n2cx+ci4KauakuvxyTE4+/Zfb5GdDX9v9d/br4XD4HpqqX1gZdS5ajdjhzTpnKdJYyzUExhdh",
+	"i4PhuQjur6lIJKSqfkgvupxoZhLSkM+DXtAgt3c4HA1He/CRnX54AMZ4wQQteG/c+2A4Gn6Arb3mwAj7",
+	"c7ij4mfQ049FMl4/hhCOLgumLrmWdq+5VUksmC322ZCcOjdLdYlRfapeUW70cd09A0L5wp4AJJeyACcs",
+	"lJyBIxFsA3ZdQNWyv96IpHPJ0d+2h59beVddZXma9ca9HzDj7tpo3Xh5OBrd2R2XboaOCy4LJVMLE/Ag",
+	"8Us2bIie3vjz10lPl4sFVcveuPfMgXBIDkcjcjXnOfOcDqOANa/JD1++fH5MSkFLM2fCcIi44sj7UJ6x",
+	"CW+5pBmZ0JyKtLLmpErnTBtFDWDTjsNrdCaAPS+2Hj87bSVsYxOUKro2JK+aq3PZmZ6uorh64af85tDl",
+	"erkQLHIxEiHeaMY3RFsQKLNrsmr1XhKuxXq1b0S79DmwkFSKq0klpkD6niDNvNhj8nD0gb9eExSDEoxa",
+	"PS9NJq+EI43Lw/2UFnTCc17164zRyE+wnzi0hIeEK9dnfMKW0s0PgucBSaViSVV7BwePnJIpo6ZUTDdm",
+	"GyIChhZbWNeSkPB54qVks9p2gI1OwlQzVQrh72eC6IgL7HIsGhXQWCwY2S7J3ZsWJbvHIUxuSXltLSNK",
+	"ZI3F+fNrvWB4WadER7+uOLOVk1dj3gn7oV+zw/wKNNzx+bUAYlJajGfVkb09LNpfuDZXllkVhMucd7Mq",
+	"TvRgqDqW6k4gPOPaPK9fu0dZ1GwsGgESGk/VmitWgyRLIAjkp/palltIpwrA0YBrU2up4TMYh/n6NXhJ",
+	"//RJAiZL4vorH3uT2vVYtvqe0STjM6Yxg/t6z9ALiTO56rAezRZcYO9IHUEW9pYNGxs7tfIj5+27W0Q1",
+	"+wK/b1oo7lqCFrkc3Ncqsm6do91UGAB+96Qxds2wwZPo5wRtP9pRm7tOxtinDGOO/UoHhNNOh82MB8cg",
+	"3qW6gF6OcC5CXz9Iy3eFIHo94TSeoQe47lq8h8vf8y3uAB2rkmL/XfX/984XyTB21KTFF8yaAU1avG/J",
+	"sZkGoI+DFYkKlpfdBxng0CEZHNd0ZzFbaMAjWAGISde/kWpDAFPBip3VNmH1kjfJBm/C6d7483frwPFA",
+	"Qwt4J3ugkxrkb65cql+0RMrG+/43+5rev3ak1TIvKyrqVsnCKzkUg7ujSSkMzwklGV3WlSpLV5Fd937k",
+	"3gEBt4HNueWzZePqSKtU4M3YaHmuHof19L0VYAPs3pZYPO2A52OMNaDu+IaI98kKhKw0MfMgndDlAuIV",
+	"2GC/V6huLbd1QUQndjcuosqOwZhilWjqagN9Yoyv6Y0sBRqathfhWgNtSp6Jr6cRD6364Cp2yWWJMc5j",
+	"31HXK5GYQe7jnLFlVqHRTniNDo8iDHCPIrF5s0RELH4WpP3WRNK8++64Ba46Sozx4bsQnnZ9DeZzrBkQ",
+	"bh9LZUxDkC/oEoye1ev6cFuQXwv3xneIS/txRFrG9lC/gsKqt1l27b/j2fsNlkWVb7BWYPsGuEaCk6Ei",
+	"yzrcYqQTc6Q/Gg4fdbOT/T7OTZu6dH09tNp1fFcvDMkJEVLsGaYWUJNlZUpKFVSOvGBGLfdOrOy3AHDd",
+	"s+3kwZOoXVZv8/3tCRr6mdDgeirXo9wCP4HqkL1C5rk7sNBSzyDYg3gFJDOR6Xsh3ORd7Hh3DWi6zvWd",
+	"T26g/v3U2t2Qp/UNLrXTVILFhVz4zdE3AsrZ/o7S78tyXU0VHozdAoKaguCC+uACXnLieiqDP9bHMao1",
+	"J+7+MnxUgftNvT0wWoQk01Lh1YouKxea73TROxQeVIZIVzBirQPjRfXWVgpbnUTWTVg31XZ8GvCO6s7D",
+	"P351Z2WBE6p52roVou7KXl2HsHpLJ9zpi5dyQi43bOtcIOB9BQtEy9EV5I2bwTFml3CR5mUG5jU02P/B",
+	"05ceNlVmLHTVBwMgBgJX5LWq0cOerOZe5nlMU7/Pc7SRRbdB5Qv32roU9hvS+uq1FJiekYNdZvnoY6kW",
+	"X5dit961FuR77jZ868JDpIO7d801V7mTZ+5wMy4riPhGHXdACY+9z6wyS4NT5jByyuDZhL4q7To0dh8b",
+	"MY9X5efCCeMOr/VB73WOryfw+51RSrL5i+kn0HN9VcJu0gAeS+GTodzFq4MkUr6DN9co6Ls/LTXK53Ph",
+	"rmoFFEEw/Y2Q5g3PckaORh8GAduwJVBdiiOxy3fVJqpT2PLpaZaz2GlcN2R7/W2hZ8R+8yxx3bW4ICnV",
+	"Kc3YYBORb9CFkk6zMiC7ez9nutTZ0MEUWGFPX2JBR7dOdWfWV1Dg4nz+4Fqte5VjKYCzKT/Fuy3Bf97o",
+	"8XIf1teGF0ue4SFURvDbTB39OiXLPR1X8VzYb/Nx9QITkxv8/UCTq7nMMVfsdpwdO66w8uRWx1XVQ3Od",
+	"R6rd+vPe5Edzog4h0mwwee/m8Jbtao+xU22jUBHvoXDffBvFxlkMt3fPzNGep1vx8jdKWtj79P7JC7qj",
+	"kr5rOgv55tCHFlvSVg8shAaxa+ECehySJ3AxVt3GwV12dUwqGX8DvRhIeM9PciM5w8WlTDdE734M/fCt",
+	"bRemh7qUODir5WxI/pwVxmpMC7aQatm4sQ4MAIXtdRaJa5NYZ9uBR+FcuKjAwxFUY2O29CDxBV0rTRGx",
+	"VwUVzm8FWX+XUMclpAGNIpUq6woJ4h5Og91vEYYNvEW3DIZtuibjXt0O9a67HA92swFlNCM298F7qRRa",
+	"5izI2x4TSlrZyC7Q1Lx3qHOZSXWWcwX30oEtCiVJpUnlPbkjtpX823FnLmd6nQaAoHlm39pAvi+gJhy6",
+	"inDmStY0e0tmYFpX3a+4HsLPXFib2xqOkB+LTbJ8MYDrJMbgMp/kXLhubsDqPq0FbhlY0CX5abko7CBX",
+	"VGX+zowJTS8GVckkaPp2UuiQDsnR9ie4paNUWqpuQxPyBhoctmOXx3e7Mu7mHhCrRr0PCLpgXyMwSIXr",
+	"9FI368RNV+0zMYdWSMHIkhlMV3MpSJaKtcWKllKcC6p9l4xczmYsgzwRvM6z6sVZBatI37mPMXtpXlpT",
+	"Sl6JwZB8DF5DyLOeQR8gjZkvM8rFuag05AbeunH0LY1hPpOzLun3TM48ozQdrcPendm7LdFmIa2NYnRR",
+	"yULXvCEhpUhpOZubSuT5ApNKLWKXdupBI26Jrt817rZvkZgLu1V3hoTC7mC7ntZdsZ3DGx3eB39MoR3o",
+	"cfJ1BjVWuritCWx8HZGLTWp+o51eVIvf0FrPKRoU7yFlGXYmCLpIfpPmpQuNtPKyM24kKPSrV1lDOYy/",
+	"AFhhJiwRdOG767ru4fZkAdnzttEwyq7P1TxUNfnnwl9zLTK8qXpM2jdV99dcUz1o3VPd33hJ9bmobqlu",
+	"XGqv6VInm+6pHsQuqu6vuaWa5vm5OBqNXCM8LBazbHwMig4T2ZtSVI04odalOo6xRsZljFa3oVTNqTJn",
+	"NfbDYQfDc3EiVq5Ptl9rf8tB7ceCTk6wdqc0BHIFsQw5pZr0Oy9XHpwLK5AOj8hclsoVvsG4F8zN5PtI",
+	"+aYcgefyzQVbvlHM2tJHh4dIG85SxdddO9CyIEaei8Mj8gn/iPQtBeD1B3C9cABy6IcKnWAHMeuueU23",
+	"/rYG/lpXgX/NbpfmRdSdpRtrbvY+dpaVJZ3m3eCtKEKErO49qLD9TejQFPFgOAwFTsc1/ze45R/LDmvG",
+	"c/DyJXLQb9MzeddJ4bg0XgqAz5qen8aLC3rtXj58ePDo4fcPj7Z0DEEX09ukgt3TCeUFyEJe0hzKqTs6",
+	"ngYu/Afa2/zHNZKrLqfnwt8G5i5QV3gNSdjdH++sB0cVV+G95f7Seuos5YplVHULAs+Du6ytyKo5wgvP",
+	"tjB3vjU8YWFXcUmnZgiUuxFy34ZwzVateQdjB95WW8q4BofMKsJ2J1NywUWGnXpvGdndjptcmt63kp+e",
+	"QvpVmNgXbSTcr7ReLlwPSGx2mVS0Dp0YzJzrc/EWId9mw8K103VeXKt/o0soh4pad6lViccasl1192aE",
+	"A1xC5B3ywD1FWVoNPb/NAdM761cb6U/buMsu0qo2gduM9sBeYFk34zayXn077Yq2wM6gwiqVVSbr3Ud5",
+	"MfjiVnKj2Is21OiNAd4zeOu+DfbgJpiunGe44yr5uqJv601xLz+CGxHBNqhN9Nk37N9vVoDXvXk+f20F",
+	"TbAuaJqCS6jbZW/bxWVD1tFNhqwbw+ww+A+eviT7PojTaxa/d7/ZfvH1+38OAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

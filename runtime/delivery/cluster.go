@@ -59,7 +59,7 @@ func (e *Engine) currentLease(uid string) (time.Time, bool) {
 }
 
 // sendRemote is Send into a queue this engine does not hold.
-func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation) ([]string, error) {
 	delay, err := e.remoteQueue(queueUID)
 	if errors.Is(err, abi.ErrUnknownQueue) {
 		return nil, err
@@ -81,6 +81,9 @@ func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.Out
 			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: now + int64(d)*1000, Size: len(m.Body)},
 			Body:    m.Body,
 		}
+	}
+	if extra != nil {
+		muts = append(muts, extra(ids)...)
 	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
 		return nil, backendErr(err)

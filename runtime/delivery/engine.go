@@ -762,6 +762,14 @@ func (e *Engine) Detach(ctx context.Context, consumerUID string) error {
 // ErrInvalidBody, ErrMessageTooLarge, ErrInvalidDelay) happens before any
 // effect; a store failure (ErrBackendUnavailable) accepts none.
 func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+	return e.SendWith(ctx, queueUID, msgs, nil)
+}
+
+// SendWith is Send with extra mutations written in the same store write as
+// the messages, given their IDs (the publish extension's Idempotency-Key
+// record, spec/peers.md §Publish): both are durable or neither is. extra
+// nil is Send.
+func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation) ([]string, error) {
 	if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch {
 		return nil, abi.ErrBatchTooLarge
 	}
@@ -780,7 +788,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 	}
 	q := e.queue(queueUID)
 	if q == nil {
-		return e.sendRemote(ctx, queueUID, msgs)
+		return e.sendRemote(ctx, queueUID, msgs, extra)
 	}
 	q.life.RLock()
 	if q.removed {
@@ -790,7 +798,7 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 			// Its delivery moved to another engine (Unload) after the
 			// lookup: the queue exists, and is sent to as one held
 			// elsewhere.
-			return e.sendRemote(ctx, queueUID, msgs)
+			return e.sendRemote(ctx, queueUID, msgs, extra)
 		}
 		return nil, abi.ErrUnknownQueue
 	}
@@ -837,6 +845,9 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 		q.mu.Lock()
 		q.reserve(ids)
 		q.mu.Unlock()
+	}
+	if extra != nil {
+		muts = append(muts, extra(ids)...)
 	}
 	if err := e.store.Apply(ctx, muts...); err != nil {
 		q.mu.Lock()

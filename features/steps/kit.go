@@ -211,6 +211,13 @@ type world struct {
 	locked        bool      // holds the gate (a read lock, or the write lock for @restart)
 	started       time.Time // when the scenario's steps began
 	notApplicable string    // why the scenario does not apply to the host, if it does not
+
+	// @ext-publish (ext_publish.go): the tokens of the principals the
+	// scenario created, by the name steps use; their IDs, revoked when it
+	// ends; the bytes published per tag (base64).
+	tokens    map[string]string
+	created   []string
+	published map[string]string
 }
 
 func (k *Kit) newSpace() string {
@@ -304,6 +311,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerSerialSteps(sc)
 	registerQueueOpSteps(sc)
 	registerCoverageSteps(sc)
+	registerPublishSteps(sc)
 }
 
 func (w *world) unlock() {
@@ -323,6 +331,9 @@ func (w *world) client(ctx context.Context) (*Client, error) {
 		tok = "kit-not-a-token-" + w.k.run
 	default:
 		tok = w.k.cfg.Tokens[w.as]
+		if t, ok := w.tokens[w.as]; ok {
+			tok = t
+		}
 		if tok == "" {
 			return nil, w.k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", w.as, w.as))
 		}

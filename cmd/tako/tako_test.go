@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -389,25 +391,59 @@ func TestQueuesPauseResume(t *testing.T) {
 	}
 }
 
-// send puts one message on a queue through the helper worker, and leaves
-// no version binding the queue: the example's worker handles the message,
-// and delete of the project still removes the queue.
+// send publishes one message through the Host API's publish route and
+// creates nothing: the example's worker handles the message, the space
+// holds the same resources and Operations as before, and delete of the
+// project still removes both queues.
 func TestSend(t *testing.T) {
 	h := startHost(t, host.MemoryDataDir)
 	dir := copyExample(t)
 	applyJSON(t, h, "apply", "-dir", dir)
+	before := spaceState(t, h)
 	code, out, errs := tako(t, h, "send", "-space", "demo", "tasks", "from send")
 	if code != 0 || !strings.Contains(out, "sent to queue tasks: message ") {
 		t.Fatalf("send: %d %s %s", code, out, errs)
 	}
 	waitLog(t, h, dir, "hello", "hello, from send")
+	if code, _, errs := tako(t, h, "send", "-space", "demo", "-delay", "43201", "tasks", "x"); code != exitFailed || !strings.Contains(errs, "invalid_body (400)") {
+		t.Fatalf("send with a delay out of range: %d %s", code, errs)
+	}
 	if code, _, errs := tako(t, h, "send", "-space", "demo", "nope", "x"); code != exitFailed || !strings.Contains(errs, `no queue named "nope"`) {
 		t.Fatalf("send to an unknown queue: %d %s", code, errs)
+	}
+	if after := spaceState(t, h); after != before {
+		t.Fatalf("send changed the space:\nbefore %s\nafter  %s", before, after)
 	}
 	r := applyJSON(t, h, "delete", "-yes", "-dir", dir)
 	if len(changes(r, "delete", "queue")) != 2 {
 		t.Fatalf("delete after send: %+v", r)
 	}
+}
+
+// spaceState is the demo space's resource names and its number of
+// Operations.
+func spaceState(t *testing.T, h *host.Host) string {
+	t.Helper()
+	c, err := newClient(h.URL(), h.AdminToken(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range []string{formQueue, formConsumer, formWorker, formVersion} {
+		rs, err := c.list(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range rs {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	ops, err := c.api.ListOperationsWithResponse(t.Context(), "demo", nil)
+	if err != nil || ops.JSON200 == nil {
+		t.Fatalf("list operations: %v", err)
+	}
+	return fmt.Sprintf("%v, %d operations", names, len(ops.JSON200.Items))
 }
 
 // A worker with a name of 63 characters gets version names of at most 63
@@ -453,5 +489,48 @@ func TestProgressLines(t *testing.T) {
 	}
 	if strings.ContainsAny(plain.String(), "\r\033…") || !strings.Contains(plain.String(), "- queue tasks deleted\n") {
 		t.Fatalf("plain output: %q", plain.String())
+	}
+}
+
+// A publisher token, created with tokens create -grant SPACE:publisher:QUEUE
+// (the queue's name, which tako turns into its UID), sends to that queue by
+// UID and may not send elsewhere or read anything.
+func TestSendWithAPublisherToken(t *testing.T) {
+	h := startHost(t, host.MemoryDataDir)
+	dir := copyExample(t)
+	applyJSON(t, h, "apply", "-dir", dir)
+	code, out, errs := tako(t, h, "tokens", "create", "app", "-grant", "demo:publisher:tasks")
+	if code != 0 {
+		t.Fatalf("tokens create: %d %s", code, errs)
+	}
+	tok := strings.TrimSpace(out)
+	c, err := newClient(h.URL(), h.AdminToken(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := c.list(t.Context(), formQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(args ...string) (int, string, string) {
+		var o, e bytes.Buffer
+		code := run(t.Context(), append(args, "-host", h.URL(), "-token", tok), &o, &e)
+		return code, o.String(), e.String()
+	}
+	if code, out, errs := as("send", "-space", "demo", qs["tasks"].Uid, "from the app"); code != 0 || !strings.Contains(out, "message ") {
+		t.Fatalf("send as the publisher: %d %s %s", code, out, errs)
+	}
+	waitLog(t, h, dir, "hello", "hello, from the app")
+	var other string
+	for n, q := range qs {
+		if n != "tasks" {
+			other = q.Uid
+		}
+	}
+	if code, _, errs := as("send", "-space", "demo", other, "x"); code != exitFailed || !strings.Contains(errs, "forbidden (403)") {
+		t.Fatalf("send to another queue as the publisher: %d %s", code, errs)
+	}
+	if code, _, errs := as("queues", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "forbidden") {
+		t.Fatalf("queues as the publisher: %d %s", code, errs)
 	}
 }

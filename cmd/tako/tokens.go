@@ -32,6 +32,14 @@ func (g *grantFlags) Set(s string) error {
 		role, forms = rest[:i], rest[i+1:]
 	}
 	gr := auth.Grant{Space: space, Role: role}
+	if role == auth.RolePublisher {
+		// A publisher grant lists queues (names or UIDs), not Forms.
+		if forms != "" {
+			gr.Queues = strings.Split(forms, ",")
+		}
+		*g = append(*g, gr)
+		return nil
+	}
 	if forms != "" {
 		for _, f := range strings.Split(forms, ",") {
 			if u, ok := formAliases[f]; ok {
@@ -74,7 +82,7 @@ func runTokens(ctx context.Context, c *common, dataDir string, grants grantFlags
 			return usageError{errors.New("tokens create NAME -grant SPACE:ROLE[:FORM,...] ...")}
 		}
 		if len(grants) == 0 {
-			return usageError{errors.New("tokens create: at least one -grant SPACE:ROLE (viewer or editor)")}
+			return usageError{errors.New("tokens create: at least one -grant SPACE:ROLE (viewer, editor, or publisher with SPACE:publisher:QUEUE,...)")}
 		}
 		// A new ID, never the one of an earlier principal of this name:
 		// what that one created does not become this one's.
@@ -168,7 +176,7 @@ func runTokensAPI(ctx context.Context, c *common, grants grantFlags, args []stri
 			return usageError{errors.New("tokens create NAME -grant SPACE:ROLE[:FORM,...] ...")}
 		}
 		if len(grants) == 0 {
-			return usageError{errors.New("tokens create: at least one -grant SPACE:ROLE (viewer or editor)")}
+			return usageError{errors.New("tokens create: at least one -grant SPACE:ROLE (viewer, editor, or publisher with SPACE:publisher:QUEUE,...)")}
 		}
 		body := api.PrincipalCreateRequest{Name: args[1], Grants: []api.Grant{}}
 		for _, g := range grants {
@@ -176,6 +184,13 @@ func runTokensAPI(ctx context.Context, c *common, grants grantFlags, args []stri
 			if len(g.Forms) > 0 {
 				forms := append([]string(nil), g.Forms...)
 				ag.Forms = &forms
+			}
+			if len(g.Queues) > 0 {
+				queues, err := queueUIDs(ctx, c, g)
+				if err != nil {
+					return err
+				}
+				ag.Queues = &queues
 			}
 			body.Grants = append(body.Grants, ag)
 		}
@@ -220,7 +235,37 @@ func fromAPIPrincipal(p api.Principal) auth.Principal {
 		if g.Forms != nil {
 			gr.Forms = *g.Forms
 		}
+		if g.Queues != nil {
+			gr.Queues = *g.Queues
+		}
 		out.Grants = append(out.Grants, gr)
 	}
 	return out
+}
+
+// queueUIDs is what a publisher grant's queues name: the UID of the queue
+// of that name in the grant's space, or the item itself, taken as a UID,
+// when the space has no queue of that name (a grant holds UIDs, so that a
+// queue deleted and created again under its name is not covered).
+func queueUIDs(ctx context.Context, c *common, g auth.Grant) ([]string, error) {
+	if g.Space == auth.AllSpaces {
+		return g.Queues, nil
+	}
+	cl, err := c.client(nil)
+	if err != nil {
+		return nil, err
+	}
+	cl.space = g.Space
+	qs, err := cl.list(ctx, formQueue)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(g.Queues))
+	for i, q := range g.Queues {
+		out[i] = q
+		if r, ok := qs[q]; ok {
+			out[i] = r.Uid
+		}
+	}
+	return out, nil
 }

@@ -131,6 +131,23 @@ describe("console", { skip: reason ?? false }, () => {
     await page.context().close();
   });
 
+  test("send a message from the queue page through the publish route; a refusal shows its problem", async (t) => {
+    const doc = await host.api("GET", "/v2/openapi.json");
+    if (!doc.paths["/v2/spaces/{space}/resources/{uid}/messages"]?.post) { t.skip("this host's API has no publish route"); return; }
+    const page = await signIn(browser, host, host.adminToken);
+    await queuePage(page, "backlog");
+    await page.getByLabel("Body").fill('{"sent":"from the console"}');
+    await page.getByLabel(/^Delay in seconds/).fill("600");
+    await page.getByRole("button", { name: "Send", exact: true }).click();
+    await page.getByRole("status").filter({ hasText: /^Sent: message \S+\.$/ }).waitFor();
+    await until("the sent message to be listed, delayed", async () => (await page.locator("tr[data-message-id]", { hasText: "delayed" }).count()) >= 1);
+    await page.getByLabel(/^Delay in seconds/).fill("43201");
+    await page.getByLabel("Body").fill("too late");
+    await page.getByRole("button", { name: "Send", exact: true }).click();
+    await page.getByRole("alert").filter({ hasText: "invalid_body" }).waitFor();
+    await page.context().close();
+  });
+
   test("a batch in flight is listed while its handler runs", async () => {
     const page = await signIn(browser, host, host.adminToken);
     await queuePage(page, "tasks");

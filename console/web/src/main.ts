@@ -319,6 +319,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const ratesBox = h("div", { class: "chart", id: "rates-chart", role: "img", "aria-label": "Messages per second over the last hour" });
   const actions = h("div", { class: "actions" });
   const actionOut = h("div", { "aria-live": "polite" });
+  const sendBox = h("div", { id: "send-message" });
   const msgs = h("div");
   replace(root,
     h("h2", null, "Messages now"), statsErr, statsBox,
@@ -327,6 +328,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     h("h3", { id: "h-backlog" }, "Messages by state"), chartBox,
     h("h3", { id: "h-rates" }, "Messages per second"), ratesBox,
     h("h2", null, "Delivery"), actions, actionOut,
+    h("h2", null, "Send a message"), sendBox,
     h("h2", null, "Consumer"),
     consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
       h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(space, c)))),
@@ -425,6 +427,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     } catch (e) { replace(actionOut, problemBox(e)); }
   };
   renderActions();
+  sendForm(space, q, perm, routes.has("POST " + base + "/messages"), sendBox, async () => { await tick(); await loadPage(); });
   await tick();
 
   // The message browser: server-side pages (limit 20), oldest accepted first.
@@ -470,6 +473,41 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     } catch (e) { replace(table, problemBox(e)); }
   };
   await loadPage();
+}
+
+// sendForm publishes one message to the queue through the Host API's
+// publish route (spec/peers.md §Publish), as tako send does: the body is
+// sent as its UTF-8 text, which is what the consumer receives; the Forms
+// keep no content type. Offered where the host has the route and the token
+// may change the queue.
+function sendForm(space: string, q: Resource, perm: { ok: boolean; reason: string }, hasRoute: boolean, box: HTMLElement, after: () => Promise<void>) {
+  if (!hasRoute) {
+    replace(box, h("p", { class: "reason" }, "Sending: this host's API has no publish route."));
+    return;
+  }
+  const delayDefault = q.spec?.deliveryDelaySeconds ?? 0;
+  const body = h("textarea", { id: "send-body", name: "body", rows: 3, required: true, disabled: !perm.ok, "aria-describedby": perm.ok ? "send-help" : "send-reason" });
+  const delay = h("input", { id: "send-delay", name: "delaySeconds", type: "number", min: 0, max: 43200, step: 1, placeholder: String(delayDefault), disabled: !perm.ok });
+  const out = h("div", { "aria-live": "polite" });
+  const submit = async (ev: Event) => {
+    ev.preventDefault();
+    const m: { body: string; delaySeconds?: number } = { body: body.value };
+    if (delay.value !== "") m.delaySeconds = Number(delay.value);
+    try {
+      const r = await call<{ messageIds: string[] }>("POST", spacePath(space, "/resources/" + enc(q.uid) + "/messages"), { messages: [m] });
+      replace(out, h("p", { class: "notice", role: "status" }, "Sent: message ", h("code", null, r.messageIds[0]), "."));
+      body.value = "";
+      await after();
+    } catch (e) { replace(out, problemBox(e)); }
+  };
+  replace(box,
+    h("form", { id: "send-form", onsubmit: (ev: Event) => { void submit(ev); } },
+      h("label", { for: "send-body" }, "Body"), body,
+      h("p", { id: "send-help", class: "muted" }, "Sent as its UTF-8 text (1 to 127000 bytes); the consumer receives those bytes."),
+      h("label", { for: "send-delay" }, "Delay in seconds (empty: the queue's, " + delayDefault + ")"), delay,
+      h("div", null, h("button", { type: "submit", id: "send-submit", disabled: !perm.ok, "aria-describedby": perm.ok ? null : "send-reason" }, "Send"))),
+    perm.ok ? null : h("span", { id: "send-reason", class: "reason" }, perm.reason),
+    out);
 }
 
 function confirmThen(question: string, run: () => void) {

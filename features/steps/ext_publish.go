@@ -145,6 +145,26 @@ func registerPublishSteps(sc *godog.ScenarioContext) {
 			w.tokens = map[string]string{}
 		}
 		w.tokens[name] = out.Token
+		// Hosts that share host.json reload it within a second
+		// (spec/cluster.md §Principals): wait until the token
+		// authenticates wherever the requests go, ten answers in a row.
+		pc := &Client{Base: w.k.cfg.Base, Token: out.Token, HTTP: w.k.httpc}
+		deadline := time.Now().Add(15 * time.Second)
+		for ok := 0; ok < 10; {
+			r, err := pc.Do(ctx, "GET", "/v2/spaces/"+w.space+"/resources", nil, nil)
+			if err != nil {
+				return err
+			}
+			if r.Status == 401 {
+				ok = 0
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the new publisher's token is still refused 15 s after it was created: %s", r)
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			ok++
+		}
 		return nil
 	})
 	sc.Step(`^I publish (\{.*\}) to "([^"]*)"$`, func(ctx context.Context, body, q string) error {

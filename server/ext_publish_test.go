@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +238,71 @@ func TestPublishIdempotencyKey(t *testing.T) {
 	if items, _ := r.json["items"].([]any); len(items) != 1 {
 		t.Fatalf("operations after publishes: %s", r.body)
 	}
+}
+
+// Retries racing each other with one key send once: every answer has the
+// IDs of the one publish that sent.
+func TestPublishIdempotencyKeyUnderConcurrentRetries(t *testing.T) {
+	// Each send's write is slow, so that the retries arrive while the
+	// first is being written (the window in which a check of the key
+	// alone would let them all send).
+	h, _ := newPublishHarness(t, slowSends{Store: store.NewMemory(), d: 200 * time.Millisecond})
+	q := h.mustCreate("s1", "q", fQueue, queueSpec())
+	const n = 16
+	answers := make([]*resp, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i] = h.do("POST", msgsPath("s1", q), tAdmin, pub("once"), "Idempotency-Key", "race") })
+	}
+	wg.Wait()
+	want := ""
+	for _, r := range answers {
+		if r.status != 200 || len(ids(r)) != 1 {
+			t.Fatalf("answer %d %s", r.status, r.body)
+		}
+		if want == "" {
+			want = ids(r)[0]
+		}
+		if ids(r)[0] != want {
+			t.Fatalf("answers with different IDs: %s and %s", want, ids(r)[0])
+		}
+	}
+	if got := h.bodiesOf(q); len(got) != 1 {
+		t.Fatalf("%d concurrent retries sent %d messages, want 1", n, len(got))
+	}
+}
+
+// A publish the store could not make durable recorded no key: the retry
+// with the key sends, and is not answered as a replay.
+func TestPublishNotDurableRecordsNoKey(t *testing.T) {
+	fs := &failingStore{Store: store.NewMemory()}
+	h, _ := newPublishHarness(t, fs)
+	q := h.mustCreate("s1", "q", fQueue, queueSpec())
+	fs.fail.Store(true)
+	h.expect(h.do("POST", msgsPath("s1", q), tAdmin, pub("a"), "Idempotency-Key", "k"), 503, "backend_unavailable")
+	fs.fail.Store(false)
+	r := h.do("POST", msgsPath("s1", q), tAdmin, pub("a"), "Idempotency-Key", "k")
+	h.expect(r, 200, "")
+	if r.header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the retry of a failed publish was answered as a replay")
+	}
+	if got := h.bodiesOf(q); len(got) != 1 {
+		t.Fatalf("the queue holds %d messages, want 1", len(got))
+	}
+}
+
+// slowSends delays every store write that accepts messages by d.
+type slowSends struct {
+	store.Store
+	d time.Duration
+}
+
+func (s slowSends) Apply(ctx context.Context, muts ...store.Mutation) error {
+	for _, m := range muts {
+		if _, ok := m.(store.AcceptMessage); ok {
+			time.Sleep(s.d)
+			break
+		}
+	}
+	return s.Store.Apply(ctx, muts...)
 }

@@ -16,7 +16,7 @@
 //	                                    one's counts by state, its oldest messages; pause or resume it
 //	tako queues purge Q | redrive DLQ [-to Q] [-rate N] | cancel ID  remove every message; move a
 //	                                    dead-letter queue's messages back (progress shown); cancel a redrive
-//	tako send   [-delay S] QUEUE BODY   one message, through a helper worker (see send.go)
+//	tako send   [-delay S] [-key K] QUEUE BODY|-  publish one message (the Host API's publish route; creates nothing)
 //	tako tokens [list|create NAME -grant S:R|revoke NAME] [-data D]  principals (through the host; -data: D/host.json of a stopped host)
 //	tako ops    list [-state S] [-resource NAME] [-limit N]  the space's recent Operations, newest first
 //	tako ops    wait|get ID             an Operation, waiting for it to finish
@@ -134,6 +134,7 @@ type cmdOpts struct {
 	dry    bool
 	data   string
 	delay  int
+	key    string
 	grants grantFlags
 	of     opsFlags
 	qf     queueFlags
@@ -163,6 +164,7 @@ func (o *cmdOpts) register(fs *flag.FlagSet, cmd *command) {
 		fs.StringVar(&o.data, "data", "", "data directory of the host dev starts when none answers (default DIR/.tako/data)")
 	case "send":
 		fs.IntVar(&o.delay, "delay", -1, "delaySeconds of the message (default: the queue's deliveryDelaySeconds)")
+		fs.StringVar(&o.key, "key", "", "Idempotency-Key: a retry with the same key and body sends nothing again and prints the same ID (for 24 hours)")
 	case "tokens":
 		fs.StringVar(&o.data, "data", "", "change DIR/host.json itself, for a host that is down (one running on DIR reloads it within a second); default: through the running host, effective at once")
 		fs.Var(&o.grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
@@ -259,7 +261,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "queues":
 		err = runQueues(ctx, c, pos, o.qf, o.yes, stdout, stderr)
 	case "send":
-		err = runSend(ctx, c, pos, o.delay, stdout)
+		err = runSend(ctx, c, pos, o.delay, o.key, stdout)
 	case "tokens":
 		err = runTokens(ctx, c, o.data, o.grants, pos, stdout, stderr)
 	case "health":

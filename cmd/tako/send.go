@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -11,22 +12,37 @@ import (
 	"github.com/takoform/queuehost/gen/api"
 )
 
+// maxSendBody is the largest message body (the producer Binding's limit;
+// the host checks it).
+const maxSendBody = 127000
+
 // runSend publishes one message to a queue (by name, or by UID for a
 // principal that may not list queues) through the Host API's publish
-// route (spec/peers.md §Publish): the body is sent as its UTF-8 text,
-// with the producer Binding's limits and codes, and the message is durable
-// when send prints its ID. Nothing else is created or changed: no helper
+// route (spec/peers.md §Publish): the body is BODY's text, or with "-" the
+// bytes on stdin (sent in base64 when they are not UTF-8), with the
+// producer Binding's limits and codes, and the message is durable when
+// send prints its ID; -key makes a retry print the same ID and send
+// nothing again. Nothing else is created or changed: no helper
 // worker, no version, no Operation.
-func runSend(ctx context.Context, c *common, args []string, delay int, stdout io.Writer) error {
+func runSend(ctx context.Context, c *common, args []string, delay int, key string, stdout io.Writer) error {
 	if len(args) != 2 {
-		return usageError{errors.New("send QUEUE BODY")}
+		return usageError{errors.New("send QUEUE BODY (or - to read the body from stdin)")}
 	}
-	queue, body := args[0], args[1]
-	if body == "" {
+	queue := args[0]
+	body := []byte(args[1])
+	if args[1] == "-" {
+		// One byte past the limit is enough for the host to refuse the
+		// body as message_too_large; more need not be read.
+		b, err := io.ReadAll(io.LimitReader(stdin, maxSendBody+1))
+		if err != nil {
+			return fmt.Errorf("send: reading the body from stdin: %w", err)
+		}
+		body = b
+	} else if !utf8.Valid(body) {
+		return usageError{errors.New("send: the body is not UTF-8 text (give - and the bytes on stdin)")}
+	}
+	if len(body) == 0 {
 		return usageError{errors.New("send: the body is empty (a message has 1..127000 bytes)")}
-	}
-	if !utf8.ValidString(body) {
-		return usageError{errors.New("send: the body is not UTF-8 text")}
 	}
 	cl, err := c.client(nil)
 	if err != nil {
@@ -44,18 +60,33 @@ func runSend(ctx context.Context, c *common, args []string, delay int, stdout io
 	default:
 		return err
 	}
-	msg := api.PublishMessage{Body: body}
+	// UTF-8 goes as text, anything else in base64: the consumer receives
+	// the same bytes either way.
+	msg := api.PublishMessage{Body: string(body)}
+	if !utf8.Valid(body) {
+		enc := api.Base64
+		msg.Body, msg.BodyEncoding = base64.StdEncoding.EncodeToString(body), &enc
+	}
 	if delay >= 0 {
 		msg.DelaySeconds = &delay
 	}
 	what := "send to queue " + queue
-	r, err := cl.api.PublishMessagesWithResponse(ctx, cl.space, uid, nil, api.PublishRequest{Messages: []api.PublishMessage{msg}})
+	var params api.PublishMessagesParams
+	if key != "" {
+		k := api.IdempotencyKey(key)
+		params.IdempotencyKey = &k
+	}
+	r, err := cl.api.PublishMessagesWithResponse(ctx, cl.space, uid, &params, api.PublishRequest{Messages: []api.PublishMessage{msg}})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if r.JSON200 == nil || len(r.JSON200.MessageIds) != 1 {
 		return problemError(what, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
 	}
-	fmt.Fprintf(stdout, "sent to queue %s: message %s\n", queue, r.JSON200.MessageIds[0])
+	again := ""
+	if r.HTTPResponse != nil && r.HTTPResponse.Header.Get("Idempotent-Replayed") == "true" {
+		again = " (sent before with this key; not sent again)"
+	}
+	fmt.Fprintf(stdout, "sent to queue %s: message %s%s\n", queue, r.JSON200.MessageIds[0], again)
 	return nil
 }

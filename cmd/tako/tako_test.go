@@ -534,3 +534,48 @@ func TestSendWithAPublisherToken(t *testing.T) {
 		t.Fatalf("queues as the publisher: %d %s", code, errs)
 	}
 }
+
+// send - publishes the bytes on stdin, any bytes, and -key makes a retry
+// send nothing again; a body over the limit is the host's
+// message_too_large.
+func TestSendFromStdinWithAKey(t *testing.T) {
+	h := startHost(t, host.MemoryDataDir)
+	dir := copyExample(t)
+	applyJSON(t, h, "apply", "-dir", dir)
+	// Paused, so that the messages stay where the test reads them.
+	if code, _, errs := tako(t, h, "queues", "-space", "demo", "pause", "tasks"); code != 0 {
+		t.Fatalf("pause: %s", errs)
+	}
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+	bin := []byte{0xff, 0x00, 'x', 0xfe}
+	stdin = bytes.NewReader(bin)
+	code, first, errs := tako(t, h, "send", "-space", "demo", "-key", "k1", "tasks", "-")
+	if code != 0 {
+		t.Fatalf("send -: %d %s", code, errs)
+	}
+	stdin = bytes.NewReader(bin)
+	code, again, errs := tako(t, h, "send", "-space", "demo", "-key", "k1", "tasks", "-")
+	if code != 0 || !strings.Contains(again, "not sent again") || strings.Fields(again)[4] != strings.Fields(first)[4] {
+		t.Fatalf("the retry with the key: %d %q after %q %s", code, again, first, errs)
+	}
+	stdin = bytes.NewReader(make([]byte, 127001))
+	if code, _, errs := tako(t, h, "send", "-space", "demo", "tasks", "-"); code != exitFailed || !strings.Contains(errs, "message_too_large (400)") {
+		t.Fatalf("send of 127001 bytes: %d %s", code, errs)
+	}
+	c, err := newClient(h.URL(), h.AdminToken(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := c.named(t.Context(), formQueue, "tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.api.ListQueueMessagesWithResponse(t.Context(), "demo", q.Uid, nil)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("list messages: %v %s", err, r.Body)
+	}
+	if len(r.JSON200.Items) != 1 || !bytes.Equal(r.JSON200.Items[0].BodyPreview, bin) {
+		t.Fatalf("the queue holds %+v, want the one message of bytes %x", r.JSON200.Items, bin)
+	}
+}

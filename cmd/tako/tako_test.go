@@ -512,6 +512,9 @@ func TestSendWithAPublisherToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if code, out, errs := tako(t, h, "tokens", "list"); code != 0 || !strings.Contains(out, "demo:publisher:"+qs["tasks"].Uid) {
+		t.Fatalf("tokens list shows the publisher's grant without its queue: %d %s %s", code, out, errs)
+	}
 	as := func(args ...string) (int, string, string) {
 		var o, e bytes.Buffer
 		code := run(t.Context(), append(args, "-host", h.URL(), "-token", tok), &o, &e)

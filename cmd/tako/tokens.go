@@ -137,6 +137,9 @@ func printPrincipals(c *common, ps []auth.Principal, stdout io.Writer) error {
 			if len(g.Forms) > 0 {
 				s += ":" + strings.Join(g.Forms, ",")
 			}
+			if len(g.Queues) > 0 {
+				s += ":" + strings.Join(g.Queues, ",")
+			}
 			gs = append(gs, s)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, p.ID, strings.Join(gs, " "))

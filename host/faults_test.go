@@ -91,7 +91,7 @@ func TestFaultyStorePassesOptionalReadsThrough(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	caps := func(cfg Config) []string { return capabilities(cfg)["capabilities"].([]string) }
-	if got := caps(Config{}); slices.Contains(got, "store-faults") || slices.Contains(got, "observation-control") || !slices.Contains(got, "restart") || !slices.Contains(got, "ext-pause") || !slices.Contains(got, "ext-inspect") || !slices.Contains(got, "ext-delete-if-idle") || !slices.Contains(got, "ext-serialized") || !slices.Contains(got, "ext-purge") || !slices.Contains(got, "ext-redrive") {
+	if got := caps(Config{}); slices.Contains(got, "store-faults") || slices.Contains(got, "observation-control") || !slices.Contains(got, "restart") || !slices.Contains(got, "ext-pause") || !slices.Contains(got, "ext-inspect") || !slices.Contains(got, "ext-delete-if-idle") || !slices.Contains(got, "ext-serialized") || !slices.Contains(got, "ext-purge") || !slices.Contains(got, "ext-redrive") || !slices.Contains(got, "ext-publish") {
 		t.Errorf("without the fault hook: %v", got)
 	}
 	if got := caps(Config{Faults: &Faults{}}); !slices.Contains(got, "store-faults") || !slices.Contains(got, "observation-control") {

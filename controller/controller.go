@@ -135,6 +135,10 @@ type Options struct {
 	// its queue, once drive has let it go (ClaimOperation released): the
 	// host asks the queue's owner to carry it out.
 	HandOff func(op store.Operation)
+	// MaxPublishKeysPerSpace bounds the publishes with an
+	// Idempotency-Key a space records per PublishKeyWindow;
+	// MaxPublishKeysPerSpace (100 000) when zero.
+	MaxPublishKeysPerSpace int
 	// Sender, when set, is the send the publish extension goes through
 	// (spec/peers.md §Publish): the engine's, which the producer Binding
 	// uses. Without it a publish is refused.
@@ -159,7 +163,9 @@ type Controller struct {
 	// publishKeys serialises the publishes of one Idempotency-Key
 	// (ext_publish.go).
 	publishKeys keyLocks
-	pending     pendingSet
+	// publishQuota bounds the keyed publishes a space records.
+	publishQuota keyQuota
+	pending      pendingSet
 
 	opMu sync.Mutex
 	// inflight maps a resource UID to its unresolved Operation.
@@ -207,6 +213,9 @@ func New(opts Options) (*Controller, error) {
 	}
 	if opts.MaxResourcesPerSpace <= 0 {
 		opts.MaxResourcesPerSpace = MaxResourcesPerSpace
+	}
+	if opts.MaxPublishKeysPerSpace <= 0 {
+		opts.MaxPublishKeysPerSpace = MaxPublishKeysPerSpace
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

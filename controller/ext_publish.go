@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
@@ -38,8 +40,76 @@ type PublishRequest struct {
 // publish, which names no Operation but the message IDs it answered
 // (comma-separated; IDs are hex). A store's record expiry removes a record
 // whose Operation is gone once it is past the cutoff (24 hours on the
-// host), so a publish's key is remembered that long.
+// host), so a publish's key is remembered that long. A space records at
+// most Options.MaxPublishKeysPerSpace of them per PublishKeyWindow
+// (keyQuota).
 const publishRecord = "publish:"
+
+// MaxPublishKeysPerSpace is how many publishes with an Idempotency-Key a
+// space records per window of PublishKeyWindow, by default: each record
+// is kept that long (with up to 100 message IDs, about 3.3 KB) and held in
+// memory by the journal store, so a client sending a new key with every
+// publish must not grow it without bound.
+const (
+	MaxPublishKeysPerSpace = 100000
+	PublishKeyWindow       = 24 * time.Hour
+)
+
+// keyQuota counts the keyed publishes of each space in hourly buckets over
+// the last PublishKeyWindow (the process's own: it starts from 0 when the
+// host does, so across restarts a space may hold more records than the
+// bound, by one bound per restart within the window).
+type keyQuota struct {
+	mu sync.Mutex
+	m  map[string]*[24]quotaBucket
+}
+
+type quotaBucket struct {
+	hour int64 // Unix hour the count is of
+	n    int
+}
+
+// take counts one keyed publish of space at now, unless max are counted in
+// the window already.
+func (q *keyQuota) take(space string, now time.Time, max int) bool {
+	hour := now.Unix() / 3600
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.m == nil {
+		q.m = map[string]*[24]quotaBucket{}
+	}
+	bs := q.m[space]
+	if bs == nil {
+		bs = &[24]quotaBucket{}
+		q.m[space] = bs
+	}
+	sum := 0
+	for _, b := range bs {
+		if b.hour > hour-24 {
+			sum += b.n
+		}
+	}
+	if sum >= max {
+		return false
+	}
+	b := &bs[hour%24]
+	if b.hour != hour {
+		*b = quotaBucket{hour: hour}
+	}
+	b.n++
+	return true
+}
+
+// give returns what take counted at now, for a publish that was not made
+// durable (it recorded no key).
+func (q *keyQuota) give(space string, now time.Time) {
+	hour := now.Unix() / 3600
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if bs := q.m[space]; bs != nil && bs[hour%24].hour == hour && bs[hour%24].n > 0 {
+		bs[hour%24].n--
+	}
+}
 
 // Publish sends req's messages to the queue and returns their IDs, in
 // input order, once all are durable (replayed: the Idempotency-Key named
@@ -87,6 +157,16 @@ func (c *Controller) Publish(ctx context.Context, req PublishRequest) (ids []str
 	}
 	var extra func([]string) []store.Mutation
 	if rec := req.Idempotency.record(); rec != nil {
+		now := c.now()
+		if !c.publishQuota.take(req.Space, now, c.opts.MaxPublishKeysPerSpace) {
+			return nil, false, problem.New(http.StatusTooManyRequests, problem.CodeLimitExceeded,
+				"this space recorded %d publishes with an Idempotency-Key in the last %s, the most it keeps; publish without a key, or retry later", c.opts.MaxPublishKeysPerSpace, PublishKeyWindow)
+		}
+		defer func() {
+			if err != nil {
+				c.publishQuota.give(req.Space, now)
+			}
+		}()
 		extra = func(ids []string) []store.Mutation {
 			rec.OperationID, rec.CreateTime = publishRecord+strings.Join(ids, ","), c.now().UTC()
 			return []store.Mutation{store.PutIdempotency{Record: *rec}}

@@ -1238,8 +1238,9 @@ type ClientInterface interface {
 	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-	// 24 MiB (100 bodies of 127000 bytes in base64).
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+	// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+	// bodies of 127000 bytes in base64).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1253,8 +1254,9 @@ type ClientInterface interface {
 	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-	// 24 MiB (100 bodies of 127000 bytes in base64).
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+	// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+	// bodies of 127000 bytes in base64).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1690,8 +1692,9 @@ func (c *Client) ListQueueMessages(ctx context.Context, space Space, uid Uid, pa
 // what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 // 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 // An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-// 24 MiB (100 bodies of 127000 bytes in base64).
+// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+// bodies of 127000 bytes in base64).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1715,8 +1718,9 @@ func (c *Client) PublishMessagesWithBody(ctx context.Context, space Space, uid U
 // what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 // 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 // An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-// 24 MiB (100 bodies of 127000 bytes in base64).
+// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+// bodies of 127000 bytes in base64).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3396,8 +3400,9 @@ type ClientWithResponsesInterface interface {
 	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-	// 24 MiB (100 bodies of 127000 bytes in base64).
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+	// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+	// bodies of 127000 bytes in base64).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3411,8 +3416,9 @@ type ClientWithResponsesInterface interface {
 	// what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 	// 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 	// An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-	// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-	// 24 MiB (100 bodies of 127000 bytes in base64).
+	// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+	// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+	// bodies of 127000 bytes in base64).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4980,8 +4986,9 @@ func (c *ClientWithResponses) ListQueueMessagesWithResponse(ctx context.Context,
 // what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 // 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 // An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-// 24 MiB (100 bodies of 127000 bytes in base64).
+// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+// bodies of 127000 bytes in base64).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5001,8 +5008,9 @@ func (c *ClientWithResponses) PublishMessagesWithBodyWithResponse(ctx context.Co
 // what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
 // 400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
 // An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
-// for 24 hours; the same key with another body is idempotency_key_reuse 422. The request body may be up to
-// 24 MiB (100 bodies of 127000 bytes in base64).
+// for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+// 100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+// bodies of 127000 bytes in base64).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9246,15 +9254,16 @@ var swaggerSpec = []string{
 	"AFhhJiwRdOG767ru4fZkAdnzttEwyq7P1TxUNfnnwl9zLTK8qXpM2jdV99dcUz1o3VPd33hJ9bmobqlu",
 	"XGqv6VInm+6pHsQuqu6vuaWa5vm5OBqNXCM8LBazbHwMig4T2ZtSVI04odalOo6xRsZljFa3oVTNqTJn",
 	"NfbDYQfDc3EiVq5Ptl9rf8tB7ceCTk6wdqc0BHIFsQw5pZr0Oy9XHpwLK5AOj8hclsoVvsG4F8zN5PtI",
-	"+aYcgefyzQVbvlHM2tJHh4dIG85SxdddO9CyIEaei8Mj8gn/iPQtBeD1B3C9cABy6IcKnWAHMeuueU23",
-	"/rYG/lpXgX/NbpfmRdSdpRtrbvY+dpaVJZ3m3eCtKEKErO49qLD9TejQFPFgOAwFTsc1/ze45R/LDmvG",
-	"c/DyJXLQb9MzeddJ4bg0XgqAz5qen8aLC3rtXj58ePDo4fcPj7Z0DEEX09ukgt3TCeUFyEJe0hzKqTs6",
-	"ngYu/Afa2/zHNZKrLqfnwt8G5i5QV3gNSdjdH++sB0cVV+G95f7Seuos5YplVHULAs+Du6ytyKo5wgvP",
-	"tjB3vjU8YWFXcUmnZgiUuxFy34ZwzVateQdjB95WW8q4BofMKsJ2J1NywUWGnXpvGdndjptcmt63kp+e",
-	"QvpVmNgXbSTcr7ReLlwPSGx2mVS0Dp0YzJzrc/EWId9mw8K103VeXKt/o0soh4pad6lViccasl1192aE",
-	"A1xC5B3ywD1FWVoNPb/NAdM761cb6U/buMsu0qo2gduM9sBeYFk34zayXn077Yq2wM6gwiqVVSbr3Ud5",
-	"MfjiVnKj2Is21OiNAd4zeOu+DfbgJpiunGe44yr5uqJv601xLz+CGxHBNqhN9Nk37N9vVoDXvXk+f20F",
-	"TbAuaJqCS6jbZW/bxWVD1tFNhqwbw+ww+A+eviT7PojTaxa/d7/ZfvH1+38OAAD//w==",
+	"+aYcgefyzQVbvlHM2tJHh4fHhEJzMvtlQZsxxXNh0W5Be8GWLKuoUINB6KcH/cYS1Bt2jXmX5OjwQ6Q5",
+	"ZwHjMlyb0bKwCtfhEfmEf0T6B6PRucBrFeDa4gCV0GcVOswOYlZj8/pv/W0NKLauGP+a3TnNC647S0LW",
+	"3Bh+7Cw2S5LNO8db0YkIud57sGL7G9ah2eLBcBgKMmy4thquw36dNM+X4O3o7GuCPRsziRdvZwFDO3j5",
+	"0jvo4+mFR9cJ5LgrXmKAz5oepcaLC3rtXj58ePDo4fcPj7Z0OEF31NukmN3TyecFyEJe0hzKtDs6qQah",
+	"gQfa+xKOayRX3VPPhb9lzF3MrvB6k/DWALwLHxxgXIX3ofvL8KmzwCuWUdXtCjwP7si2IqvmCC+U24eE",
+	"89nhyQ27iks6NUOg3I2Q+zaEgbZq+TsYO/C22l3GNUNkVhG2UZmSCy4y7AB8y4jxdtzk0v++lfz0FNK6",
+	"woTBaIPifqVNc+F6S2ITzaSidejwYOZcn4u3CPk2GxauTa/zDlu9Hl1NOVTqusuySjzWkO2qOz0jHOAS",
+	"Le+QB+4petNqFPptDsTeWR/cSN/bxh15kRa4CdyStAdqI8u6GbeRTevbdFe0BfYLFVaprDJk7z56jEEd",
+	"t5IbxXS0oUZvDByfwVv37QgIbpjpyqWGu7OSryuqt97E9/IjuGkRbIPa9J99w3GDZmV53fPn89dW0ATr",
+	"gmYsuIS6Dfe23WE2ZDPdZMi64cwOg//g6Uuy74NDvWZRffeb7Rdfv//nAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -72,16 +72,19 @@ var commands = []command{
 			"restart delivery; purge removes every message (asking first on a terminal; -yes skips the question); redrive moves a " +
 			"dead-letter queue's messages back to the queue each came from (or -to Q), at most -rate a second; cancel stops a redrive.",
 		examples: []string{"tako queues", "tako queues peek tasks-dead", "tako queues redrive tasks-dead -rate 10", "tako queues purge tasks -yes"}},
-	{name: "send", args: "[-delay S] QUEUE BODY", common: true,
-		summary:  "send one message (through a helper worker tako-send)",
-		desc:     "send puts one message of 1 to 127000 bytes on a queue, through a helper worker (tako-send) whose version binds the queue only for the send.",
-		examples: []string{"tako send tasks 'a body'", "tako send -delay 30 tasks later"}},
+	{name: "send", args: "[-delay S] [-key K] QUEUE BODY|-", common: true,
+		summary: "publish one message to a queue (creates nothing)",
+		desc: "send publishes one message of 1 to 127000 bytes to a queue through the Host API's publish route (POST …/resources/{uid}/messages), " +
+			"durable when it prints the message's ID; it creates nothing. BODY - reads the body's bytes from stdin. -key K sends an Idempotency-Key: " +
+			"a retry with the same key and body prints the same ID and sends nothing again (for 24 hours). QUEUE is a name, or a UID for a token " +
+			"that may only publish (a publisher, which cannot list queues).",
+		examples: []string{"tako send tasks 'a body'", "tako send -delay 30 tasks later", "tako send -key order-42 tasks - < order.json"}},
 	{name: "tokens", args: "[list | create NAME -grant SPACE:ROLE[:FORM,...] | revoke NAME|ID] [-data D]", common: true,
 		subs:    []string{"list", "create", "revoke"},
 		summary: "list, create or revoke principals and their tokens",
 		desc: "tokens manages principals through the host (an admin token; effective at once, kept across restarts). create prints the new " +
 			"token once. With -data DIR it changes DIR/host.json itself, for a host that is down (one running on DIR reloads it within a second).",
-		examples: []string{"tako tokens", "tako tokens create ci -grant demo:viewer", "tako tokens revoke ci"}},
+		examples: []string{"tako tokens", "tako tokens create ci -grant demo:viewer", "tako tokens create orders-app -grant demo:publisher:tasks", "tako tokens revoke ci"}},
 	{name: "ops", args: "list [-state S] [-resource NAME] [-limit N] | wait ID | get ID", common: true,
 		subs:     []string{"list", "wait", "get"},
 		summary:  "the space's recent Operations; wait for one",

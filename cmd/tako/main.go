@@ -167,7 +167,7 @@ func (o *cmdOpts) register(fs *flag.FlagSet, cmd *command) {
 		fs.StringVar(&o.key, "key", "", "Idempotency-Key: a retry with the same key and body sends nothing again and prints the same ID (for 24 hours)")
 	case "tokens":
 		fs.StringVar(&o.data, "data", "", "change DIR/host.json itself, for a host that is down (one running on DIR reloads it within a second); default: through the running host, effective at once")
-		fs.Var(&o.grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version)")
+		fs.Var(&o.grants, "grant", "SPACE:ROLE[:FORM,...] for create (repeatable; ROLE viewer or editor; FORM a URL or queue, consumer, worker, version); SPACE:publisher[:QUEUE,...] may only publish to those queues (names or UIDs; every queue of SPACE when none)")
 	case "ops":
 		fs.StringVar(&o.of.state, "state", "", "list: only Operations in this state (pending, running, succeeded, failed, reconciling)")
 		fs.StringVar(&o.of.resource, "resource", "", "list: only the Operations of this resource (its name or UID)")

@@ -12,8 +12,8 @@ import (
 	"github.com/takoform/queuehost/gen/api"
 )
 
-// maxSendBody is the largest message body (the producer Binding's limit;
-// the host checks it).
+// maxSendBody is the largest message body (the producer Binding's limit,
+// which the host checks too).
 const maxSendBody = 127000
 
 // runSend publishes one message to a queue (by name, or by UID for a
@@ -31,8 +31,8 @@ func runSend(ctx context.Context, c *common, args []string, delay int, key strin
 	queue := args[0]
 	body := []byte(args[1])
 	if args[1] == "-" {
-		// One byte past the limit is enough for the host to refuse the
-		// body as message_too_large; more need not be read.
+		// One byte past the limit is enough to know the body is too
+		// large; more need not be read.
 		b, err := io.ReadAll(io.LimitReader(stdin, maxSendBody+1))
 		if err != nil {
 			return fmt.Errorf("send: reading the body from stdin: %w", err)
@@ -43,6 +43,15 @@ func runSend(ctx context.Context, c *common, args []string, delay int, key strin
 	}
 	if len(body) == 0 {
 		return usageError{errors.New("send: the body is empty (a message has 1..127000 bytes)")}
+	}
+	// Found before any request (the host refuses it too, as
+	// message_too_large).
+	if len(body) > maxSendBody {
+		what := fmt.Sprintf("%d bytes", len(body))
+		if args[1] == "-" {
+			what = "more than 127000 bytes"
+		}
+		return usageError{fmt.Errorf("send: the body is %s, more than a message holds (127000); split it, or send a reference to where it is stored", what)}
 	}
 	cl, err := c.client(nil)
 	if err != nil {

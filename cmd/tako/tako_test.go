@@ -405,7 +405,7 @@ func TestSend(t *testing.T) {
 		t.Fatalf("send: %d %s %s", code, out, errs)
 	}
 	waitLog(t, h, dir, "hello", "hello, from send")
-	if code, _, errs := tako(t, h, "send", "-space", "demo", "-delay", "43201", "tasks", "x"); code != exitFailed || !strings.Contains(errs, "invalid_body (400)") {
+	if code, _, errs := tako(t, h, "send", "-space", "demo", "-delay", "43201", "tasks", "x"); code != exitFailed || !strings.Contains(errs, "(invalid_body, HTTP 400)") {
 		t.Fatalf("send with a delay out of range: %d %s", code, errs)
 	}
 	if code, _, errs := tako(t, h, "send", "-space", "demo", "nope", "x"); code != exitFailed || !strings.Contains(errs, `no queue named "nope"`) {
@@ -530,7 +530,7 @@ func TestSendWithAPublisherToken(t *testing.T) {
 			other = q.Uid
 		}
 	}
-	if code, _, errs := as("send", "-space", "demo", other, "x"); code != exitFailed || !strings.Contains(errs, "forbidden (403)") {
+	if code, _, errs := as("send", "-space", "demo", other, "x"); code != exitFailed || !strings.Contains(errs, "(forbidden, HTTP 403)") {
 		t.Fatalf("send to another queue as the publisher: %d %s", code, errs)
 	}
 	if code, _, errs := as("queues", "-space", "demo"); code != exitFailed || !strings.Contains(errs, "forbidden") {
@@ -539,8 +539,7 @@ func TestSendWithAPublisherToken(t *testing.T) {
 }
 
 // send - publishes the bytes on stdin, any bytes, and -key makes a retry
-// send nothing again; a body over the limit is the host's
-// message_too_large.
+// send nothing again; a body over the limit is refused before any request.
 func TestSendFromStdinWithAKey(t *testing.T) {
 	h := startHost(t, host.MemoryDataDir)
 	dir := copyExample(t)
@@ -563,7 +562,7 @@ func TestSendFromStdinWithAKey(t *testing.T) {
 		t.Fatalf("the retry with the key: %d %q after %q %s", code, again, first, errs)
 	}
 	stdin = bytes.NewReader(make([]byte, 127001))
-	if code, _, errs := tako(t, h, "send", "-space", "demo", "tasks", "-"); code != exitFailed || !strings.Contains(errs, "message_too_large (400)") {
+	if code, _, errs := tako(t, h, "send", "-space", "demo", "tasks", "-"); code != exitUsage || !strings.Contains(errs, "the body is more than 127000 bytes, more than a message holds") {
 		t.Fatalf("send of 127001 bytes: %d %s", code, errs)
 	}
 	c, err := newClient(h.URL(), h.AdminToken(), "demo")

@@ -224,7 +224,7 @@ func TestConfirmation(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errs, "delete consumer tasks-consumer, worker version ") || !strings.Contains(errs, "delete cancelled; nothing changed") {
 		t.Fatalf("delete answered nothing: %d %s", code, errs)
 	}
-	if n := spaceNames(t, h, "demo"); len(n) != 6 { // and tako-send
+	if n := spaceNames(t, h, "demo"); len(n) != 5 { // send created nothing
 		t.Fatalf("a cancelled delete removed: %v", n)
 	}
 	stdin = strings.NewReader("yes\n")

@@ -301,7 +301,18 @@ export interface paths {
         /** Host extension (spec/peers.md): one page of an AtLeastOnceQueue's messages, oldest accepted first, with a bounded body preview. */
         get: operations["listQueueMessages"];
         put?: never;
-        post?: never;
+        /**
+         * Host extension (spec/peers.md §Publish): send 1..100 messages to an AtLeastOnceQueue atomically, as a producer Binding's sendBatch does, and answer their IDs once they are durable.
+         * @description Editor of AtLeastOnceQueue, or a publisher grant naming the queue (or every queue of the space). The Binding's
+         *     limits and codes: batch_too_large (0 or more than 100 messages), invalid_body (an empty body, a body that is not
+         *     what its bodyEncoding says, a delaySeconds outside 0..43200), message_too_large (a body over 127000 bytes), all
+         *     400 and nothing sent; backend_unavailable 503 when the store cannot make the messages durable (nothing sent).
+         *     An Idempotency-Key makes a retry with the same body answer the first publish's IDs (Idempotent-Replayed: true)
+         *     for 24 hours; the same key with another body is idempotency_key_reuse 422; a new key past the space's
+         *     100 000 keyed publishes per 24 hours is limit_exceeded 429. The request body may be up to 24 MiB (100
+         *     bodies of 127000 bytes in base64).
+         */
+        post: operations["publishMessages"];
         delete?: never;
         options?: never;
         head?: never;
@@ -430,12 +441,13 @@ export interface components {
         };
         /**
          * Grant
-         * @description A principal's role in one space ("*": every space), optionally narrowed to Forms.
+         * @description A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms.
          */
         Grant: {
             forms?: string[];
+            queues?: string[];
             /** @enum {string} */
-            role: "viewer" | "editor";
+            role: "viewer" | "editor" | "publisher";
             space: string;
         };
         Health: {
@@ -584,6 +596,30 @@ export interface components {
         ProblemError: {
             detail: string;
             pointer: string;
+        };
+        /**
+         * PublishMessage
+         * @description One message of a publish. body is the message's bytes: with bodyEncoding text (the default) the UTF-8 bytes of the string, as a Binding's send(string) sends them; with base64 the bytes the standard base64 encoding (RFC 4648 §4, padded) of body decodes to, as a Binding's send(ArrayBuffer) sends them. A consumer receives the bytes only: the Forms give a message no content type or headers. delaySeconds: 0..43200; when absent the queue's deliveryDelaySeconds at the time of the publish applies.
+         */
+        PublishMessage: {
+            body: string;
+            /** @enum {string} */
+            bodyEncoding?: "text" | "base64";
+            delaySeconds?: number;
+        };
+        /**
+         * PublishRequest
+         * @description Host extension (spec/peers.md §Publish): the messages POST /v2/spaces/{space}/resources/{uid}/messages sends to an AtLeastOnceQueue, atomically, as a producer Binding's sendBatch does. The limits are the Binding's and are checked by the host with the Binding's codes (batch_too_large for 0 or more than 100 messages, invalid_body for an empty body, a body that is not what its encoding says or a delaySeconds outside 0..43200, message_too_large for a body over 127000 bytes), so this shape leaves them out. Closed: an unknown member is invalid_request.
+         */
+        PublishRequest: {
+            messages: components["schemas"]["PublishMessage"][];
+        };
+        /**
+         * PublishResult
+         * @description Host extension (spec/peers.md §Publish): the IDs the host issued to the published messages, in input order, once every message is durably accepted. A publish replayed by its Idempotency-Key answers the IDs of the first, with Idempotent-Replayed: true.
+         */
+        PublishResult: {
+            messageIds: string[];
         };
         /**
          * QueueBatch
@@ -1454,6 +1490,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["QueueMessageList"];
+                };
+            };
+            default: components["responses"]["problem"];
+        };
+    };
+    publishMessages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1..255 visible ASCII characters, bare or as a structured-field string ("..."). */
+                "Idempotency-Key"?: components["parameters"]["idempotencyKey"];
+            };
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublishRequest"];
+            };
+        };
+        responses: {
+            /** @description Every message is durably accepted; their IDs in input order. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishResult"];
                 };
             };
             default: components["responses"]["problem"];

@@ -65,3 +65,30 @@ test("without a token the host answers 401 with a problem", async () => {
   assert.equal(response.status, 401);
   assert.equal(typeof error.code, "string");
 });
+
+test("publish to the queue (spec/peers.md §Publish): text and bytes, a retry with its Idempotency-Key answers the same IDs", async () => {
+  const host = createClient({ baseUrl, token });
+  const list = await host.GET("/v2/spaces/{space}/resources", { params: { path: { space } } });
+  const q = list.data.items.find((r) => r.name === "orders");
+  assert.ok(q, "the queue of the first test");
+  const bytes = Buffer.from([0xff, 0x00, 0x7b]).toString("base64");
+  const publish = () => host.POST("/v2/spaces/{space}/resources/{uid}/messages", {
+    params: { path: { space, uid: q.uid }, header: { "Idempotency-Key": "node-order-1" } },
+    body: { messages: [{ body: "from a Node program" }, { body: bytes, bodyEncoding: "base64", delaySeconds: 0 }] },
+  });
+  const first = await publish();
+  assert.equal(first.error, undefined, JSON.stringify(first.error));
+  assert.equal(first.data.messageIds.length, 2);
+  const again = await publish();
+  assert.deepEqual(again.data.messageIds, first.data.messageIds);
+  assert.equal(again.response.headers.get("idempotent-replayed"), "true");
+  const msgs = await host.GET("/v2/spaces/{space}/resources/{uid}/messages", { params: { path: { space, uid: q.uid } } });
+  assert.equal(msgs.error, undefined, JSON.stringify(msgs.error));
+  assert.deepEqual(msgs.data.items.map((m) => Buffer.from(m.bodyPreview, "base64").toString("base64")),
+    [Buffer.from("from a Node program").toString("base64"), bytes], "the two messages once, bytes intact");
+  const tooMany = await host.POST("/v2/spaces/{space}/resources/{uid}/messages", {
+    params: { path: { space, uid: q.uid } }, body: { messages: [] },
+  });
+  assert.equal(tooMany.response.status, 400);
+  assert.equal(tooMany.error.code, "batch_too_large");
+});

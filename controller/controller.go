@@ -143,6 +143,9 @@ type Options struct {
 	// (spec/peers.md §Publish): the engine's, which the producer Binding
 	// uses. Without it a publish is refused.
 	Sender Sender
+	// History, when set, answers a queue's recent figures, oldest first
+	// (the history extension, QueueHistory); nil answers none.
+	History func(queueUID string) []HistoryPoint
 }
 
 // Controller is the resource controller: admission, Operations, the

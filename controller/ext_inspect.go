@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/auth"
@@ -63,6 +64,33 @@ func (c *Controller) InspectQueue(ctx context.Context, p *auth.Principal, space,
 		return delivery.QueueInspection{}, engineQueueErr(err)
 	}
 	return out, nil
+}
+
+// HistoryInterval is how often the host samples its queues' figures for
+// QueueHistory.
+const HistoryInterval = 10 * time.Second
+
+// HistoryPoint is one sample of a queue's figures (the history
+// extension, console/README.md): its backlog then, and its cumulative
+// counts since the engine started.
+type HistoryPoint struct {
+	TimeMillis                                               int64
+	Messages, Bytes, InFlightBatches                         int64
+	Accepted, Delivered, Acknowledged, Retried, DeadLettered uint64
+}
+
+// QueueHistory answers the queue's figures over the last hour as the host
+// sampled them, oldest first; p must be able to read the queue. Reading
+// it costs a copy of at most the queue's kept points: it never walks the
+// queue.
+func (c *Controller) QueueHistory(ctx context.Context, p *auth.Principal, space, uid string) ([]HistoryPoint, error) {
+	if _, err := c.queueToInspect(ctx, p, space, uid); err != nil {
+		return nil, err
+	}
+	if c.opts.History == nil {
+		return nil, nil
+	}
+	return c.opts.History(uid), nil
 }
 
 // QueueMessages lists one page of a queue's messages in accept order

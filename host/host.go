@@ -64,6 +64,8 @@ type Host struct {
 	budget *membudget.Budget
 	// invocations keeps each worker's recent queue handler invocations.
 	invocations *invocations
+	// history keeps each queue's figures over the last hour (history.go).
+	history *history
 	// stopping is closed when Shutdown begins, ending log long-polls.
 	stopping chan struct{}
 	// parts is the host's lifecycle: store, runtime, engine, controller,
@@ -247,6 +249,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
 	h.invocations = newInvocations(time.Now)
+	h.history = newHistory()
 	events := newDeliveryEvents(h)
 	h.parts.add("delivery events", events)
 	engOpts := delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: func(o delivery.BatchObservation) { h.metrics.observeBatch(o); events.batch(o) }, OnEvent: events.post}
@@ -273,7 +276,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	ctlOpts := controller.Options{
 		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
-		ObservationPaused: observationPaused(cfg.Faults),
+		ObservationPaused: observationPaused(cfg.Faults), History: h.history.QueueHistory,
 		// The publish extension sends as the producer Binding does: the
 		// engine's send (sendRemote for a queue another host of a cluster
 		// owns).
@@ -303,6 +306,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			h.parts.add("cluster", h.cluster)
 		}
 		h.parts.add("record expiry", &expiry{h: h})
+		h.parts.add("queue history", &historySampler{h: h})
 		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Principals: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest, BodyBudget: h.budget})
 	}
 	if err != nil {

@@ -93,3 +93,19 @@ func deadLetterView(dl *store.DeadLetter) *api.QueueDeadLetter {
 		OriginalMessageId: opt(dl.OriginalID), DeadLetteredAtMillis: dl.DeadLetteredAt,
 	}
 }
+
+// GetQueueHistory answers a queue's figures over the last hour as the host
+// sampled them (console/README.md), for the queue's viewers.
+func (s *Server) GetQueueHistory(ctx context.Context, req api.GetQueueHistoryRequestObject) (api.GetQueueHistoryResponseObject, error) {
+	ps, err := s.ctl.QueueHistory(ctx, principal(ctx), req.Space, req.Uid)
+	if err != nil {
+		return nil, err
+	}
+	out := api.GetQueueHistory200JSONResponse{QueueUid: req.Uid, IntervalSeconds: float32(controller.HistoryInterval.Seconds()),
+		Points: make([]api.QueueHistoryPoint, len(ps))}
+	for i, p := range ps {
+		out.Points[i] = api.QueueHistoryPoint{TimeMillis: p.TimeMillis, Messages: p.Messages, Bytes: p.Bytes, InFlightBatches: p.InFlightBatches,
+			Accepted: int64(p.Accepted), Delivered: int64(p.Delivered), Acknowledged: int64(p.Acknowledged), Retried: int64(p.Retried), DeadLettered: int64(p.DeadLettered)}
+	}
+	return out, nil
+}

@@ -663,6 +663,36 @@ type QueueDeliveryRequest struct {
 	Active bool `json:"active"`
 }
 
+// QueueHistory Host extension (console/README.md): an AtLeastOnceQueue's figures over the last hour as the host sampled them every intervalSeconds, oldest first, kept in memory since the host started. A queue whose figures did not change between two samples stores no point for them: the line between two points holds the earlier point's figures until the later point's time, and the last point is the latest sample.
+type QueueHistory struct {
+	// IntervalSeconds How often the host samples its queues.
+	IntervalSeconds float32             `json:"intervalSeconds"`
+	Points          []QueueHistoryPoint `json:"points"`
+	QueueUid        string              `json:"queueUid"`
+}
+
+// QueueHistoryPoint One sample of a queue's figures.
+type QueueHistoryPoint struct {
+	// Accepted Messages accepted by send since the engine started (like the stats route's sinceStart and the /metrics counters; 0 again after a restart).
+	Accepted     int64 `json:"accepted"`
+	Acknowledged int64 `json:"acknowledged"`
+
+	// Bytes Body bytes of those messages.
+	Bytes        int64 `json:"bytes"`
+	DeadLettered int64 `json:"deadLettered"`
+	Delivered    int64 `json:"delivered"`
+
+	// InFlightBatches Batches dispatched and not yet finished.
+	InFlightBatches int64 `json:"inFlightBatches"`
+
+	// Messages Messages the queue held.
+	Messages int64 `json:"messages"`
+	Retried  int64 `json:"retried"`
+
+	// TimeMillis When the sample was taken (Unix milliseconds).
+	TimeMillis int64 `json:"timeMillis"`
+}
+
 // QueueInspection Host extension (spec/peers.md §Inspection): a queue's messages by state, now.
 type QueueInspection struct {
 	// Active The delivery state (ext-pause).
@@ -1213,6 +1243,14 @@ type ClientInterface interface {
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 	SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetQueueHistory Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+	//
+	// Viewer of AtLeastOnceQueue, like the stats route. Kept in memory by the host whose engine holds the queue,
+	// since it started, bounded per queue and in total: an operator's view, not a record. It never walks the queue.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/history (the `GetQueueHistory` operationId).
+	GetQueueHistory(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
 	//
 	// Viewer of ModuleWorker, like its log. Kept in memory by the host that ran them, since it started (the
@@ -1627,6 +1665,24 @@ func (c *Client) SetQueueDeliveryWithBody(ctx context.Context, space Space, uid 
 // Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 func (c *Client) SetQueueDelivery(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetQueueDeliveryRequest(c.Server, space, uid, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetQueueHistory Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+//
+// Viewer of AtLeastOnceQueue, like the stats route. Kept in memory by the host whose engine holds the queue,
+// since it started, bounded per queue and in total: an operator's view, not a record. It never walks the queue.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/history (the `GetQueueHistory` operationId).
+func (c *Client) GetQueueHistory(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQueueHistoryRequest(c.Server, space, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -2695,6 +2751,47 @@ func NewSetQueueDeliveryRequestWithBody(server string, space Space, uid Uid, con
 	return req, nil
 }
 
+// NewGetQueueHistoryRequest constructs an http.Request for the GetQueueHistory method
+func NewGetQueueHistoryRequest(server string, space Space, uid Uid) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/history", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWorkerInvocationsRequest constructs an http.Request for the ListWorkerInvocations method
 func NewListWorkerInvocationsRequest(server string, space Space, uid Uid, params *ListWorkerInvocationsParams) (*http.Request, error) {
 	var err error
@@ -3368,6 +3465,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid}/delivery (the `SetQueueDelivery` operationId).
 	SetQueueDeliveryWithResponse(ctx context.Context, space Space, uid Uid, body SetQueueDeliveryJSONRequestBody, reqEditors ...RequestEditorFn) (*SetQueueDeliveryResponse, error)
+
+	// GetQueueHistoryWithResponse Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+	//
+	// Viewer of AtLeastOnceQueue, like the stats route. Kept in memory by the host whose engine holds the queue,
+	// since it started, bounded per queue and in total: an operator's view, not a record. It never walks the queue.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/history (the `GetQueueHistory` operationId).
+	GetQueueHistoryWithResponse(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*GetQueueHistoryResponse, error)
 
 	// ListWorkerInvocationsWithResponse Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
 	//
@@ -4297,6 +4404,54 @@ func (r SetQueueDeliveryResponse) ContentType() string {
 	return ""
 }
 
+type GetQueueHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueHistory
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetQueueHistoryResponse) GetJSON200() *QueueHistory {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetQueueHistoryResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetQueueHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetQueueHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetQueueHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetQueueHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListWorkerInvocationsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4935,6 +5090,22 @@ func (c *ClientWithResponses) SetQueueDeliveryWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseSetQueueDeliveryResponse(rsp)
+}
+
+// GetQueueHistoryWithResponse Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+//
+// Viewer of AtLeastOnceQueue, like the stats route. Kept in memory by the host whose engine holds the queue,
+// since it started, bounded per queue and in total: an operator's view, not a record. It never walks the queue.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/history (the `GetQueueHistory` operationId).
+func (c *ClientWithResponses) GetQueueHistoryWithResponse(ctx context.Context, space Space, uid Uid, reqEditors ...RequestEditorFn) (*GetQueueHistoryResponse, error) {
+	rsp, err := c.GetQueueHistory(ctx, space, uid, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetQueueHistoryResponse(rsp)
 }
 
 // ListWorkerInvocationsWithResponse Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
@@ -5711,6 +5882,39 @@ func ParseSetQueueDeliveryResponse(rsp *http.Response) (*SetQueueDeliveryRespons
 	return response, nil
 }
 
+// ParseGetQueueHistoryResponse parses an HTTP response from a GetQueueHistoryWithResponse call
+func ParseGetQueueHistoryResponse(rsp *http.Response) (*GetQueueHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetQueueHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListWorkerInvocationsResponse parses an HTTP response from a ListWorkerInvocationsWithResponse call
 func ParseListWorkerInvocationsResponse(rsp *http.Response) (*ListWorkerInvocationsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6048,6 +6252,9 @@ type ServerInterface interface {
 	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
 	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
 	SetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
+	// GetQueueHistory Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+	// (GET /v2/spaces/{space}/resources/{uid}/history)
+	GetQueueHistory(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
 	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
 	// (GET /v2/spaces/{space}/resources/{uid}/invocations)
 	ListWorkerInvocations(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListWorkerInvocationsParams)
@@ -6762,6 +6969,41 @@ func (siw *ServerInterfaceWrapper) SetQueueDelivery(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// GetQueueHistory operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueHistory(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueHistory(w, r, space, uid)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListWorkerInvocations operation middleware
 func (siw *ServerInterfaceWrapper) ListWorkerInvocations(w http.ResponseWriter, r *http.Request) {
 
@@ -7303,6 +7545,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.UpdateResource)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.GetQueueDelivery)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/history", wrapper.GetQueueHistory)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/invocations", wrapper.ListWorkerInvocations)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.ListQueueMessages)
@@ -7981,6 +8224,46 @@ func (response SetQueueDeliverydefaultApplicationProblemPlusJSONResponse) VisitS
 	return err
 }
 
+type GetQueueHistoryRequestObject struct {
+	Space Space `json:"space"`
+	Uid   Uid   `json:"uid"`
+}
+
+type GetQueueHistoryResponseObject interface {
+	VisitGetQueueHistoryResponse(w http.ResponseWriter) error
+}
+
+type GetQueueHistory200JSONResponse QueueHistory
+
+func (response GetQueueHistory200JSONResponse) VisitGetQueueHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueHistorydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetQueueHistorydefaultApplicationProblemPlusJSONResponse) VisitGetQueueHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListWorkerInvocationsRequestObject struct {
 	Space  Space `json:"space"`
 	Uid    Uid   `json:"uid"`
@@ -8340,6 +8623,9 @@ type StrictServerInterface interface {
 	// SetQueueDelivery Host extension (spec/peers.md): pause (active false) or resume (active true) an AtLeastOnceQueue's delivery. Durable when it answers; idempotent.
 	// (PUT /v2/spaces/{space}/resources/{uid}/delivery)
 	SetQueueDelivery(ctx context.Context, request SetQueueDeliveryRequestObject) (SetQueueDeliveryResponseObject, error)
+	// GetQueueHistory Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+	// (GET /v2/spaces/{space}/resources/{uid}/history)
+	GetQueueHistory(ctx context.Context, request GetQueueHistoryRequestObject) (GetQueueHistoryResponseObject, error)
 	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
 	// (GET /v2/spaces/{space}/resources/{uid}/invocations)
 	ListWorkerInvocations(ctx context.Context, request ListWorkerInvocationsRequestObject) (ListWorkerInvocationsResponseObject, error)
@@ -8873,6 +9159,33 @@ func (sh *strictHandler) SetQueueDelivery(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// GetQueueHistory operation middleware
+func (sh *strictHandler) GetQueueHistory(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
+	var request GetQueueHistoryRequestObject
+
+	request.Space = space
+	request.Uid = uid
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueHistory(ctx, request.(GetQueueHistoryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueHistory")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueHistoryResponseObject); ok {
+		if err := validResponse.VisitGetQueueHistoryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListWorkerInvocations operation middleware
 func (sh *strictHandler) ListWorkerInvocations(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListWorkerInvocationsParams) {
 	var request ListWorkerInvocationsRequestObject
@@ -9087,183 +9400,192 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H1tjxy5mdhfIToG1G3X9PTMjnTeng+HWUlrz512V9ZINpIdncCuYnfTU02WSNbMtGUBdhIjsYPDfUi+",
-	"BL4vAZLsBQjugAQIggCHAPtXfGvf/YsDn4esYlWz+mVedtefpOmq4svzxued73qpXBRSMGF0b/yuV1BF",
-	"F8wwBX/xjC0KaZhIl3/OlvaXjOlU8cJwKXrj3sFwePjwIbnkmk9yRk7OHp+eknROFU3tEAmZUMWIVIRq",
-	"Qok2qkxNqVi2N+Usz+wPXMxI/7w3HA7Pe4NhL+lxO+6c0YypXtITdMF6495pvY49u5Ckp9M5W1C7IrMs",
-	"7Cs4Vu/9+6THp59Qk85hA9HRpnv4wvphdEFTVg1SUDOvh8BnSU+xtyVXLOuNjSpZON6CXj9jYmbmvfGj",
-	"D5Leggv/50FiBzNM2WH/4nO697PR3oev++4/e6+/638a/Ol3eklkYSXPOpZln6xbVHus9/ZlXUihGeBb",
-	"FkxRi9uTNGWFYTBPKoVhwtj/0qLIeQpv7P9UWxJ4F4z+HcWmvXHvX+zXJLWPT/X+Z35knLVJRi/njFQv",
-	"kCtLLG5+0peKKFbkdMmyhFxxMycVMZi9F+4JsRsF8kFcw2Yi7zXXuwrZZxI3Z5/uAMX3Sa9QcpKzxRp4",
-	"uTe+txvcnrtxI1A7EeTFx4/Jh0cP/4S4wYdIuPitHfrEPGNUm89Eyn5UspJ9NtFMXSIgaJZxOxTNnyuL",
-	"eMMtEUxprll7Kuk+I3JK2kOS0fBwOCL9L7/4x//+v3//f//n737xy6/+3f/76je/tf/59//jD//pb776",
-	"q7/7x3/z93/4zf/5/a/+w2BM3r0nEzaVihEzZ2TKlTYEJwBAHZMFW0yY0kSKfEmmUpGrOTXw8lxqQ1Ip",
-	"plwtWGbxXQRLf9dbMK3pjD2WJcK/BbCiUPKaL6hhJLWv2O24TwKSoyIjQhqyZIbQ9ELIq5xlM0t+Gdcp",
-	"VZmFgyLsurDkYRex4IIvykVvPKrYlQvDZkz13ie9txZKT6+5RgnrXphImTMqAGGGm9z+1omtalg5+SlL",
-	"jR21/e5ZwdIdsaoLlq7H6Fe/+m9f/ea3gyE5xe1oYuW5YJdMWTRcMmUBNlVy4WS5tpCZWvHPpdCrCMpY",
-	"zi+ZWj5hOV2esVSKTK8i6gmb0jI3JLNv2RUyms5rBDmUHZMRuZozQeSCG8OyITkhmonsgSbySuDHbgpy",
-	"xYUekhNByiID9M+psEgHEsupYQo+hRUv6DVi8+iDw9FoE3bdYl4wy/Ncis5NPZN2RkMMXzBC/SYI1+SC",
-	"FSZBivTQ5MYTJLwfLh1kCtPEyJp2Pbk68LLs2P40t4erI1M7j2LaSE+yfpMHh6MPHzW2+Siyz/fhqfJ5",
-	"56Zfd9My0GeEjh8rRg17wbQsVcpesLcl02ZHQv5IZkAmzz87e0n2Lw/34XjW++/g3/f7yo2uhwRo3nJ4",
-	"ofglNexUFKVBsr6kObcQzgidUS40ipyPpVoQe7xmZALSaPFK5aS/sAoEywi7pqnJlwkxivLcAlznVM8J",
-	"F2leZiwbrPKAG6OlJByOjr7fVhNaB40/5u9PuUh6cjpl8P/mLAeHmxfXgGgg6Ryuk9713kzuuR/tKTh8",
-	"Qa8+QUrqgb6FEmynz1qECQBKKhC7QQOyjJNbhC6fLgqzvIPj8hOZlTn7iVQXTJHR8IPhCMgPf/gxU9qq",
-	"PKPhw+FoDPSm2JQpJtLmYacrfpal0TxjICGsmFMslSrTcE6aOdNIsTohWhJuLNvT/IouNXn33pKih0Nz",
-	"e137f95G6Q5AaDKYnBKKvGTsYT6ndkeCkX788EkI/PFYCl0uPOCSCDAHY5ThdKKZPdCVVS94fZqv7Lm5",
-	"pdjGxeUZnmXdG25y4MOHHzyK8EMTHJdUweGoWaqYB0iDCsYgZlAW/Rm9pGfwNeGZlbFTbk/f/l98frL3",
-	"r+jez95857X732jvwzffef1ulDz64P13EpLOWXqBsspSk5NpUpEJS2mpQc8WJ89PiSVExAJx4mn5qZ1+",
-	"AOR5SfOSaX+oD8lHXGRczBJySRW8gNtwK9ZzMPMEw7+t0HVnTAi0R0cBKmogR1DwA0XFrmfAiZXoIuUF",
-	"zR9oomTOCBewJliPNTK/e94bE6u7LPG3QUJkgcPnSyKoUvLK2hISWWhILjm7Ytb+oJlOCMu4ke4vgMGV",
-	"4obpY1KUk5zrOVOkb8XNfsGY0sNFRr784jk+GiCR+hd1fXIbCXha4YLqyCJXc6kZeXX6RBPQJDXJrSpJ",
-	"+rgT+M1Skx0GtwpKETfuPctmiFSH7ilsLnosodFv2KJN4w8PDjfK/wW9PsVPAdP4mCpFl5UW3Dn+4cNH",
-	"txzfYtwOyoTVYT7vIe56SQ/RZrfr0QTnQXv0ytpfe7aumozh6VN5BexagkMH6TlC6D9kNDfgqGjiQhtq",
-	"Sh1uR15EVt2eHr96HZnoVFwGpu0ObPVDewixa8MEHFT9VAotc7b/4unJk0+eDhcZCGBrxgkL28zR45yK",
-	"LGeK8Gpe0qdkYpWmAYq+UJSvEmPqBP8rdHWsuguaxwPyCAxvCf+KAn2vSuQSXQyf8DznERX9h/KK5FLM",
-	"gJeaG1FUDJ1iQU1v3MtkOclZ3PYTpbVf7YQIlZd8wbqmfPXyMWGFTOdkAW94e8WxsAdrY24uzKOj3hpj",
-	"JDLPJ17gcAG7A1httl1laVKJOmfLdizTlLGMZai1VGBiplTC2h9TynP7lFs1WrGrhChmqdHa0QUVHE4p",
-	"CYAlBdUGFBqwjXK+4MYuzdN+NZcFAgwb5WBAmCOY9YwSUlfwXQC/FVqJ4LKGTsDqAaOtZcNnfGcrZxtW",
-	"bPLVA00W9iPFUqscdbGmJn0gB6YHCRHsylqp4JZJCNW13wUUN4suM2cLcsFYofG/XJAFW0h7rHKruHJD",
-	"tKHgGuhTg0t4OIpYQtVJUP1nnSssAO37tvxvIRjHi6IFAB9BzTM5eyqMWm5ESnMLObtkeSioMzYpZ72k",
-	"l8sZeLOnspf0rqiy9MCUkvHTxxFehHSTnmZv/fm8gf1NQ9Bs8cElap5bMY1dRmOKxG2+Xn1jwAD6FWzj",
-	"cL8BL5yQK0/hjg2sYVSUBhSdUqS0nM1NResAeJ0QmWcVcQ/Jc6qRvHMrfzR7C2GKqWHKqmVWzyNS3JZq",
-	"q73vTLMeMhGgIZPvCLPPBCNPz8gCvo3YH0PQ3q3xNJdXRBqr0OLLmvBFIZWV0RCs2bcvnves+D7v4f8H",
-	"0TPc+8EDnero4MOjD0ZH2zk3Im6H0LtRW0ChNTTce/3deOAk4inwiwzg7oDbCXYE2i38rRGXQN+a8QID",
-	"ZPaEBDtClcKy2x6dcLQmwg8HQ0/dmmQszakCW8E5ypE7rGV3yTNrozjGJJrlLDWO7Pkla5JAQq7m3Ooi",
-	"JRw1gHM0M9wUmZ90Fd1+NQ3O8FJxyjDeBkdQXAJW2j1aGu6PgxbXJL1S8Lclc4+NKlktxzbx4gvvW1mh",
-	"hmrxK3QQYDtCEXVYa3deTMEVlXi/rlQkYzkzjjW9AZhA+BRO4L368K+jZVIQ6k72pvU5GJOiVDNmFa9M",
-	"8Us2tKeyYSAh2XTKUkMKypXzn2ikOZiHFo7gqmk0oXkur/SYFAw8AfvWrDwmqhTC//XzgirDaf7zUlwI",
-	"eSWOwTclUnCL7lc/VtrcPnqys5/jUKjZNUaKyBSAmVXCGiecBeCe5ZWY1o97DanRzmGHxlmApmBxvaTn",
-	"1hQlUTy+tw3YJb3oqZpEguorr1xwkYULxm3bhQKtWPUUSAWsWjXDSDQgObrwQsmZYnrjWYVBJ4/z5/4r",
-	"jBIDNb7q2BNQVrhiRyZ2YUgivSSmx9uRKxqJrh13vAvG2+eqnQUA2tyGX3RFIElIXY2JA6FQM/w6abCV",
-	"RnMbrSIIp6+6QgS7Ns/pjL2UF0ysmm7PFQNfKdiYC6msws4WmkylZfGxtca0PempJoUfxbuXiR0bfna2",
-	"49a+kRX1pgmsCDSfe3/errqhcD5Ts/R+MSvVxmBh8sWiNHSSM3L6JIFfQOmxMtH+MVNUGD0kp/aIhI1z",
-	"7eKdei6vBIaGnJKI5LIqpHCQrXGJ3qEIHjt4zetJW5C9U3LcggLg17BdB3gfLNkuJnc3QGh6+boVgW2j",
-	"YVtpgWsA1ITBZmjtGit6CUx1VXuvK1qcMKrAFLlgInHkZ+ZcEylSNq7tcrTE4RS3n5398GTv8OGjVbIs",
-	"Qn5af4T5Fy1ReiGyHpBFSFDwSTcws7VgvHfZ2dzeTiZZc5HRXVRpQDvQQDuNh2TMUJ5rzHeyiAbfz8nz",
-	"U3J5GLiAfKJMKjNQ84BGTzGDBU3emFWWRdx5ZygTtaAX7E1KNYMxnUbZ1AmfwsBo7zUjza8/99bYd6Ox",
-	"ZdxVVKbhandAIcAJlhKVnEIbKtK4P6WCU6cmU/rwBHpGH374YeAnPRqN4r4Xk8fnwx82MRA89cNUy0gQ",
-	"Xw0SRArrJr6nXk3d0R7hoigN0s2YUPJnZ599Sp5Lu0VFuHCBKgc8MpHZEuiMEqtMWKMqlu3TifACB95C",
-	"sLgXK/JZhQVuOAYQjPh8UjvXdgSJT9IBi8zFj4a4d442tHvjgSaTpWF6jCxr33gqUmlVYGKsytS3L2eY",
-	"1zSAL1+9/Hjv+/hVFb4DECSYLetCrg80ZCb18dkA05TA73rs5qKaPTpCpz4MhiNRkVGV+afML6ZvZc3R",
-	"o6Pvky+/OEpIQbOMZRCSgV1lzNKb1X3iqzixHPZROZ0yFS5lSE6Id6qDt5lfuoW4/Yl8Oa7SaTSZ8csw",
-	"B0pI4vwwxOLQWrwuj3PYSOMak9FwCFlZx6i9uqh/Fa55oEksw4w4rwiEFxysHTZ9OtUq8Vp4REk3RG5o",
-	"8lg895IeQjxqy2StrLcNWVawgpDcm+TcTfA3y6Jqxxe6YtnjkPD15qSr/Xclz97vVx84spGEipW4d0Ko",
-	"kQue0jxfOgoslMzKlKkWKX4Ewb5MMj0kL+cuaoTJE3Z59csgpBRrZ0aA6lSdr/XrSP8YEHljpHyTUzVj",
-	"YP+MLGEuMHGVCnIwGlVQSAgXkGvxBtjIvk0FYYvCLIGxEkKRwSCIwjFjD7x1dtEVd2q61OjvaWQv+pwf",
-	"T/2Jn7e1QDeHtObKweGfjEYj5L8BZAOB7qjntGAkZ9Qx6MIOPiSPc6lZNraLdr4Qp1zYtfqtOdnfmXa7",
-	"w/ndpORNelg1/iozrFPM/Ru6zO+XF06fBGEyrnWJWSSBmKmzVoFU3FkrVcZUAvq8c7MGWaFZqegkX9aZ",
-	"TOSkElo+I94SsyWgVn0EoUJfWcXQL87JPBfU68qiH0MafSd6T7M7St84cOmmXZZdHPunWRz/gN0I+kGe",
-	"fOQLQXa0yDCVgLaTAPzJ1o9kp5Evv/inX/3lP/z///K7X/7NqVVZpjRlv/+Pf/kPf//XgzE5GA4X9BqW",
-	"c8Z/xhD1Daqggpw+sZiCoppHQRkNiDDjkx4qz/AD9F2g+NPMmJwt7Gm4YGYu7aFX565b48AoK4Xq305y",
-	"NDXhCfyhGJnIUgDtcuOIvhmEiAVxs5sQw64SA7YeyIvtqckHHW7nKKgzBcI0gYAeA3JbS4ynYirvWBid",
-	"CvuLfdkl4yD1gtKKBMwFmeZ8Njd3nWnD44k2U6kWN816qbJToBDIjrR1+kuHw+zOs2Iqb3dztIzrwg7A",
-	"xQydjV4XteJ8wuwBj9m6LKsiJ+NYrlEp9DFJc6mrF9r5Nei6rJkeFR+c40pxY5gIM2iClTU88m6Ozall",
-	"QP7NtJkgV6aFbg+gKHecYkZEnEM8md1B3nVMQm9fowTD1wVItC46QpsjZcekFPWP3hMDebCuHKWT1U6M",
-	"oemcZbFqoI3lQkkPY7tbFRTFgboJ+rcIbXdAvaojQkKH5FmMUFuA1T55H2XI+bQy1ChAC062V6dPYk4G",
-	"mj1jxjD1Iy/nt4wBwylSHckNl89BoyLmIJpr5761hC9LE5h11SiPNlcP0evHUqSlsktaNj4+fLjNEl4w",
-	"o3hMtL1gTvpwViW1VOV2XjAdE5+fdUC+R+rhSP1ts1hocz3U252RAApIuyBstyIsJKabh//9we7GaRFG",
-	"J65X8NdASWxnrzt4syu/AF56UlH4HSsOduC9HEa2WiPNqKGDsT2GVeieAZuVKsUv0eLI6s/seZPSBcOq",
-	"NeDr+XJIzjBYIV0GfWWABF/6xHVhDX2MsBlJqJcL/RVnUfBtrTdD+YJUKD1yLi5Qd9UEVeSIukqNsWa5",
-	"jis7Ac9wQ+Y085oBjoeL3qwgeEn/KY3lzr608PSvOC2+1n38zqz209hzVNO6kfoWMLpFWUuCkoW0iMYc",
-	"3IgPy7/MshOzo4LnyMBOsKVKJxWfcUHzT7wRuDrXqanqKawF1YGwSBiAukrs5nA/mS9dDnkT/GOwlDjT",
-	"b9j1nJYa0lsdkXRKz0Goha18Hy9EgIUDJtaQj3d33oZ2gpk6yecV2qS1krp2GhADw40pGa2JK1wkNXd2",
-	"EFpbfgaisVt64ll3x7LzJDUgl4QVERT/8McqylBIoKQrjmmsTjOQkPUCc0wrO00q+5eVX56vj12pMrxW",
-	"YSEi1mDEVRzC3kIjA91J3guLDgDLj7qqFK5dEpPSWAGL1hikdOtj4lLFCc0Vo9nSGzKuVCFAflun7aSx",
-	"mrAwQY2DoIATIJCS+BaQOqTmmrmS5WyOujm8NNhMeUGuv4PYKkU5ctlET7csVX61ldO8Ipr+vEGPLkM0",
-	"yPVb0AsWDYQ4YiN9xSyUBpbIKortF7TU0WOyoqeIeRFCdAMY1/hn4b3ad3GfTpGaC6soxGSJ1JYQIa+2",
-	"56dASXADkD67Nns1HFep33FMfDDPTpWLppmlXldQHLoSiu3dZbW93cyvfTha9ZG5ZZyKj2ERoIKvVXEm",
-	"yzPvBdkhU4NeUp5bZW0VGD/GJkIJuaLcgEDBiMZ2LhmIl7CIgPnUtUZwPYpQFLo2Edhfoo/aZ9U7YbB5",
-	"Nh6AqUWWLAcdeeuFg/R1kcSWqHAeI1TH+k48J60TV6q6Lckx5n4rjkLU5WAOtlmEUcufINy3ACFFp7GH",
-	"4Kbx2xKjooEaba0lBBAOIBQrbIT4VpyzNPjZQXfhikxk5qzZFa1zqwYfkUmeNkI2gR9P5pkmfe+NGoZd",
-	"aR5orK22UmcLxKAoOJmxzrYiJ7PKU+LkRm0aIdqm4NN35FM1TRFSsBtUNK4pskt6UP51ZvWEHYX543JR",
-	"5hROJGiDol0lmQ+qPdCEiRkXLCgsg3YmVBkyYTMutM/MNGSUkJy7w3B/YXXuVLvuKkrDYZDmnAlDNF0U",
-	"uQ+DTqEW0TA9JCcTnx/rgslu7ky6VisWwQG++xTzLSaWI7DFChi+0WO17qvVwqPvbgPCwwqoG9Bq2K4o",
-	"WgK2SYjWKnfEWQ5yyMU1Vy352scE5VTAzzfYQiWGY22B3CP0FHifeB+7A6HlMLjJlF5+RqZUsihYFt0c",
-	"6Qu5CoebLMDxZsyJh8K/MvC8GqN85x3I1mY3oRW0RiOTnqVzlpW5teYgjQErwbzSs/NMK/qi44AQ1S3K",
-	"rRfXoskQVzXYVs+Fbq0/iFrg0VFrMhFpu6oXddoNgSLbpeveUR5aI1j0QDvzbNeQdJ3GRgUJ0rpAuHFX",
-	"A++9L5hGcmyVVEgLVExkDPt9eTMNaMLK7AtugEAh0KUGrgkNRtcgFw1OK4gi2kF38dAdeCO46cVOyPfg",
-	"CcgBxUJKXe8/9yleLUkcAMMC3HvIg4SaOti4Y9zb8IU9tRZFl+PspG76lZBXLx+TV4JfR1xpx/bImeTW",
-	"nldS63rb3mW/PUcCX7QX5oATeGTaBL8mDS18/nXEu3Oug75wXafuDQLSfZ81GICm9lFr5hx8W/gxu4n6",
-	"Se1y1pJMqdqsFVrUPFfM6hgdRqXMrC6CbIIpmIEd+WiQOF5sLN6+F3MT2sFeqlKkNKq4+Pksl+dSzOCc",
-	"xC4BpMBFxs3irBHW2GjNBq6+7lC/doG8iNMFzAEuaqmzXjasVLStMVveXAV2y5vpGsOlXqkzpnZ2oUOg",
-	"Bat0uSELuiQTVtuuW1FjjP9XWGR1hQ3vrMbAmC+hCymyTTEdgmNtIoB75w66ZGwUHkXzYA18RJUnpuo8",
-	"iY0DbtkRYAUI25Tw7VhctwLELkCvVnvedaIklCB/+cULrE8F1zg1kE6vZtgb2hcoB1XNGXf5jvYdxQqp",
-	"jPaukOPgC//ISENzFNeVh68z5uib6zhbcpAQ72KxCoSLfmHvMMxGdi4Vly3MnTWJTbX0BQcLoZ+zaWAz",
-	"LglVbEzmTXcQFHPDMEISTLMN41Su9SwxVM2YgcCniBiRsMLNHjoHrs0vui1sfhGgvOm1dvrJKoV10eJz",
-	"l+ntkrFvoCe/jQyjCRNgrXW0uf3yi0YLhN/98m/bGeeDMWHi8nNBF+w1mTEXPHFt8Hwmuk9dqfo3Zh19",
-	"dVfxGatjPNrc96KjB2A81olkdvMMCVcoWQ3UljVt3HXh2ImB+6lQcIMfk7MfnRHwQzkR+Im8ZC+pvhiM",
-	"gb1JW07QiJSY0PSCUA3Fmf7doWNNV6sAggS4NPE2zgrOfWkPXfj2fM1M75mEchss5pEl9FgBOeQeBH6m",
-	"WFQa9YE+ZhtGsjmOgzwOP4MVbFx7yRWRL/TaJ0Y+Zwpt4bjeBwplBUiUnAVoxvYb0ncFT+RghLGLMJFo",
-	"Y3ZTAOrd6LZBmC2Ci9Bl/fGuPYjqXq1QzYKOEs8iDcxD9A4EhiWBhEz5Nct8rsqr0ydd5vvvf/2L3//1",
-	"r3/3i19+9Vf/+g+/+sL+59e/+af//F9/98u//cPf/duvfvu/jkmnWKs+qQeBbwd1uUfQD8ETMOQ8Yjrj",
-	"KmW02kDsZPy2BEo4VCBMamREMVWLsZ0QFZbPVvihkOMD7TyHrXbQVdF/3c/OtZcK++lWMh/Z8+N4X80b",
-	"tSwxdBa1b4Le0SvPZkwEzWi6fXRRZutoKpBUObU3aOgc9pJeHRfgeaM20bSjsPdGDaQjlh5gDA8x5+xz",
-	"3UDwN2i94jKpNzUv6TBTb93UpAzbO/i2o3XX6wryDigBGivI18ZbQDiO9LZqhVJx4xpOvfdi/moRf7R9",
-	"UBqgioDyzKuYN3cfM1cZJKe1wtr3x3boCa5u5AHAgIDUYaHyIGl7i7HQMfjlx5xdJeRgOAz9pcfoNj4D",
-	"pJGUCiGN70YV9rq2m3e1ioy4yiMs3NSwyHWFithe1PVMCKsxu0t7WznsuPefN/b38/beYnW8uyQrb6jx",
-	"XcF2B0V8BqvWNyhtw5bXmlA1Kz1VdFbZ9rF41X3zp4PbWFF3hLxbAj8EtAdiBMavQOTd0bUUW+V6jQkl",
-	"0zLPsbgzrTm2YCnpW91RTltqSm1/DKLtXr7x6xjaty/EoRoBf4OY7vQWgujFC74pvwLLi4lLMlnWjaFQ",
-	"FaRFwagiXBAqlsRfm5WQXM6SsB+fqi9jaqPETbPpTAua44cUuwYmmyB4i4qeCLy27FbZ+HIwJJgugze/",
-	"8aAT15AsKBfYbdFdKGAtVDn13UePfc/S+n4EbAIZM139SDe4wMRNt7Xu4SbarWlV1EW1ehh9hkVkZMGo",
-	"0OTz10Ny4uI3j46OHSAQCJjCz7XhIjXoDoC7JupbGvRuaYNtV87G1vt2ul1o+vb1OkGdToXvGn+vO3gm",
-	"XmQDHZbTUnGzBP3EqQjQfKu6pw1CV/hTNcDcmALvZeMuxrl62IaGp+ul3brgxSuUL+mFtAp8aEwSvih8",
-	"fSc3w3Ox0o7JGe2FktCySRhFU3PsL7mAXg9ck4xNuYAU8hRCYB7AlkbOReCxBOoBF3ZfM4Z8XbcXHxLs",
-	"/QQc2NWz6lz0u269G9T9NtZ0rkoAJEEzIp34Zlbn4lxYfVbJ0qWJu8YY4JTPZIoKTeyqE6dzsutCMW01",
-	"3UWZG76n2cx+ci4KauakuvxyTE4+/Zfb5GdDX9v9d/br4XD4HpqqX1gZdS5ajdjhzTpnKdJYyzUExhdh",
-	"i4PhuQjur6lIJKSqfkgvupxoZhLSkM+DXtAgt3c4HA1He/CRnX54AMZ4wQQteG/c+2A4Gn6Arb3mwAj7",
-	"c7ij4mfQ049FMl4/hhCOLgumLrmWdq+5VUksmC322ZCcOjdLdYlRfapeUW70cd09A0L5wp4AJJeyACcs",
-	"lJyBIxFsA3ZdQNWyv96IpHPJ0d+2h59beVddZXma9ca9HzDj7tpo3Xh5OBrd2R2XboaOCy4LJVMLE/Ag",
-	"8Us2bIie3vjz10lPl4sFVcveuPfMgXBIDkcjcjXnOfOcDqOANa/JD1++fH5MSkFLM2fCcIi44sj7UJ6x",
-	"CW+5pBmZ0JyKtLLmpErnTBtFDWDTjsNrdCaAPS+2Hj87bSVsYxOUKro2JK+aq3PZmZ6uorh64af85tDl",
-	"erkQLHIxEiHeaMY3RFsQKLNrsmr1XhKuxXq1b0S79DmwkFSKq0klpkD6niDNvNhj8nD0gb9eExSDEoxa",
-	"PS9NJq+EI43Lw/2UFnTCc17164zRyE+wnzi0hIeEK9dnfMKW0s0PgucBSaViSVV7BwePnJIpo6ZUTDdm",
-	"GyIChhZbWNeSkPB54qVks9p2gI1OwlQzVQrh72eC6IgL7HIsGhXQWCwY2S7J3ZsWJbvHIUxuSXltLSNK",
-	"ZI3F+fNrvWB4WadER7+uOLOVk1dj3gn7oV+zw/wKNNzx+bUAYlJajGfVkb09LNpfuDZXllkVhMucd7Mq",
-	"TvRgqDqW6k4gPOPaPK9fu0dZ1GwsGgESGk/VmitWgyRLIAjkp/palltIpwrA0YBrU2up4TMYh/n6NXhJ",
-	"//RJAiZL4vorH3uT2vVYtvqe0STjM6Yxg/t6z9ALiTO56rAezRZcYO9IHUEW9pYNGxs7tfIj5+27W0Q1",
-	"+wK/b1oo7lqCFrkc3Ncqsm6do91UGAB+96Qxds2wwZPo5wRtP9pRm7tOxtinDGOO/UoHhNNOh82MB8cg",
-	"3qW6gF6OcC5CXz9Iy3eFIHo94TSeoQe47lq8h8vf8y3uAB2rkmL/XfX/984XyTB21KTFF8yaAU1avG/J",
-	"sZkGoI+DFYkKlpfdBxng0CEZHNd0ZzFbaMAjWAGISde/kWpDAFPBip3VNmH1kjfJBm/C6d7483frwPFA",
-	"Qwt4J3ugkxrkb65cql+0RMrG+/43+5rev3ak1TIvKyrqVsnCKzkUg7ujSSkMzwklGV3WlSpLV5Fd937k",
-	"3gEBt4HNueWzZePqSKtU4M3YaHmuHof19L0VYAPs3pZYPO2A52OMNaDu+IaI98kKhKw0MfMgndDlAuIV",
-	"2GC/V6huLbd1QUQndjcuosqOwZhilWjqagN9Yoyv6Y0sBRqathfhWgNtSp6Jr6cRD6364Cp2yWWJMc5j",
-	"31HXK5GYQe7jnLFlVqHRTniNDo8iDHCPIrF5s0RELH4WpP3WRNK8++64Ba46Sozx4bsQnnZ9DeZzrBkQ",
-	"bh9LZUxDkC/oEoye1ev6cFuQXwv3xneIS/txRFrG9lC/gsKqt1l27b/j2fsNlkWVb7BWYPsGuEaCk6Ei",
-	"yzrcYqQTc6Q/Gg4fdbOT/T7OTZu6dH09tNp1fFcvDMkJEVLsGaYWUJNlZUpKFVSOvGBGLfdOrOy3AHDd",
-	"s+3kwZOoXVZv8/3tCRr6mdDgeirXo9wCP4HqkL1C5rk7sNBSzyDYg3gFJDOR6Xsh3ORd7Hh3DWi6zvWd",
-	"T26g/v3U2t2Qp/UNLrXTVILFhVz4zdE3AsrZ/o7S78tyXU0VHozdAoKaguCC+uACXnLieiqDP9bHMao1",
-	"J+7+MnxUgftNvT0wWoQk01Lh1YouKxea73TROxQeVIZIVzBirQPjRfXWVgpbnUTWTVg31XZ8GvCO6s7D",
-	"P351Z2WBE6p52roVou7KXl2HsHpLJ9zpi5dyQi43bOtcIOB9BQtEy9EV5I2bwTFml3CR5mUG5jU02P/B",
-	"05ceNlVmLHTVBwMgBgJX5LWq0cOerOZe5nlMU7/Pc7SRRbdB5Qv32roU9hvS+uq1FJiekYNdZvnoY6kW",
-	"X5dit961FuR77jZ868JDpIO7d801V7mTZ+5wMy4riPhGHXdACY+9z6wyS4NT5jByyuDZhL4q7To0dh8b",
-	"MY9X5efCCeMOr/VB73WOryfw+51RSrL5i+kn0HN9VcJu0gAeS+GTodzFq4MkUr6DN9co6Ls/LTXK53Ph",
-	"rmoFFEEw/Y2Q5g3PckaORh8GAduwJVBdiiOxy3fVJqpT2PLpaZaz2GlcN2R7/W2hZ8R+8yxx3bW4ICnV",
-	"Kc3YYBORb9CFkk6zMiC7ez9nutTZ0MEUWGFPX2JBR7dOdWfWV1Dg4nz+4Fqte5VjKYCzKT/Fuy3Bf97o",
-	"8XIf1teGF0ue4SFURvDbTB39OiXLPR1X8VzYb/Nx9QITkxv8/UCTq7nMMVfsdpwdO66w8uRWx1XVQ3Od",
-	"R6rd+vPe5Edzog4h0mwwee/m8Jbtao+xU22jUBHvoXDffBvFxlkMt3fPzNGep1vx8jdKWtj79P7JC7qj",
-	"kr5rOgv55tCHFlvSVg8shAaxa+ECehySJ3AxVt3GwV12dUwqGX8DvRhIeM9PciM5w8WlTDdE734M/fCt",
-	"bRemh7qUODir5WxI/pwVxmpMC7aQatm4sQ4MAIXtdRaJa5NYZ9uBR+FcuKjAwxFUY2O29CDxBV0rTRGx",
-	"VwUVzm8FWX+XUMclpAGNIpUq6woJ4h5Og91vEYYNvEW3DIZtuibjXt0O9a67HA92swFlNCM298F7qRRa",
-	"5izI2x4TSlrZyC7Q1Lx3qHOZSXWWcwX30oEtCiVJpUnlPbkjtpX823FnLmd6nQaAoHlm39pAvi+gJhy6",
-	"inDmStY0e0tmYFpX3a+4HsLPXFib2xqOkB+LTbJ8MYDrJMbgMp/kXLhubsDqPq0FbhlY0CX5abko7CBX",
-	"VGX+zowJTS8GVckkaPp2UuiQDsnR9ie4paNUWqpuQxPyBhoctmOXx3e7Mu7mHhCrRr0PCLpgXyMwSIXr",
-	"9FI368RNV+0zMYdWSMHIkhlMV3MpSJaKtcWKllKcC6p9l4xczmYsgzwRvM6z6sVZBatI37mPMXtpXlpT",
-	"Sl6JwZB8DF5DyLOeQR8gjZkvM8rFuag05AbeunH0LY1hPpOzLun3TM48ozQdrcPendm7LdFmIa2NYnRR",
-	"yULXvCEhpUhpOZubSuT5ApNKLWKXdupBI26Jrt817rZvkZgLu1V3hoTC7mC7ntZdsZ3DGx3eB39MoR3o",
-	"cfJ1BjVWuritCWx8HZGLTWp+o51eVIvf0FrPKRoU7yFlGXYmCLpIfpPmpQuNtPKyM24kKPSrV1lDOYy/",
-	"AFhhJiwRdOG767ru4fZkAdnzttEwyq7P1TxUNfnnwl9zLTK8qXpM2jdV99dcUz1o3VPd33hJ9bmobqlu",
-	"XGqv6VInm+6pHsQuqu6vuaWa5vm5OBqNXCM8LBazbHwMig4T2ZtSVI04odalOo6xRsZljFa3oVTNqTJn",
-	"NfbDYQfDc3EiVq5Ptl9rf8tB7ceCTk6wdqc0BHIFsQw5pZr0Oy9XHpwLK5AOj8hclsoVvsG4F8zN5PtI",
-	"+aYcgefyzQVbvlHM2tJHh4fHhEJzMvtlQZsxxXNh0W5Be8GWLKuoUINB6KcH/cYS1Bt2jXmX5OjwQ6Q5",
-	"ZwHjMlyb0bKwCtfhEfmEf0T6B6PRucBrFeDa4gCV0GcVOswOYlZj8/pv/W0NKLauGP+a3TnNC647S0LW",
-	"3Bh+7Cw2S5LNO8db0YkIud57sGL7G9ah2eLBcBgKMmy4thquw36dNM+X4O3o7GuCPRsziRdvZwFDO3j5",
-	"0jvo4+mFR9cJ5LgrXmKAz5oepcaLC3rtXj58ePDo4fcPj7Z0OEF31NukmN3TyecFyEJe0hzKtDs6qQah",
-	"gQfa+xKOayRX3VPPhb9lzF3MrvB6k/DWALwLHxxgXIX3ofvL8KmzwCuWUdXtCjwP7si2IqvmCC+U24eE",
-	"89nhyQ27iks6NUOg3I2Q+zaEgbZq+TsYO/C22l3GNUNkVhG2UZmSCy4y7AB8y4jxdtzk0v++lfz0FNK6",
-	"woTBaIPifqVNc+F6S2ITzaSidejwYOZcn4u3CPk2GxauTa/zDlu9Hl1NOVTqusuySjzWkO2qOz0jHOAS",
-	"Le+QB+4petNqFPptDsTeWR/cSN/bxh15kRa4CdyStAdqI8u6GbeRTevbdFe0BfYLFVaprDJk7z56jEEd",
-	"t5IbxXS0oUZvDByfwVv37QgIbpjpyqWGu7OSryuqt97E9/IjuGkRbIPa9J99w3GDZmV53fPn89dW0ATr",
-	"gmYsuIS6Dfe23WE2ZDPdZMi64cwOg//g6Uuy74NDvWZRffeb7Rdfv//nAAAA//8=",
+	"1L1bjyQ5dhj8V4j8FujMVVRWVk13ayfrQajp7tkpqWem1ZddfJ5qNZgRzEyqIskcklHVub0NaG0vbK0h",
+	"6MF+MVYvBmyPDBgSYAOGYUAwMH9lNbvSvzB4DslgRDLyUpeZ2afuyojg5dx47nzXy+ViKQUTRvfG73pL",
+	"quiCGabgL16wxVIaJvLVn7CV/aVgOld8abgUvXHvaDg8fvCAXHLNJyUjpy8enZ2RfE4Vze0QGZlQxYhU",
+	"hGpCiTaqyk2lWHEw5aws7A9czEj/vDccDs97g2Ev63E77pzRgqle1hN0wXrj3lm9jgO7kKyn8zlbULsi",
+	"s1raV3Cs3vv3WY9PP6Umn8MGkqNND/CFzcPoJc1ZGGRJzbweAp9lPcW+rLhiRW9sVMXi8Rb07VMmZmbe",
+	"Gz/8IOstuPB/HmV2MMOUHfbPvqAHPxsdfPi67/5z8PqH/qfBH/2glyUWVvGiY1n2yaZFtcd6b1/WSyk0",
+	"A3zLJVPU4vY0z9nSMJgnl8IwYex/6XJZ8hzeOPxzbUngXTT6DxSb9sa9/++wJqlDfKoPP/cj46xNMno5",
+	"ZyS8QK4ssbj5SV8qotiypCtWZOSKmzkJxGAOnrsnxG4UyAdxDZtJvNdc7zpkn0rcnH26BxTfZ72lkpOS",
+	"LTbAy73xB/vB7ZkbNwG1U0Gef/yIfHj/wR8SN/gQCRe/tUOfmqeMavO5yNmfVqxin080U5cICFoU3A5F",
+	"y2fKIt5wSwRTWmrWnkq6z4ickvaQZDQ8Ho5I/+uv/um//s/f/u///pu/+MU3/+b/fPOrX9v//Nv/9rv/",
+	"8Lff/PXf/9O/+off/ep//faX/24wJu/ekwmbSsWImTMy5UobghMAoE7Igi0mTGkiRbkiU6nI1ZwaeHku",
+	"tSG5FFOuFqyw+F5GS3/XWzCt6Yw9khXCvwWw5VLJt3xBDSO5fcVux30SkRwVBRHSkBUzhOYXQl6VrJhZ",
+	"8iu4zqkqLBwUYW+XljzsIhZc8EW16I1HgV25MGzGVO991vvSQunJW65RwroXJlKWjApAmOGmtL91YisM",
+	"Kyd/znJjR22/+2LJ8j2xqpcs34zRb375X7751a8HQ3KG29HEynPBLpmyaLhkygJsquTCyXJtITO14p9L",
+	"odcRVLCSXzK1esxKunrBcikKvY6ox2xKq9KQwr5lV8hoPq8R5FB2Qkbkas4EkQtuDCuG5JRoJop7msgr",
+	"gR+7KcgVF3pITgWplgWgf06FRTqQWEkNU/AprHhB3yI2739wPBptw65bzHNmeZ5L0bmpp9LOaIjhC0ao",
+	"3wThmlywpcmQIj00ufEECe/HSweZwjQxsqZdT64OvKw4sT/N7eHqyNTOo5g20pOs3+TR8ejDh41tPkzs",
+	"8318qnzRuenX3bQM9Jmg40eKUcOeMy0rlbPn7MuKabMnIX8kCyCTZ5+/eEkOL48P4XjWh+/g3/eHyo2u",
+	"hwRo3nL4UvFLatiZWFYGyfqSltxCuCB0RrnQKHI+lmpB7PFakAlIo8UrVZL+wioQrCDsLc1NucqIUZSX",
+	"FuC6pHpOuMjLqmDFYJ0H3BgtJeF4dP9HbTWhddD4Y/7ulIusJ6dTBv9vznJ0vH1xDYhGks7hOuu9PZjJ",
+	"A/ejPQWHz+nVp0hJPdC3UILt9VmLMAFAWQCxGzQiyzS5JejyyWJpVrdwXH4qi6pkP5XqgikyGn4wHAH5",
+	"4Q8/YUpblWc0fDAcjYHeFJsyxUTePOx04GdZGc0LBhLCijnFcqkKDeekmTONFKszoiXhxrI9La/oSpN3",
+	"7y0pejg0t9e1/2dtlO4BhCaDySmhyEvGHuZzanckGOmnD5+MwB+PpNDVwgMuSwBzMEYZTiea2QNdWfWC",
+	"16f52p6bW0ptXFy+wLOse8NNDnzw4IOHCX5oguOSKjgcNcsV8wBpUMEYxAzKoj+ml/QFfE14YWXslNvT",
+	"t/9nX5we/At68LM3P3jt/jc6+PDND16/G2UPP3j/g4zkc5ZfoKyy1ORkmlRkwnJaadCzxemzM2IJEbFA",
+	"nHhafWanHwB5XtKyYtof6kPyERcFF7OMXFIFL+A23Ir1HMw8wfBvK3TdGRMD7eH9CBU1kBMo+LGiYt8z",
+	"4NRKdJHzJS3vaaJkyQgXsCZYjzUyf3jeGxOru6zwt0FG5BKHL1dEUKXklbUlJLLQkFxydsWs/UELnRFW",
+	"cCPdXwCDK8UN0ydkWU1KrudMkb4VN4dLxpQeLgry9VfP8NEAidS/qOuT20jA0xoXhCOLXM2lZuTV2WNN",
+	"QJPUpLSqJOnjTuA3S012GNwqKEXcuPcsmyFSHbqnsLnksYRGv2GLNo0/ODreKv8X9O0ZfgqYxsdUKboK",
+	"WnDn+McPHt5wfItxOygTVof5ooe462U9RJvdrkcTnAft0YO1v/FsXTcZ49MneAXsWqJDB+k5QeifMFoa",
+	"cFQ0caENNZWOtyMvEqtuT49fvU5MdCYuI9N2D7b6xB5C7K1hAg6qfi6FliU7fP7k9PGnT4aLAgSwNeOE",
+	"hW3h6HFORVEyRXiYl/QpmVilaYCiLxbl68SYO8H/Cl0d6+6C5vGAPALDW8K/okDf6xK5QhfDp7wseUJF",
+	"/0RekVKKGfBScyOKiqFTLKjpjXuFrCYlS9t+orL2q50QofKSL1jXlK9ePiJsKfM5WcAb3l5xLOzB2pib",
+	"C/Pwfm+DMZKY51MvcLiA3QGsttuusjK5RJ2zZTtWec5YwQrUWgKYmKmUsPbHlPLSPuVWjVbsKiOKWWq0",
+	"dvSSCg6nlATAkiXVBhQasI1KvuDGLs3TfpjLAgGGTXIwIMwRzGZGiakr+i6C3xqtJHBZQydi9YjRNrLh",
+	"U763lbMLKzb56p4mC/uRYrlVjrpYU5M+kAPTg4wIdmWtVHDLZITq2u8CiptFl5mzBblgbKnxv1yQBVtI",
+	"e6xyq7hyQ7Sh4BroU4NLeDBKWELhJAj/2eQKi0D7vi3/WwjG8ZJoAcAnUPNUzp4Io1ZbkdLcQskuWRkL",
+	"6oJNqlkv65VyBt7sqexlvSuqLD0wpWT69HGElyDdrKfZl/583sL+piFodvjgEjXPnZjGLqMxReY2X6++",
+	"MWAE/QDbNNyvwQun5MpTuGMDaxgtKwOKTiVyWs3mJtA6AF5nRJZFIO4heUY1kndp5Y9mX0KYYmqYsmqZ",
+	"1fOIFDel2rD3vWnWQyYBNGTyPWH2uWDkyQuygG8T9scQtHdrPM3lFZHGKrT4siZ8sZTKymgI1hzaF897",
+	"Vnyf9/D/g+QZ7v3gkU51/+jD+x+M7u/m3Ei4HWLvRm0BxdbQ8OD1D9OBk4SnwC8ygrsDbifYEWg38Lcm",
+	"XAJ9a8YLDJDZExLsCFUJy24HdMLRmog/HAw9dWtSsLykCmwF5yhH7rCW3SUvrI3iGJNoVrLcOLLnl6xJ",
+	"Ahm5mnOri1Rw1ADO0cxwUxR+0nV0+9U0OMNLxSnDeBscQWkJGLR7tDTcH0ctrsl6leBfVsw9NqpitRzb",
+	"xovPvW9ljRrC4tfoIMJ2giLqsNb+vJiDKyrzfl2pSMFKZhxregMwg/ApnMAH9eFfR8ukINSd7E3rczAm",
+	"y0rNmFW8CsUv2dCeyoaBhGTTKcsNWVKunP9EI83BPHTpCC5MowktS3mlx2TJwBNwaM3KE6IqIfxfP19S",
+	"ZTgtf16JCyGvxAn4pkQObtHD8GPQ5g7Rk138HIdCza4xUkKmAMysEtY44SwADyyvpLR+3GtMjXYOOzTO",
+	"AjQFi+tlPbemJIni8b1rwC7rJU/VLBFUX3vlgosiXjBu2y4UaMWqp0AqYNWqGUaiAcnJhS+VnCmmt55V",
+	"GHTyOH/mv8IoMVDjq449AWXFK3ZkYheGJNLLUnq8HTnQSHLtuON9MN4+V+0sANDmNvyiA4FkMXU1Jo6E",
+	"Qs3wm6TBThrNTbSKKJy+7goR7K15RmfspbxgYt10e6YY+ErBxlxIZRV2ttBkKi2Lj601pu1JTzVZ+lG8",
+	"e5nYseFnZzvu7BtZU2+awEpA85n35+2rGwrnMzUr7xezUm0MFiZfLCpDJyUjZ48z+AWUHisT7R8zRYXR",
+	"Q3Jmj0jYONcu3qnn8kpgaMgpiUgu60IKB9kZl+gdSuCxg9e8nrQD2Tslxy0oAn4N202A98GS3WJytwOE",
+	"ppevWxHYNRq2kxa4AUBNGGyH1r6xopfAVFe19zrQ4oRRBabIBROZIz8z55pIkbNxbZejJQ6nuP3sxSen",
+	"B8cPHq6T5TLmp81HmH/REqUXIpsBuYwJCj7pBmaxEYx3Ljub29vLJGsuMrmLkAa0Bw2003hIwQzlpcZ8",
+	"J4to8P2cPjsjl8eRC8gnyuSyADUPaPQMM1jQ5E1ZZUXCnfcCZaIW9IK9yalmMKbTKJs64RMYGO29ZqT5",
+	"9RfeGvthMraMu0rKNFztHigEOMFSkpJTaENFnvanBDh1ajKVD0+gZ/TBhx9GftL7o1Ha92LK9Hz4wzYG",
+	"gqd+mLCMDPHVIEGksG7ie+LV1D3tES6WlUG6GRNK/vjF55+RZ9JuUREuXKDKAY9MZLECOqPEKhPWqEpl",
+	"+3QifIkD7yBY3IuBfNZhgRtOAQQjPp/WzrU9QeKTdMAic/GjIe6dow3t3rinyWRlmB4jy9o3nohcWhWY",
+	"GKsy9e3LBeY1DeDLVy8/PvgRfhXCdwCCDLNlXcj1nobMpD4+G2CaEvhdT9xcVLOH99GpD4PhSFQUVBX+",
+	"KfOL6VtZc//h/R+Rr7+6n5ElLQpWQEgGdlUwS29W90mv4tRy2EfVdMpUvJQhOSXeqQ7eZn7pFuL2J8rV",
+	"OKTTaDLjl3EOlJDE+WGIxaG1eF0e57CRxjUmo+EQsrJOUHt1Uf8QrrmnSSrDjDivCIQXHKwdNn061Trx",
+	"WngkSTdGbmzyWDz3sh5CPGnLFK2sty1ZVrCCmNyb5NxN8NfLomrHF7pi2eOY8PX2pKvDdxUv3h+GDxzZ",
+	"SELFWtw7I9TIBc9pWa4cBS6VLKqcqRYpfgTBvkIyPSQv5y5qhMkTdnn1yyCkFGtnRoDqFM7X+nWkfwyI",
+	"vDFSvimpmjGwf0aWMBeYuEoFORqNAhQywgXkWrwBNrJvU0HYYmlWwFgZochgEEThmLEH3jq76MCdmq40",
+	"+nsa2Ys+58dTf+bnbS3QzSGtuXJ0/Iej0Qj5bwDZQKA76jldMlIy6hh0YQcfkkel1KwY20U7X4hTLuxa",
+	"/dac7O9Mu93j/G5S8jY9LIy/zgybFHP/hq7Ku+WFs8dRmIxrXWEWSSRm6qxVIBV31kpVMJWBPu/crFFW",
+	"aFEpOilXdSYTOQ1Cy2fEW2K2BNSqjyBU6CurGPrFOZnngnpdWfRjSKPvRO9ZcUvpG0cu3bTLsktj/6xI",
+	"4x+wm0A/yJOPfCHInhYZphLQdhKAP9n6iew08vVX//zLv/rH//uffvOLvz2zKsuU5uy3//6v/vEf/mYw",
+	"JkfD4YK+heW84D9jiPoGVVBBzh5bTEFRzcOojAZEmPFJD8EzfA99Fyj+NDOmZAt7Gi6YmUt76NW569Y4",
+	"MMpKofq30xJNTXgCfyhGJrISQLvcOKJvBiFSQdziOsSwr8SArUfyYndq8kGHmzkK6kyBOE0goseI3DYS",
+	"45mYylsWRmfC/mJfdsk4SL2gtCIBc0GmJZ/NzW1n2vB0os1UqsV1s15CdgoUAtmRdk5/6XCY3XpWTPB2",
+	"N0cruF7aAbiYobPR66JWnE+YPeAxW5cVIXIyTuUaVUKfkLyUOrzQzq9B12XN9Kj44BxXihvDRJxBE62s",
+	"4ZF3c2xPLQPyb6bNRLkyLXR7ACW54wwzItIc4snsFvKuUxJ69xolGL4uQKJ10RHaHDk7IZWof/SeGMiD",
+	"deUonax2agzN56xIVQNtLRfKehjb3amgKA3UbdC/QWi7A+qhjggJHZJnMUJtAVb75H2UoeTTYKhRgBac",
+	"bK/OHqecDLR4yoxh6k+9nN8xBgynSDiSGy6fo0ZFzFEy1859awlfViYy68IoD7dXD9G3j6TIK2WXtGp8",
+	"fPxglyU8Z0bxlGh7zpz04SwktYRyOy+YTojPzzoif0Dq4Uj9bbNYaHs91Jd7IwEUkHZB2H5FWEhM1w//",
+	"+4PdjdMijE5cr+GvgZLUzl538GZXfgG89DhQ+C0rDnbggxJGtlojLaihg7E9hlXsngGblSrFL9HiKOrP",
+	"7HmT0wXDqjXg6/lqSF5gsEK6DPpggERf+sR1YQ19jLAZSaiXC/01Z1H0ba03Q/mCVCg9Si4uUHfVBFXk",
+	"hLpKjbFmuU4rOxHPcEPmtPCaAY6Hi96uIHhJ/xlN5c6+tPD0rzgtvtZ9/M6s9tPYc1LTupb6FjG6RVlL",
+	"gpKFtIjGHNyED8u/zIpTs6eC58jATrCjSicVn3FBy0+9Ebg+15kJ9RTWgupAWCIMQF0ldnO4n85XLoe8",
+	"Cf4xWEqc6Tfs7ZxWGtJbHZF0Ss9BrIWtfZ8uRICFAyY2kI93d96EdqKZOsnnFdqktZK6cRoQA8OtKRmt",
+	"iQMuspo7OwitLT8j0dgtPfGsu2XZeZobkEvCigiKf/hjFWUoJFDSNcc0VqcZSMh6jjmmwU6Tyv5l5Zfn",
+	"6xNXqgyvBSwkxBqMuI5D2FtsZKA7yXth0QFg+VGHSuHaJTGpjBWwaI1BSrc+IS5VnNBSMVqsvCHjShUi",
+	"5Ld12k4aqwkLE9Q4CAo4ASIpiW8BqUNqrpkrWc3mqJvDS4PtlBfl+juIrVOUI5dt9HTDUuVXOznNA9H0",
+	"5w16dBmiUa7fgl6wZCDEERvpK2ahNLBEFii2v6SVTh6TgZ4S5kUM0S1g3OCfhfc+4drIGzNnshRiPbpw",
+	"T5Mpn1WKafSRh9zvuaxUo9ZB08WyZAV6yNE1C2HIS1o6Va6ZTJ5BEf9aJUQ9HtZDDMlpoGN7EPvVFBxb",
+	"TiCvkwkzV8yK9CvpVqIJlO5juabkwnhTaTF2BpNofgYvaTKXJYboCKOq5EzhgwgQlTC8dJAw0XPDFywL",
+	"nkeAEk7MdXg7ACrhFWxCK11rJafGHVwR0DXIPywXjBi6LqrCre3nOXRkBuHsVMLA7rVDkQRp7zEsrc0M",
+	"nsi3MAGubv8oNcIt8vfV6E0xdt3Zp8MZFhptTFZwTETEzMTMUloo7yn5RS25NVGyMnZ2+OCFfSlQ0OHC",
+	"aj+5dn0ulD4ho0Y2HaQ8208GO6qGcW+WHetdIBq2vnMQylEkHnRkB40dFxNrKzsuJjTr2PF9Lj4GH+5H",
+	"eAAntuFOZu/ta/Wyuf1awsh1ycpdx0UtuLhWSVNbU3fSwzGAVUcNvWCC9F8J/rZheuxGVO2cnNinGfk7",
+	"kYzWMZLV3BWjt0WqNQhaZNMhNlAsdMmO2vl/l1GFWrCEML4VDgYKGIS82l0hjaxsNwDps7fmoFZE1tXH",
+	"SRfFh1AduvAxxtE8mesSxGNXg7j7qVE7rJsFKg9G6yeIW8aZIwnwYW30EUxWL3wYYY9UR3pJeUknZQKy",
+	"P8EufBm5otyARo4pAbvFNCDhIHUsfObEh2vyh/qG67OEDZr66L4JBD/YPhuPwNQiS1bCwbPzwsF8cak4",
+	"LXnoQi7oz+g7+yZrmaxS1X29TrB4SnG0QlwRw2CXRRi1+inCfQcQUoy6eghuG7+tcgcaqNHWWkIE4QhC",
+	"qc4AHUcixJQhUA3GP1dkIgvecRzu1CErMcmTRs5DdJqA1tr34Zxh3NbtnsbmJFbq7IAYFAWnM9apiJ7O",
+	"QqjByY3at+gOTgiKO/IJXceEFOwaLQE2aJpZr9ab9hTmj6pFVVIw6UC/0i0D5J5eU92CvkUmbMaF9sqY",
+	"IaOMBL1uTW2DwyAvORO1wg5W0hSK+Q3TQ3I68QUmqqE2FtL1KrMIjvDdp5iwOLEcgT3KwHM82Ed9PY20",
+	"VkhKLa5Bq1t1ym1CtKkFtvQmkEMuMWjdFV4HacDaAn6+xhYaamW7r557hK52H1TuY3s9dL0NrjOll5+J",
+	"KZVcLq0imtgc6Qu5DofrLMDxZioKhsI/eEi9GqN86zood2LXoZVIkW0l01vVuypZ4fIAsZTaKz17z7Tm",
+	"cLmBihnjqgbb+rnQbfQm1GCvySSk7bpe1Ol4ixTZLl33lhK5G9kW97Tzb+6b01XngVNBorxoEG7cNZHx",
+	"4Qu0Lk+skgp59YqJgmHDTO/nBJqwMvuCGyBQyBRRA9fFDdNTIJk72Kgw6D4hriPvRW6GgTPyB/AE5IBi",
+	"MaVuDkD7HOmWJI6AYQHuQ8xRRmqdrbNn4pg1ybShi2WXUXhad83MyKuXjwiYguuxqBN75ExKRmiupNb1",
+	"tn3Me3eOBL5oL8wBJwpptAl+Qx53/PzbSBgruY4aq3adutfI6Or7tPsINHWQVzOmd/b2dBL14zpmqyWZ",
+	"UrVdK7SoeaaY1TE6jEpZrMCLZtkEPUORHflwkDlebCzevpeKs9nBXqpK5DSpuPj5LJeXUszgnMQ2O2SJ",
+	"i0ybxUUjL2CrNRvFyrpz5bTLhEk4yMAc4KKWOptlw1pJ+Aaz5c1VZLe8mW4wXOqVOmNq7xg0ZCpgmwtu",
+	"yIKuyITVtut13EQunNRikfUVNsKbGjNLfA16TJFtiukQHBsz6dw7t9BmaqvwWDYP1shHFDwxwaOMnXdu",
+	"2FJnDQi71MDvWZ2+BsQuQK+3S7jtSgPo4fH1V8+xwQPElqmBejQ1w8sVfIePqC1IwV3BgH1HsaVURntX",
+	"yEn0hX9kpKEliuvg4etM2vHd6ZwtOciId7FYBcKlj2DzTSzncS4VV27DnTWJXSn1BQcLoV+yaWQzrghV",
+	"bAyO5cgdBN1QYBghCdapxIkezt9NDFUzZiBzSCSMSFjhdg+dA9f2F90Wtr8IUN72Wjt/c53CumjxmSuV",
+	"ctVM19CTv0wMowkTYK119In/+qtGD6Hf/OLv2iVbgzFh4vILQRfsNZkxl33g+sj6Ui6f+xkaIBcdjenX",
+	"8ZlqBHB/e+Oojia66WQhJLPrpxi6TgNhoLasaeOuC8dODNxNiZ8b/IS8+NMXBPxQTgR+Ki/ZS6ovBmNg",
+	"b9KWEzQhJSY0vyBUQ3eDEE1zrOmK/UCQAJdm3sZZw7mvjaUL39+2WSo1k1CvitWwsoImZSCH3IPIz5RK",
+	"60J9oI/p+ol0yJMoEdLPYAUb115yJeQLfetjZM+YQls4rfeBQhkAiZJzCZqx/Yb0XcUwORph7CLOxN2a",
+	"HhyBej+6bRBmi+ASdFl/vG8Tv7rZOZSDoqPEs0gD85AgAALDkkBGpvwtK3yy56uzx13m+2//8i9++zd/",
+	"+Zu/+MU3f/0vf/fLr+x//vJX//wf//NvfvF3v/v7f/3Nr//HCekUa+GTehD4dlDXS0YNhTwBQ9EA1gOs",
+	"U0arj9Jexm9LoMRDRcKkRkYSU7UY2wtRcf+JgB8KSbLQD3vYuk8hdM2pG8K6/oxxQ/og85E9P043pr5W",
+	"zy9DZ0n7Jrp8Ye3ZjImom1u3jy7JbB1debJQlHKNGxHiyxjWxwV4XuueBdrRGeNaNzAkLD3AGB5iztnn",
+	"2mnhb9C7zJUibev+1WGm3rgrWBX3R/J9u+trIwLkHVAiNAbI18ZbRDiO9HbqJRa4cQOn3nk3nLCI39tG",
+	"Yg1QJUD5wquY13cfM1daK6e1wtr3x3bsCQ5X2gFgKOayRZ0+BlnbW4ydAqJffsLZVUaOhsPYX3qCbuMX",
+	"gDSSUyGk8e0c48si7OZdsT8jrnQXOx9oWOSmSn/sz+2aDsXtDLp7Y7SKwHDvP2/s7+ftvaUaYexT7bOl",
+	"ScYatjso4nNYtb5GbTjeGaEJVbPKU0Vnm4o+dn9w3/zR4CZW1C0h74bAjwHtgZiA8SsQebd0r9NOydJj",
+	"Qsm0KkvsjpDXHLtkOelb3VFOW2pKbX8Mkv3SvvP7jNrXF6WhmgB/g5hu9Rqf5M1F/lYbBZYXE5dksqo7",
+	"K6IqSJdLRhXhglCxIv7eyYyUcpbFDW1VfZthGyVumm1nWnS7TEyxG2CyDYI3KIlNwGvHds+NLwdDguky",
+	"eHUqj1pZDsmCcoHtit2NPNZClVPfvvvEN/2uLxjCLsop09WPdI0bwNx0O+sebqL9uj4mXVTrh9HnWIVN",
+	"FowKTb54PSSnLn7z8P6JAwQCAWvguDZc5AbdAXBZU33Nkd4vbbDtytl6d42dbh+avnnBa1ToGvBd4+91",
+	"B8+kq1ThioK8UtysQD9xKgJ0rwwXnULoCn8KA8yNWeLFptzFONcP29jwdAUarRvSvEL5kl5Iq8DHxiTh",
+	"i6VvkMDN8Fys9TN0RvtSSeh5KIyiuTnxt0RBsySuScGmXEANVg4hMA9gSyPnIvJYAvWAC7uvGUO+rotS",
+	"hgSbJwIHdjV9PBf9rmtjB3XDqg2tHzMASdTNT2e+G+S5OBdWn4U8faizcp2lwClfyBwVmtRdYU7nZG+X",
+	"immr6S6q0vADzWb2k3OxpGZOwu3RY3L62f+/S4ETNIY/fGe/Hg6H7+FWkgsro85F6yYTeLPOWUp0pnQd",
+	"9fFF2OJgeC6iC+ACicRU1Y/pRVcTzUxGGvJ50Is6zPeOh6Ph6AA+stMPj8AYXzJBl7w37n0wHA0/wN6Y",
+	"c2CEwzlc8vQzaIrLEhmvH0MIR1dLpi65lnavpVVJLJgt9tmQnDk3S7gFsD5Vryg3+qQuooFQvrAnACml",
+	"XIITFmq2wZEItgF7u4S2H/5+QJLPJUd/2wF+buVduAv6rOiNez9mxl1W1boy+ng0urVLot0MHTdEL5XM",
+	"LUzAg8Qv2bAhenrjL15nPV0tFlSteuPeUwfCITkejcjVnJfMczqMAta8Jp+8fPnshFSCVmbOhOEQccWR",
+	"D6G+cRveSkkLMqElFXmw5qTK50wbRQ1g047Da3RiVZUXW4+enrUStrGLWFQz9qq5Oped6ekqiavnfsrv",
+	"Dl2uGRrBKlEjEeKNbrZDtAWBMrsmC6v3knAj1sO+Ee3S58BCUimuJpeYAukLk5p5sSfkwegDfz81KAYV",
+	"GLV6XplCXglHGpfHhzld0gkveWh4naKRn+KFHHCnCiRcuYs6Jmwl3fwgeO6RXCqWheJ1OHjklEwZNZVi",
+	"ujHbEBEwtNjCwtCMxM8zLyWb7SoG2CksTjVTlRD+gkOIjrjALseuCwI6c0Yj2yW5i0eTZPcohskNKa+t",
+	"ZSSJrLE4f35tFgwv65To5NeBM1s5eTXmnbAf+jU7zK9Bwx2f3wogJpXFeBGO7N1h0f7C9Ym0zKogXOa8",
+	"m6G634MhtPzWnUB4yrV5Vr92h7Ko2Zk7ASQ0nsKaA6tBkiUQBPJTfa/ZDaRTAHAy4NrUWmr4DMZxvn4N",
+	"XtI/e5yByZK5CwpOvEntLimw+p7RpOAzpjGD++2BoRcSZ3LVYT1aLLjAClqdQBY2Z49vBnBq5UfO23e7",
+	"iGo21n/ftFDcvT4tcjm6q1UU3TpHuys/APz2SWPsbpMAT6KfE7T95JUU3F0FgI0+MebYj6rNoVY8ug1g",
+	"cALiXaoLaIYM5yI0xoW0fFcIojcTTuMZeoDrtv8HuPwD3yMW0LEuKQ7fhf+/d75IhrGjJi0+Z9YMaNLi",
+	"XUuO7TQAjZCsSFSwvOIuyACHjsngpKY7i9mlBjyCFYCYdA2QqTYEMBWt2FltE1YveZts8Cac7o2/eLcJ",
+	"HPc03KHiZA+0IoX8TUsWFAwFjIk27oZosngW4WgvX9P71460WuZloKJulSy+00ox7NuATRAoKeiqrlRZ",
+	"uYrpunky9w4IuE5zjuW5jbuXrVIBPRw0Wp7rx2E9fW8N2AC7LyvsPuKA52OMNaBu+Yql99kahKw0MfMo",
+	"ndDlAoL+jPZ7QHVrua0bljqxu3URITsGY4oh0dTVBvrEGF/Tm1gKdARvL8L11tuWPJNeTyMeGhrJK3bJ",
+	"ZYUxzhPfkt4rkZhB7uOcqWWG0GgnvEbH9xMMcIcisXk1U0Isfh6l/dZE0rw89qQFrjpKjPHh2xCedn0N",
+	"5nOsGRFuH0tlTEOQL+gKjJ71+25xW5BfazhKtJS4tB8npGVqD/UrKKx622XX4TtevN9iWYR8g40C23eQ",
+	"NxKcDIEs63CLkU7Mkf5oOHzYzU72+zQ3bWtz+e3QatfxHV4YklMipDgwTC2gJsvKlJwqqBx5zoxaHZxa",
+	"2W8B4K6fsJNHT5J2Wb3N9zcnaGgIRqP7Hd0lHxb4GVSHHCxlWboDCy31AoI9iFdAMhOFvhPCzd6ljnfX",
+	"wa3rXN/75AbqP8yt3Q15Wt/hUjtNJVhczIXfHX0joJzt7yj9rizX9VThwdgtIKopADV5TrHUO3SdIafu",
+	"UgLwx/o4Rlhz5i4AxUcB3G/q7YHRIiSZVgrvJnZZudC9roveofAgGCJdwYiNDozn4a2dFLY6iaybsK6r",
+	"7fg04D3VnQe//+rO2gInVPO8da1Sfa1JuE9o/ZpruBQfb7WGXG7Y1rlAwPsKFoiWoyvIGzeDE8wu4SIv",
+	"qwLMa7ih5sdPXnrYhMxYuJYGDIAUCFyR17pGD3uymntVlilN/S7P0UYW3RaVL95rqxHed6T11WtZYnpG",
+	"CXaZ5aOPpVp8W4rdZtdalO+53/CtG4ORDm7fNddc5V6euePtuAwQ8Y06boESHnmfWTBLo1PmOHHK4NmE",
+	"virtWhx3Hxspj1fwc+GEaYfX5qD3JsfXY/j91igl2/7F9FO4tGRdwm7TAB5J4ZOh3M3lgyxRvoNXvym4",
+	"uGZaaZTP58LddQ4ogmD6GyHNG16UjNwffRgFbOOWQHUpjsRrMkKbqE5hy6dnRclSp3Hd0fT194WeEfvN",
+	"s8R11+KC5FTntGCDbUS+RRfKOs3KiOzu/JzpUmdjB1NkhT15iQUd3TrVrVlfUYGL8/mDa7W+7ANLAZxN",
+	"+RleDg3+80aPl7uwvra8WPECD6Eqgd9m6ui3KVnu6LhK58J+n4+r55iY3ODve5pczWWJuWI34+zUcYWV",
+	"Jzc6rkIT6k0eqXbv7DuTH82JOoRIs8HknZvDO/Z7P8FW741CxazudnxPfx/FxosUbm+fmZNNw3fi5e+U",
+	"tLD36d2TF3RHJX3XtR3yzaGRO/Z0Dw8shAYdnc/D2UQew82SdRsHd1vkCQky/hp6MZDwgZ/kWnJmXveC",
+	"T0bufgKXyVi7bv3a2FQj6iH5k2ZT9sbVrxAWcMlfdZt02EZ2LrB9Yp2Fl+HViK48u242wQW2zoCaHOQc",
+	"yPm7hCouIQ3oE7lUBWRx+pzN8iKaLhUq9CK1bh1+t2Tv5+mgetfpsWnr3wXh797Jf0Lzi1JiKmy+1v5y",
+	"vb9/Fpr6x2SAid5HI/LdCt/dGISLS5lvCW/XTBLnTzsGAWVWzjYyBljICvtPLTLSZgRwuZ0LFzZ7MAJ+",
+	"wHKCQeYrHte6hmIzl60s0hEzxz2cRbvfIU8hcqfeMFq87SK2O/XL1bvu8szZzUaU0Qxpfms8Slrp+i4S",
+	"27zZsnOZWVB2uYKbj8FZAzV7lcnlHfnrbpc7SznTm1RkBM1T+9YW8n0OTROg7Q5nrqZTsy/JDHxPoT0c",
+	"10P4mYtcMaqZxgRy7CLnq2Vcqz0G10Vm58K1OwRW93lfcI/Vgq7In1eLpR3kiqrC38pm5ewg1BSDOLWT",
+	"wh08UD1gf4J74Cqlper2xEBiTYPD9myD+m5fxt3eJGXd6+Uj5i4a3oicU+FaIdXdbHHTob8sJpkLKRhZ",
+	"MYP5nC5Hz1KxtljRUopzQbVvI1PK2cwqGFK5C+NDs9oQzSV9F1/B9L55ZTQp5JUYDMnH4FaHQoQZNMrS",
+	"mBo2o1yci2BCNvDWjaPvaZD/qZx1Sb+ncuYZ5fa1E+cQaok2C2ltFKOLIAtdd5OMVCKn1WxugsjzFVjB",
+	"bmCXdupBI7CPsZEN/ujvkZiL27l3xkzj9nn7ntZdwc/jax3eR79PsU9oAvRtRv3W2hxuiPx9G6G9bXZw",
+	"o99k0izY0nvSKRo0mHPQuiNqs/pd+l9c7LBVuFBwIzusXqgXW1aTkus5U5gqTgRd+PbTrr2+PVlA9nzZ",
+	"6Khm1+eKgkLTinMBvITVz7ksmB5jhOWNkfJNSdWMkf7ITgyYB03kaDQKYB9kje4TpG/PTDjVsBEGRYCD",
+	"kQEnpTkX0M/SzmkfPRG5hPbZmq50Bo3l6nYVoV51NBxCt4pB5meO1+cmARsw7qJiDZSyPBf3RyN/MxJU",
+	"U1o2PgFFh4niTSVCp1ooBgvHMRaRuZTqcN9e6N5WOLdKPx52MDwXp4Kc1d7zgz9hK/ha+2tAakcvtDqD",
+	"tTulIZIriGVIutakHwY0B+BVXrECo2yDc2EF0vF9MHpdZSiMe8HcTL7Rmu9aE7n231yw1RvFKs3I/ePj",
+	"E0Khe5/9ckmbQfdzYdFuQXvBVqwIVKjBIPTTg35jCeoNe4uJyeT+8YdIc85FhMtwfXirpVW4ju+TT/lH",
+	"pH80Gp0LvHfEEm2MSmhEDC2YBymr8RmupvsE+n5E3N0yvyN/Z5hdW4ndWTPlQ67ck/gqyNQTZ7FZkuTC",
+	"1ZxDRVUrfJcg1zuP5m3vrAvbH4yxG+nRcBgLMuxIuB7Pxoa2tCxX4O3obPyDTU0LaU8iqLQJDO3g5WtT",
+	"odGtFx5dJ5DjrnQNDj5rulwbLy7oW/fy8YOjhw9+dHx/R48stA++SQ7mHZ18XoAs5CUtoY9BR6vhKHZ2",
+	"T3tfwkmN5NBe+Fz4e2zxNgiLE3BNRddq2Be5AQcYV0QzY1xbMOdAt/SAJdyeZVS4foSXrL6hzIqsmiO8",
+	"UG4fEs5nhyc37Cot6dQMgXI7Qu77ECfdqSf2YOzA2+oHm9YMkVlF3GdoSi64KLBF9g1TKnbjJpcf+73k",
+	"pyeQ9xhn1CY7ePeDNs2Fa76KXWazQOvQAsXMuT4XGExZY8Ol62PtvMNWr0dXUwml7O42uQqPtdpfD7fG",
+	"JzjAZSLfIg/cUXiz1Un3+5ypcGuNohONoRuXSCZ6RGdwjdgBqI2s6GbcRrq572MfaAvsFyqsUhlSyG8/",
+	"vQKjnm4l1wp6Qrxya2bFC3jrrh0B0RVMXcUGEF3Lvq2w92YT38uP6CpSsA1q03/2HccNmq0X6qZYX7y2",
+	"giZaF8SrcQl1n/pd2ydtSfe7zpB1R6Y9Bv/xk5fk0AeHes2uE91vtl98/f7/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

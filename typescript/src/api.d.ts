@@ -244,6 +244,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/spaces/{space}/resources/{uid}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Host extension (console/README.md): an AtLeastOnceQueue's backlog and cumulative counts over the last hour, sampled by the host every 10 s.
+         * @description Viewer of AtLeastOnceQueue, like the stats route. Kept in memory by the host whose engine holds the queue,
+         *     since it started, bounded per queue and in total: an operator's view, not a record. It never walks the queue.
+         */
+        get: operations["getQueueHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/spaces/{space}/resources/{uid}/invocations": {
         parameters: {
             query?: never;
@@ -719,6 +743,55 @@ export interface components {
          */
         QueueDeliveryRequest: {
             active: boolean;
+        };
+        /**
+         * QueueHistory
+         * @description Host extension (console/README.md): an AtLeastOnceQueue's figures over the last hour as the host sampled them every intervalSeconds, oldest first, kept in memory since the host started. A queue whose figures did not change between two samples stores no point for them: the line between two points holds the earlier point's figures until the later point's time, and the last point is the latest sample.
+         */
+        QueueHistory: {
+            /** @description How often the host samples its queues. */
+            intervalSeconds: number;
+            points: components["schemas"]["QueueHistoryPoint"][];
+            queueUid: string;
+        };
+        /**
+         * QueueHistoryPoint
+         * @description One sample of a queue's figures.
+         */
+        QueueHistoryPoint: {
+            /**
+             * Format: int64
+             * @description Messages accepted by send since the engine started (like the stats route's sinceStart and the /metrics counters; 0 again after a restart).
+             */
+            accepted: number;
+            /** Format: int64 */
+            acknowledged: number;
+            /**
+             * Format: int64
+             * @description Body bytes of those messages.
+             */
+            bytes: number;
+            /** Format: int64 */
+            deadLettered: number;
+            /** Format: int64 */
+            delivered: number;
+            /**
+             * Format: int64
+             * @description Batches dispatched and not yet finished.
+             */
+            inFlightBatches: number;
+            /**
+             * Format: int64
+             * @description Messages the queue held.
+             */
+            messages: number;
+            /** Format: int64 */
+            retried: number;
+            /**
+             * Format: int64
+             * @description When the sample was taken (Unix milliseconds).
+             */
+            timeMillis: number;
         };
         /**
          * QueueInspection
@@ -1397,6 +1470,30 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["QueueDelivery"];
+                };
+            };
+            default: components["responses"]["problem"];
+        };
+    };
+    getQueueHistory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The samples, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueHistory"];
                 };
             };
             default: components["responses"]["problem"];

@@ -54,10 +54,15 @@ func run(args []string) int {
 	headerTimeout := fs.Duration("header-timeout", host.ReadHeaderTimeout, "how long a client may take to send a request's headers")
 	idleTimeout := fs.Duration("idle-timeout", host.IdleTimeout, "how long an idle keep-alive connection is kept")
 	maxMemory := fs.String("max-memory", "", "memory the host process may use (e.g. 512MiB, 2GiB; sandboxes have caps of their own): half of it bounds request and response bodies in flight, a principal gets half of that and a worker a quarter (empty: half the memory cgroup's limit, else a quarter of RAM); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
+	logFormat := fs.String("log-format", "text", "the log on stderr: text (one line a person reads per event) or json (one JSON object per line, for a log collector); request logs and the host's events alike")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger, err := newLogger(os.Stderr, *logFormat, slog.LevelInfo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "takohost:", err)
+		return 2
+	}
 	cfg := host.Config{
 		DataDir: *data, StoreURL: *storeURL, ClusterTTL: *clusterTTL, ClusterActive: *clusterActive, Listen: *listen, MetricsListen: *metricsListen, HandlerTimeout: *handlerTimeout,
 		ShutdownGrace: *grace, Logger: logger, UnsafeInProcessWorkers: *unsafeWorkers,

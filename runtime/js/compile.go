@@ -127,11 +127,9 @@ func bundle(v *abi.Version, maxBytes int) (string, error) {
 			if !ok {
 				return api.OnLoadResult{}, fmt.Errorf("no module named %q", a.Path)
 			}
-			loader := api.LoaderJS
-			if strings.HasSuffix(a.Path, ".json") {
-				loader = api.LoaderJSON
-			}
-			return api.OnLoadResult{Contents: &c, Loader: loader}, nil
+			// Every module is an ES module, whatever its name ends with
+			// (spec/runtime-abi.md §modules): a name is a name, never a type.
+			return api.OnLoadResult{Contents: &c, Loader: api.LoaderJS}, nil
 		})
 	}}
 

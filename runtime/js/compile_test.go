@@ -198,3 +198,32 @@ func TestHandlerProbeReadsDescriptors(t *testing.T) {
 		t.Fatalf("throwing trap: %v", err)
 	}
 }
+
+// TestEveryModuleIsAnESModule: a module's name does not choose how it is
+// loaded (spec/runtime-abi.md): a main module named host.json holding
+// JavaScript runs, and a module named data.json holding JSON is a syntax
+// error where it is imported from, as any other JavaScript would be.
+func TestEveryModuleIsAnESModule(t *testing.T) {
+	rt := New(Options{})
+	defer rt.Close()
+	v := &abi.Version{UID: "v-json-named", MainModule: "host.json", Modules: []abi.Module{
+		{Name: "host.json", Content: `import { n } from "./lib.json";
+export default { async fetch() { return new Response("js " + n); } };`},
+		{Name: "lib.json", Content: `export const n = 42;`},
+	}}
+	resp, err := rt.Fetch(t.Context(), v, newRequest("GET", "/", ""), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != "js 42" {
+		t.Fatalf("body %q", got)
+	}
+	ce := compileErr(t, &abi.Version{UID: "v-json-data", MainModule: "main.js", Modules: []abi.Module{
+		{Name: "main.js", Content: `import data from "./data.json";
+export default { async fetch() { return Response.json(data); } };`},
+		{Name: "data.json", Content: `{"a": 1, "b": 2}`},
+	}})
+	if ce.File != "data.json" || ce.Line != 1 {
+		t.Fatalf("error at %s:%d:%d (%s), want data.json:1", ce.File, ce.Line, ce.Column, ce.Message)
+	}
+}

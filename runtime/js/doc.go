@@ -23,7 +23,8 @@
 // modules, either relative to the importing module ("./lib/x.js",
 // "../x.js") or by its exact name as given in Modules ("x.js"); no
 // extension is added and nothing else (no packages, no "fs") can be
-// imported. ".json" modules load as JSON, everything else as JavaScript.
+// imported. Every module loads as an ES module, whatever its name ends
+// with (".json" included: spec/runtime-abi.md).
 // The source map is inlined with the module names as sources, so goja's
 // stack traces read "lib/util.js:10:11". The script is compiled once with
 // goja.Compile and shared by every runtime of the version.

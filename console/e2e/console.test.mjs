@@ -73,7 +73,8 @@ describe("console", { skip: reason ?? false }, () => {
     assert.ok(await page.getByRole("button", { name: "JSON" }).isDisabled());
     assert.match(await page.locator("#message-body").textContent(), /^000000  00 01 02 fe ff 0a 0d 07/);
     // References both ways: the queue names the version that sends to it,
-    // and the version page links back.
+    // and the version page links back (folded on a queue's page).
+    await page.locator("#about > summary").click();
     await page.getByRole("link", { name: /^hello-v/ }).click();
     await page.getByRole("heading", { name: "Modules" }).waitFor();
     await page.locator("li", { hasText: "binds queue as env.BACKLOG" }).getByRole("link", { name: "backlog" }).waitFor();
@@ -108,6 +109,66 @@ describe("console", { skip: reason ?? false }, () => {
     await page.context().close();
   });
 
+  test("the charts open with the host's history of the last hour, not empty", async () => {
+    await host.fetchWorker("backlog?n=5");
+    const backlog = await host.byName("backlog");
+    // the host samples every 10 s: wait for a sample that holds the sends
+    const want = (await host.api("GET", `/v2/spaces/demo/resources/${backlog.uid}/stats`)).messages;
+    await until("the host's history to hold the sends", async () => {
+      const h = await host.api("GET", `/v2/spaces/demo/resources/${backlog.uid}/history`);
+      return h.points.length >= 2 && h.points[h.points.length - 1].messages === want;
+    }, 30000);
+    const page = await signIn(browser, host, host.adminToken);
+    await queuePage(page, "backlog");
+    const chart = page.locator("#backlog-chart");
+    await until("the history on the chart", async () => Number(await chart.getAttribute("data-history")) >= 2);
+    // a new tab: nothing of it came from this tab's storage
+    assert.equal(await page.evaluate(() => Object.keys(sessionStorage).filter((k) => k.includes("series")).length), 0);
+    assert.ok(Number(await chart.getAttribute("data-points")) >= 2);
+    await page.context().close();
+  });
+
+  test("the queue page fits 1280x800 with its details folded, and names the dead-letter queue", async () => {
+    const page = await signIn(browser, host, host.adminToken);
+    await queuePage(page, "tasks");
+    await page.locator("#consumer-fold").waitFor();
+    const bottom = async (sel) => page.locator(sel).evaluate((e) => e.getBoundingClientRect().bottom + window.scrollY);
+    for (const sel of ["h1", "section.delivery", '[data-stat="Messages"]', "#backlog-chart", "#rates-chart", "#consumer-fold > summary", "#about > summary"]) {
+      assert.ok(await bottom(sel) <= 800, sel + " is below the first screen: " + await bottom(sel));
+    }
+    assert.equal(await page.locator("#about").getAttribute("open"), null, "the resource's details are folded");
+    assert.ok(!(await page.getByLabel("Observed").isVisible()), "the raw observed document is folded");
+    await page.locator("#about > summary").click();
+    await page.locator("#observed > summary").click();
+    assert.match(await page.getByLabel("Observed").textContent(), /messageCount/);
+    // the consumer's dead-letter queue, by its name
+    await page.locator("#consumer-fold > summary").click();
+    const dlq = page.locator("#consumer-fold a.dlq");
+    await until("the dead-letter queue's name", async () => (await dlq.textContent()) === "tasks-dead");
+    await dlq.click();
+    await page.getByRole("heading", { name: /^tasks-dead/ }).first().waitFor();
+    await page.context().close();
+  });
+
+  test("the sign-in page explains Space and offers the spaces opened before", async () => {
+    const page = await signIn(browser, host, host.adminToken);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    const space = page.getByLabel("Space", { exact: true });
+    await space.waitFor();
+    assert.match(await page.locator("#" + await space.getAttribute("aria-describedby")).textContent(), /space: of your project's tako\.yaml/);
+    assert.equal(await space.inputValue(), "demo");
+    assert.deepEqual(await page.locator("#login-spaces option").evaluateAll((os) => os.map((o) => o.value)), ["demo"]);
+    await page.getByLabel("Token").fill(host.adminToken);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "demo: queues" }).waitFor();
+    // the header's picker: the remembered spaces and, for an admin, those
+    // the principals' grants name
+    await until("the picker's spaces", async () => (await page.locator("#space-options option").count()) >= 1);
+    assert.ok((await page.locator("#space-options option").evaluateAll((os) => os.map((o) => o.value))).includes("demo"));
+    assert.equal(await page.getByLabel("Space", { exact: true }).getAttribute("list"), "space-options");
+    await page.context().close();
+  });
+
   test("pause and resume a queue, with a confirmation", async () => {
     const page = await signIn(browser, host, host.adminToken);
     await queuePage(page, "tasks");
@@ -120,12 +181,22 @@ describe("console", { skip: reason ?? false }, () => {
     await page.getByRole("status").filter({ hasText: "Delivery paused." }).waitFor();
     assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}/delivery`)).active, false);
     assert.equal(await stat(page, "Delivery"), "paused");
+    // the state badge says paused, never active, on the page and in the list
+    await until("the heading's badge to say paused", async () => (await page.locator("#resource-state").textContent()) === "paused");
+    assert.equal(await page.locator("h1").textContent(), "tasks paused");
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Resources" }).click();
+    const row = page.locator("tr", { has: page.getByRole("link", { name: "tasks", exact: true }) });
+    await row.waitFor();
+    await until("the list's badge to say paused", async () => (await row.locator("td.state").textContent()) === "paused");
+    assert.equal(await page.locator("tr", { has: page.getByRole("link", { name: "backlog", exact: true }) }).locator("td.state").textContent(), "active");
+    await queuePage(page, "tasks");
     await host.fetchWorker("x", "held while paused");
     await until("the message to wait on the paused queue", async () => (await stat(page, "Available")) === "1");
     await page.getByRole("button", { name: "Resume delivery" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
     await page.getByRole("status").filter({ hasText: "Delivery resumed." }).waitFor();
     assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${tasks.uid}/delivery`)).active, true);
+    await until("the heading's badge to say active again", async () => (await page.locator("#resource-state").textContent()) === "active");
     await until("the held message to be delivered", async () => (await stat(page, "Messages")) === "0");
     await until("an acknowledgement per second on the rates chart", async () => Number(await page.locator("#rates-chart").getAttribute("data-peak-acknowledged")) > 0);
     await page.context().close();
@@ -309,7 +380,8 @@ describe("console", { skip: reason ?? false }, () => {
     for (const r of await rows.all()) assert.match(await r.textContent(), /succeeded/);
     const row = rows.filter({ hasText: "create" }).filter({ has: page.getByRole("link", { name: "backlog", exact: true }) });
     await row.getByRole("link", { name: "backlog" }).click();
-    await page.getByRole("heading", { name: "Operations" }).waitFor();
+    // folded on a queue's page
+    await page.getByRole("heading", { name: "Operations" }).click();
     const own = page.locator("section[aria-labelledby=h-ops] tr[data-operation-id]");
     await own.first().waitFor();
     assert.match(await own.first().textContent(), /create.*succeeded.*applied/);

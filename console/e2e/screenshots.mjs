@@ -22,12 +22,15 @@ try {
   await login.goto(host.base + "/console/");
   await shot(login, "login");
 
+  // backlog is consumed by nobody: paused, it shows the paused state
+  await host.api("PUT", `/v2/spaces/demo/resources/${(await host.byName("backlog")).uid}/delivery`, { active: false });
   const page = await signIn(browser, host, host.adminToken);
+  await page.locator("td.state", { hasText: "paused" }).waitFor();
   await shot(page, "resources");
   await page.getByRole("link", { name: "backlog", exact: true }).click();
   await page.getByRole("heading", { name: "Backlog, last hour" }).waitFor();
   for (let i = 0; i < 6; i++) { await host.fetchWorker("backlog?n=15"); await page.waitForTimeout(2100); }
-  await page.getByRole("heading", { name: "Messages now" }).evaluate((e) => e.scrollIntoView());
+  await page.evaluate(() => window.scrollTo(0, 0));
   await shot(page, "queue");
   await page.getByRole("button", { name: /^Open message/ }).first().click();
   await page.locator("#message-detail").scrollIntoViewIfNeeded();
@@ -41,7 +44,7 @@ try {
   await shot(page, "redrive-confirm");
   await page.getByRole("dialog").getByRole("button", { name: "Confirm" }).click();
   await page.locator('[data-operation][data-state="succeeded"]').waitFor({ timeout: 30000 });
-  await page.getByRole("heading", { name: "Delivery" }).scrollIntoViewIfNeeded();
+  await page.evaluate(() => window.scrollTo(0, 0));
   await shot(page, "redrive-done");
   await page.goto(host.base + "/console/#/s/demo/r/" + (await host.byName("hello")).uid);
   await page.locator("#log div").first().waitFor();
@@ -55,7 +58,7 @@ try {
   const viewer = await signIn(browser, host, host.viewerToken);
   await viewer.goto(host.base + "/console/#/s/demo/r/" + (await host.byName("tasks")).uid);
   await viewer.locator("#action-reason").waitFor();
-  await viewer.getByRole("heading", { name: "Delivery" }).scrollIntoViewIfNeeded();
+  await viewer.evaluate(() => window.scrollTo(0, 0));
   await shot(viewer, "viewer-queue");
 } finally {
   await browser.close();

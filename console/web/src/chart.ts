@@ -2,15 +2,20 @@ import uPlot from "../vendor/uplot/uPlot.esm.js";
 
 // QueueCharts draws a queue's last hour with uPlot: its messages by state,
 // and its messages per second (sent, acknowledged, retried,
-// dead-lettered) from the deltas of the stats route's sinceStart counts.
-// The console samples the stats route; samples are kept in the tab's
-// sessionStorage so that leaving the queue page and coming back keeps the
-// hour.
+// dead-lettered) from the deltas of the cumulative counts since the
+// engine started. The hour before the page opened comes from the host's
+// history route (one sample per 10 s, kept by the host: total messages and
+// the counts); the page then adds its own samples of the stats route
+// (every 2 s or less often, with the counts by state).
 const HOUR = 3600;
 
 interface Sample {
-  t: number; messages: number; available: number; inFlight: number; waiting: number;
+  t: number; messages: number; available: number | null; inFlight: number | null; waiting: number | null;
   c?: { accepted: number; acknowledged: number; retried: number; deadLettered: number };
+}
+
+export interface HistoryPoint {
+  timeMillis: number; messages: number; accepted: number; acknowledged: number; retried: number; deadLettered: number;
 }
 
 export interface StatsLike {
@@ -23,7 +28,7 @@ const RATES = ["accepted", "acknowledged", "retried", "deadLettered"] as const;
 
 function plot(el: HTMLElement, yLabel: string, series: uPlot.Series[], data: uPlot.AlignedData): uPlot {
   return new uPlot({
-    width: Math.max(300, el.clientWidth - 10), height: 200,
+    width: Math.max(300, el.clientWidth - 20), height: 170,
     scales: {
       x: {
         time: true,
@@ -43,15 +48,12 @@ function plot(el: HTMLElement, yLabel: string, series: uPlot.Series[], data: uPl
 }
 
 export class QueueCharts {
-  private samples: Sample[];
+  private samples: Sample[] = [];
   private backlog: uPlot;
   private rates: uPlot;
-  private key: string;
   private ro: ResizeObserver;
 
-  constructor(private backlogEl: HTMLElement, private ratesEl: HTMLElement, id: string) {
-    this.key = "takohost.console.series." + id;
-    try { this.samples = JSON.parse(sessionStorage.getItem(this.key) ?? "[]"); } catch { this.samples = []; }
+  constructor(private backlogEl: HTMLElement, private ratesEl: HTMLElement) {
     this.backlog = plot(backlogEl, "messages", [
       { label: "total", stroke: "#0b5cad", width: 2 },
       { label: "available", stroke: "#1a7f37", width: 1.5 },
@@ -65,10 +67,24 @@ export class QueueCharts {
       { label: "dead-lettered", stroke: "#b3261e", width: 1.5 },
     ], this.ratesData());
     this.ro = new ResizeObserver(() => {
-      for (const [p, el] of [[this.backlog, backlogEl], [this.rates, ratesEl]] as const) p.setSize({ width: Math.max(300, el.clientWidth - 10), height: 200 });
+      for (const [p, el] of [[this.backlog, backlogEl], [this.rates, ratesEl]] as const) p.setSize({ width: Math.max(300, el.clientWidth - 20), height: 170 });
     });
     this.ro.observe(backlogEl);
+    this.ro.observe(ratesEl);
     this.mark();
+  }
+
+  // history puts the host's samples before the page's own (those older
+  // than the page's first sample), so the charts open with the last hour.
+  history(points: HistoryPoint[]) {
+    const firstOwn = this.samples.length ? this.samples[0].t : Infinity;
+    const before: Sample[] = points.map((p) => ({
+      t: p.timeMillis / 1000, messages: p.messages, available: null, inFlight: null, waiting: null,
+      c: { accepted: p.accepted, acknowledged: p.acknowledged, retried: p.retried, deadLettered: p.deadLettered },
+    })).filter((x) => x.t < firstOwn);
+    this.samples = [...before, ...this.samples];
+    this.backlogEl.dataset.history = String(before.length);
+    this.redraw();
   }
 
   add(t: number, s: StatsLike) {
@@ -79,7 +95,10 @@ export class QueueCharts {
     });
     const cut = t - HOUR;
     while (this.samples.length && this.samples[0].t < cut) this.samples.shift();
-    try { sessionStorage.setItem(this.key, JSON.stringify(this.samples)); } catch { /* full: keep in memory */ }
+    this.redraw();
+  }
+
+  private redraw() {
     this.backlog.setData(this.backlogData());
     this.rates.setData(this.ratesData());
     this.mark();
@@ -91,7 +110,7 @@ export class QueueCharts {
     this.backlogEl.dataset.points = String(this.samples.length);
     this.backlogEl.dataset.last = last ? String(last.messages) : "";
     this.backlogEl.setAttribute("aria-label", "Backlog over the last hour: " + this.samples.length + " samples" +
-      (last ? ", now " + last.messages + " messages, " + last.available + " available, " + last.inFlight + " in flight" : ""));
+      (last ? ", now " + last.messages + " messages" + (last.available !== null ? ", " + last.available + " available, " + last.inFlight + " in flight" : "") : ""));
     const r = this.ratesData();
     const now = RATES.map((_, i) => { const col = r[i + 1] as (number | null)[]; return col.length ? col[col.length - 1] : null; });
     const peak = RATES.map((_, i) => Math.max(0, ...(r[i + 1] as (number | null)[]).map((x) => x ?? 0)));

@@ -1,6 +1,6 @@
 import { ApiError, FORMS, Kind, Operation, Page, Problem, Resource, call, enc, formName, hostRoutes, kindOf, listAll, session, setUnauthenticatedHandler, spacePath } from "./api";
 import { Child, ago, append, badge, bytes, dl, duration, h, replace } from "./dom";
-import { QueueCharts } from "./chart";
+import { HistoryPoint, QueueCharts } from "./chart";
 import { highlight } from "./code";
 import { messageDetail, previewLine } from "./message";
 
@@ -33,16 +33,41 @@ export function problemBox(e: unknown): HTMLElement {
     p.requestId ? h("p", { class: "muted" }, "request " + p.requestId) : null);
 }
 
+// Spaces this browser has opened (names only, never a token), offered by
+// the space pickers: the Host API has no route listing spaces.
+const SPACES = "takohost.console.spaces";
+function knownSpaces(): string[] {
+  try { const v = JSON.parse(localStorage.getItem(SPACES) ?? "[]"); return Array.isArray(v) ? v.filter((x) => typeof x === "string") : []; } catch { return []; }
+}
+function rememberSpace(space: string) {
+  try { localStorage.setItem(SPACES, JSON.stringify([space, ...knownSpaces().filter((x) => x !== space)].slice(0, 20))); } catch { /* storage off */ }
+}
+// spaceList is a datalist of the spaces this browser opened and, for a
+// token that may read the principals (an admin), the spaces their grants
+// name.
+function spaceList(id: string): HTMLDataListElement {
+  const list = h("datalist", { id }, knownSpaces().map((x) => h("option", { value: x })));
+  if (session.token) {
+    call<{ items: { grants?: { space: string }[] }[] }>("GET", "/v2/principals", undefined, { quiet401: true }).then((page) => {
+      const have = new Set(knownSpaces());
+      for (const p of page.items ?? []) for (const g of p.grants ?? []) {
+        if (g.space !== "*" && !have.has(g.space)) { have.add(g.space); list.append(h("option", { value: g.space })); }
+      }
+    }).catch(() => { /* not an admin: the remembered spaces only */ });
+  }
+  return list;
+}
+
 function nav(space: string | null) {
   const n = document.getElementById("nav")!;
   if (!session.token) { replace(n); return; }
-  const input = h("input", { id: "space-switch", name: "space", value: space ?? "", autocomplete: "off", required: true, pattern: "[a-z0-9]([a-z0-9\\-]*[a-z0-9])?" });
+  const input = h("input", { id: "space-switch", name: "space", value: space ?? "", autocomplete: "off", required: true, list: "space-options", pattern: "[a-z0-9]([a-z0-9\\-]*[a-z0-9])?" });
   replace(n,
     space ? link("#/s/" + enc(space), "Resources") : null,
     space ? link("#/s/" + enc(space) + "/ops", "Operations") : null,
     h("span", { class: "spacer" }),
     h("form", { onsubmit: (ev: Event) => { ev.preventDefault(); location.hash = "#/s/" + enc(input.value.trim()); } },
-      h("label", { for: "space-switch" }, "Space"), input, h("button", { type: "submit", class: "secondary" }, "Open")),
+      h("label", { for: "space-switch" }, "Space"), input, spaceList("space-options"), h("button", { type: "submit", class: "secondary" }, "Open")),
     h("button", { type: "button", class: "secondary", onclick: () => { session.token = null; location.hash = "#/login"; } }, "Sign out"));
 }
 
@@ -60,6 +85,7 @@ async function render() {
   if (parts[0] !== "s" || !parts[1]) { location.hash = "#/login"; return; }
   const space = parts[1];
   session.space = space;
+  rememberSpace(space);
   nav(space);
   replace(root, h("p", { class: "muted" }, "Loading…"));
   try {
@@ -83,7 +109,7 @@ window.addEventListener("DOMContentLoaded", () => { void render(); });
 
 function loginView(root: HTMLElement) {
   const token = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
-  const space = h("input", { id: "space", autocomplete: "off", required: true, value: session.space ?? "", pattern: "[a-z0-9]([a-z0-9\\-]*[a-z0-9])?" });
+  const space = h("input", { id: "space", autocomplete: "off", required: true, value: session.space ?? knownSpaces()[0] ?? "", list: "login-spaces", "aria-describedby": "space-hint", pattern: "[a-z0-9]([a-z0-9\\-]*[a-z0-9])?" });
   const out = h("div", { "aria-live": "polite" });
   if (loginNotice) { out.append(problemBox(new ApiError(loginNotice))); loginNotice = null; }
   const form = h("form", {
@@ -100,7 +126,9 @@ function loginView(root: HTMLElement) {
     },
   },
     h("label", { for: "token" }, "Token"), token,
-    h("label", { for: "space" }, "Space"), space,
+    h("label", { for: "space" }, "Space"), space, spaceList("login-spaces"),
+    h("p", { id: "space-hint", class: "hint" }, "The space your resources are in: the ", h("code", null, "space:"), " of your project's ",
+      h("code", null, "tako.yaml"), " (the README's walkthrough uses ", h("code", null, "demo"), "). Lowercase letters, digits and hyphens. Spaces you opened in this browser are offered."),
     h("button", { type: "submit" }, "Sign in"));
   replace(root,
     h("h1", null, "Sign in"),
@@ -139,7 +167,7 @@ async function resourcesView(root: HTMLElement, space: string, gen: number) {
     const rows = page.items.map((r) => h("tr", null,
       h("td", null, link(resHref(space, r.uid), r.name)),
       h("td", null, formName(r.formUrl)),
-      h("td", null, badge(r.state)),
+      h("td", { class: "state", "data-uid": r.uid }, badge(r.state)),
       h("td", null, observedSummary(r)),
       h("td", null, h("time", { datetime: r.updateTime, title: r.updateTime }, ago(Date.parse(r.updateTime))))));
     replace(body,
@@ -148,8 +176,29 @@ async function resourcesView(root: HTMLElement, space: string, gen: number) {
           h("thead", null, h("tr", null, ["Name", "Form", "State", "Observed", "Updated"].map((x) => h("th", { scope: "col" }, x)))),
           h("tbody", null, rows)),
       pager(pageNo, !!page.nextPageToken, page.items.length, (d) => { pageNo += d; void load(); }));
+    // A queue's delivery state is kept beside its spec (spec/peers.md
+    // §Active and inactive delivery), not in the listed resource: read it
+    // for the page's active queues, so that a paused one says so.
+    for (const r of page.items) {
+      if (kindOf(r.formUrl) !== "queue" || r.state !== "active") continue;
+      call<{ active: boolean }>("GET", spacePath(space, "/resources/" + enc(r.uid) + "/delivery")).then((d) => {
+        const td = body.querySelector(`td.state[data-uid="${CSS.escape(r.uid)}"]`);
+        if (td && gen === generation) replace(td, stateBadge(r, d.active));
+      }).catch(() => { /* keep the resource's state */ });
+    }
   };
   await load();
+}
+
+// stateBadge is a resource's state, except that an active queue whose
+// delivery is paused says paused (its lifecycle state stays in the title).
+function stateBadge(r: Resource, deliveryActive: boolean | null): HTMLElement {
+  if (kindOf(r.formUrl) === "queue" && r.state === "active" && deliveryActive === false) {
+    const b = badge("paused");
+    b.title = "The queue is active and accepts sends; its delivery is paused: no batch starts.";
+    return b;
+  }
+  return badge(r.state);
 }
 
 function pager(pageNo: number, hasNext: boolean, count: number, go: (d: number) => void): HTMLElement {
@@ -240,17 +289,24 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
   const kind = kindOf(r.formUrl);
   const refsBox = h("div", null, h("p", { class: "muted" }, "Finding references…"));
   const specific = h("div");
-  replace(root,
-    h("div", { class: "crumbs" }, link("#/s/" + enc(space), space), " / ", kind),
-    h("h1", null, r.name, " ", badge(r.state)),
+  const stateEl = h("span", { id: "resource-state" }, badge(r.state));
+  // The resource, its raw observed document and its references; folded on
+  // a queue's page, whose own figures come first.
+  const about = h("details", { class: "fold", id: "about", open: kind !== "queue" },
+    h("summary", null, h("h2", { id: "h-about" }, "Resource and references")),
     h("div", { class: "cols" },
-      h("section", { "aria-labelledby": "h-about" },
-        h("h2", { id: "h-about" }, "Resource"),
+      h("section", { "aria-label": "Resource" },
         dl([["Form", formName(r.formUrl)], ["UID", r.uid], ["State", r.state], ["Generation", r.generation],
           ["Created", r.createTime], ["Updated", r.updateTime]]),
-        h("h3", null, "Observed"), h("pre", { tabindex: "0", "aria-label": "Observed" }, JSON.stringify(r.observed, null, 2))),
-      h("section", { "aria-labelledby": "h-refs" }, h("h2", { id: "h-refs" }, "References"), refsBox)),
-    specific);
+        h("details", { class: "fold", id: "observed" }, h("summary", null, "Observed (raw JSON)"),
+          h("pre", { tabindex: "0", "aria-label": "Observed" }, JSON.stringify(r.observed, null, 2)))),
+      h("section", { "aria-labelledby": "h-refs" }, h("h3", { id: "h-refs" }, "References"), refsBox)));
+  replace(root,
+    h("div", { class: "crumbs" }, link("#/s/" + enc(space), space), " / ", kind),
+    h("h1", null, r.name, " ", stateEl),
+    kind === "queue" ? specific : [about, specific]);
+  // On a queue's page the folded sections go below its charts (queueView).
+  const folds = h("div", { class: "folds" }, kind === "queue" ? about : null);
   const refs = await references(space, r).catch((e) => { replace(refsBox, problemBox(e)); return null; });
   if (gen !== generation) return;
   if (refs) {
@@ -262,7 +318,8 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
   const routes = await hostRoutes();
   if (routes.has("GET /v2/spaces/{space}/operations")) {
     const box = h("section", { "aria-labelledby": "h-ops" });
-    specific.before(box);
+    if (kind === "queue") folds.append(h("details", { class: "fold", id: "ops-fold" }, h("summary", null, h("h2", { id: "h-ops-fold" }, "Operations")), box));
+    else specific.before(box);
     try {
       const page = await call<Page<Operation>>("GET", spacePath(space, "/operations?limit=5&resourceUid=" + enc(r.uid)));
       if (gen !== generation) return;
@@ -272,7 +329,7 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
     } catch (e) { replace(box, h("h2", { id: "h-ops" }, "Operations"), problemBox(e)); }
   }
   if (kind === "queue") await queueView(specific, space, r, refs?.consumers.filter((c) => c.spec?.queue?.resourceUid === r.uid) ?? [],
-    !!refs?.consumers.some((c) => c.spec?.deadLetterQueue?.resourceUid === r.uid), gen);
+    !!refs?.consumers.some((c) => c.spec?.deadLetterQueue?.resourceUid === r.uid), gen, (active) => replace(stateEl, stateBadge(r, active)), folds);
   else if (kind === "worker") await workerView(specific, space, r, refs?.versions ?? [], gen);
   else if (kind === "version") versionView(specific, space, r, null);
   else if (kind === "consumer") append(specific, [h("h2", null, "Settings"), consumerSettings(space, r)]);
@@ -280,8 +337,18 @@ async function resourceView(root: HTMLElement, space: string, uid: string, gen: 
 
 function consumerSettings(space: string, c: Resource): HTMLElement {
   const s = c.spec ?? {};
+  let dlq: Child = "none (exhausted messages are discarded)";
+  if (s.deadLetterQueue) {
+    // Named by the queue's name (one GET); a deleted one keeps its UID.
+    const uid = s.deadLetterQueue.resourceUid;
+    const a = link(resHref(space, uid), uid);
+    a.classList.add("dlq");
+    call<Resource>("GET", spacePath(space, "/resources/" + enc(uid)))
+      .then((q) => { a.textContent = q.name; a.title = uid; }).catch(() => a.after(" (gone)"));
+    dlq = a;
+  }
   return dl([["Batch size", s.maxBatchSize], ["Batch timeout", s.maxBatchTimeoutSeconds + " s"], ["Concurrency", s.maxConcurrency],
-    ["Retries", s.maxRetries], ["Retry delay", s.retryDelaySeconds + " s"], ["Dead-letter queue", s.deadLetterQueue ? link(resHref(space, s.deadLetterQueue.resourceUid), "the consumer's dead-letter queue") : "none (exhausted messages are discarded)"]]);
+    ["Retries", s.maxRetries], ["Retry delay", s.retryDelaySeconds + " s"], ["Dead-letter queue", dlq]]);
 }
 
 // ---- queue
@@ -309,7 +376,7 @@ async function canWrite(space: string, r: Resource): Promise<{ ok: boolean; reas
   }
 }
 
-async function queueView(root: HTMLElement, space: string, q: Resource, consumers: Resource[], isDLQ: boolean, gen: number) {
+async function queueView(root: HTMLElement, space: string, q: Resource, consumers: Resource[], isDLQ: boolean, gen: number, onDelivery: (active: boolean) => void, about: HTMLElement) {
   const statsBox = h("div", { class: "grid", "aria-live": "off" });
   const statsErr = h("div");
   const chartBox = h("div", { class: "chart", id: "backlog-chart", role: "img", "aria-label": "Backlog over the last hour" });
@@ -322,20 +389,32 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const sendBox = h("div", { id: "send-message" });
   const msgs = h("div");
   replace(root,
-    h("h2", null, "Messages now"), statsErr, statsBox,
+    h("section", { class: "delivery", "aria-label": "Delivery" }, actions, actionOut),
+    h("h2", { class: "visually-hidden" }, "Messages now"), statsErr, statsBox,
     h("h2", null, "Backlog, last hour"),
-    h("p", { class: "muted" }, "Sampled from the host's counts every ", every, " while a console tab shows the queue (kept in this tab)."),
-    h("h3", { id: "h-backlog" }, "Messages by state"), chartBox,
-    h("h3", { id: "h-rates" }, "Messages per second"), ratesBox,
-    h("h2", null, "Delivery"), actions, actionOut,
+    h("p", { class: "muted small" }, "Before this page opened: the host's samples, every 10 s. Since: this page's, every ", every, "."),
+    h("div", { class: "cols charts" },
+      h("div", null, h("h3", { id: "h-backlog" }, "Messages by state"), chartBox),
+      h("div", null, h("h3", { id: "h-rates" }, "Messages per second"), ratesBox)),
     h("h2", null, "Send a message"), sendBox,
-    h("h2", null, "Consumer"),
-    consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
-      h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(space, c)))),
+    h("details", { class: "fold", id: "consumer-fold" },
+      h("summary", null, h("h2", null, consumers.length === 0 ? "Consumer: none" : "Consumer: " + consumers.map((c) => c.name).join(", "))),
+      consumers.length === 0 ? h("p", { class: "muted" }, "No consumer reads this queue.") :
+        h("div", null, consumers.map((c) => h("div", null, h("h3", null, link(resHref(space, c.uid), c.name)), consumerSettings(space, c))))),
+    about,
     h("h2", null, "Batches in flight"), batchesBox,
     h("h2", null, "Browse messages"), msgs);
-  const chart = new QueueCharts(chartBox, ratesBox, space + "/" + q.uid);
+  const chart = new QueueCharts(chartBox, ratesBox);
   onLeave(() => chart.destroy());
+  // The hour before this page: the host's own samples (history route).
+  const routesNow = await hostRoutes();
+  if (routesNow.has("GET /v2/spaces/{space}/resources/{uid}/history")) {
+    try {
+      const hist = await call<{ points: HistoryPoint[] }>("GET", spacePath(space, "/resources/" + enc(q.uid) + "/history"));
+      if (gen !== generation) return;
+      chart.history(hist.points);
+    } catch (e) { if (gen === generation) replace(statsErr, problemBox(e)); }
+  }
   let last: Stats | null = null;
   // The host counts a queue's messages by state by walking it (linear in
   // the queue), so the console samples every 2 s, or less often where a
@@ -350,6 +429,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
       every.textContent = interval / 1000 + " s";
       if (gen !== generation) return;
       last = s;
+      onDelivery(s.active);
       replace(statsErr);
       chart.add(Date.now() / 1000, s);
       replace(statsBox, ...[

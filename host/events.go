@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,6 +197,20 @@ func (d *deliveryEvents) workerOf(ev hostEvent) string {
 	return ""
 }
 
+// idList names an event's messages by ID, so that a log line leads to
+// them (tako queues peek, the console's message view): "m1, m2" or
+// "m1, m2 and 8 more".
+func idList(ids []string, count int) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	s := strings.Join(ids, ", ")
+	if count > len(ids) {
+		s += fmt.Sprintf(" and %d more", count-len(ids))
+	}
+	return s
+}
+
 func (d *deliveryEvents) describe(ev hostEvent) string {
 	name := func(uid string) string {
 		if _, n, ok := d.h.metrics.resource(uid); ok {
@@ -206,6 +221,9 @@ func (d *deliveryEvents) describe(ev hostEvent) string {
 	msgs := fmt.Sprintf("%d messages", ev.Count)
 	if ev.Count == 1 {
 		msgs = "1 message"
+	}
+	if ids := idList(ev.MessageIDs, ev.Count); ids != "" {
+		msgs += " (" + ids + ")"
 	}
 	switch ev.Kind {
 	case delivery.EventDeadLettered:

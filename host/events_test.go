@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,9 +82,23 @@ func TestDeliveryEventsInTheWorkersLog(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	waitLogRE := func(want *regexp.Regexp) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, _, logs := c.do("GET", "/v2/spaces/demo/resources/"+w+"/logs?limit=1000", nil)
+			if want.Match(logs) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not in the worker's log: %s", want, logs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	send("bad")
 	waitLog("delivery: a batch of 1 message of queue jobs failed (the queue handler threw or rejected)")
-	waitLog("delivery: 1 message of queue jobs discarded after the last retry")
+	waitLogRE(regexp.MustCompile(`delivery: 1 message \([^ ,)]+\) of queue jobs discarded after the last retry`))
 
 	// Each batch is an invocation of the worker, newest first, with its
 	// consumer, queue, size, duration and outcome (GET …/invocations).
@@ -134,4 +149,20 @@ func TestDeliveryEventsInTheWorkersLog(t *testing.T) {
 	defer h.Shutdown(context.Background())
 	c = newClient(t, h.URL(), h.AdminToken())
 	waitLog("delivery: 1 message of queue jobs left unsettled by a batch when the host stopped, delivered again")
+}
+
+func TestEventIDList(t *testing.T) {
+	for _, c := range []struct {
+		ids   []string
+		count int
+		want  string
+	}{
+		{nil, 3, ""},
+		{[]string{"m1"}, 1, "m1"},
+		{[]string{"m1", "m2"}, 12, "m1, m2 and 10 more"},
+	} {
+		if got := idList(c.ids, c.count); got != c.want {
+			t.Errorf("idList(%v, %d) = %q, want %q", c.ids, c.count, got, c.want)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,6 +73,9 @@ func metricValue(text, name string, labels ...string) float64 {
 // throws on, with one retry and a dead-letter queue) the scrape's
 // counters say exactly that: per queue by space and name, per consumer,
 // journal, HTTP by route, and no ID anywhere in a label.
+// deadLetterLine is the worker's log line of a message dead-lettered.
+var deadLetterLine = regexp.MustCompile(`delivery: 1 message \([0-9a-z-]+\) of queue tasks dead-lettered to queue dead after the last retry`)
+
 func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	// A 2 s handler time limit: the spinning worker below is killed 1 s
 	// (the kill grace) after it.
@@ -212,11 +216,12 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 			t.Fatalf("a resource UID (%s) is in a label", id)
 		}
 	}
-	// The dead-letter move is in the worker's log, by queue names.
+	// The dead-letter move is in the worker's log, by queue names and the
+	// message's ID.
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		_, _, logs := c.do("GET", "/v2/spaces/demo/resources/"+w+"/logs", nil)
-		if strings.Contains(string(logs), "delivery: 1 message of queue tasks dead-lettered to queue dead after the last retry") {
+		if deadLetterLine.Match(logs) {
 			break
 		}
 		if time.Now().After(deadline) {

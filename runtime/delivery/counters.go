@@ -105,13 +105,24 @@ type Event struct {
 	QueueUID, WorkerUID string
 	DeadLetterQueueUID  string // for EventDeadLettered
 	Count               int
+	// MessageIDs are the first EventIDs of the Count messages' IDs (in
+	// their queue, before any move), so that a log line names them.
+	MessageIDs []string
 }
 
-func (q *queue) emit(kind string, n int, dlq string) {
+// EventIDs is the most message IDs an Event carries.
+const EventIDs = 10
+
+func (q *queue) emit(kind string, ms []*msg, dlq string) {
+	n := len(ms)
 	if n == 0 || q.e.onEvent == nil {
 		return
 	}
-	ev := Event{Kind: kind, QueueUID: q.uid, Count: n, DeadLetterQueueUID: dlq}
+	ids := make([]string, 0, min(n, EventIDs))
+	for _, m := range ms[:min(n, EventIDs)] {
+		ids = append(ids, m.id)
+	}
+	ev := Event{Kind: kind, QueueUID: q.uid, Count: n, DeadLetterQueueUID: dlq, MessageIDs: ids}
 	if q.consumer != nil {
 		ev.WorkerUID = q.consumer.cfg.WorkerUID
 	}

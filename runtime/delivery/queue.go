@@ -511,7 +511,7 @@ func (e *Engine) removeExpired(q *queue, list []*msg) {
 			q.drop(m)
 		}
 		q.count.expired.Add(uint64(len(list)))
-		q.emit(EventExpired, len(list), "")
+		q.emit(EventExpired, list, "")
 		e.log.Debug("delivery: expired messages removed", "queue", q.uid, "count", len(ids))
 	}
 	q.pump()
@@ -780,9 +780,9 @@ func (q *queue) applyPlan(p *plan, now int64) {
 	q.count.expired.Add(uint64(len(p.expire)))
 	q.count.discarded.Add(uint64(len(p.discard)))
 	q.count.deadLettered.Add(uint64(len(p.dead)))
-	q.emit(EventDeadLettered, len(p.dead), p.dlqUID)
-	q.emit(EventDiscarded, len(p.discard), "")
-	q.emit(EventExpired, len(p.expire), "")
+	q.emit(EventDeadLettered, p.dead, p.dlqUID)
+	q.emit(EventDiscarded, p.discard, "")
+	q.emit(EventExpired, p.expire, "")
 	for _, l := range [][]*msg{p.ack, p.expire, p.discard, p.dead, p.gone} {
 		for _, m := range l {
 			q.drop(m)

@@ -148,10 +148,7 @@ func (w *world) listedTagged(ctx context.Context, a, tag string) (messageItem, e
 	}
 }
 
-type messagePage struct {
-	Items         []messageItem `json:"items"`
-	NextPageToken string        `json:"nextPageToken"`
-}
+type messagePage = page[messageItem]
 
 // listMessages reads every page of a's messages, n at a time.
 func (w *world) listMessages(ctx context.Context, a string, n int) ([]messageItem, error) {
@@ -159,13 +156,27 @@ func (w *world) listMessages(ctx context.Context, a string, n int) ([]messageIte
 	if err != nil {
 		return nil, err
 	}
-	var all []messageItem
+	return allPages[messageItem](ctx, w, p, "", n, "message list")
+}
+
+// page is one page of a Host API list: its items and the token of the
+// next page ("" on the last).
+type page[T any] struct {
+	Items         []T    `json:"items"`
+	NextPageToken string `json:"nextPageToken"`
+}
+
+// allPages GETs path (with query, if any) n items a page, following
+// nextPageToken to the end, as the current principal, and checks that no
+// page holds more than n.
+func allPages[T any](ctx context.Context, w *world, path, query string, n int, what string) ([]T, error) {
+	var all []T
 	tok := ""
-	for pages := 0; ; pages++ {
-		if pages > 10000 {
-			return nil, fmt.Errorf("the pages of %q do not end", a)
+	for pages := 0; pages < 10000; pages++ {
+		u := fmt.Sprintf("%s?limit=%d", path, n)
+		if query != "" {
+			u += "&" + query
 		}
-		u := fmt.Sprintf("%s?limit=%d", p, n)
 		if tok != "" {
 			u += "&pageToken=" + url.QueryEscape(tok)
 		}
@@ -176,9 +187,9 @@ func (w *world) listMessages(ctx context.Context, a string, n int) ([]messageIte
 		if r.Status != 200 {
 			return nil, fmt.Errorf("GET %s: %s", u, r)
 		}
-		var pg messagePage
+		var pg page[T]
 		if err := json.Unmarshal(r.Body, &pg); err != nil {
-			return nil, fmt.Errorf("GET %s: not a message list: %v", u, err)
+			return nil, fmt.Errorf("GET %s: not a %s: %v", u, what, err)
 		}
 		if len(pg.Items) > n {
 			return nil, fmt.Errorf("GET %s: %d items, more than limit %d", u, len(pg.Items), n)
@@ -189,6 +200,7 @@ func (w *world) listMessages(ctx context.Context, a string, n int) ([]messageIte
 		}
 		tok = pg.NextPageToken
 	}
+	return nil, fmt.Errorf("the pages of the %s at %s do not end", what, path)
 }
 
 func registerInspectSteps(sc *godog.ScenarioContext) {

@@ -121,46 +121,10 @@ func (w *world) listedFull(ctx context.Context, a, tag string) (*listedFull, err
 	return &m, nil
 }
 
-// opList is one page of GET /v2/spaces/{space}/operations.
-type opList struct {
-	Items         []Operation `json:"items"`
-	NextPageToken string      `json:"nextPageToken"`
-}
-
 // listOps walks every page of the space's Operations with query q (without
 // limit and pageToken), n a page, as the current principal.
 func (w *world) listOps(ctx context.Context, q string, n int) ([]Operation, error) {
-	var all []Operation
-	tok := ""
-	for pages := 0; pages < 10000; pages++ {
-		u := fmt.Sprintf("/v2/spaces/%s/operations?limit=%d", w.space, n)
-		if q != "" {
-			u += "&" + q
-		}
-		if tok != "" {
-			u += "&pageToken=" + url.QueryEscape(tok)
-		}
-		r, err := w.do(ctx, "GET", u, nil)
-		if err != nil {
-			return nil, err
-		}
-		if r.Status != 200 {
-			return nil, fmt.Errorf("GET %s: %s", u, r)
-		}
-		var pg opList
-		if err := json.Unmarshal(r.Body, &pg); err != nil {
-			return nil, fmt.Errorf("GET %s: not an operation list: %v", u, err)
-		}
-		if len(pg.Items) > n {
-			return nil, fmt.Errorf("GET %s: %d items, more than limit %d", u, len(pg.Items), n)
-		}
-		all = append(all, pg.Items...)
-		if pg.NextPageToken == "" {
-			return all, nil
-		}
-		tok = pg.NextPageToken
-	}
-	return nil, fmt.Errorf("the pages of the operation list do not end")
+	return allPages[Operation](ctx, w, fmt.Sprintf("/v2/spaces/%s/operations", w.space), q, n, "operation list")
 }
 
 func registerCoverageSteps(sc *godog.ScenarioContext) {

@@ -41,11 +41,11 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"POST /v2/spaces/{space}/operations/{id}/cancel":     {action: auth.Write},
 		"GET /v2/spaces/{space}/resources/{uid}/invocations": {action: auth.Read},
 		"GET /v2/spaces/{space}/resources/{uid}/history":     {action: auth.Read},
-		"GET /console/":                                      {public: true},
-		"GET /console":                                       {public: true},
-		"GET /v2/principals":                                 {admin: true, action: auth.Write},
-		"POST /v2/principals":                                {admin: true, action: auth.Write, body: "principal-create-request.json"},
-		"DELETE /v2/principals/{principal}":                  {admin: true, action: auth.Write},
+		"GET /console/":                     {public: true},
+		"GET /console":                      {public: true},
+		"GET /v2/principals":                {admin: true, action: auth.Write},
+		"POST /v2/principals":               {admin: true, action: auth.Write, body: "principal-create-request.json"},
+		"DELETE /v2/principals/{principal}": {admin: true, action: auth.Write},
 	}
 	if len(routes) != len(want) {
 		t.Fatalf("%d routes, want %d: %v", len(routes), len(want), routes)

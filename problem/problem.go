@@ -113,6 +113,9 @@ var Titles = map[string]string{
 	CodeNotCancellable:      "Operation not cancellable",
 	CodePayloadTooLarge:     "Payload too large",
 	CodeMemoryBudgetInUse:   "Memory budget in use",
+	CodeBatchTooLarge:       "Batch too large",
+	CodeInvalidBody:         "Invalid body",
+	CodeMessageTooLarge:     "Message too large",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

@@ -179,7 +179,7 @@ func TestMemoryCgroupSurvivesLargeBodies(t *testing.T) {
 	cg := newMemCgroup(t, limit)
 	e := startEnv(t, hostOpts{principals: true, wrap: cg.wrap()})
 	ctx := ctxT(t, 90*time.Second)
-	if !contains(e.host.Out.String(), `"from":"half the memory cgroup's limit`) {
+	if !contains(e.host.Out.String(), `from="half the memory cgroup's limit`) {
 		t.Fatalf("the host did not derive its memory from the cgroup:\n%s", harness.Tail(e.host.Out.String(), 3000))
 	}
 	deploy := func(c *harness.Client, space, name, code string) string {

@@ -211,7 +211,7 @@ describe("console", { skip: reason ?? false }, () => {
     await page.getByLabel(/^Delay in seconds/).fill("600");
     await page.getByRole("button", { name: "Send", exact: true }).click();
     await page.getByRole("status").filter({ hasText: /^Sent: message \S+\.$/ }).waitFor();
-    await until("the sent message to be listed, delayed", async () => (await page.locator("tr[data-message-id]", { hasText: "delayed" }).count()) >= 1);
+    await until("the sent message to be counted delayed", async () => Number(await stat(page, "Delayed")) >= 1);
     await page.getByLabel(/^Delay in seconds/).fill("43201");
     await page.getByLabel("Body").fill("too late");
     await page.getByRole("button", { name: "Send", exact: true }).click();

@@ -123,7 +123,7 @@ func (c *Controller) Publish(ctx context.Context, req PublishRequest) (ids []str
 		return nil, false, problem.Forbidden("the principal may not publish to this queue: publishing needs editor of AtLeastOnceQueue, or a publisher grant that names the queue")
 	}
 	if c.opts.Sender == nil {
-		return nil, false, problem.New(http.StatusNotImplemented, problem.CodeBackendUnavailable, "this host has no sender for published messages")
+		return nil, false, problem.New(http.StatusServiceUnavailable, problem.CodeBackendUnavailable, "this host has no sender for published messages")
 	}
 	if req.Idempotency.Key != "" {
 		// One publish per key at a time, so that two retries racing each

@@ -47,6 +47,18 @@ const (
 	// recPutOperation3 is recPutOperation2 with the Operation's Progress
 	// after FormURL; written only for an Operation that has it.
 	recPutOperation3
+	// recAcceptMessage3 is recAcceptMessage with a byte of flags after
+	// Lease (1: dead-letter metadata follows, as in recAcceptMessage2;
+	// 2: then the message's TraceParent); written only for a message
+	// that has a TraceParent, so a host that does not trace writes the
+	// records it always did.
+	recAcceptMessage3
+)
+
+// Flags of recAcceptMessage3.
+const (
+	acceptHasDeadLetter byte = 1 << iota
+	acceptHasTrace
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -172,9 +184,12 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			if len(m.Body) > journal.MaxPayload {
 				return nil, nil, fmt.Errorf("store: message body of %d bytes is too large", len(m.Body))
 			}
-			if msg.DeadLetter != nil {
+			switch {
+			case msg.TraceParent != "":
+				e.u8(recAcceptMessage3)
+			case msg.DeadLetter != nil:
 				e.u8(recAcceptMessage2)
-			} else {
+			default:
 				e.u8(recAcceptMessage)
 			}
 			e.str(msg.Queue)
@@ -183,6 +198,13 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.varint(msg.VisibleAt)
 			e.uvarint(uint64(max(msg.Attempts, 0)))
 			e.str(msg.Lease)
+			if msg.TraceParent != "" {
+				flags := acceptHasTrace
+				if msg.DeadLetter != nil {
+					flags |= acceptHasDeadLetter
+				}
+				e.u8(flags)
+			}
 			if dl := msg.DeadLetter; dl != nil {
 				e.str(dl.SourceQueue)
 				e.str(dl.SourceQueueName)
@@ -192,6 +214,9 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 				e.uvarint(uint64(max(dl.Attempts, 0)))
 				e.str(dl.OriginalID)
 				e.varint(dl.DeadLetteredAt)
+			}
+			if msg.TraceParent != "" {
+				e.str(msg.TraceParent)
 			}
 			meta[i].crc = journal.Checksum(m.Body)
 			e.b = binary.LittleEndian.AppendUint32(e.b, meta[i].crc)
@@ -421,7 +446,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 		case recDeleteIdempotency:
 			scope := d.str()
 			muts = append(muts, DeleteIdempotency{Scope: scope, Key: d.str()})
-		case recAcceptMessage, recAcceptMessage2:
+		case recAcceptMessage, recAcceptMessage2, recAcceptMessage3:
 			var msg Message
 			msg.Queue = d.str()
 			msg.ID = d.str()
@@ -433,7 +458,17 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			}
 			msg.Attempts = int(attempts)
 			msg.Lease = d.str()
-			if t == recAcceptMessage2 {
+			var flags byte
+			switch t {
+			case recAcceptMessage2:
+				flags = acceptHasDeadLetter
+			case recAcceptMessage3:
+				flags = d.u8()
+				if flags&^(acceptHasDeadLetter|acceptHasTrace) != 0 {
+					d.fail("unknown message flags %#x", flags)
+				}
+			}
+			if flags&acceptHasDeadLetter != 0 {
 				var dl DeadLetter
 				dl.SourceQueue = d.str()
 				dl.SourceQueueName = d.str()
@@ -448,6 +483,9 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 				dl.OriginalID = d.str()
 				dl.DeadLetteredAt = d.varint()
 				msg.DeadLetter = &dl
+			}
+			if flags&acceptHasTrace != 0 {
+				msg.TraceParent = d.str()
 			}
 			crc := d.raw(4)
 			size := d.uvarint()

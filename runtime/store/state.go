@@ -36,6 +36,10 @@ type state struct {
 	// have it (Message.DeadLetter), few next to the rest: a side map keeps
 	// msgEntry small and pointer-free.
 	deadLetters map[msgKey]*DeadLetter
+	// traces holds the TraceParent of the messages that have one (only
+	// a host that traces sets it): a side map too, empty when tracing
+	// is off, so an untraced backlog costs nothing more.
+	traces map[msgKey]string
 
 	// bodies holds message bodies when there is no journal to read them
 	// from (Memory); nil for Journaled.
@@ -501,6 +505,11 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 					delete(s.deadLetters, k)
 				}
 			}
+			for k := range s.traces {
+				if k.queue == m.Queue {
+					delete(s.traces, k)
+				}
+			}
 			if q := s.queues[m.Queue]; q != nil {
 				for i := range q.msgs.Len() {
 					if e := q.msgs.At(i); !e.removed() {
@@ -557,6 +566,14 @@ func (s *state) accept(m *AcceptMessage, seg uint64, bodyOff int64, crc uint32) 
 	} else if ok && s.deadLetters != nil {
 		delete(s.deadLetters, msgKey{m.Message.Queue, id})
 	}
+	if tp := m.Message.TraceParent; tp != "" {
+		if s.traces == nil {
+			s.traces = map[msgKey]string{}
+		}
+		s.traces[msgKey{m.Message.Queue, id}] = tp
+	} else if ok && s.traces != nil {
+		delete(s.traces, msgKey{m.Message.Queue, id})
+	}
 }
 
 // forget drops what the state holds for a message that goes: its live
@@ -578,6 +595,9 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 	s.forget(name, q.msgs.At(int(i)), len(id))
 	if s.deadLetters != nil {
 		delete(s.deadLetters, msgKey{name, id})
+	}
+	if s.traces != nil {
+		delete(s.traces, msgKey{name, id})
 	}
 	*q.msgs.At(int(i)) = msgEntry{}
 	q.unindexKey(id, k, isHex, i)
@@ -663,14 +683,15 @@ func (s *state) message(queue, id string, hint *int32) (*msgEntry, bool) {
 
 func (s *state) messageOf(queue, id string, e *msgEntry) Message {
 	return Message{
-		Queue:      queue,
-		ID:         id,
-		AcceptedAt: e.acceptedAt,
-		VisibleAt:  e.visibleAt,
-		Attempts:   int(e.attempts),
-		Lease:      s.leases.name(e.lease),
-		Size:       int(e.size),
-		DeadLetter: s.deadLetter(queue, id),
+		Queue:       queue,
+		ID:          id,
+		AcceptedAt:  e.acceptedAt,
+		VisibleAt:   e.visibleAt,
+		Attempts:    int(e.attempts),
+		Lease:       s.leases.name(e.lease),
+		Size:        int(e.size),
+		DeadLetter:  s.deadLetter(queue, id),
+		TraceParent: s.traces[msgKey{queue, id}],
 	}
 }
 

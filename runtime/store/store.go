@@ -175,6 +175,13 @@ type Message struct {
 	// inspection listing, redrive), never part of what a worker sees: the
 	// Forms give a dead-lettered message no portable link to its source.
 	DeadLetter *DeadLetter `json:"deadLetter,omitempty"`
+	// TraceParent is the W3C trace context (a traceparent header value)
+	// of the span that sent the message, set only when the host traces
+	// (package telemetry): each delivery's span links to it, after a
+	// restart and a dead-letter move too. The store keeps it as it is
+	// given; like DeadLetter it is host-side bookkeeping that never
+	// reaches a worker.
+	TraceParent string `json:"traceParent,omitempty"`
 }
 
 // Dead-letter reasons.

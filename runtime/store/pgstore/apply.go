@@ -544,23 +544,32 @@ func (w *writer) flushAccepts(ctx context.Context) error {
 	acc, vis := make([]int64, n), make([]int64, n)
 	att, size := make([]int32, n), make([]int32, n)
 	bodies := make([][]byte, n)
-	dls := make([]*string, n)
+	dls, tps := make([]*string, n), make([]*string, n)
 	for i, a := range run {
 		m := &a.Message
 		queues[i], ids[i], lease[i] = m.Queue, m.ID, m.Lease
 		acc[i], vis[i], att[i], size[i], bodies[i] = m.AcceptedAt, m.VisibleAt, int32(m.Attempts), int32(len(a.Body)), a.Body
-		dls[i] = deadLetterJSON(m.DeadLetter)
+		dls[i], tps[i] = deadLetterJSON(m.DeadLetter), traceParent(m.TraceParent)
 	}
-	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body, dead_letter)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[], $9::text[]::jsonb[])
+	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body, dead_letter, trace_parent)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[], $9::text[]::jsonb[], $10::text[])
 		ON CONFLICT (queue, id) DO UPDATE SET accepted_at = EXCLUDED.accepted_at, visible_at = EXCLUDED.visible_at,
 			attempts = EXCLUDED.attempts, lease = EXCLUDED.lease, size = EXCLUDED.size, body = EXCLUDED.body,
-			dead_letter = EXCLUDED.dead_letter`,
-		queues, ids, acc, vis, att, lease, size, bodies, dls)
+			dead_letter = EXCLUDED.dead_letter, trace_parent = EXCLUDED.trace_parent`,
+		queues, ids, acc, vis, att, lease, size, bodies, dls, tps)
 	return nil
 }
 
-var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body", "dead_letter"}
+var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body", "dead_letter", "trace_parent"}
+
+// traceParent is the trace_parent column of a message: NULL when it has
+// none (a host that does not trace).
+func traceParent(tp string) *string {
+	if tp == "" {
+		return nil
+	}
+	return &tp
+}
 
 // deadLetterJSON is the dead_letter column of a message: its metadata as
 // JSON, or NULL.
@@ -589,7 +598,7 @@ func (w *writer) copyRun(ctx context.Context, run []store.AcceptMessage) (ok boo
 		a := &run[i]
 		i++
 		m := &a.Message
-		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body, deadLetterJSON(m.DeadLetter)}, nil
+		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body, deadLetterJSON(m.DeadLetter), traceParent(m.TraceParent)}, nil
 	}))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation: a replacement

@@ -461,14 +461,18 @@ func (s *Store) idempotencyOnce(ctx context.Context, scope, key string) (store.I
 	return r, nil
 }
 
-const messageCols = `queue, id, accepted_at, visible_at, attempts, lease, size, dead_letter`
+const messageCols = `queue, id, accepted_at, visible_at, attempts, lease, size, dead_letter, trace_parent`
 
 func scanMessage(row pgx.Row) (store.Message, error) {
 	var m store.Message
 	var attempts, size int32
 	var dl []byte
-	err := row.Scan(&m.Queue, &m.ID, &m.AcceptedAt, &m.VisibleAt, &attempts, &m.Lease, &size, &dl)
+	var tp *string
+	err := row.Scan(&m.Queue, &m.ID, &m.AcceptedAt, &m.VisibleAt, &attempts, &m.Lease, &size, &dl, &tp)
 	m.Attempts, m.Size = int(attempts), int(size)
+	if tp != nil {
+		m.TraceParent = *tp
+	}
 	if err == nil && dl != nil {
 		m.DeadLetter = new(store.DeadLetter)
 		if jerr := json.Unmarshal(dl, m.DeadLetter); jerr != nil {

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("AcceptReplaces", h.wrap(testAcceptReplaces))
 	t.Run("DropQueue", h.wrap(testDropQueue))
 	t.Run("DeadLetterMetadata", h.wrap(testDeadLetterMetadata))
+	t.Run("TraceParent", h.wrap(testTraceParent))
 	t.Run("UnknownReferencesAreNoOps", h.wrap(testNoOps))
 	t.Run("Copies", h.wrap(testCopies))
 	t.Run("AtomicVisibility", h.wrap(testAtomicVisibility))
@@ -666,6 +667,57 @@ func testDeadLetterMetadata(e *env) {
 	e.apply(msg("dlq", "d1", 14, "after the drop"))
 	e.reopen(func() {
 		if m, err := e.s.Message(e.ctx, "dlq", "d1"); err != nil || m.DeadLetter != nil {
+			e.Fatalf("after DropQueue: %#v, %v", m, err)
+		}
+	})
+}
+
+// testTraceParent: a message's trace context is durable with it, alone
+// or beside dead-letter metadata, survives delivery and retry, and goes
+// with the message (removal, DropQueue, replacement without it).
+func testTraceParent(e *env) {
+	const tp1 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	const tp2 = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+	a := msg("q", "t1", 10, "traced")
+	a.Message.TraceParent = tp1
+	b := msg("q", "t2", 11, "traced dead letter")
+	b.Message.TraceParent = tp2
+	b.Message.DeadLetter = &store.DeadLetter{SourceQueue: "src", Reason: store.ReasonRetriesExhausted, Attempts: 2, OriginalID: "o"}
+	e.apply(a, b, msg("q", "plain", 12, "untraced"))
+	e.apply(store.DeliverMessages{Queue: "q", Batch: "b1", IDs: []string{"t1", "t2"}})
+	e.apply(store.RetryMessage{Queue: "q", ID: "t1", VisibleAt: 500})
+	e.reopen(func() {
+		got, err := e.s.Message(e.ctx, "q", "t1")
+		if err != nil {
+			e.Fatal(err)
+		}
+		same(e.T, "Message(q, t1)", got, store.Message{Queue: "q", ID: "t1", AcceptedAt: 10, VisibleAt: 500, Attempts: 1, Size: 6, TraceParent: tp1})
+		all, err := e.s.Messages(e.ctx, "q")
+		if err != nil || len(all) != 3 {
+			e.Fatalf("Messages(q) = %v, %v", all, err)
+		}
+		if all[1].TraceParent != tp2 || all[1].DeadLetter == nil || all[1].DeadLetter.OriginalID != "o" || all[1].DeadLetter.Attempts != 2 {
+			e.Fatalf("Messages(q)[1] = %#v; want its trace context and its dead-letter metadata", all[1])
+		}
+		if all[2].TraceParent != "" {
+			e.Fatalf("an untraced message has trace context %q", all[2].TraceParent)
+		}
+	})
+	e.apply(msg("q", "t1", 10, "replaced"))
+	e.apply(store.RemoveMessages{Queue: "q", IDs: []string{"t2"}, Reason: store.RemovedAcknowledged})
+	e.apply(msg("q", "t2", 13, "new t2"))
+	e.reopen(func() {
+		for _, id := range []string{"t1", "t2"} {
+			if m, err := e.s.Message(e.ctx, "q", id); err != nil || m.TraceParent != "" {
+				e.Fatalf("Message(q, %s) = %#v, %v; want no trace context", id, m, err)
+			}
+		}
+	})
+	e.apply(a)
+	e.apply(store.DropQueue{Queue: "q"})
+	e.apply(msg("q", "t1", 14, "after the drop"))
+	e.reopen(func() {
+		if m, err := e.s.Message(e.ctx, "q", "t1"); err != nil || m.TraceParent != "" {
 			e.Fatalf("after DropQueue: %#v, %v", m, err)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/runtime/store"
+	"github.com/takoform/queuehost/telemetry"
 )
 
 // Config configures one host. The zero value is not usable: DataDir is
@@ -105,6 +106,10 @@ type Config struct {
 	// journaled and before its effect: a test hook (crash tests pause there
 	// and kill the host). nil in production.
 	AfterIntent func(ctx context.Context, op store.Operation)
+	// Tracing says where OpenTelemetry spans of sends, deliveries and
+	// settlements are exported (package telemetry); the zero value, with
+	// no OTEL_EXPORTER_OTLP_* endpoint in the environment, traces nothing.
+	Tracing telemetry.Config
 	// Runtime builds the JavaScript runtime from the options the host
 	// gives it; when nil, the sandboxed runtime (NewSandboxRuntime), or the
 	// in-process goja runtime (NewGojaRuntime) with UnsafeInProcessWorkers.

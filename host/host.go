@@ -24,6 +24,7 @@ import (
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/server"
+	"github.com/takoform/queuehost/telemetry"
 )
 
 // MemoryDataDir as Config.DataDir keeps every state in memory.
@@ -55,7 +56,9 @@ type Host struct {
 	versions   *controller.Versions // shared by the fetch route and the engine's resolver
 	ctl        *controller.Controller
 	srv        *server.Server
-	metrics    *metrics
+	// tracing exports spans over OTLP (Config.Tracing); nil when off.
+	tracing *telemetry.Tracing
+	metrics *metrics
 	// logs keeps the workers' logs: files under DataDir/logs, or memory
 	// for ":memory:" (see js.OpenLogBook).
 	logs *js.LogBook
@@ -115,11 +118,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.MaxMemory, _ = membudget.DefaultHostMemory()
 	}
 	h := &Host{cfg: cfg, log: cfg.Logger, stopping: make(chan struct{})}
+	tracing, err := telemetry.New(ctx, cfg.Tracing)
+	if err != nil {
+		return nil, fmt.Errorf("host: tracing: %w", err)
+	}
+	h.tracing = tracing
 	h.budget = membudget.New(membudget.Limits{Total: BodyBudget(cfg.MaxMemory)})
 	h.setNotReady("the store, runtime, engine and controller are starting")
 	h.metrics = newMetrics(h)
 
-	var err error
 	var pcfg *auth.Config // host.json's principals
 	// The hosts of a cluster may share one data directory (they must share
 	// host.json): each keeps its workers' logs in a directory of its own,
@@ -253,6 +260,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	events := newDeliveryEvents(h)
 	h.parts.add("delivery events", events)
 	engOpts := delivery.Options{HandlerTimeout: cfg.HandlerTimeout, Logger: cfg.Logger, ObserveBatch: func(o delivery.BatchObservation) { h.metrics.observeBatch(o); events.batch(o) }, OnEvent: events.post}
+	if h.tracing != nil {
+		engOpts.Tracer = h.tracing
+	}
 	engStore := h.st
 	var ctlEngine controller.Engine
 	if h.cluster != nil {
@@ -271,6 +281,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if h.cluster != nil {
 		h.parts.add("cluster leases", clusterLeases{h.cluster})
+	}
+	if h.tracing != nil {
+		// Stopped after the engine: its last spans are exported.
+		h.parts.add("tracing", tracingPart{h.tracing})
 	}
 	h.parts.add("delivery engine", h.eng)
 	ctlOpts := controller.Options{
@@ -374,7 +388,12 @@ func (h *Host) Budget() *membudget.Budget { return h.budget }
 
 // Handler is the Host API, for in-process use (httptest, the conformance
 // runner).
-func (h *Host) Handler() http.Handler { return h.srv }
+func (h *Host) Handler() http.Handler {
+	if h.tracing != nil {
+		return h.tracing.Middleware(h.srv)
+	}
+	return h.srv
+}
 
 // AdminToken is the admin principal's token when the data directory still
 // holds admin-token (always for ":memory:"), else "".
@@ -449,7 +468,7 @@ func (h *Host) Start() error {
 		idleTimeout = h.cfg.IdleTimeout
 	}
 	h.httpSrv = &http.Server{
-		Handler:           h.srv,
+		Handler:           h.Handler(),
 		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
@@ -543,6 +562,12 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// tracingPart flushes and stops the exporter when the host stops.
+type tracingPart struct{ t *telemetry.Tracing }
+
+func (tracingPart) Start(context.Context) error      { return nil }
+func (p tracingPart) Stop(ctx context.Context) error { return p.t.Shutdown(ctx) }
 
 func (h *Host) closeStore() {
 	if h.st != nil {

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/takoform/queuehost/host"
 	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/server"
+	"github.com/takoform/queuehost/telemetry"
 )
 
 func main() {
@@ -55,6 +57,7 @@ func run(args []string) int {
 	idleTimeout := fs.Duration("idle-timeout", host.IdleTimeout, "how long an idle keep-alive connection is kept")
 	maxMemory := fs.String("max-memory", "", "memory the host process may use (e.g. 512MiB, 2GiB; sandboxes have caps of their own): half of it bounds request and response bodies in flight, a principal gets half of that and a worker a quarter (empty: half the memory cgroup's limit, else a quarter of RAM); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
 	logFormat := fs.String("log-format", "text", "the log on stderr: text (one line a person reads per event) or json (one JSON object per line, for a log collector); request logs and the host's events alike")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "OpenTelemetry collector to export traces of sends, deliveries and settlements to, over OTLP/HTTP (http://127.0.0.1:4318); empty: the OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable, and without either no tracing (spec/peers.md §Tracing)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,6 +71,7 @@ func run(args []string) int {
 		ShutdownGrace: *grace, Logger: logger, UnsafeInProcessWorkers: *unsafeWorkers,
 	}
 	cfg.MaxConns, cfg.MaxConnsPerClient = *maxConns, *maxConnsPerClient
+	cfg.Tracing.Endpoint = *otlpEndpoint
 	cfg.HeaderTimeout, cfg.IdleTimeout = *headerTimeout, *idleTimeout
 	memWhere := "-max-memory"
 	if *maxMemory != "" {
@@ -112,6 +116,9 @@ func run(args []string) int {
 	}
 	fmt.Printf("takohost listening on %s\n", h.URL())
 	logger.Info("memory", "maxMemory", cfg.MaxMemory, "from", memWhere, "bodyBudget", host.BodyBudget(cfg.MaxMemory))
+	if telemetry.Enabled(cfg.Tracing) {
+		logger.Info("tracing", "otlpEndpoint", cmp.Or(cfg.Tracing.Endpoint, os.Getenv(telemetry.EnvTracesEndpoint), os.Getenv(telemetry.EnvEndpoint)))
+	}
 	if a := h.MetricsAddr(); a != "" {
 		fmt.Printf("metrics on http://%s/metrics\n", a)
 	}

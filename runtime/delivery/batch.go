@@ -80,6 +80,9 @@ type batch struct {
 	timer     clock.Timer
 	done      chan struct{} // closed when bClosed
 	formed    int64         // UTC epoch ms when it was formed (inspection)
+	// spans: the batch's open spans while it runs on a traced engine
+	// (trace.go); nil otherwise.
+	spans BatchSpans
 }
 
 func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
@@ -200,6 +203,10 @@ func (e *Engine) dispatchBatch(b *batch) {
 		cancel1 := cancel
 		cancel = func(cause error) { cancel1(cause); c2() }
 	}
+	if e.tracer != nil {
+		e.startSpans(b)
+		hctx = b.spans.Context(hctx)
+	}
 	b.cancel = cancel
 	b.timer = e.clock.AfterFunc(timeout, func() { e.handlerTimedOut(b) })
 	e.registerBatch(b)
@@ -319,7 +326,7 @@ func (e *Engine) giveBack(b *batch, bodies [][]byte) {
 			muts = append(muts,
 				store.AcceptMessage{
 					Message: store.Message{Queue: q.uid, ID: m.id, AcceptedAt: m.acceptedAt, VisibleAt: m.visibleAt,
-						Attempts: m.attempts, Size: m.size, DeadLetter: m.dl},
+						Attempts: m.attempts, Size: m.size, DeadLetter: m.dl, TraceParent: m.traceParent()},
 					Body: bodies[i],
 				},
 				store.RetryMessage{Queue: q.uid, ID: m.id, VisibleAt: m.visibleAt})
@@ -384,6 +391,7 @@ func (e *Engine) notStarted(b *batch, bodies [][]byte) {
 
 // endBatchLocked retires b. q.mu held.
 func (e *Engine) endBatchLocked(b *batch) {
+	b.endSpans()
 	b.state = bClosed
 	delete(b.q.batches, b.id)
 	b.freeSlot()
@@ -498,6 +506,7 @@ func (e *Engine) finalize(b *batch) {
 		}
 	} else {
 		q.applyPlan(&p, now)
+		b.traceSettled(&p)
 	}
 	e.endBatchLocked(b)
 	e.finished.Add(1)
@@ -614,6 +623,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 	}
 	if err == nil {
 		q.applyPlan(&p, e.nowMs())
+		b.traceSettled(&p)
 	}
 	fin := b.state == bClosing && b.pending == 0 && !b.finalizing
 	if fin {

@@ -59,7 +59,7 @@ func (e *Engine) currentLease(uid string) (time.Time, bool) {
 }
 
 // sendRemote is Send into a queue this engine does not hold.
-func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation) ([]string, error) {
+func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation, traceParent string) ([]string, error) {
 	delay, err := e.remoteQueue(queueUID)
 	if errors.Is(err, abi.ErrUnknownQueue) {
 		return nil, err
@@ -78,7 +78,7 @@ func (e *Engine) sendRemote(ctx context.Context, queueUID string, msgs []abi.Out
 			d = *m.Delay
 		}
 		muts[i] = store.AcceptMessage{
-			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: now + int64(d)*1000, Size: len(m.Body)},
+			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: now + int64(d)*1000, Size: len(m.Body), TraceParent: traceParent},
 			Body:    m.Body,
 		}
 	}
@@ -194,6 +194,7 @@ func (e *Engine) Adopt(uid string, sms []store.Message) int {
 		}
 		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
 		m.dl = sm.DeadLetter
+		m.tracedFrom(sm.TraceParent)
 		if sm.Lease != "" && m.visibleAt > now {
 			m.visibleAt = now
 		}
@@ -300,7 +301,7 @@ func (e *Engine) remoteDead(ctx context.Context, q *queue, p *plan, delaySeconds
 		id := seqIDs[i]
 		muts = append(muts, store.AcceptMessage{
 			Message: store.Message{Queue: p.dlqUID, ID: id, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(bodies[i]),
-				DeadLetter: p.deadLetter(q, m, now)},
+				DeadLetter: p.deadLetter(q, m, now), TraceParent: m.traceParent()},
 			Body: bodies[i],
 		})
 		newIDs = append(newIDs, id)

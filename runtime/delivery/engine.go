@@ -60,6 +60,9 @@ type Options struct {
 	// then also indexes its messages by ID, so that Adopt can add those
 	// another engine accepted.
 	Remote Remote
+	// Tracer, when set, records spans of sends, deliveries and
+	// settlements (trace.go, package telemetry). nil: none, at no cost.
+	Tracer Tracer
 }
 
 // Engine is the delivery engine: it accepts messages, delivers them in
@@ -77,6 +80,7 @@ type Engine struct {
 	observeBatch   func(BatchObservation)
 	onEvent        func(Event)
 	remote         Remote
+	tracer         Tracer
 
 	ctx    context.Context // background work; cancelled when Stop returns
 	cancel context.CancelFunc
@@ -127,6 +131,7 @@ func New(st store.Store, res abi.Resolver, opts Options) *Engine {
 		observeBatch:   opts.ObserveBatch,
 		onEvent:        opts.OnEvent,
 		remote:         opts.Remote,
+		tracer:         opts.Tracer,
 		queues:         map[string]*queue{},
 		consumers:      map[string]*consumer{},
 		running:        map[string]*batch{},
@@ -375,6 +380,7 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 		}
 		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
 		m.dl = sm.DeadLetter
+		m.tracedFrom(sm.TraceParent)
 		if sm.Lease != "" {
 			// Unsettled in a batch of a run that ended: deliverable now.
 			leased++
@@ -770,6 +776,23 @@ func (e *Engine) Send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 // record, spec/peers.md §Publish): both are durable or neither is. extra
 // nil is Send.
 func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation) ([]string, error) {
+	if e.tracer == nil {
+		return e.send(ctx, queueUID, msgs, extra, "")
+	}
+	tq := TracedQueue{UID: queueUID, Name: queueUID}
+	if q := e.queue(queueUID); q != nil {
+		q.mu.Lock()
+		tq = q.traceQueue()
+		q.mu.Unlock()
+	}
+	tp, end := e.tracer.Send(ctx, tq, len(msgs))
+	ids, err := e.send(ctx, queueUID, msgs, extra, tp)
+	end(ids, err)
+	return ids, err
+}
+
+// send is SendWith, storing traceParent with each message.
+func (e *Engine) send(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation, traceParent string) ([]string, error) {
 	if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch {
 		return nil, abi.ErrBatchTooLarge
 	}
@@ -788,7 +811,7 @@ func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.Outgo
 	}
 	q := e.queue(queueUID)
 	if q == nil {
-		return e.sendRemote(ctx, queueUID, msgs, extra)
+		return e.sendRemote(ctx, queueUID, msgs, extra, traceParent)
 	}
 	q.life.RLock()
 	if q.removed {
@@ -798,7 +821,7 @@ func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.Outgo
 			// Its delivery moved to another engine (Unload) after the
 			// lookup: the queue exists, and is sent to as one held
 			// elsewhere.
-			return e.sendRemote(ctx, queueUID, msgs, extra)
+			return e.sendRemote(ctx, queueUID, msgs, extra, traceParent)
 		}
 		return nil, abi.ErrUnknownQueue
 	}
@@ -827,6 +850,10 @@ func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.Outgo
 	now := e.nowMs()
 	muts := make([]store.Mutation, len(msgs))
 	news := make([]*msg, len(msgs))
+	var tr *msgTrace // shared: a msgTrace is never changed
+	if traceParent != "" {
+		tr = &msgTrace{send: traceParent}
+	}
 	for i, m := range msgs {
 		delay := defDelay
 		if m.Delay != nil {
@@ -836,10 +863,11 @@ func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.Outgo
 		// The body is not copied: the store encodes (Journaled) or copies
 		// (Memory) it within Apply and keeps no reference.
 		muts[i] = store.AcceptMessage{
-			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: visibleAt, Size: len(m.Body)},
+			Message: store.Message{Queue: queueUID, ID: ids[i], AcceptedAt: now, VisibleAt: visibleAt, Size: len(m.Body), TraceParent: traceParent},
 			Body:    m.Body,
 		}
 		news[i] = newMsg(ids[i], now, visibleAt, 0, len(m.Body), seq+uint64(i)+1)
+		news[i].tr = tr
 	}
 	if q.ids != nil {
 		q.mu.Lock()

@@ -58,6 +58,8 @@ type msg struct {
 	// dead-lettering (store.Message.DeadLetter); nil otherwise. Operators
 	// read it (inspection, redrive); it never reaches a handler.
 	dl *store.DeadLetter
+	// tr is the message's trace state (trace.go); nil when it has none.
+	tr *msgTrace
 }
 
 func newMsg(id string, acceptedAt, visibleAt int64, attempts, size int, seq uint64) *msg {

@@ -275,6 +275,7 @@ func (e *Engine) move(ctx context.Context, q *queue, m *msg, target string, extr
 		return "", false, backendErr(err)
 	}
 	nm := newMsg(newID, now, now+delay, 0, len(body), seq)
+	nm.tr = m.tr
 	t.mu.Lock()
 	if !t.removed {
 		t.insert(nm, e.nowMs())
@@ -324,7 +325,7 @@ func (e *Engine) bodyOf(ctx context.Context, q *queue, m *msg) ([]byte, error) {
 func moveMutations(q *queue, m *msg, target, newID string, now, visibleAt int64, body []byte, extra func(newID, target string) []store.Mutation) []store.Mutation {
 	muts := []store.Mutation{
 		store.AcceptMessage{
-			Message: store.Message{Queue: target, ID: newID, AcceptedAt: now, VisibleAt: visibleAt, Size: len(body)},
+			Message: store.Message{Queue: target, ID: newID, AcceptedAt: now, VisibleAt: visibleAt, Size: len(body), TraceParent: m.traceParent()},
 			Body:    body,
 		},
 		store.RemoveMessages{Queue: q.uid, IDs: []string{m.id}, Reason: store.RemovedRedriven},

@@ -724,11 +724,11 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 				}
 				dl := p.deadLetter(q, m, now)
 				muts = append(muts, store.AcceptMessage{
-					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body), DeadLetter: dl},
+					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body), DeadLetter: dl, TraceParent: m.traceParent()},
 					Body:    body,
 				})
 				nm := newMsg(id, now, now+delay, 0, len(body), seq)
-				nm.dl = dl
+				nm.dl, nm.tr = dl, m.tr
 				moved = append(moved, nm)
 				dead = append(dead, m)
 			}

@@ -125,6 +125,33 @@ func TestTraceAcrossRetries(t *testing.T) {
 	if receives != 2 {
 		t.Errorf("%d receive spans link to the send; want 2 (one per attempt's batch)", receives)
 	}
+
+	// The publish route: its send span is the child of the caller's span.
+	const pubSpan = "1111111111111111"
+	r, err = e.admin.Do(ctx, "POST", "/v2/spaces/"+topo.Space+"/resources/"+topo.Queue+"/messages",
+		map[string]any{"messages": []map[string]any{{"body": body("published", "ack")}}},
+		http.Header{"Traceparent": {"00-" + callerTrace + "-" + pubSpan + "-01"}})
+	if err != nil || r.Status != 200 {
+		t.Fatalf("publish: %v %v", err, r)
+	}
+	var pub struct{ MessageIDs []string }
+	if err := r.JSON(&pub); err != nil || len(pub.MessageIDs) != 1 {
+		t.Fatalf("publish answered %s: %v", r, err)
+	}
+	err = harness.Poll(30*time.Second, func() error {
+		for _, s := range rcv.Spans() {
+			if s.Name == "send "+topo.QueueName && s.Attrs["messaging.message.id"] == pub.MessageIDs[0] {
+				if s.TraceID != callerTrace || s.ParentSpanID != pubSpan || s.Kind.String() != "SPAN_KIND_PRODUCER" {
+					t.Errorf("the publish's send span %+v; want a producer span under %s/%s", s, callerTrace, pubSpan)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no send span of the published message %s", pub.MessageIDs[0])
+	})
+	if err != nil {
+		t.Error(err)
+	}
 	if t.Failed() {
 		var b strings.Builder
 		for _, s := range rcv.Spans() {

@@ -63,10 +63,16 @@ type Tracing struct {
 	prop     propagation.TextMapPropagator
 }
 
-// New starts tracing as cfg and the environment say. It returns nil, nil
-// when tracing is off (Enabled false); a bad endpoint or protocol is an
-// error naming it.
-func New(ctx context.Context, cfg Config) (*Tracing, error) {
+// Check reports what is wrong with cfg and the environment, as one
+// sentence naming the setting: an endpoint that is not an http(s) URL, a
+// protocol other than OTLP/HTTP's. Tracing that is off is never wrong.
+func Check(cfg Config) error {
+	_, err := exporterOptions(cfg)
+	return err
+}
+
+// exporterOptions are the exporter's options for cfg.
+func exporterOptions(cfg Config) ([]otlptracehttp.Option, error) {
 	if !Enabled(cfg) {
 		return nil, nil
 	}
@@ -78,16 +84,29 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 			break
 		}
 	}
-	var opts []otlptracehttp.Option
-	if cfg.Endpoint != "" {
-		u, err := url.Parse(cfg.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("OTLP endpoint %q: give the collector's URL, like http://127.0.0.1:4318", cfg.Endpoint)
-		}
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/v1/traces"
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
+	if cfg.Endpoint == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OTLP endpoint %q: give the collector's http(s) URL, like http://127.0.0.1:4318", cfg.Endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return []otlptracehttp.Option{otlptracehttp.WithEndpointURL(u.String())}, nil
+}
+
+// New starts tracing as cfg and the environment say. It returns nil, nil
+// when tracing is off (Enabled false); a bad endpoint or protocol is an
+// error naming it (Check).
+func New(ctx context.Context, cfg Config) (*Tracing, error) {
+	if !Enabled(cfg) {
+		return nil, nil
+	}
+	opts, err := exporterOptions(cfg)
+	if err != nil {
+		return nil, err
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {

@@ -72,6 +72,10 @@ func run(args []string) int {
 	}
 	cfg.MaxConns, cfg.MaxConnsPerClient = *maxConns, *maxConnsPerClient
 	cfg.Tracing.Endpoint = *otlpEndpoint
+	if err := telemetry.Check(cfg.Tracing); err != nil {
+		fmt.Fprintln(os.Stderr, "takohost: tracing:", err)
+		return 2
+	}
 	cfg.HeaderTimeout, cfg.IdleTimeout = *headerTimeout, *idleTimeout
 	memWhere := "-max-memory"
 	if *maxMemory != "" {

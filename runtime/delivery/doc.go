@@ -79,6 +79,16 @@
 // exhausted message found in the available order (after a restart, a failed
 // finalization, or a lowered maxRetries): it is never delivered again.
 //
+// # Tracing
+//
+// With Options.Tracer (package telemetry) the engine reports a span per
+// Send, per batch handed to a handler, per attempt at a message (linked to
+// its send and to its previous attempt) and per settlement (trace.go).
+// The send's trace context is stored with each message
+// (store.Message.TraceParent) and carried by dead-letter moves, redrives
+// and give-backs; the previous attempt's lives in memory only. Without a
+// Tracer every hook is one nil test: nothing is allocated or stored.
+//
 // # Choices where the Forms are silent
 //
 // These are the engine's decisions, for spec/runtime-abi.md:

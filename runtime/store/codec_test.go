@@ -28,6 +28,9 @@ func allMutations() []Mutation {
 		RetryMessage{Queue: "q", ID: "m", VisibleAt: 99},
 		RemoveMessages{Queue: "q", IDs: []string{"m"}, Reason: RemovedAcknowledged},
 		DropQueue{Queue: "q"},
+		AcceptMessage{Message{Queue: "q", ID: "traced", Size: 1, TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, []byte("x")},
+		AcceptMessage{Message{Queue: "q", ID: "traced-dead", Size: 1, TraceParent: "tp",
+			DeadLetter: &DeadLetter{SourceQueue: "s", Reason: ReasonRetriesExhausted, Attempts: 2, OriginalID: "o", DeadLetteredAt: 5}}, []byte("y")},
 	}
 }
 
@@ -67,12 +70,29 @@ func TestCodecRejects(t *testing.T) {
 		{"body past the end", []byte{1, 1, 6, 1, 'q', 0, 0, 0, 0, 0, 1, 2, 3, 4, 50, 1}, "past the end"},
 		{"huge count", []byte{1, 0xff, 0xff, 0xff, 0x0f}, "exceeds"},
 		{"empty", nil, "truncated"},
+		{"unknown message flags", unknownMessageFlags(t), "unknown message flags"},
 	} {
 		_, _, err := decodeGroup(tc.p)
 		if !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// unknownMessageFlags is a traced AcceptMessage record whose flags byte
+// has a bit no version defines.
+func unknownMessageFlags(t *testing.T) []byte {
+	p, _, err := encodeGroup(nil, []Mutation{AcceptMessage{Message{Queue: "q", ID: "m", Size: 1, TraceParent: "t"}, []byte("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// version, count, type, "q", "m", acceptedAt, visibleAt, attempts, lease: the flags.
+	const at = 1 + 1 + 1 + 2 + 2 + 1 + 1 + 1 + 1
+	if p[2] != recAcceptMessage3 || p[at] != acceptHasTrace {
+		t.Fatalf("record layout changed: % x", p)
+	}
+	p[at] |= 1 << 5
+	return p
 }
 
 func FuzzDecodeGroup(f *testing.F) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/takoform/queuehost/abi"
+	"github.com/takoform/queuehost/runtime/store"
 )
 
 // fakeTracer records what the engine tells a Tracer; trace contexts are
@@ -212,5 +213,54 @@ func BenchmarkSendTracing(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedriveKeepsTraceContext: a message dead-lettered and then
+// redriven keeps its send's trace context in the store at each move, so
+// its attempts after the redrive still link to the send.
+func TestRedriveKeepsTraceContext(t *testing.T) {
+	tr := newFakeTracer()
+	h := newHarness(t, func(o *Options) { o.Tracer = tr })
+	h.addQueue("q", 0, 3600)
+	h.addQueue("dlq", 0, 3600)
+	h.start()
+	fail := true
+	var mu sync.Mutex
+	h.attach(consumerCfg("c", "q", "w", func(c *ConsumerConfig) { c.MaxRetries = 0; c.DeadLetterQueueUID = "dlq" }), newRecorder(func(context.Context, *abi.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return errThrow
+		}
+		return nil
+	}))
+	h.send("q", "payload")
+	h.advance(0)
+	h.waitFinished(1)
+	dead, _ := h.st.Messages(h.ctx, "dlq")
+	if len(dead) != 1 || dead[0].TraceParent != "send-1" {
+		t.Fatalf("the dead-letter queue holds %+v; want one message with trace context send-1", dead)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	res, err := h.e.MoveNext(h.ctx, MoveRequest{From: "dlq", AcceptedBy: h.e.nowMs(), Target: func(*store.DeadLetter) string { return "q" }})
+	if err != nil || res.NewID == "" {
+		t.Fatalf("MoveNext: %+v, %v", res, err)
+	}
+	back, _ := h.st.Message(h.ctx, "q", res.NewID)
+	if back.TraceParent != "send-1" {
+		t.Fatalf("the redriven message is stored as %+v; want trace context send-1", back)
+	}
+	h.advance(0)
+	h.waitFinished(2)
+	batches, settled := tr.snapshot()
+	last := batches[len(batches)-1]
+	if len(batches) != 2 || last.Messages[0].ID != res.NewID || last.Messages[0].Send != "send-1" || last.Messages[0].Previous != "attempt-"+batches[0].ID+"-0" {
+		t.Fatalf("traced batches %+v", batches)
+	}
+	if got := settled[last.ID]; !reflect.DeepEqual(got, []Settlement{SettledAck}) {
+		t.Fatalf("the redriven attempt settled %v", got)
 	}
 }

@@ -264,3 +264,35 @@ func TestRedriveKeepsTraceContext(t *testing.T) {
 		t.Fatalf("the redriven attempt settled %v", got)
 	}
 }
+
+// TestRemoteSendAndAdoptKeepTraceContext: in a cluster, a send into a
+// queue another engine holds stores the send's trace context, and the
+// owner that adopts a message from the store links its attempt to it.
+func TestRemoteSendAndAdoptKeepTraceContext(t *testing.T) {
+	rs := newRemoteStub()
+	rs.queues["elsewhere"] = 0
+	tr := newFakeTracer()
+	h := newHarness(t, func(o *Options) { o.Remote = rs; o.Tracer = tr })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	ids, err := h.e.Send(h.ctx, "elsewhere", []abi.OutgoingMessage{{Body: []byte("remote")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := h.storedMsg("elsewhere", ids[0]); m.TraceParent != "send-1" {
+		t.Fatalf("the remote send stored %+v; want trace context send-1", m)
+	}
+	// Another engine's send into q, found by a re-read of the store.
+	if err := h.st.Apply(h.ctx, store.AcceptMessage{Message: store.Message{Queue: "q", ID: "adopted", AcceptedAt: h.e.nowMs(), VisibleAt: h.e.nowMs(), Size: 1, TraceParent: "their-send"}, Body: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	sms, _ := h.st.Messages(h.ctx, "q")
+	h.e.Adopt("q", sms)
+	h.attach(consumerCfg("c", "q", "w"), newRecorder(nil))
+	h.advance(0)
+	h.waitFinished(1)
+	batches, _ := tr.snapshot()
+	if len(batches) != 1 || !reflect.DeepEqual(batches[0].Messages, []TracedMessage{{ID: "adopted", Attempt: 1, Send: "their-send"}}) {
+		t.Fatalf("traced %+v", batches)
+	}
+}

@@ -17,3 +17,14 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestBadOTLPEndpointIsAUsageError: a -otlp-endpoint that is not an
+// http(s) URL stops the host before it starts, with exit code 2.
+func TestBadOTLPEndpointIsAUsageError(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	for _, bad := range []string{"127.0.0.1:4318", "grpc://127.0.0.1:4317"} {
+		if code := run([]string{"-data", t.TempDir(), "-listen", "127.0.0.1:0", "-otlp-endpoint", bad}); code != 2 {
+			t.Errorf("-otlp-endpoint %q: exit %d, want 2", bad, code)
+		}
+	}
+}

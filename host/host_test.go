@@ -63,6 +63,10 @@ func startHost(t *testing.T, dir string) *Host {
 	if err := h.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Registered after dir's own cleanup, so it runs first: a test that
+	// forgets to shut its host down must not race the removal of its data
+	// directory with the host's last writes (Shutdown is idempotent).
+	t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
 	return h
 }
 

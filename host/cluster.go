@@ -107,8 +107,10 @@ type cluster struct {
 	// owned lease is surely still held: the start of the call that took
 	// or renewed it, plus the ttl, minus a tenth for clock rate drift.
 	validUntil map[string]time.Time
-	members    []string
-	renewedAt  time.Time
+	// leaving: owned queues being handed over (handOverQueue).
+	leaving   map[string]bool
+	members   []string
+	renewedAt time.Time
 
 	kick     chan struct{}
 	pmu      sync.Mutex
@@ -133,7 +135,7 @@ func newCluster(pg *pgstore.Store, id, addr string, ttl time.Duration, log *slog
 	return &cluster{
 		pg: pg, id: id, addr: addr, ttl: ttl, log: log,
 		queues: map[string]delivery.QueueConfig{}, consumers: map[string]delivery.ConsumerConfig{},
-		byQueue: map[string]string{}, owned: map[string]store.Lease{}, validUntil: map[string]time.Time{},
+		byQueue: map[string]string{}, owned: map[string]store.Lease{}, validUntil: map[string]time.Time{}, leaving: map[string]bool{},
 		kick: make(chan struct{}, 1), sends: map[string][]string{}, sendKick: make(chan struct{}, 1),
 		adopts: map[string][]string{}, adoptKck: make(chan struct{}, 1), chKick: make(chan struct{}, 1), annKick: make(chan struct{}, 1),
 		detachWait: map[string][]chan struct{}{}, cancelWait: map[string][]chan struct{}{},
@@ -413,7 +415,16 @@ func (c *cluster) place(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, uid := range drop {
-		c.unloadLocked(ctx, uid, true)
+		c.mu.Lock()
+		_, known := c.queues[uid]
+		leaving := c.leaving[uid]
+		c.mu.Unlock()
+		switch {
+		case !known:
+			c.unloadLocked(ctx, uid, true)
+		case !leaving:
+			c.handOverQueue(uid)
+		}
 	}
 	for _, uid := range want {
 		t0 := time.Now()
@@ -452,6 +463,60 @@ func (c *cluster) renewAll(ctx context.Context, held []store.Lease) ([]store.Lea
 		backoff *= 2
 	}
 }
+
+// handOverQueue hands a queue that now hashes to another live host over
+// without cutting the handlers it runs: the engine stops forming its
+// batches and lets the running ones finish and settle while this host
+// keeps renewing the lease (Engine.Quiesce, for up to handoverGrace);
+// then the queue is unloaded and its lease released, and the new owner
+// takes it at once. Unloading at once, as before, closed running batches
+// whose handlers had often not reached their first statement: every
+// membership change (a host joining, or the hosts' views of the members
+// settling after a database restart) counted attempts no handler ran
+// (issue #35, attempts jump). If the queue hashes to this host again by
+// then, it stays (Engine.Resume); if its lease is lost meanwhile, the
+// renewal has unloaded it already. own held.
+func (c *cluster) handOverQueue(uid string) {
+	l, ok := c.leaseOf(uid)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	c.leaving[uid] = true
+	c.mu.Unlock()
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(c.bg, c.handoverGrace())
+		err := c.eng.Quiesce(ctx, uid)
+		cancel()
+		if c.bg.Err() != nil {
+			// Shutting down: the engine's stop lets the batches finish,
+			// then every lease is released.
+			return
+		}
+		c.own.Lock()
+		defer c.own.Unlock()
+		c.mu.Lock()
+		delete(c.leaving, uid)
+		cur, owned := c.owned[uid]
+		stay := rendezvous(uid, c.members) == c.id
+		c.mu.Unlock()
+		switch {
+		case !owned || cur.Epoch != l.Epoch:
+			// Lost (and perhaps taken again) meanwhile.
+		case stay:
+			c.eng.Resume(uid)
+		default:
+			if err != nil && !errors.Is(err, abi.ErrUnknownQueue) {
+				c.log.Warn("cluster: a queue's running batches did not finish within the hand-over grace; closing them", "queue", uid, "grace", c.handoverGrace().String())
+			}
+			c.unloadLocked(c.bg, uid, true)
+		}
+	})
+}
+
+// handoverGrace bounds how long a queue's hand-over waits for its running
+// batches.
+func (c *cluster) handoverGrace() time.Duration { return c.rescanEvery() }
 
 // loadLocked makes the engine hold a queue whose lease this host just
 // took: its messages are loaded (unsettled ones are delivered again) and

@@ -101,6 +101,49 @@ func (e *Engine) Unload(ctx context.Context, uid string) error {
 	return e.removeQueue(ctx, uid, false)
 }
 
+// Quiesce prepares the hand-over of a held queue to another engine of a
+// cluster: it stops forming new batches of it and waits until the
+// batches it runs have ended — their handlers returned and their
+// settlements were written, under the lease the host still holds — or
+// until ctx ends (it then returns ctx's error; the batches go on). The
+// queue stays held: Unload then finds nothing running (a batch closed by
+// Unload keeps its attempt counted although its handler may not have
+// reached its first statement, which is why a planned hand-over goes
+// through Quiesce), and Resume undoes it when the queue stays. Sends and
+// adoptions into a quiesced queue are held as usual.
+func (e *Engine) Quiesce(ctx context.Context, uid string) error {
+	q := e.queue(uid)
+	if q == nil {
+		return abi.ErrUnknownQueue
+	}
+	q.mu.Lock()
+	if q.removed {
+		q.mu.Unlock()
+		return abi.ErrUnknownQueue
+	}
+	q.quiesced = true
+	waits := make([]chan struct{}, 0, len(q.batches))
+	for _, b := range q.batches {
+		waits = append(waits, b.done)
+	}
+	q.mu.Unlock()
+	return waitAll(ctx, waits)
+}
+
+// Resume forms batches of a quiesced queue again (its hand-over was
+// called off).
+func (e *Engine) Resume(uid string) {
+	q := e.queue(uid)
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	q.quiesced = false
+	q.pump()
+	q.mu.Unlock()
+	e.notify()
+}
+
 // CloseBatches closes every batch of a held queue without acknowledging
 // anything, as Unload does, but keeps the queue: a host whose lease of
 // the queue has run out by its own clock (its renewal late) stops the

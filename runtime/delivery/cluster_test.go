@@ -290,3 +290,64 @@ func TestCloseBatchesStopsRunningHandlers(t *testing.T) {
 		t.Fatalf("redelivered with attempts %d, want 2 (the closed run counted)", b.Messages[0].Attempts)
 	}
 }
+
+// TestQuiesceLetsRunningBatchesFinish: a queue being handed over to
+// another engine stops forming batches and waits for the running ones,
+// whose handlers keep a live context and settle as usual (issue #35: an
+// Unload at once cut handlers before their first statement and kept
+// their attempts counted); Resume forms batches again.
+func TestQuiesceLetsRunningBatchesFinish(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Remote = newRemoteStub() })
+	h.addQueue("q", 0, 3600)
+	h.start()
+	first := h.send("q", "one")[0]
+	release := make(chan struct{})
+	cut := make(chan error, 2)
+	r := newRecorder(func(ctx context.Context, b *abi.Batch) error {
+		if b.Messages[0].ID != first {
+			return nil
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			cut <- context.Cause(ctx)
+		}
+		return b.Acknowledge(context.Background(), first)
+	})
+	h.attach(consumerCfg("c", "q", "w", func(c *ConsumerConfig) { c.MaxBatchSize = 1 }), r)
+	r.next(t)
+	done := make(chan error, 1)
+	go func() { done <- h.e.Quiesce(context.Background(), "q") }()
+	for q := h.e.queue("q"); ; time.Sleep(time.Millisecond) {
+		q.mu.Lock()
+		ok := q.quiesced
+		q.mu.Unlock()
+		if ok {
+			break
+		}
+	}
+	h.send("q", "two")
+	h.quiesce()
+	select {
+	case err := <-done:
+		t.Fatalf("Quiesce returned (%v) while a batch ran", err)
+	case err := <-cut:
+		t.Fatalf("the running handler was cut: %v", err)
+	default:
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.storedMsg("q", first); ok {
+		t.Fatal("the running handler's acknowledge did not land")
+	}
+	h.quiesce()
+	if n := len(r.all()); n != 1 {
+		t.Fatalf("%d batches ran while the queue was quiesced, want 1", n)
+	}
+	h.e.Resume("q")
+	if b := r.next(t); b.Messages[0].Attempts != 1 {
+		t.Fatalf("after Resume: attempts %d, want 1", b.Messages[0].Attempts)
+	}
+}

@@ -36,6 +36,9 @@ type queue struct {
 	// unloaded: removed by Unload (its delivery moved to another engine
 	// of a cluster), not deleted; written with removed.
 	unloaded bool
+	// quiesced: its delivery is being handed over to another engine of a
+	// cluster (Quiesce): no new batch is formed, the running ones finish.
+	quiesced bool
 	// held counts the messages the queue holds (not gone). ids maps them
 	// by ID only with an injected NewID, whose IDs must be checked for
 	// duplicates; random ones need no map.
@@ -360,7 +363,7 @@ func (q *queue) pump() {
 		e.track.add()
 		go e.removeExpired(q, list)
 	}
-	if c := q.consumer; c != nil && !c.detaching {
+	if c := q.consumer; c != nil && !c.detaching && !q.quiesced {
 		switch {
 		case q.cfg.Paused:
 		case q.serial:

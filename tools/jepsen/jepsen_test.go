@@ -48,16 +48,7 @@ func hostBin(t *testing.T) string {
 	return binPath
 }
 
-// known35 are the violation classes of issue #35 that its fixes have not
-// closed yet: an attempt counted with no handler run, which a fault run
-// can still show (spec/cluster.md names the windows that remain). A fault
-// run that finds only these skips, naming the issue; JEPSEN_STRICT=1 makes
-// them fail. Redelivery after a resolved acknowledge and repeated
-// attempts are fixed and always fail, and the fault-free control allows
-// nothing (strict).
-var known35 = map[string]bool{history.AttemptsJump: true}
-
-func runShort(t *testing.T, cfg Config, strict bool) {
+func runShort(t *testing.T, cfg Config) {
 	if testing.Short() {
 		t.Skip("-short: the harness runs real hosts on PostgreSQL for about a minute")
 	}
@@ -89,20 +80,13 @@ func runShort(t *testing.T, cfg Config, strict bool) {
 		t.Errorf("the queues did not drain")
 	}
 	if v := res.Report.Violations(); v > 0 {
-		var other, known []string
+		var classes []string
 		for _, c := range history.Classes {
-			if n := res.Report.Counts[c]; n > 0 {
-				if known35[c] {
-					known = append(known, c)
-				} else {
-					other = append(other, c)
-				}
+			if res.Report.Counts[c] > 0 {
+				classes = append(classes, c)
 			}
 		}
-		if len(other) == 0 && !strict && os.Getenv("JEPSEN_STRICT") != "1" {
-			t.Skipf("issue #35: only its known defects were found (%s); JEPSEN_STRICT=1 fails on them", strings.Join(known, ", "))
-		}
-		t.Fatalf("%d violations (%s)", v, strings.Join(append(other, known...), ", "))
+		t.Fatalf("%d violations (%s)", v, strings.Join(classes, ", "))
 	}
 }
 
@@ -113,14 +97,14 @@ func TestJepsenControl(t *testing.T) {
 	if s := os.Getenv("TAKOHOST_TEST_POSTGRES"); s != "" {
 		cfg.PGServer = s
 	}
-	runShort(t, cfg, true)
+	runShort(t, cfg)
 }
 
 // TestJepsenShort is the short seeded fault run: three active hosts on a
 // private PostgreSQL server, two kills, a freeze of a host process and of
 // a process group, a PostgreSQL restart and a round of terminated
-// connections.
+// connections; every class must be zero, as in the control.
 func TestJepsenShort(t *testing.T) {
 	runShort(t, Config{Hosts: 3, Duration: 25 * time.Second, Seed: 5, MaxRetries: 3, FailFrac: 0.15, DeadFrac: 0.03,
-		Kills: 2, Freezes: 2, PGRestarts: 1, Terminates: 1, Drain: 60 * time.Second, Verbose: true}, false)
+		Kills: 2, Freezes: 2, PGRestarts: 1, Terminates: 1, Drain: 60 * time.Second, Verbose: true})
 }

@@ -29,6 +29,9 @@ func (b *bench) layers(ctx context.Context, run func(string) bool) {
 	if run("cluster") {
 		b.withLimits("cluster", func() { b.clusterLayer(ctx) })
 	}
+	if run("cluster-real") {
+		b.withLimits("cluster, real binaries", func() { b.clusterBinLayer(ctx) })
+	}
 	if run("engine") {
 		b.withLimits("Engine.Send", func() { b.engineSendLayer(ctx) })
 		b.withLimits("end-to-end", func() { b.e2eLayer(ctx, []handlerKind{goKind, jsKind}) })

@@ -51,7 +51,7 @@ type bench struct {
 }
 
 // phases in the order they run; -only selects by name.
-var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "cluster", "engine", "serial", "overhead", "latency", "host", "admission", "isolation", "miniflare", "idle", "backlog"}
+var phaseNames = []string{"disk", "journal", "recovery", "store", "pg", "cluster", "cluster-real", "engine", "serial", "overhead", "latency", "host", "admission", "isolation", "miniflare", "idle", "backlog"}
 
 func main() {
 	sandbox.Main() // the benchmarked hosts' worker sandboxes are this binary

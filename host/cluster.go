@@ -617,13 +617,19 @@ func (c *cluster) isOwned(uid string) bool {
 	return ok
 }
 
-// fenced is told that a queue's lease moved on under a write.
-func (c *cluster) fenced(uid string) {
-	c.log.Warn("cluster: a delivery write was fenced: another host owns the queue now", "queue", uid)
+// fenced is told that a write fenced with lease l was refused: l moved
+// on. The queue is unloaded only while l is still the lease this host
+// holds it by: a write made under an earlier lease and refused late (it
+// waited out a database restart in pgstore's retries while this host
+// lost the queue and took it again under a new epoch) says nothing of
+// the current lease, and unloading then cut the handlers running under
+// it, counting attempts no handler ran (issue #35, attempts jump).
+func (c *cluster) fenced(uid string, l store.Lease) {
+	c.log.Warn("cluster: a delivery write was fenced: another host owns the queue now", "queue", uid, "epoch", l.Epoch)
 	go func() {
 		c.own.Lock()
 		defer c.own.Unlock()
-		if _, ok := c.leaseOf(uid); ok {
+		if cur, ok := c.leaseOf(uid); ok && cur.Epoch == l.Epoch {
 			c.unloadLocked(context.Background(), uid, false)
 		}
 		poke(c.kick)
@@ -1314,7 +1320,7 @@ func (s fencedStore) Apply(ctx context.Context, muts ...store.Mutation) error {
 	}
 	err := s.Store.ApplyFenced(ctx, l, muts...)
 	if errors.Is(err, store.ErrFenced) {
-		s.c.fenced(q)
+		s.c.fenced(q, l)
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err

@@ -343,6 +343,8 @@ func (e *Engine) giveBack(b *batch, bodies [][]byte) {
 	now := e.nowMs()
 	if err != nil {
 		e.log.Warn("delivery: giving back the attempt of a batch whose handler did not run failed; the attempt stays counted", "queue", q.uid, "batch", b.id, "err", err)
+	} else if q.unloaded && len(restored) < len(b.items) {
+		e.log.Info("delivery: the queue of a batch whose handler did not run was unloaded meanwhile (its lease moved on); the attempt stays counted", "queue", q.uid, "batch", b.id)
 	}
 	for _, bm := range b.items {
 		if err != nil || !slices.Contains(restored, bm.m) {

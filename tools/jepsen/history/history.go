@@ -73,7 +73,13 @@
 //     handler seen. Each kill or freeze of a host in that window (between
 //     the two events' sequence numbers) may excuse one: a handler that
 //     started and died with its host, or whose report its frozen host
-//     dropped. The rest are violations.
+//     dropped. So may each stop of the database (a restart): a delivery
+//     whose write was committing when the server went down is in doubt
+//     until the server is back, and by then the lease it was recorded
+//     under may have run out, so that the host may neither start its
+//     handler nor give the attempt back (the host is stalled on the
+//     database as a frozen host is on its own clock). The rest are
+//     violations.
 //   - over-limit: a delivery with attempts above 1+maxRetries.
 //   - unexpected: a delivery of a number no send call carried, a body
 //     the harness did not write, or a number delivered under an ID other
@@ -184,7 +190,7 @@ type Report struct {
 	Discarded                       int // dropped after the last retry by rule (no dead-letter queue)
 	AckUnconfirmed                  int // last handler acknowledged, no report; settled by the drained queues
 	LateFrozen                      int // announcements after a resolved acknowledge set apart (see the package doc)
-	ExcusedHidden                   int // counted attempts with no handler seen, excused by a kill or freeze
+	ExcusedHidden                   int // counted attempts with no handler seen, excused by a kill, freeze or database stop
 	Faults                          map[string]int
 }
 
@@ -259,7 +265,7 @@ func Check(events []Event, cfg Config) *Report {
 	attempted := map[int]bool{}   // numbers some send call carried
 	sentID := map[int]string{}    // number -> ID of its resolved send
 	sentAt := map[int]int{}       // number -> seq of its send call
-	var hiding []Event            // kills and freezes: each may hide one attempt
+	var hiding []Event            // kills, freezes, database stops: each may hide one attempt
 	freezes := map[string][]int{} // host -> seqs of its freezes
 	resumes := map[string][]int{} // host -> seqs of its resumes
 	main := map[string][]seen{}   // main-queue ID -> deliveries
@@ -299,6 +305,8 @@ func Check(events []Event, cfg Config) *Report {
 			case FaultFreeze:
 				hiding = append(hiding, *e)
 				freezes[e.Host] = append(freezes[e.Host], e.Seq)
+			case FaultPGStop:
+				hiding = append(hiding, *e)
 			case FaultResume:
 				resumes[e.Host] = append(resumes[e.Host], e.Seq)
 			}
@@ -349,7 +357,8 @@ func Check(events []Event, cfg Config) *Report {
 		}
 	}
 
-	// hidden counts the kills and freezes strictly between two sequence numbers.
+	// hidden counts the kills, freezes and database stops strictly between
+	// two sequence numbers.
 	hidden := func(from, to int) int {
 		c := 0
 		for _, f := range hiding {

@@ -23,6 +23,12 @@
 //
 //	go run ./tools/jepsen [-seed 1] [-duration 5m] [-hosts 3] [-kills 24] [-freezes 10] [-pg-restarts 6] [-terminates 6] [-max-retries 3] [-no-dlq] [-v] [-keep]
 //	go run ./tools/jepsen -control -duration 3m     (the fault-free control: no nemesis at all)
+//	go run ./tools/jepsen -recheck DIR/history.json [-max-retries 3] [-no-dlq] [-undrained]
+//
+// -recheck runs the checker again over the history a run kept (-keep),
+// without starting anything: the checker is a pure function of the
+// history, so a history checked by a later checker reads as if the run had
+// been made with it.
 //
 // It prints the checker's table and exits 1 on any violation, 2 when the
 // run could not be made; a machine without the PostgreSQL server binaries
@@ -31,12 +37,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/takoform/queuehost/tools/jepsen/history"
 )
 
 func main() {
@@ -60,7 +69,12 @@ func main() {
 	flag.DurationVar(&cfg.Drain, "drain", 120*time.Second, "bound of the final drain")
 	flag.BoolVar(&cfg.Verbose, "v", false, "print every fault")
 	flag.BoolVar(&cfg.Keep, "keep", false, "keep the data directory, the host and PostgreSQL logs and history.json")
+	recheck := flag.String("recheck", "", "check a kept history.json again instead of running (with -max-retries, -no-dlq, -undrained as the run had them)")
+	undrained := flag.Bool("undrained", false, "with -recheck: the run's queues did not drain")
 	flag.Parse()
+	if *recheck != "" {
+		os.Exit(recheckFile(*recheck, cfg, !*undrained))
+	}
 	if *control {
 		cfg.Kills, cfg.Freezes, cfg.PGRestarts, cfg.Terminates = 0, 0, 0, 0
 	}
@@ -79,4 +93,28 @@ func main() {
 	if res.Failed() {
 		os.Exit(1)
 	}
+}
+
+// recheckFile checks a kept history again and prints the table; its exit
+// code is main's.
+func recheckFile(path string, cfg Config, drained bool) int {
+	b, err := os.ReadFile(path)
+	var evs []history.Event
+	if err == nil {
+		err = json.Unmarshal(b, &evs)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jepsen: -recheck:", err)
+		return 2
+	}
+	dlq := "dead"
+	if cfg.NoDLQ {
+		dlq = ""
+	}
+	r := history.Check(evs, history.Config{Queue: "work", DLQ: dlq, MaxRetries: cfg.MaxRetries, Drained: drained})
+	fmt.Printf("jepsen: %s rechecked (%d events)\n%s", path, len(evs), r.Table())
+	if r.Violations() > 0 {
+		return 1
+	}
+	return 0
 }

@@ -73,7 +73,8 @@
 //     handler seen. Each kill or freeze of a host in that window (between
 //     the two events' sequence numbers) may excuse one: a handler that
 //     started and died with its host, or whose report its frozen host
-//     dropped. So may each stop of the database (a restart): a delivery
+//     dropped. So may each database outage (a restart, from its pg-stop
+//     to its pg-start) that overlaps the window: a delivery
 //     whose write was committing when the server went down is in doubt
 //     until the server is back, and by then the lease it was recorded
 //     under may have run out, so that the host may neither start its
@@ -247,6 +248,10 @@ func fmtCounts(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// span is a fault that may hide an attempt, from its start to its end
+// (sequence numbers; equal for a kill or a freeze).
+type span struct{ start, end int }
+
 // seen is one message of one deliver event.
 type seen struct {
 	seq   int
@@ -262,10 +267,13 @@ func Check(events []Event, cfg Config) *Report {
 	r := &Report{Counts: map[string]int{}, Examples: map[string][]string{}, Faults: map[string]int{}}
 	limit := 1 + cfg.MaxRetries
 
-	attempted := map[int]bool{}   // numbers some send call carried
-	sentID := map[int]string{}    // number -> ID of its resolved send
-	sentAt := map[int]int{}       // number -> seq of its send call
-	var hiding []Event            // kills, freezes, database stops: each may hide one attempt
+	attempted := map[int]bool{} // numbers some send call carried
+	sentID := map[int]string{}  // number -> ID of its resolved send
+	sentAt := map[int]int{}     // number -> seq of its send call
+	// hiding: kills, freezes and database outages, each of which may
+	// hide one attempt: a kill or a freeze at its sequence number, an
+	// outage from its pg-stop to its pg-start (end; 1<<62 while open).
+	var hiding []span
 	freezes := map[string][]int{} // host -> seqs of its freezes
 	resumes := map[string][]int{} // host -> seqs of its resumes
 	main := map[string][]seen{}   // main-queue ID -> deliveries
@@ -301,12 +309,19 @@ func Check(events []Event, cfg Config) *Report {
 			r.Faults[e.Fault]++
 			switch e.Fault {
 			case FaultKill:
-				hiding = append(hiding, *e)
+				hiding = append(hiding, span{e.Seq, e.Seq})
 			case FaultFreeze:
-				hiding = append(hiding, *e)
+				hiding = append(hiding, span{e.Seq, e.Seq})
 				freezes[e.Host] = append(freezes[e.Host], e.Seq)
 			case FaultPGStop:
-				hiding = append(hiding, *e)
+				hiding = append(hiding, span{e.Seq, 1 << 62})
+			case FaultPGStart:
+				for i := len(hiding) - 1; i >= 0; i-- {
+					if hiding[i].end == 1<<62 {
+						hiding[i].end = e.Seq
+						break
+					}
+				}
 			case FaultResume:
 				resumes[e.Host] = append(resumes[e.Host], e.Seq)
 			}
@@ -357,12 +372,14 @@ func Check(events []Event, cfg Config) *Report {
 		}
 	}
 
-	// hidden counts the kills, freezes and database stops strictly between
-	// two sequence numbers.
+	// hidden counts the kills and freezes strictly between two sequence
+	// numbers, and the database outages that overlap that window (a
+	// pg-stop is recorded before the server goes down, and a send
+	// recorded after it may still commit before it does).
 	hidden := func(from, to int) int {
 		c := 0
 		for _, f := range hiding {
-			if f.Seq > from && f.Seq < to {
+			if f.start < to && f.end > from {
 				c++
 			}
 		}

@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare
 
 all: build
 
@@ -51,6 +51,12 @@ conform:
 ## (requests round-robin, every restart a rolling restart one host at a time; about 4 minutes)
 conform-cluster:
 	$(GO) run ./tools/conform -format progress -store '$(PGSERVER)' -store-fresh -cluster 3
+
+## conform-miniflare: the kit against Miniflare 4 (Cloudflare's local runtime) behind adapters/miniflare (its npm
+## lock installs Miniflare and Node 22); writes docs/conformance-miniflare.md. ARGS='-tags @settlement' runs a subset.
+## About 45 minutes; not part of `make test` nor of CI (adapters/miniflare/README.md says why)
+conform-miniflare:
+	bash adapters/miniflare/conform.sh $(ARGS)
 
 ## bench: benchmarks; writes docs/BENCHMARKS.md
 bench:

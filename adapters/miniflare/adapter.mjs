@@ -160,6 +160,7 @@ const TITLES = {
   backend_unavailable: "Backend unavailable",
   worker_error: "Worker error",
   not_implemented: "Not implemented",
+  idempotency_key_reuse: "Idempotency-Key reused",
 };
 function problemBody(p, instance, requestId) {
   const b = { type: PROBLEM_BASE + p.code, title: TITLES[p.code] || p.code, status: p.status, code: p.code, detail: p.message, instance, requestId };
@@ -303,7 +304,7 @@ function applied(s) {
 
 // An idle space's workerd is stopped (its messages with it) after
 // IDLE_MS without a request for it.
-const IDLE_MS = Number(process.env.ADAPTER_IDLE_MS || 15 * 60 * 1000);
+const IDLE_MS = Number(process.env.ADAPTER_IDLE_MS || 5 * 60 * 1000);
 setInterval(() => {
   for (const s of spaces.values()) {
     if (s.mf && !s.apply && Date.now() - s.lastUse > IDLE_MS) {
@@ -431,16 +432,38 @@ function accepted(res, s, op) {
   return opView(op);
 }
 
-function idempotent(s, req, fingerprint, fn) {
-  const key = req.headers["idempotency-key"];
-  if (!key) return fn(undefined);
-  const prev = s.idem.get(key);
+// canonical is JSON with members sorted and no insignificant white space:
+// the fingerprint of a request body (spec/host-api.md §Idempotency).
+function canonical(v) {
+  if (Array.isArray(v)) return "[" + v.map(canonical).join(",") + "]";
+  if (v !== null && typeof v === "object") return "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + canonical(v[k])).join(",") + "}";
+  return JSON.stringify(v);
+}
+
+function idemKey(req) {
+  let k = req.headers["idempotency-key"];
+  if (k === undefined) return undefined;
+  if (/^"(?:[^"\\]|\\.)*"$/.test(k)) k = k.slice(1, -1).replace(/\\(.)/g, "$1");
+  if (!/^[\x21-\x7e]{1,255}$/.test(k)) throw new Problem(400, "invalid_request", "Idempotency-Key must be 1..255 visible ASCII characters, bare or as a structured-field string");
+  return k;
+}
+
+// idempotent runs fn once per (space, method, path, key): a replay with the
+// same body returns the first Operation; another body is
+// idempotency_key_reuse. A request refused in admission stores no key.
+function idempotent(s, req, res, body, fn) {
+  const key = idemKey(req);
+  if (key === undefined) return fn(undefined);
+  const scope = req.method + " " + new URL(req.url, "http://x").pathname + " " + key;
+  const fingerprint = crypto.createHash("sha256").update(body === undefined ? "" : canonical(body)).digest("hex");
+  const prev = s.idem.get(scope);
   if (prev) {
-    if (prev.fingerprint !== fingerprint) throw new Problem(422, "idempotency_key_reused", "this Idempotency-Key was used for another request");
+    if (prev.fingerprint !== fingerprint) throw new Problem(422, "idempotency_key_reuse", "this Idempotency-Key was used with another request body");
+    res.setHeader("Idempotent-Replayed", "true");
     return { replay: prev.op };
   }
   const out = fn(key);
-  if (out && out.op) s.idem.set(key, { fingerprint, op: out.op });
+  if (out && out.op) s.idem.set(scope, { fingerprint, op: out.op });
   return out;
 }
 
@@ -448,7 +471,7 @@ async function createResource(s, req, res, body) {
   if (typeOf(body) !== "object") throw new Problem(400, "invalid_request", "the body must be a JSON object");
   const envErrs = validate(loadSchema("create-resource-request.json"), body, "", []);
   if (envErrs.length) throw new Problem(400, "invalid_request", envErrs.map((e) => `${e.pointer} ${e.message}`).join("; "), envErrs);
-  const out = idempotent(s, req, JSON.stringify(["create", body]), (key) => {
+  const out = idempotent(s, req, res, body, (key) => {
     const kind = KIND_OF[body.formUrl];
     if (!kind) throw new Problem(422, "unknown_form", `${body.formUrl} is not one of the Forms this host serves`, [{ pointer: "/formUrl", message: "unknown" }]);
     if (body.offering !== undefined && body.offering !== "embedded") throw new Problem(422, "unknown_offering", "this host serves every Form in the offering embedded only", [{ pointer: "/offering", message: "unknown" }]);
@@ -471,7 +494,8 @@ async function updateResource(s, req, res, r, body) {
   if (typeOf(body) !== "object") throw new Problem(400, "invalid_request", "the body must be a JSON object");
   const envErrs = validate(loadSchema("update-resource-request.json"), body, "", []);
   if (envErrs.length) throw new Problem(400, "invalid_request", envErrs.map((e) => `${e.pointer} ${e.message}`).join("; "), envErrs);
-  const out = idempotent(s, req, JSON.stringify(["update", r.uid, body]), (key) => {
+  const out = idempotent(s, req, res, body, (key) => {
+    if (!r) throw new Problem(404, "not_found", "no such resource");
     const im = req.headers["if-match"];
     if (im && im !== etagOf(r)) throw new Problem(412, "precondition_failed", "If-Match does not match the resource's etag");
     checkSpec(r.kind, body.spec, body.privateInputs);
@@ -505,7 +529,8 @@ async function updateResource(s, req, res, r, body) {
 }
 
 async function deleteResource(s, req, res, r) {
-  const out = idempotent(s, req, JSON.stringify(["delete", r.uid]), (key) => {
+  const out = idempotent(s, req, res, undefined, (key) => {
+    if (!r) throw new Problem(404, "not_found", "no such resource");
     const im = req.headers["if-match"];
     if (im && im !== etagOf(r)) throw new Problem(412, "precondition_failed", "If-Match does not match the resource's etag");
     const d = dependents(s, r);
@@ -568,9 +593,15 @@ async function invokeFetch(s, req, res, r, rest, query, body) {
   return undefined;
 }
 
-function parseJSON(buf) {
+// parseJSON reads a request body. A number written with a fraction or an
+// exponent (5.0, 5e0) is kept as a string of its source, so the schema's
+// integer check refuses it as the Host API requires, where plain JSON.parse
+// would read 5.
+function parseJSON(req, buf) {
+  const ct = req.headers["content-type"] || "";
+  if (!/^application\/json\s*(;|$)/i.test(ct)) throw new Problem(400, "invalid_request", "the body must be application/json");
   try {
-    return JSON.parse(buf.toString("utf8"));
+    return JSON.parse(buf.toString("utf8"), (k, v, ctx) => (typeof v === "number" && ctx && /[.eE]/.test(ctx.source) ? ctx.source : v));
   } catch (e) {
     throw new Problem(400, "invalid_request", "the body is not JSON: " + e.message);
   }
@@ -601,7 +632,7 @@ async function route(req, res, requestId, body) {
   const rest = m[2];
   let mm;
   if (rest === "/resources") {
-    if (req.method === "POST") return createResource(s, req, res, parseJSON(body));
+    if (req.method === "POST") return createResource(s, req, res, parseJSON(req, body));
     if (req.method === "GET") {
       const form = u.searchParams.get("formUrl");
       const items = [...s.res.values()].filter((r) => !form || r.formUrl === form).map((r) => view(s, r, u.searchParams.get("view") === "full"));
@@ -619,12 +650,14 @@ async function route(req, res, requestId, body) {
   }
   if ((mm = rest.match(/^\/resources\/([^/]+)$/))) {
     const r = s.res.get(mm[1]);
-    if (!r) throw new Problem(404, "not_found", "no such resource");
+    // a PUT or DELETE replay answers even after the resource is gone
+    if (!r && !((req.method === "PUT" || req.method === "DELETE") && req.headers["idempotency-key"])) throw new Problem(404, "not_found", "no such resource");
     if (req.method === "GET") {
+      if (!r) throw new Problem(404, "not_found", "no such resource");
       res.setHeader("ETag", etagOf(r));
       return view(s, r);
     }
-    if (req.method === "PUT") return updateResource(s, req, res, r, parseJSON(body));
+    if (req.method === "PUT") return updateResource(s, req, res, r, parseJSON(req, body));
     if (req.method === "DELETE") {
       if (u.searchParams.has("ifIdle")) throw new Problem(400, "invalid_request", "ifIdle is a host extension this host does not serve");
       return deleteResource(s, req, res, r);
@@ -648,7 +681,8 @@ const server = http.createServer((req, res) => {
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", async () => {
-    const requestId = crypto.randomUUID();
+    const given = req.headers["x-request-id"];
+    const requestId = typeof given === "string" && /^[\x21-\x7e]{1,128}$/.test(given) ? given : crypto.randomUUID();
     res.setHeader("X-Request-Id", requestId);
     try {
       const out = await route(req, res, requestId, Buffer.concat(chunks));

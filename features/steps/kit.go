@@ -161,6 +161,7 @@ func (k *Kit) skip(ctx context.Context, reason string) error {
 		k.mu.Lock()
 		k.skipped[w.scenario] = reason
 		k.mu.Unlock()
+		w.skipped = reason
 	}
 	return fmt.Errorf("%w: %s", godog.ErrSkip, reason)
 }
@@ -187,6 +188,7 @@ type sent struct {
 type world struct {
 	k        *Kit
 	scenario string
+	skipped  string // why the scenario was skipped (k.skip), or ""
 	tags     map[string]bool
 	space    string
 	space2   string
@@ -282,10 +284,13 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 		if !w.started.IsZero() {
 			res.Seconds = time.Since(w.started).Seconds()
 		}
+		// A scenario the Before hook skipped reaches here with no error
+		// (godog does not pass that hook's ErrSkip on), so w.skipped, not
+		// err, says it was skipped.
 		switch {
 		case w.notApplicable != "":
 			res.Status, res.Reason = "not-applicable", w.notApplicable
-		case err != nil && errors.Is(err, godog.ErrSkip):
+		case w.skipped != "" || err != nil && errors.Is(err, godog.ErrSkip):
 			k.mu.Lock()
 			res.Status, res.Reason = "skipped", k.skipped[w.scenario]
 			k.mu.Unlock()

@@ -17,32 +17,11 @@ import (
 // every later step, so an undefined or ambiguous step shows here without a
 // host.
 func TestEveryStepIsDefined(t *testing.T) {
-	rec, err := steps.StartRecorder("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	wfs, err := fs.Sub(features.FS, "workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kit := steps.New(steps.Config{
-		Base:        func() string { return "http://127.0.0.1:1" },
-		Tokens:      map[string]string{"admin": "a", "viewer": "v", "narrow": "n", "sender": "s", "other": "o"},
-		Recorder:    rec,
-		RecorderURL: "http://" + rec.Addr(),
-		Workers:     wfs,
-		// As before capabilities: @store-faults scenarios are applicable
-		// (and skipped for want of fault control).
-		Capabilities: map[string]bool{steps.CapStoreFaults: true},
-	})
-	var out bytes.Buffer
-	godog.TestSuite{
-		ScenarioInitializer: kit.InitializeScenario,
-		Options: &godog.Options{Format: "progress", Paths: []string{"."}, FS: features.FS, Strict: true,
-			Concurrency: 8, Output: &out, NoColors: true, Tags: "~@restart && ~@handler-limit"},
-	}.Run()
-	s := out.String()
+	// As before capabilities: @store-faults scenarios are applicable
+	// (and skipped for want of fault control).
+	kit := nowhereKit(t, map[string]string{"admin": "a", "viewer": "v", "narrow": "n", "sender": "s", "other": "o"},
+		map[string]bool{steps.CapStoreFaults: true})
+	s := runKit(kit, "~@restart && ~@handler-limit", 8)
 	for _, bad := range []string{"undefined", "ambiguous", "pending"} {
 		if strings.Contains(s, bad) {
 			i := strings.Index(s, bad)
@@ -54,4 +33,39 @@ func TestEveryStepIsDefined(t *testing.T) {
 	if !strings.Contains(s, "scenarios") {
 		t.Errorf("no scenario ran:\n%s", s)
 	}
+}
+
+// nowhereKit is the kit against an address where nothing listens, with
+// these principals' tokens and capabilities.
+func nowhereKit(t *testing.T, tokens map[string]string, caps map[string]bool) *steps.Kit {
+	t.Helper()
+	rec, err := steps.StartRecorder("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	wfs, err := fs.Sub(features.FS, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return steps.New(steps.Config{
+		Base:         func() string { return "http://127.0.0.1:1" },
+		Tokens:       tokens,
+		Recorder:     rec,
+		RecorderURL:  "http://" + rec.Addr(),
+		Workers:      wfs,
+		Capabilities: caps,
+	})
+}
+
+// runKit runs the scenarios the tag expression selects and returns godog's
+// progress output.
+func runKit(kit *steps.Kit, tags string, concurrency int) string {
+	var out bytes.Buffer
+	godog.TestSuite{
+		ScenarioInitializer: kit.InitializeScenario,
+		Options: &godog.Options{Format: "progress", Paths: []string{"."}, FS: features.FS, Strict: true,
+			Concurrency: concurrency, Output: &out, NoColors: true, Tags: tags},
+	}.Run()
+	return out.String()
 }

@@ -28,7 +28,9 @@
 // it enforces, and none of this host's extensions.
 //
 // Usage: node adapter.mjs [--listen 127.0.0.1:0] --token-file FILE
-// Prints "READY http://ADDR" once it serves; stdin closing stops it.
+// Prints "READY http://ADDR" once it serves; SIGTERM or SIGINT stops it,
+// and so does the end of its stdin with --stop-on-eof (for a parent that
+// holds a pipe to it).
 
 import http from "node:http";
 import fs from "node:fs";
@@ -718,7 +720,9 @@ async function stop() {
   await Promise.allSettled([...spaces.values()].filter((s) => s.mf).map((s) => s.mf.dispose()));
   process.exit(0);
 }
-process.stdin.resume();
-process.stdin.on("end", stop);
+if (process.argv.includes("--stop-on-eof")) {
+  process.stdin.resume();
+  process.stdin.on("end", stop);
+}
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

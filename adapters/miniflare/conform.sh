@@ -22,18 +22,24 @@ mkdir -p "$BUNDLE"
 token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 printf '%s\n' "$token" > "$BUNDLE/admin-token"
 log="$BUNDLE/adapter.log"
-coproc ADAPTER { exec "$node" "$here/adapter.mjs" --listen 127.0.0.1:0 --token-file "$BUNDLE/admin-token" 2>"$log"; }
-adapter_pid=$ADAPTER_PID
-stop() { exec {ADAPTER[1]}>&- 2>/dev/null || true; wait "$adapter_pid" 2>/dev/null || true; }
+# The adapter prints "READY URL" on stdout, and Miniflare its and workerd's
+# log lines on both streams: all of it goes to the log file (a pipe nobody
+# drains would block Node, whose writes to a pipe are synchronous).
+# SIGTERM stops it (and its workerd processes) when this script ends.
+: >"$log"
+"$node" "$here/adapter.mjs" --listen 127.0.0.1:0 --token-file "$BUNDLE/admin-token" >>"$log" 2>&1 </dev/null &
+adapter_pid=$!
+stop() { kill "$adapter_pid" 2>/dev/null || true; wait "$adapter_pid" 2>/dev/null || true; }
 trap stop EXIT
 url=""
-while read -r -t 120 line <&"${ADAPTER[0]}"; do
-  case "$line" in READY\ *) url="${line#READY }"; break ;; esac
+for _ in $(seq 240); do
+  url="$(sed -n 's/^READY //p' "$log" | head -1)"
+  [ -n "$url" ] && break
+  kill -0 "$adapter_pid" 2>/dev/null || break
+  sleep 0.5
 done
 [ -n "$url" ] || { echo "conform-miniflare: the adapter did not start; its log: $log" >&2; cat "$log" >&2; exit 1; }
-echo "conform-miniflare: adapter at $url (Miniflare log: $log)" >&2
-# drain the adapter's stdout so it never blocks on a full pipe
-cat <&"${ADAPTER[0]}" >>"$log" &
+echo "conform-miniflare: adapter at $url (its and Miniflare's log: $log)" >&2
 cd "$repo"
 set +e
 go run ./tools/conform -host "$url" -token "$token" -format progress -bundle "$BUNDLE" "$@"

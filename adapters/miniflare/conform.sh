@@ -42,7 +42,10 @@ done
 echo "conform-miniflare: adapter at $url (its and Miniflare's log: $log)" >&2
 cd "$repo"
 set +e
-go run ./tools/conform -host "$url" -token "$token" -format progress -bundle "$BUNDLE" "$@"
+# -concurrency 16: a scenario here spends most of its time waiting (on a
+# workerd restart per configuration change, and on the kit's windows), not
+# computing, so twice the kit's default keeps the run under an hour.
+go run ./tools/conform -host "$url" -token "$token" -format progress -concurrency 16 -bundle "$BUNDLE" "$@"
 rc=$?
 set -e
 "$node" "$here/report.mjs" "$BUNDLE/results.json" "$here/causes.json" "$REPORT" "make conform-miniflare${*:+ ARGS='$*'}"

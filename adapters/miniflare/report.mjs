@@ -28,18 +28,25 @@ const scenarios = results.scenarios.slice().sort((a, b) => key(a).localeCompare(
 const totals = {};
 for (const s of scenarios) totals[s.status] = (totals[s.status] || 0) + 1;
 
+// A Scenario Outline's rows share a key; each list names a key once, with
+// how many of its rows failed.
 const byDiff = new Map();
-const unclassified = [];
-const stale = [];
+const unclassified = new Map();
+const failedKeys = new Set(scenarios.filter((s) => s.status === "failed").map(key));
+const stale = Object.keys(causes.scenarios).filter((k) => !failedKeys.has(k));
+const add = (m, k, s) => {
+  if (!m.has(k)) m.set(k, new Map());
+  const e = m.get(k).get(key(s)) || { s, n: 0 };
+  e.n++;
+  m.get(k).set(key(s), e);
+};
 for (const s of scenarios) {
+  if (s.status !== "failed") continue;
   const d = causes.scenarios[key(s)];
-  if (s.status === "failed") {
-    if (d && causes.differences[d]) {
-      if (!byDiff.has(d)) byDiff.set(d, []);
-      byDiff.get(d).push(s);
-    } else unclassified.push(s);
-  } else if (d && s.status === "passed") stale.push(s);
+  if (d && causes.differences[d]) add(byDiff, d, s);
+  else add(unclassified, "", s);
 }
+const rows = (e) => (e.n > 1 ? ` (${e.n} rows)` : "");
 
 const L = [];
 L.push("# The conformance kit against Miniflare 4 (Cloudflare's local runtime)");
@@ -53,7 +60,7 @@ L.push("needs and maps the worker ABI onto Cloudflare's Queues API");
 L.push("(`adapters/miniflare/README.md` says how, and what the adapter itself decides).");
 L.push("It is the proof that the kit tests a host nobody here wrote, and a list, for");
 L.push("users of local Cloudflare development, of where Miniflare's queues differ from");
-L.push("the Forms (and sometimes from Cloudflare's own documentation).");
+L.push("the Forms.");
 L.push("");
 L.push("Reproduce it with");
 L.push("");
@@ -86,19 +93,19 @@ for (const d of order) {
   const diff = causes.differences[d];
   L.push(`### ${diff.by}: ${diff.text}`);
   L.push("");
-  for (const s of list) L.push(`- ${cell(key(s))}`);
+  for (const e of list.values()) L.push(`- ${cell(key(e.s))}${rows(e)}`);
   L.push("");
 }
-if (unclassified.length) {
+if (unclassified.size) {
   L.push("### Not yet classified (the kit's own error line)");
   L.push("");
-  for (const s of unclassified) L.push(`- ${cell(key(s))}: ${cell(firstLine(s.error))}`);
+  for (const e of unclassified.get("").values()) L.push(`- ${cell(key(e.s))}${rows(e)}: ${cell(firstLine(e.s.error))}`);
   L.push("");
 }
 if (stale.length) {
-  L.push("### Causes listed for scenarios that passed in this run (stale entries of causes.json)");
+  L.push("### Causes listed for scenarios that did not fail in this run (stale entries of causes.json)");
   L.push("");
-  for (const s of stale) L.push(`- ${cell(key(s))}`);
+  for (const k of stale) L.push(`- ${cell(k)}`);
   L.push("");
 }
 if ((results.checker || []).length) {
@@ -123,4 +130,4 @@ for (const s of scenarios) {
 }
 L.push("");
 fs.writeFileSync(out, L.join("\n"));
-console.error(`report: ${scenarios.length} scenarios, ${unclassified.length} failures unclassified, ${stale.length} stale causes -> ${out}`);
+console.error(`report: ${scenarios.length} scenarios, ${unclassified.size ? unclassified.get("").size : 0} failing scenarios unclassified, ${stale.length} stale causes -> ${out}`);

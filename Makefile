@@ -54,7 +54,7 @@ conform-cluster:
 
 ## conform-miniflare: the kit against Miniflare 4 (Cloudflare's local runtime) behind adapters/miniflare (its npm
 ## lock installs Miniflare and Node 22); writes docs/conformance-miniflare.md. ARGS='-tags @settlement' runs a subset.
-## About 45 minutes; not part of `make test` nor of CI (adapters/miniflare/README.md says why)
+## About 30 minutes; not part of `make test` nor of CI (adapters/miniflare/README.md says why)
 conform-miniflare:
 	bash adapters/miniflare/conform.sh $(ARGS)
 

@@ -267,7 +267,24 @@ function config(s) {
   }
   // cf: false keeps Miniflare from fetching Request.cf's data from
   // Cloudflare: nothing leaves the machine, and startup does not wait on it.
-  return { host: "127.0.0.1", port: 0, cf: false, log: verbose ? new Log(LogLevel.DEBUG) : new Log(LogLevel.WARN), workers };
+  return { host: "127.0.0.1", port: 0, cf: false, log: new SpaceLog(s), workers };
+}
+
+// SpaceLog is a space's Miniflare log: it passes on warnings and errors
+// (everything with ADAPTER_VERBOSE=1), and counts each batch the queue
+// broker reports ("QUEUE q 3/3") as activity of the space, so that the idle
+// reaper below never stops a workerd that is still delivering messages when
+// no Host API request came for a while (the queue checker waits minutes on
+// deliveries after its last send).
+class SpaceLog extends Log {
+  constructor(s) {
+    super(verbose ? LogLevel.DEBUG : LogLevel.INFO);
+    this.space = s;
+  }
+  logWithLevel(level, message) {
+    if (level === LogLevel.INFO && String(message).includes("QUEUE")) this.space.lastUse = Date.now();
+    if (verbose || level <= LogLevel.WARN) super.logWithLevel(level, message);
+  }
 }
 
 // apply brings the space's workerd to its current configuration: at once

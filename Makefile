@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample
 
 all: build
 
@@ -92,6 +92,11 @@ fuzz:
 ## model-based property test (runtime/delivery TestEngineMatchesModel) alone; prints what it kills
 mutate-model:
 	$(GO) run ./tools/mutate -model
+
+## mutate-sample: the kit against a seeded random sample of go-gremlins' generated mutants of the host
+## (N=100 by default, a new seed each run unless SEED= is given); writes features/MUTATIONS-SAMPLE.md
+mutate-sample:
+	$(GO) run ./tools/mutsample $(if $(SEED),-seed $(SEED)) $(if $(N),-n $(N)) $(if $(COVER),-cover-profile $(COVER))
 
 ## check-generated: fail when `make generate` would change gen/ or features/COVERAGE.md
 check-generated: generate

@@ -69,6 +69,7 @@ func run() int {
 		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, observation-control, ext-NAME (added to --capabilities-doc)")
 		certify        = flag.Bool("certify", false, "a certified run: every scenario (@slow included, no --tags) of the declared capabilities must run and pass; any skip fails the run")
 		bundleDir      = flag.String("bundle", "", "write the results bundle (results.json, junit.xml, coverage.md, host.json) into this directory")
+		failFast       = flag.Bool("fail-fast", false, "stop at the first failed scenario (a mutation run wants a verdict, not the whole list); not with --certify")
 	)
 	flag.Parse()
 
@@ -87,6 +88,10 @@ func run() int {
 
 	if *certify && *tags != "" {
 		fmt.Fprintln(os.Stderr, "conform: --certify runs every scenario; it takes no --tags")
+		return 2
+	}
+	if *certify && *failFast {
+		fmt.Fprintln(os.Stderr, "conform: --certify runs every scenario; it takes no --fail-fast")
 		return 2
 	}
 	if *certify {
@@ -285,13 +290,14 @@ func run() int {
 		Name:                "conform",
 		ScenarioInitializer: kit.InitializeScenario,
 		Options: &godog.Options{
-			Format:      f,
-			Paths:       []string{"."},
-			FS:          fsys,
-			Tags:        expr,
-			Strict:      true,
-			Concurrency: *concurrency,
-			Output:      os.Stdout,
+			Format:        f,
+			Paths:         []string{"."},
+			FS:            fsys,
+			Tags:          expr,
+			Strict:        true,
+			StopOnFailure: *failFast,
+			Concurrency:   *concurrency,
+			Output:        os.Stdout,
 			// Colours only for a person at a terminal: CI logs and files
 			// get plain text (NO_COLOR is honoured too).
 			NoColors: !isTerminal(os.Stdout) || os.Getenv("NO_COLOR") != "",

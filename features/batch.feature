@@ -32,14 +32,14 @@ Feature: The batch a queue handler receives
   Scenario: a full batch does not wait for maxBatchTimeoutSeconds
     Given a consumer "c" of "q" by "w" with maxBatchSize=3; maxBatchTimeoutSeconds=60
     When "w" sends 3 messages tagged "f" through "TASKS" in one batch
-    Then message "f1" is first delivered within 10 seconds of being sent
+    Then message "f1" is first delivered within 10 seconds and the measured slack of its accept time, on the host's clock
     And messages "f2" and "f3" are delivered
 
   @QC-INPUT-8
   Scenario: a batch that cannot fill is delivered once maxBatchTimeoutSeconds has passed
     Given a consumer "c" of "q" by "w" with maxBatchSize=10; maxBatchTimeoutSeconds=2
     When "w" sends {"tag":"lone","do":"ack"} through "TASKS"
-    Then message "lone" is first delivered within 6 seconds of being sent
+    Then message "lone" is first delivered within 2 seconds and the measured slack of its accept time, on the host's clock
 
   @QC-INPUT-8 @QC-INPUT-7
   Scenario: sends spread over less than maxBatchTimeoutSeconds arrive as one batch
@@ -61,7 +61,7 @@ Feature: The batch a queue handler receives
   Scenario: maxBatchTimeoutSeconds 0 does not wait
     Given a consumer "c" of "q" by "w" with maxBatchSize=10; maxBatchTimeoutSeconds=0
     When "w" sends {"tag":"now","do":"ack"} through "TASKS"
-    Then message "now" is first delivered within 3 seconds of being sent
+    Then message "now" is first delivered within 0 seconds and the measured slack of its accept time, on the host's clock
 
   @QC-INPUT-9
   Scenario: no more than maxConcurrency batches run at once

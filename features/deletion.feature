@@ -60,7 +60,7 @@ Feature: Deletion rules: nothing in cascade, queues kept while referenced
   @QueueConsumer-0.3.0 @QC-CRUD-11 @QC-CRUD-23 @QC-CRUD-24 @QC-CRUD-12
   Scenario: deleting a consumer while its handler runs does not acknowledge what the handler left unsettled
     Given a consumer "c" of "q" by "w" with maxRetries=3
-    And "w" sends {"tag":"m1","do":["sleep:3000","ack"]} through "TASKS"
+    And "w" sends {"tag":"m1","do":["sleep:4000","ack"]} through "TASKS"
     And message "m1" is delivered
     When I delete "c"
     Then the request is accepted

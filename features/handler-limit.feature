@@ -2,7 +2,7 @@
 Feature: The handler time limit
   An invocation that exceeds the host's handler time limit ends as a throw:
   what it settled stands and the rest is retried. The kit needs the limit
-  (in-process it is 2 s; pass --handler-timeout for another host).
+  (in-process it is 5 s; pass --handler-timeout for another host).
 
   Background:
     Given a queue "q"

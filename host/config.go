@@ -65,6 +65,14 @@ type Config struct {
 	// HandlerTimeout is the time limit of one handler invocation (queue or
 	// fetch); 30 s when zero.
 	HandlerTimeout time.Duration
+	// FetchTimeout, when set, is the time limit of a fetch handler
+	// invocation and of loading a version's modules instead of
+	// HandlerTimeout, which then limits queue handlers alone. The
+	// conformance runner's in-process host keeps its queue handler limit
+	// short for the @handler-limit scenarios, and must not have the kit's
+	// own sends through a worker (fetch) cut at that limit on a loaded
+	// machine.
+	FetchTimeout time.Duration
 	// ShutdownGrace is how long Shutdown lets running handlers finish; 10 s
 	// when zero.
 	ShutdownGrace time.Duration

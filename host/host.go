@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -222,7 +223,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	rtOpts := js.Options{
 		Sender:            sender{h},
 		AllowedFetchHosts: allowed,
-		InvocationTimeout: cfg.HandlerTimeout,
+		InvocationTimeout: cmp.Or(cfg.FetchTimeout, cfg.HandlerTimeout),
 		Logger:            cfg.Logger,
 		Logs:              h.logs,
 		BodyBudget:        h.budget,

@@ -82,8 +82,9 @@ type Kit struct {
 	cfg   Config
 	run   string
 	n     atomic.Int64
-	gate  sync.RWMutex // @restart scenarios run alone
+	gate  sync.RWMutex // @restart and @serial scenarios run alone (RunsAlone)
 	httpc *http.Client
+	lat   *latencies // the host's answer times, for the measured slack (slack.go)
 
 	mu            sync.Mutex
 	skipped       map[string]string // scenario -> reason
@@ -134,10 +135,12 @@ func New(cfg Config) *Kit {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
+	lat := &latencies{}
 	return &Kit{
 		cfg:           cfg,
 		run:           hex.EncodeToString(b),
-		httpc:         &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		lat:           lat,
+		httpc:         &http.Client{Transport: &timedTransport{next: &http.Transport{MaxIdleConnsPerHost: 64}, lat: lat}},
 		skipped:       map[string]string{},
 		notApplicable: map[string]string{},
 	}
@@ -257,7 +260,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 				return ctx, k.skip(ctx, fmt.Sprintf("needs a token for the %q principal: pass --%s-token", p, p))
 			}
 		}
-		if w.tags["@restart"] {
+		if RunsAlone(w.tags) {
 			k.gate.Lock()
 		} else {
 			k.gate.RLock()
@@ -319,8 +322,18 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerPublishSteps(sc)
 }
 
+// AloneTags is the godog tag expression of the scenarios that must run
+// alone: a restart stops the host under every other scenario, and a
+// @serial scenario depends on or changes state of the whole host. The
+// runner runs them one at a time in a phase of their own (tools/conform);
+// the gate keeps them alone anyway when another runner mixes them in.
+const AloneTags = "@restart,@serial"
+
+// RunsAlone reports whether a scenario with these tags must run alone.
+func RunsAlone(tags map[string]bool) bool { return tags["@restart"] || tags["@serial"] }
+
 func (w *world) unlock() {
-	if w.tags["@restart"] {
+	if RunsAlone(w.tags) {
 		w.k.gate.Unlock()
 	} else {
 		w.k.gate.RUnlock()

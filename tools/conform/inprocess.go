@@ -19,9 +19,17 @@ import (
 	"github.com/takoform/queuehost/host"
 )
 
-// inProcessHandlerTimeout is the handler time limit of the in-process host,
-// short so that @handler-limit scenarios finish quickly.
-const inProcessHandlerTimeout = 2 * time.Second
+// inProcessHandlerTimeout is the queue handler time limit of the in-process
+// host: short, so that @handler-limit scenarios finish quickly, and long
+// enough that on a loaded 2-core machine an ordinary handler (a settlement
+// and two reports to the recorder) is not cut (at 2 s, with load averages
+// around 30, it was). Its fetch handlers and module loads (the kit's sends
+// through a worker, every version's creation) keep the host's default
+// limit, inProcessFetchTimeout: the kit does not test that limit.
+const (
+	inProcessHandlerTimeout = 5 * time.Second
+	inProcessFetchTimeout   = 30 * time.Second
+)
 
 // inProcess is the reference host started by the runner, with the
 // host-control contract implemented directly: restart is Shutdown then
@@ -113,6 +121,7 @@ func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL stri
 		Listen:            "127.0.0.1:0",
 		AllowedFetchHosts: []string{recorderAddr},
 		HandlerTimeout:    inProcessHandlerTimeout,
+		FetchTimeout:      inProcessFetchTimeout,
 		ShutdownGrace:     2 * time.Second,
 		ObserveInterval:   time.Second,
 		Logger:            slog.New(slog.NewJSONHandler(ip.logf, nil)),

@@ -56,7 +56,7 @@ func run() int {
 		junit          = flag.String("junit", "", "also write a JUnit XML report to this file")
 		restartCmd     = flag.String("restart-cmd", os.Getenv("CONFORM_RESTART_CMD"), "shell command that restarts the host and returns once it serves again (with --host)")
 		faultCmd       = flag.String("fault-cmd", os.Getenv("CONFORM_FAULT_CMD"), "command run as CMD <verb> [args] to inject store faults (with --host); see features/README.md")
-		handlerTimeout = flag.Duration("handler-timeout", 0, "the host's handler time limit (with --host; in-process it is 2s)")
+		handlerTimeout = flag.Duration("handler-timeout", 0, "the host's handler time limit (with --host; in-process it is 5s)")
 		recListen      = flag.String("recorder-listen", "127.0.0.1:0", "address the kit's recorder listens on")
 		recURL         = flag.String("recorder-url", "", "recorder base URL as the host's workers reach it (default http://<recorder-listen>)")
 		concurrency    = flag.Int("concurrency", 8, "scenarios run at once (@restart scenarios always run alone)")
@@ -273,9 +273,6 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "conform: unknown --format %q\n", f)
 		return 2
 	}
-	if *junit != "" {
-		f += ",junit:" + *junit
-	}
 	bundleJUnit := ""
 	if *bundleDir != "" {
 		if err := os.MkdirAll(*bundleDir, 0o755); err != nil {
@@ -283,30 +280,85 @@ func run() int {
 			return 2
 		}
 		bundleJUnit = filepath.Join(*bundleDir, "junit.xml")
-		f += ",junit:" + bundleJUnit
 	}
-	start := time.Now()
-	status := godog.TestSuite{
-		Name:                "conform",
-		ScenarioInitializer: kit.InitializeScenario,
-		Options: &godog.Options{
-			Format:        f,
-			Paths:         []string{"."},
-			FS:            fsys,
-			Tags:          expr,
-			Strict:        true,
-			StopOnFailure: *failFast,
-			Concurrency:   *concurrency,
-			Output:        os.Stdout,
-			// Colours only for a person at a terminal: CI logs and files
-			// get plain text (NO_COLOR is honoured too).
-			NoColors: !isTerminal(os.Stdout) || os.Getenv("NO_COLOR") != "",
-		},
-	}.Run()
+	var junits []string
 	for _, j := range []string{*junit, bundleJUnit} {
 		if j != "" {
-			markSkipped(j)
+			junits = append(junits, j)
 		}
+	}
+	start := time.Now()
+	// Two phases: the scenarios that share nothing, concurrently, each in
+	// a space of its own; then those that must run alone (a restart, or
+	// state of the whole host: steps.AloneTags), one at a time. In one
+	// phase, every scenario that must run alone would wait for every
+	// scenario already running (the longest of them a minute and more)
+	// and hold back every scenario queued behind it meanwhile.
+	phases := []struct {
+		name        string
+		tags        string
+		concurrency int
+	}{
+		{"concurrent", andTags(expr, "~"+strings.ReplaceAll(steps.AloneTags, ",", " && ~")), *concurrency},
+		{"alone", andTags(expr, steps.AloneTags), 1},
+	}
+	if f == "cucumber" {
+		// One JSON document on stdout: one phase, the gate keeps the
+		// scenarios that must run alone alone.
+		phases = phases[:0]
+		phases = append(phases, struct {
+			name        string
+			tags        string
+			concurrency int
+		}{"all", expr, *concurrency})
+	}
+	status := 0
+	var phaseJUnits [][]string
+	for _, ph := range phases {
+		pf := f
+		var pj []string
+		for i, j := range junits {
+			part := fmt.Sprintf("%s.%s-%d", j, ph.name, i)
+			pj = append(pj, part)
+			pf += ",junit:" + part
+		}
+		phaseJUnits = append(phaseJUnits, pj)
+		phStart := time.Now()
+		st := godog.TestSuite{
+			Name:                "conform",
+			ScenarioInitializer: kit.InitializeScenario,
+			Options: &godog.Options{
+				Format:        pf,
+				Paths:         []string{"."},
+				FS:            fsys,
+				Tags:          ph.tags,
+				Strict:        true,
+				StopOnFailure: *failFast,
+				Concurrency:   ph.concurrency,
+				Output:        os.Stdout,
+				// Colours only for a person at a terminal: CI logs and files
+				// get plain text (NO_COLOR is honoured too).
+				NoColors: !isTerminal(os.Stdout) || os.Getenv("NO_COLOR") != "",
+			},
+		}.Run()
+		fmt.Fprintf(os.Stderr, "conform: phase %s (%d at once, tags %q) finished in %s, status %d\n", ph.name, ph.concurrency, ph.tags, time.Since(phStart).Round(time.Second), st)
+		status = max(status, st)
+		if st != 0 && *failFast {
+			break
+		}
+	}
+	for i, j := range junits {
+		var parts []string
+		for _, pj := range phaseJUnits {
+			parts = append(parts, pj[i])
+		}
+		if err := mergeJUnit(j, parts); err != nil {
+			fmt.Fprintln(os.Stderr, "conform: junit:", err)
+			status = max(status, 2)
+		}
+	}
+	for _, j := range junits {
+		markSkipped(j)
 	}
 	if na := kit.NotApplicable(); len(na) > 0 {
 		fmt.Fprintf(os.Stderr, "conform: %d scenarios not applicable (the host does not declare what they need):\n", len(na))

@@ -11,7 +11,11 @@ Feature: The queue checker: every message accounted for
   counted. The report is printed at the end of the run and written to the
   results bundle.
 
-  @QC-CRUD-12 @QC-CRUD-15 @QC-CRUD-17 @QC-DELIV-16 @QC-DELIV-28 @Q-MSG-4 @Q-BIND-8
+  Each scenario runs alone (@serial, or @restart): thousands of messages
+  load the whole host, and every time window of a scenario running beside
+  them would measure that load rather than the host's rules.
+
+  @serial @QC-CRUD-12 @QC-CRUD-15 @QC-CRUD-17 @QC-DELIV-16 @QC-DELIV-28 @Q-MSG-4 @Q-BIND-8
   Scenario: 3 queues of 2000 messages each: nothing lost, nothing duplicated after its acknowledgement, none over-delivered
     Given 3 checked queues consumed by "w" with maxBatchSize=50; maxConcurrency=4; maxRetries=2
     When 2000 messages are sent to each checked queue, every 10th retried once
@@ -23,7 +27,7 @@ Feature: The queue checker: every message accounted for
     When 600 messages are sent to each checked queue, every 10th retried once, while the host restarts 2 times
     Then the checker accounts for every message
 
-  @store-faults @QC-CRUD-14 @QC-CRUD-15 @QC-CRUD-16
+  @serial @store-faults @QC-CRUD-14 @QC-CRUD-15 @QC-CRUD-16
   Scenario: 2 queues of 300 messages each while settlements fail for a while
     Given 2 checked queues consumed by "w" with maxBatchSize=10; maxConcurrency=2; maxRetries=20; retryDelaySeconds=1
     And the host's store fails every write of settlements for the checked queues

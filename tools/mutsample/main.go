@@ -133,6 +133,10 @@ func run() int {
 	if err != nil {
 		return fail(err)
 	}
+	cov, err := readCoverage(profile, modulePath())
+	if err != nil {
+		return fail(err)
+	}
 	equiv, err := readEquivalent(*equivFile)
 	if err != nil {
 		return fail(err)
@@ -162,7 +166,7 @@ func run() int {
 			}
 		}
 		if m.verdict == "" {
-			m.verdict, m.detail = runMutant(ctx, m, tmp, bin, *timeout)
+			m.verdict, m.detail = runMutant(ctx, m, cov, tmp, bin, *timeout)
 		}
 		logf("[%d/%d] %s: %s %s", i+1, len(sample), m.id(), m.verdict, m.detail)
 		if err := os.WriteFile(*md, []byte(rep.markdown()), 0o644); err != nil {
@@ -344,11 +348,100 @@ func outsideFuncs(m *mutant, src []byte) bool {
 	return true
 }
 
+// caseOf returns the position of the switch whose case expression holds
+// the mutant. Go's coverage counts a case clause's body, not its
+// expressions, which run whenever the switch reaches them: gremlins calls
+// such a mutant not covered even when its switch ran.
+func caseOf(m *mutant, src []byte) (token.Position, bool) {
+	fset := token.NewFileSet()
+	af, err := parser.ParseFile(fset, m.file, src, parser.SkipObjectResolution)
+	if err != nil {
+		return token.Position{}, false
+	}
+	var found token.Position
+	var ok bool
+	var stack []ast.Node
+	ast.Inspect(af, func(n ast.Node) bool {
+		if n == nil {
+			stack = stack[:len(stack)-1]
+			return false
+		}
+		stack = append(stack, n)
+		cc, isCase := n.(*ast.CaseClause)
+		if !isCase || ok {
+			return true
+		}
+		for _, e := range cc.List {
+			a, b := fset.Position(e.Pos()), fset.Position(e.End())
+			if before(a, m.line, m.col) && !before(b, m.line, m.col) {
+				for i := len(stack) - 1; i >= 0; i-- {
+					switch sw := stack[i].(type) {
+					case *ast.SwitchStmt:
+						found, ok = fset.Position(sw.Pos()), true
+					case *ast.TypeSwitchStmt:
+						found, ok = fset.Position(sw.Pos()), true
+					}
+					if ok {
+						break
+					}
+				}
+			}
+		}
+		return true
+	})
+	return found, ok
+}
+
+// before reports whether p is at or before line:col.
+func before(p token.Position, line, col int) bool {
+	return p.Line < line || p.Line == line && p.Column <= col
+}
+
+// coverage is the kit's profile: the blocks that ran, per module-relative
+// file.
+type coverage map[string][][4]int
+
+func readCoverage(file, module string) (coverage, error) {
+	cov := coverage{}
+	if file == "" {
+		return cov, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		// name.go:L1.C1,L2.C2 statements count
+		f, rest, ok := strings.Cut(l, ":")
+		fs := strings.Fields(rest)
+		if !ok || len(fs) != 3 || fs[2] == "0" {
+			continue
+		}
+		var bl [4]int
+		if _, err := fmt.Sscanf(fs[0], "%d.%d,%d.%d", &bl[0], &bl[1], &bl[2], &bl[3]); err != nil {
+			continue
+		}
+		f = strings.TrimPrefix(f, module+"/")
+		cov[f] = append(cov[f], bl)
+	}
+	return cov, nil
+}
+
+// ran reports whether a block holding p ran.
+func (c coverage) ran(file string, p token.Position) bool {
+	for _, b := range c[file] {
+		if (p.Line > b[0] || p.Line == b[0] && p.Column >= b[1]) && (p.Line < b[2] || p.Line == b[2] && p.Column <= b[3]) {
+			return true
+		}
+	}
+	return false
+}
+
 var failedScenario = regexp.MustCompile(`conform: \[\d+\] failed: (.*)`)
 
 // runMutant builds the runner with the mutant and runs the kit's two
 // passes against it.
-func runMutant(ctx context.Context, m *mutant, tmp, bin string, timeout time.Duration) (verdict, detail string) {
+func runMutant(ctx context.Context, m *mutant, cov coverage, tmp, bin string, timeout time.Duration) (verdict, detail string) {
 	start := time.Now()
 	defer func() { m.seconds = time.Since(start).Seconds() }()
 	src, global, err := apply(m)
@@ -356,7 +449,10 @@ func runMutant(ctx context.Context, m *mutant, tmp, bin string, timeout time.Dur
 		return "error", err.Error()
 	}
 	if m.status != "RUNNABLE" && !global {
-		return "not reached", "no scenario executes this statement"
+		sw, inCase := caseOf(m, src)
+		if !inCase || !cov.ran(m.file, sw) {
+			return "not reached", "no scenario executes this statement"
+		}
 	}
 	mf := filepath.Join(tmp, "mutant.go")
 	if err := os.WriteFile(mf, src, 0o644); err != nil {
@@ -578,6 +674,12 @@ func moduleRoot() (string, error) {
 		return "", errors.New("not in a Go module")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// modulePath is the module's import path (coverage profiles name files by it).
+func modulePath() string {
+	out, _ := exec.Command("go", "list", "-m").Output()
+	return strings.TrimSpace(string(out))
 }
 
 func logf(f string, a ...any) { fmt.Fprintf(os.Stderr, "mutsample: "+f+"\n", a...) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"go/token"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,5 +75,33 @@ func TestReadEquivalentWantsAReason(t *testing.T) {
 	os.WriteFile(f, []byte("a.go:1:2:X\tx < y\t \n"), 0o644)
 	if _, err := readEquivalent(f); err == nil {
 		t.Fatal("an entry without a reason was accepted")
+	}
+}
+
+func TestACaseExpressionIsReachedWhenItsSwitchRan(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "s.go")
+	src := []byte("package s\n\nfunc k(n int) string {\n\tswitch {\n\tcase n < 0:\n\t\treturn \"neg\"\n\t}\n\treturn \"\"\n}\n")
+	os.WriteFile(f, src, 0o644)
+	m := &mutant{file: f, line: 5, col: 9, kind: "CONDITIONALS_BOUNDARY"}
+	sw, ok := caseOf(m, src)
+	if !ok || sw.Line != 4 {
+		t.Fatalf("switch of the case expression: %v %v", sw, ok)
+	}
+	if _, ok := caseOf(&mutant{file: f, line: 8, col: 2}, src); ok {
+		t.Fatal("a statement outside any case list was taken for a case expression")
+	}
+	// The function body ran (the block from line 3 to the switch), the
+	// case body did not: the case expression was evaluated all the same.
+	p := filepath.Join(t.TempDir(), "c.out")
+	os.WriteFile(p, []byte("mode: set\nexample.com/m/s.go:3.24,4.9 1 1\nexample.com/m/s.go:5.13,6.15 1 0\n"), 0o644)
+	cov, err := readCoverage(p, "example.com/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cov.ran("s.go", sw) {
+		t.Fatal("the switch ran, and is not seen as run")
+	}
+	if cov.ran("s.go", token.Position{Line: 6, Column: 3}) {
+		t.Fatal("a block that never ran is seen as run")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ func run() int {
 		capsList       = flag.String("capabilities", os.Getenv("CONFORM_CAPABILITIES"), "capabilities the host declares, comma-separated: restart, store-faults, handler-limit, observation-control, ext-NAME (added to --capabilities-doc)")
 		certify        = flag.Bool("certify", false, "a certified run: every scenario (@slow included, no --tags) of the declared capabilities must run and pass; any skip fails the run")
 		bundleDir      = flag.String("bundle", "", "write the results bundle (results.json, junit.xml, coverage.md, host.json) into this directory")
+		only           = flag.String("only", "", "run just the scenarios whose name matches this regular expression (the others end before their first step, unreported); not with --certify")
 		failFast       = flag.Bool("fail-fast", false, "stop at the first failed scenario (a mutation run wants a verdict, not the whole list); not with --certify")
 	)
 	flag.Parse()
@@ -88,6 +90,10 @@ func run() int {
 
 	if *certify && *tags != "" {
 		fmt.Fprintln(os.Stderr, "conform: --certify runs every scenario; it takes no --tags")
+		return 2
+	}
+	if *certify && *only != "" {
+		fmt.Fprintln(os.Stderr, "conform: --certify runs every scenario; it takes no --only")
 		return 2
 	}
 	if *certify && *failFast {
@@ -253,6 +259,14 @@ func run() int {
 		logMu.Lock()
 		defer logMu.Unlock()
 		fmt.Fprintf(os.Stderr, "conform: "+f+"\n", a...)
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "conform: --only %q: %v\n", *only, err)
+			return 2
+		}
+		cfg.Only = re
 	}
 	kit := steps.New(cfg)
 

@@ -272,11 +272,9 @@ func run() int {
 
 	expr := *tags
 	if !*slow {
-		if expr == "" {
-			expr = "~@slow"
-		} else {
-			expr = expr + " && ~@slow"
-		}
+		// Through andTags: "@a,@b" + " && ~@slow" would keep @a's slow
+		// scenarios (godog's comma binds loosest).
+		expr = andTags(expr, "~@slow")
 	}
 	f := *format
 	switch f {

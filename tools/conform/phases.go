@@ -7,19 +7,27 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 )
 
-// andTags joins two godog tag expressions with "&&". godog's expressions
-// are a conjunction of comma-separated alternatives, so the join needs no
-// parentheses.
+// andTags is the conjunction of two godog tag expressions. godog reads an
+// expression as a disjunction of comma-separated alternatives, each a
+// conjunction joined by "&&" ("@a,@b && ~@slow" is @a, or @b without
+// @slow), so the conjunction distributes over the alternatives of both.
 func andTags(a, b string) string {
 	switch {
-	case a == "":
+	case strings.TrimSpace(a) == "":
 		return b
-	case b == "":
+	case strings.TrimSpace(b) == "":
 		return a
 	}
-	return a + " && " + b
+	var out []string
+	for _, x := range strings.Split(a, ",") {
+		for _, y := range strings.Split(b, ",") {
+			out = append(out, strings.TrimSpace(x)+" && "+strings.TrimSpace(y))
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // junitSuites is godog's JUnit document: one <testsuites> of <testsuite>s,

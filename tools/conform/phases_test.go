@@ -49,7 +49,8 @@ func TestAndTags(t *testing.T) {
 	for _, c := range [][3]string{
 		{"", "@restart,@serial", "@restart,@serial"},
 		{"~@slow", "", "~@slow"},
-		{"@a,@b && ~@slow", "~@restart && ~@serial", "@a,@b && ~@slow && ~@restart && ~@serial"},
+		{"~@slow", "~@restart && ~@serial", "~@slow && ~@restart && ~@serial"},
+		{"@a,@b && ~@x", "@restart,@serial", "@a && @restart,@a && @serial,@b && ~@x && @restart,@b && ~@x && @serial"},
 	} {
 		if got := andTags(c[0], c[1]); got != c[2] {
 			t.Errorf("andTags(%q, %q) = %q, want %q", c[0], c[1], got, c[2])

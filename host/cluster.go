@@ -1300,6 +1300,8 @@ func (s fencedStore) Apply(ctx context.Context, muts ...store.Mutation) error {
 		switch m := m.(type) {
 		case store.DeliverMessages:
 			q = m.Queue
+		case store.ExtendLease:
+			q = m.Queue
 		case store.RetryMessage:
 			q = m.Queue
 		case store.RemoveMessages:

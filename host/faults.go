@@ -273,6 +273,8 @@ func targetsOf(m store.Mutation) (string, []string) {
 		return "sends", []string{m.Message.Queue}
 	case store.DeliverMessages:
 		return "deliveries", []string{m.Queue}
+	case store.ExtendLease:
+		return "deliveries", []string{m.Queue}
 	case store.RetryMessage:
 		return "settlements", []string{m.Queue}
 	case store.RemoveMessages:

@@ -53,6 +53,12 @@ const (
 	// that has a TraceParent, so a host that does not trace writes the
 	// records it always did.
 	recAcceptMessage3
+	// recDeliverMessages2 is recDeliverMessages with VisibleAt (varint)
+	// after the IDs; written only for a delivery that sets it (a pull
+	// lease).
+	recDeliverMessages2
+	// recExtendLease is ExtendLease: queue, lease, IDs, VisibleAt.
+	recExtendLease
 )
 
 // Flags of recAcceptMessage3.
@@ -224,10 +230,23 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			meta[i].bodyOff = int32(len(e.b))
 			e.b = append(e.b, m.Body...)
 		case DeliverMessages:
-			e.u8(recDeliverMessages)
+			if m.VisibleAt != 0 {
+				e.u8(recDeliverMessages2)
+			} else {
+				e.u8(recDeliverMessages)
+			}
 			e.str(m.Queue)
 			e.str(m.Batch)
 			e.ids(m.IDs)
+			if m.VisibleAt != 0 {
+				e.varint(m.VisibleAt)
+			}
+		case ExtendLease:
+			e.u8(recExtendLease)
+			e.str(m.Queue)
+			e.str(m.Lease)
+			e.ids(m.IDs)
+			e.varint(m.VisibleAt)
 		case RetryMessage:
 			e.u8(recRetryMessage)
 			e.str(m.Queue)
@@ -503,6 +522,16 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			q := d.str()
 			batch := d.str()
 			muts = append(muts, DeliverMessages{Queue: q, Batch: batch, IDs: d.ids()})
+		case recDeliverMessages2:
+			q := d.str()
+			batch := d.str()
+			ids := d.ids()
+			muts = append(muts, DeliverMessages{Queue: q, Batch: batch, IDs: ids, VisibleAt: d.varint()})
+		case recExtendLease:
+			q := d.str()
+			lease := d.str()
+			ids := d.ids()
+			muts = append(muts, ExtendLease{Queue: q, Lease: lease, IDs: ids, VisibleAt: d.varint()})
 		case recRetryMessage:
 			q := d.str()
 			id := d.str()

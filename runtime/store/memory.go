@@ -26,7 +26,7 @@ func (m *Memory) Apply(ctx context.Context, muts ...Mutation) error {
 	for _, mu := range muts {
 		switch mu.(type) {
 		case PutResource, DeleteResource, PutOperation, DeleteOperation, PutIdempotency, DeleteIdempotency,
-			AcceptMessage, DeliverMessages, RetryMessage, RemoveMessages, DropQueue:
+			AcceptMessage, DeliverMessages, ExtendLease, RetryMessage, RemoveMessages, DropQueue:
 		default:
 			return fmt.Errorf("store: unknown mutation %T", mu)
 		}

@@ -31,11 +31,25 @@ type AcceptMessage struct {
 }
 
 // DeliverMessages records one delivery of each message to a batch: attempts
-// is incremented and Lease set to Batch. Unknown IDs are skipped.
+// is incremented and Lease set to Batch. Unknown IDs are skipped. A
+// VisibleAt other than 0 also sets the messages' visible time: a pull
+// consumer's lease (spec/peers.md §Pull consumers) records its expiry
+// there, so that a restart keeps the lease until then.
 type DeliverMessages struct {
-	Queue string
-	Batch string
-	IDs   []string
+	Queue     string
+	Batch     string
+	IDs       []string
+	VisibleAt int64
+}
+
+// ExtendLease moves the visible time of the listed messages still leased
+// by Lease to VisibleAt (a pull lease extended while work runs). Messages
+// unknown or leased by another batch are skipped; attempts are unchanged.
+type ExtendLease struct {
+	Queue     string
+	Lease     string
+	IDs       []string
+	VisibleAt int64
 }
 
 // RetryMessage releases a message's lease and makes it visible again at
@@ -73,6 +87,7 @@ func (PutIdempotency) mutation()    {}
 func (DeleteIdempotency) mutation() {}
 func (AcceptMessage) mutation()     {}
 func (DeliverMessages) mutation()   {}
+func (ExtendLease) mutation()       {}
 func (RetryMessage) mutation()      {}
 func (RemoveMessages) mutation()    {}
 func (DropQueue) mutation()         {}

@@ -481,6 +481,21 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 					}
 					e.lease = l
 					s.leases.unref(old)
+					if m.VisibleAt != 0 {
+						e.visibleAt = m.VisibleAt
+					}
+				}
+			}
+		case ExtendLease:
+			q := s.queues[m.Queue]
+			if q == nil {
+				continue
+			}
+			for _, id := range m.IDs {
+				if i, ok := q.lookup(id, &q.hint); ok {
+					if e := q.msgs.At(int(i)); e.lease != 0 && s.leases.name(e.lease) == m.Lease {
+						e.visibleAt = m.VisibleAt
+					}
 				}
 			}
 		case RetryMessage:

@@ -38,7 +38,7 @@ func (s *Store) apply(ctx context.Context, fence *store.Lease, muts []store.Muta
 	for _, m := range muts {
 		switch m.(type) {
 		case store.PutResource, store.DeleteResource, store.PutOperation, store.DeleteOperation, store.PutIdempotency, store.DeleteIdempotency,
-			store.AcceptMessage, store.DeliverMessages, store.RetryMessage, store.RemoveMessages, store.DropQueue:
+			store.AcceptMessage, store.DeliverMessages, store.ExtendLease, store.RetryMessage, store.RemoveMessages, store.DropQueue:
 		default:
 			return fmt.Errorf("pgstore: unknown mutation %T", m)
 		}
@@ -491,8 +491,16 @@ func (w *writer) add(ctx context.Context, m store.Mutation) error {
 	case store.DeleteIdempotency:
 		b.Queue(`DELETE FROM store_idempotency WHERE scope = $1 AND key = $2`, []byte(m.Scope), []byte(m.Key))
 	case store.DeliverMessages:
-		b.Queue(`UPDATE store_messages SET attempts = attempts + 1, lease = $3 WHERE queue = $1 AND id = ANY($2)`,
-			m.Queue, m.IDs, m.Batch)
+		if m.VisibleAt != 0 {
+			b.Queue(`UPDATE store_messages SET attempts = attempts + 1, lease = $3, visible_at = $4 WHERE queue = $1 AND id = ANY($2)`,
+				m.Queue, m.IDs, m.Batch, m.VisibleAt)
+		} else {
+			b.Queue(`UPDATE store_messages SET attempts = attempts + 1, lease = $3 WHERE queue = $1 AND id = ANY($2)`,
+				m.Queue, m.IDs, m.Batch)
+		}
+	case store.ExtendLease:
+		b.Queue(`UPDATE store_messages SET visible_at = $4 WHERE queue = $1 AND id = ANY($2) AND lease = $3`,
+			m.Queue, m.IDs, m.Lease, m.VisibleAt)
 	case store.RetryMessage:
 		b.Queue(`UPDATE store_messages SET lease = '', visible_at = $3 WHERE queue = $1 AND id = $2`,
 			m.Queue, m.ID, m.VisibleAt)

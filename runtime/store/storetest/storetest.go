@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("Idempotency", h.wrap(testIdempotency))
 	t.Run("ExpireRecords", h.wrap(testExpireRecords))
 	t.Run("Messages", h.wrap(testMessages))
+	t.Run("PullLeases", h.wrap(testPullLeases))
 	t.Run("AcceptReplaces", h.wrap(testAcceptReplaces))
 	t.Run("DropQueue", h.wrap(testDropQueue))
 	t.Run("DeadLetterMetadata", h.wrap(testDeadLetterMetadata))
@@ -568,6 +569,42 @@ func testMessages(e *env) {
 	if n, _ := e.s.MessageCount(e.ctx, "q3"); n != 0 {
 		e.Fatalf("q3 holds %d after removals", n)
 	}
+}
+
+// testPullLeases: a pull consumer's lease (spec/peers.md §Pull consumers)
+// is a delivery that also sets the visible time to the lease's expiry, and
+// an extension moves the visible time of the messages the lease still
+// holds, and only theirs; both survive a reopen, so that a restart keeps an
+// unexpired lease.
+func testPullLeases(e *env) {
+	e.apply(msg("q", "a", 100, "a"), msg("q", "b", 100, "b"), msg("q", "c", 100, "c"))
+	e.apply(store.DeliverMessages{Queue: "q", Batch: "L1", IDs: []string{"a", "b", "nope"}, VisibleAt: 5000})
+	e.apply(store.DeliverMessages{Queue: "q", Batch: "L2", IDs: []string{"c"}, VisibleAt: 6000})
+	// a is retried (its lease ends); the extension of L1 then moves only b,
+	// and one of L1 naming c (held by L2) changes nothing.
+	e.apply(store.RetryMessage{Queue: "q", ID: "a", VisibleAt: 700})
+	e.apply(store.ExtendLease{Queue: "q", Lease: "L1", IDs: []string{"a", "b", "c", "nope"}, VisibleAt: 9000},
+		store.ExtendLease{Queue: "nope", Lease: "L1", IDs: []string{"b"}, VisibleAt: 1})
+	e.reopen(func() {
+		got, err := e.s.Messages(e.ctx, "q")
+		if err != nil {
+			e.Fatal(err)
+		}
+		want := []store.Message{
+			{Queue: "q", ID: "a", AcceptedAt: 100, VisibleAt: 700, Attempts: 1, Size: 1},
+			{Queue: "q", ID: "b", AcceptedAt: 100, VisibleAt: 9000, Attempts: 1, Lease: "L1", Size: 1},
+			{Queue: "q", ID: "c", AcceptedAt: 100, VisibleAt: 6000, Attempts: 1, Lease: "L2", Size: 1},
+		}
+		same(e.T, "messages after pull leases and an extension", got, want)
+	})
+	// A push delivery (VisibleAt 0) leaves the visible time as it is.
+	e.apply(store.DeliverMessages{Queue: "q", Batch: "b3", IDs: []string{"a"}})
+	e.reopen(func() {
+		m, err := e.s.Message(e.ctx, "q", "a")
+		if err != nil || m.VisibleAt != 700 || m.Attempts != 2 || m.Lease != "b3" {
+			e.Fatalf("after a push delivery: %+v, %v", m, err)
+		}
+	})
 }
 
 func testAcceptReplaces(e *env) {

@@ -46,6 +46,11 @@ const (
 	// the space when it names none): it reads nothing, not even the
 	// queues it publishes to (spec/peers.md §Publish).
 	RolePublisher = "publisher"
+	// RoleConsumer only leases, settles and extends leases over the Host
+	// API through the PullConsumer resources of the AtLeastOnceQueue
+	// resources its grant's Queues name (every queue of the space when it
+	// names none): it reads nothing else (spec/peers.md §Pull consumers).
+	RoleConsumer = "consumer"
 )
 
 // Action is what a request does to a resource of some Form.
@@ -61,6 +66,10 @@ const (
 	// (spec/peers.md §Publish): an editor of AtLeastOnceQueue may, and a
 	// publisher of the queue may; see CanPublish.
 	Publish
+	// Consume covers the lease routes of a PullConsumer (spec/peers.md
+	// §Pull consumers): an editor of PullConsumer may, and a consumer of
+	// its queue may; see CanConsume.
+	Consume
 )
 
 func (a Action) String() string {
@@ -71,6 +80,8 @@ func (a Action) String() string {
 		return "write"
 	case Publish:
 		return "publish"
+	case Consume:
+		return "consume"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -102,6 +113,8 @@ func (g Grant) allows(a Action) bool {
 		return g.Role == RoleEditor
 	case Publish:
 		return g.Role == RoleEditor || g.Role == RolePublisher
+	case Consume:
+		return g.Role == RoleEditor || g.Role == RoleConsumer
 	}
 	return false
 }
@@ -113,11 +126,11 @@ func (g Grant) check() error {
 	switch g.Role {
 	case RoleViewer, RoleEditor:
 		if len(g.Queues) > 0 {
-			return fmt.Errorf("queues narrow only a %q grant, not %q", RolePublisher, g.Role)
+			return fmt.Errorf("queues narrow only a %q or %q grant, not %q", RolePublisher, RoleConsumer, g.Role)
 		}
-	case RolePublisher:
+	case RolePublisher, RoleConsumer:
 		if len(g.Forms) > 0 {
-			return fmt.Errorf("a %q grant has no forms: it publishes to AtLeastOnceQueue resources only (name them in queues)", RolePublisher)
+			return fmt.Errorf("a %q grant has no forms: it is about AtLeastOnceQueue resources only (name them in queues)", g.Role)
 		}
 		for _, q := range g.Queues {
 			if q == "" || len(q) > 256 {
@@ -125,7 +138,7 @@ func (g Grant) check() error {
 			}
 		}
 	default:
-		return fmt.Errorf("role %q must be %q, %q or %q", g.Role, RoleViewer, RoleEditor, RolePublisher)
+		return fmt.Errorf("role %q must be %q, %q, %q or %q", g.Role, RoleViewer, RoleEditor, RolePublisher, RoleConsumer)
 	}
 	return nil
 }
@@ -195,6 +208,32 @@ func (p *Principal) CanPublish(space, queueUID string) bool {
 				return true
 			}
 		case RolePublisher:
+			if len(g.Queues) == 0 || slices.Contains(g.Queues, queueUID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CanConsume reports whether p may lease, settle and extend leases of the
+// queue queueUID through its PullConsumer in space: an editor grant
+// covering PullConsumer, or a consumer grant that names the queue (or
+// names none).
+func (p *Principal) CanConsume(space, queueUID string) bool {
+	if p == nil {
+		return false
+	}
+	for _, g := range p.Grants {
+		if !g.inSpace(space) {
+			continue
+		}
+		switch g.Role {
+		case RoleEditor:
+			if g.coversForm(schemas.FormPullConsumer) {
+				return true
+			}
+		case RoleConsumer:
 			if len(g.Queues) == 0 || slices.Contains(g.Queues, queueUID) {
 				return true
 			}

@@ -178,7 +178,7 @@ func (c *Client) PublishBatch(ctx context.Context, queueUID string, msgs []Messa
 	for i, m := range msgs {
 		pm := api.PublishMessage{Body: string(m.Body)}
 		if !utf8.Valid(m.Body) {
-			enc := api.Base64
+			enc := api.PublishMessageBodyEncodingBase64
 			pm.Body, pm.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), &enc
 		}
 		d := m.Delay

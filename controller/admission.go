@@ -407,6 +407,23 @@ func (c *Controller) checkQueueAuthority(ctx context.Context, sp *Space, f Form,
 		if cs.DeadLetterQueue != nil && cs.DeadLetterQueue.ResourceUid != oldDLQ && !mayEdit([]string{cs.DeadLetterQueue.ResourceUid}) {
 			deny(ptrConsumerDLQ, "the consumer would move messages into this queue: editor on the queue is required")
 		}
+	case schemas.FormPullConsumer:
+		// Whoever creates a pull consumer lets its consumer grants read
+		// and settle the queue's messages (spec/peers.md §Pull consumers).
+		q, dlq, err := consumerQueues(f.URL(), spec)
+		if err != nil {
+			return err
+		}
+		if prev == nil && !mayEdit([]string{q}) {
+			deny(ptrConsumerQueue, "the pull consumer's applications would read and settle this queue's messages: editor on the queue is required")
+		}
+		oldDLQ := ""
+		if prev != nil {
+			_, oldDLQ, _ = consumerQueues(f.URL(), prev.Spec)
+		}
+		if dlq != "" && dlq != oldDLQ && !mayEdit([]string{dlq}) {
+			deny(ptrConsumerDLQ, "the pull consumer would move messages into this queue: editor on the queue is required")
+		}
 	case schemas.FormWorkerVersion:
 		vs, err := decodeSpec[api.WorkerVersionSpec](spec)
 		if err != nil {

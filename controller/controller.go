@@ -143,6 +143,9 @@ type Options struct {
 	// (spec/peers.md §Publish): the engine's, which the producer Binding
 	// uses. Without it a publish is refused.
 	Sender Sender
+	// Puller leases and settles the messages of pull consumers' queues
+	// (ext_pull.go); nil: the lease routes answer backend_unavailable.
+	Puller Puller
 	// History, when set, answers a queue's recent figures, oldest first
 	// (the history extension, QueueHistory); nil answers none.
 	History func(queueUID string) []HistoryPoint

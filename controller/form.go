@@ -184,7 +184,7 @@ func NewRegistry(forms ...Form) *Registry {
 
 // Builtin is the registry of the reference host's four Forms.
 func Builtin() *Registry {
-	return NewRegistry(QueueForm{}, WorkerForm{}, VersionForm{}, ConsumerForm{})
+	return NewRegistry(QueueForm{}, WorkerForm{}, VersionForm{}, ConsumerForm{}, PullConsumerForm{})
 }
 
 // Register adds a Form; it panics on a second Form with the same URL (a

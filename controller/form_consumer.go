@@ -91,6 +91,11 @@ func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ 
 			return problem.Conflict(problem.CodeConsumerConflict, "the queue already has a consumer (%s); a queue has at most one", u.Resource.UID).
 				WithPointer(ptrConsumerQueue, "this queue already has a QueueConsumer")
 		}
+		if u.Resource.FormURL == schemas.FormPullConsumer && u.Via(ptrConsumerQueue) {
+			// One consumer of either kind (spec/peers.md §Pull consumers).
+			return problem.Conflict(problem.CodeConsumerConflict, "the queue is consumed over HTTP by the PullConsumer %s; a queue has at most one consumer, of either kind", u.Resource.UID).
+				WithPointer(ptrConsumerQueue, "this queue already has a PullConsumer")
+		}
 	}
 	if err := workerProvidesQueue(ctx, sp, spec.Worker.ResourceUid, "/spec/worker/resourceUid"); err != nil {
 		return err
@@ -122,12 +127,11 @@ func deadLetterCycle(ctx context.Context, sp *Space, q, dlq string) ([]string, e
 		}
 		var out []string
 		for _, u := range users {
-			if u.Resource.FormURL != schemas.FormQueueConsumer || !u.Via(ptrConsumerQueue) {
+			if !isConsumerForm(u.Resource.FormURL) || !u.Via(ptrConsumerQueue) {
 				continue
 			}
-			c, err := decodeSpec[api.QueueConsumerSpec](u.Resource.Spec)
-			if err == nil && c.DeadLetterQueue != nil {
-				out = append(out, c.DeadLetterQueue.ResourceUid)
+			if _, dlq, err := consumerQueues(u.Resource.FormURL, u.Resource.Spec); err == nil && dlq != "" {
+				out = append(out, dlq)
 			}
 		}
 		return out, nil

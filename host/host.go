@@ -296,6 +296,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// engine's send (sendRemote for a queue another host of a cluster
 		// owns).
 		Sender: h.eng,
+		// The pull extension leases through the engine that holds the
+		// pull consumer (spec/peers.md §Pull consumers).
+		Puller: h.eng,
 	}
 	if h.cluster != nil {
 		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 4); err != nil {

@@ -75,6 +75,19 @@ const (
 	CodeBatchTooLarge   = "batch_too_large"
 	CodeInvalidBody     = "invalid_body"
 	CodeMessageTooLarge = "message_too_large"
+	// The pull consumer codes (spec/peers.md §Pull consumers): a lease
+	// route on a resource that is not a PullConsumer (404); a lease ID the
+	// consumer was never issued (404); a lease whose visibility timeout
+	// ended (409); a lease every message of which is settled (409); a
+	// lease issued to another pull consumer (409); a message not in the
+	// lease (409); a message settled already (409).
+	CodeNotAPullConsumer = "not_a_pull_consumer"
+	CodeUnknownLease     = "unknown_lease"
+	CodeLeaseExpired     = "lease_expired"
+	CodeLeaseSettled     = "lease_settled"
+	CodeWrongConsumer    = "wrong_consumer"
+	CodeUnknownMessage   = "unknown_message"
+	CodeAlreadySettled   = "already_settled"
 )
 
 // TypeBase prefixes every problem's type URI.
@@ -116,6 +129,13 @@ var Titles = map[string]string{
 	CodeBatchTooLarge:       "Batch too large",
 	CodeInvalidBody:         "Invalid body",
 	CodeMessageTooLarge:     "Message too large",
+	CodeNotAPullConsumer:    "Not a pull consumer",
+	CodeUnknownLease:        "Unknown lease",
+	CodeLeaseExpired:        "Lease expired",
+	CodeLeaseSettled:        "Lease settled",
+	CodeWrongConsumer:       "Lease of another consumer",
+	CodeUnknownMessage:      "Message not in the lease",
+	CodeAlreadySettled:      "Message already settled",
 }
 
 // Problem is an RFC 9457 problem. The controller and the server return it

@@ -15,6 +15,9 @@ const (
 	FormQueueConsumer    = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
 	FormModuleWorker     = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
 	FormWorkerVersion    = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	// FormPullConsumer is the host's own Form of a pull consumer
+	// (spec/peers.md §Pull consumers), not one of the Takoform Forms.
+	FormPullConsumer = "https://queuehost.takoform.com/forms/PullConsumer/0.1.0/"
 )
 
 // ErrUnknownForm is returned by ValidateResource for a Form URL that is not
@@ -31,6 +34,7 @@ var forms = map[string]form{
 	FormAtLeastOnceQueue: {spec: "atleastoncequeue-0.2.0.spec.json"},
 	FormQueueConsumer:    {spec: "queueconsumer-0.3.0.spec.json"},
 	FormModuleWorker:     {spec: "moduleworker-0.3.0.spec.json"},
+	FormPullConsumer:     {spec: "pullconsumer-0.1.0.spec.json"},
 	FormWorkerVersion: {
 		spec:          "workerversion-0.5.0.spec.json",
 		privateInputs: "workerversion-0.5.0.private-inputs.json",

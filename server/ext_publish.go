@@ -29,7 +29,7 @@ func (s *Server) PublishMessages(ctx context.Context, req api.PublishMessagesReq
 	msgs := make([]abi.OutgoingMessage, len(req.Body.Messages))
 	for i, m := range req.Body.Messages {
 		body := []byte(m.Body)
-		if m.BodyEncoding != nil && *m.BodyEncoding == api.Base64 {
+		if m.BodyEncoding != nil && *m.BodyEncoding == api.PublishMessageBodyEncodingBase64 {
 			if body, err = base64.StdEncoding.Strict().DecodeString(m.Body); err != nil {
 				return nil, problem.New(http.StatusBadRequest, problem.CodeInvalidBody, "a message body is not what its bodyEncoding says; nothing was sent").
 					WithPointer(fmt.Sprintf("/messages/%d/body", i), "not standard padded base64 (RFC 4648 §4)")

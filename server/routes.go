@@ -83,12 +83,14 @@ func routeOf(op map[string]any) (route, error) {
 		rt.action, rt.admin = auth.Write, true
 	case "publish":
 		rt.action = auth.Publish
+	case "consume":
+		rt.action = auth.Consume
 	case "":
 		if !rt.public {
 			return route{}, fmt.Errorf("no x-takohost-action and not public (security: [])")
 		}
 	default:
-		return route{}, fmt.Errorf("x-takohost-action %q is not read, write, publish or admin", a)
+		return route{}, fmt.Errorf("x-takohost-action %q is not read, write, publish, consume or admin", a)
 	}
 	rt.body, _ = op["x-takohost-body"].(string)
 	if n, ok := op["x-takohost-max-body"].(float64); ok {

@@ -73,7 +73,7 @@ func runSend(ctx context.Context, c *common, args []string, delay int, key strin
 	// the same bytes either way.
 	msg := api.PublishMessage{Body: string(body)}
 	if !utf8.Valid(body) {
-		enc := api.Base64
+		enc := api.PublishMessageBodyEncodingBase64
 		msg.Body, msg.BodyEncoding = base64.StdEncoding.EncodeToString(body), &enc
 	}
 	if delay >= 0 {

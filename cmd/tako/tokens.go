@@ -32,8 +32,9 @@ func (g *grantFlags) Set(s string) error {
 		role, forms = rest[:i], rest[i+1:]
 	}
 	gr := auth.Grant{Space: space, Role: role}
-	if role == auth.RolePublisher {
-		// A publisher grant lists queues (names or UIDs), not Forms.
+	if role == auth.RolePublisher || role == auth.RoleConsumer {
+		// A publisher or consumer grant lists queues (names or UIDs), not
+		// Forms.
 		if forms != "" {
 			gr.Queues = strings.Split(forms, ",")
 		}

@@ -109,9 +109,9 @@ func registerPublishSteps(sc *godog.ScenarioContext) {
 		}
 		return ctx, nil
 	})
-	sc.Step(`^a publisher principal "([^"]*)" of (?:"([^"]*)"|every queue)$`, func(ctx context.Context, name, q string) error {
+	sc.Step(`^a (publisher|consumer) principal "([^"]*)" of (?:"([^"]*)"|every queue)$`, func(ctx context.Context, role, name, q string) error {
 		w := W(ctx)
-		grant := map[string]any{"space": w.space, "role": "publisher"}
+		grant := map[string]any{"space": w.space, "role": role}
 		if q != "" {
 			rs, err := w.resource(q)
 			if err != nil {
@@ -158,7 +158,7 @@ func registerPublishSteps(sc *godog.ScenarioContext) {
 			if r.Status == 401 {
 				ok = 0
 				if time.Now().After(deadline) {
-					return fmt.Errorf("the new publisher's token is still refused 15 s after it was created: %s", r)
+					return fmt.Errorf("the new principal's token is still refused 15 s after it was created: %s", r)
 				}
 				time.Sleep(100 * time.Millisecond)
 				continue

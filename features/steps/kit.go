@@ -228,6 +228,10 @@ type world struct {
 	tokens    map[string]string
 	created   []string
 	published map[string]string
+	// @ext-pull (ext_pull.go): the leases taken, by the name steps give
+	// them; how often each message was leased by concurrent pullers.
+	leases   map[string]*kitLease
+	pullHeld map[string]int
 }
 
 func (k *Kit) newSpace() string {
@@ -328,6 +332,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerQueueOpSteps(sc)
 	registerCoverageSteps(sc)
 	registerPublishSteps(sc)
+	registerPullSteps(sc)
 }
 
 // AloneTags is the godog tag expression of the scenarios that must run

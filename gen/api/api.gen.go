@@ -26,6 +26,7 @@ import (
 
 // Defines values for GrantRole.
 const (
+	Consumer  GrantRole = "consumer"
 	Editor    GrantRole = "editor"
 	Publisher GrantRole = "publisher"
 	Viewer    GrantRole = "viewer"
@@ -34,6 +35,8 @@ const (
 // Valid indicates whether the value is a known member of the GrantRole enum.
 func (e GrantRole) Valid() bool {
 	switch e {
+	case Consumer:
+		return true
 	case Editor:
 		return true
 	case Publisher:
@@ -203,16 +206,34 @@ func (e OperationState) Valid() bool {
 
 // Defines values for PublishMessageBodyEncoding.
 const (
-	Base64 PublishMessageBodyEncoding = "base64"
-	Text   PublishMessageBodyEncoding = "text"
+	PublishMessageBodyEncodingBase64 PublishMessageBodyEncoding = "base64"
+	PublishMessageBodyEncodingText   PublishMessageBodyEncoding = "text"
 )
 
 // Valid indicates whether the value is a known member of the PublishMessageBodyEncoding enum.
 func (e PublishMessageBodyEncoding) Valid() bool {
 	switch e {
-	case Base64:
+	case PublishMessageBodyEncodingBase64:
 		return true
-	case Text:
+	case PublishMessageBodyEncodingText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PulledMessageBodyEncoding.
+const (
+	PulledMessageBodyEncodingBase64 PulledMessageBodyEncoding = "base64"
+	PulledMessageBodyEncodingText   PulledMessageBodyEncoding = "text"
+)
+
+// Valid indicates whether the value is a known member of the PulledMessageBodyEncoding enum.
+func (e PulledMessageBodyEncoding) Valid() bool {
+	switch e {
+	case PulledMessageBodyEncodingBase64:
+		return true
+	case PulledMessageBodyEncodingText:
 		return true
 	default:
 		return false
@@ -388,7 +409,7 @@ type EmptyPrivateInputs = map[string]interface{}
 // EnvStrings vars or secrets of a WorkerVersion: names are JavaScript identifiers (^[A-Za-z_$][A-Za-z0-9_$]{0,63}$, checked by the validator because OpenAPI 3.0 has no propertyNames) and values strings. Binding, var and secret names share one namespace.
 type EnvStrings map[string]string
 
-// Grant A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms.
+// Grant A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms; consumer (spec/peers.md §Pull consumers) only leases, settles and extends through the PullConsumer resources of the queues whose UIDs queues lists (every queue of the space when it lists none), reads nothing and has no forms.
 type Grant struct {
 	Forms  *[]string `json:"forms,omitempty"`
 	Queues *[]string `json:"queues,omitempty"`
@@ -566,6 +587,79 @@ type PublishRequest struct {
 type PublishResult struct {
 	MessageIds []string `json:"messageIds"`
 }
+
+// PullConsumerObserved observed of PullConsumer 0.1.0: whether its queue exists and whether the delivery engine holds the consumer; false only for a confirmed absence, unconfirmed members are omitted.
+type PullConsumerObserved struct {
+	ConsumerAttached *bool `json:"consumerAttached,omitempty"`
+	QueueExists      *bool `json:"queueExists,omitempty"`
+}
+
+// PullConsumerSpec spec of the host Form PullConsumer 0.1.0 (spec/peers.md §Pull consumers): the queue is consumed over HTTP by applications that lease its messages, instead of by a QueueConsumer's worker (a queue has one consumer of either kind). maxBatchSize is the most messages one lease takes (a lease may ask for fewer), visibilityTimeoutSeconds how long a lease hides its messages unless it asks otherwise; maxRetries, retryDelaySeconds and deadLetterQueue are the QueueConsumer's. queue is immutable.
+type PullConsumerSpec struct {
+	// DeadLetterQueue A reference to another resource of the same host and space, fixed to its UID (QueueConsumer 0.3.0 §所有、参照、削除の範囲; AtLeastOnceQueue 0.2.0 §参照、所有、削除). Closed: resourceUid is the only member.
+	DeadLetterQueue *Reference `json:"deadLetterQueue,omitempty"`
+	MaxBatchSize    int        `json:"maxBatchSize"`
+
+	// MaxRetries Redeliveries after the first delivery; at most 1 + maxRetries deliveries.
+	MaxRetries int `json:"maxRetries"`
+
+	// Queue A reference to another resource of the same host and space, fixed to its UID (QueueConsumer 0.3.0 §所有、参照、削除の範囲; AtLeastOnceQueue 0.2.0 §参照、所有、削除). Closed: resourceUid is the only member.
+	Queue                    Reference `json:"queue"`
+	RetryDelaySeconds        int       `json:"retryDelaySeconds"`
+	VisibilityTimeoutSeconds int       `json:"visibilityTimeoutSeconds"`
+}
+
+// PullExtendRequest Host extension (spec/peers.md §Pull consumers): hide the lease's unsettled messages for visibilityTimeoutSeconds (1..43200) from now.
+type PullExtendRequest struct {
+	VisibilityTimeoutSeconds int `json:"visibilityTimeoutSeconds"`
+}
+
+// PullExtendResult Host extension (spec/peers.md §Pull consumers): the lease's new expiry (UTC epoch ms), durable.
+type PullExtendResult struct {
+	ExpiresAt int    `json:"expiresAt"`
+	LeaseId   string `json:"leaseId"`
+}
+
+// PullLease Host extension (spec/peers.md §Pull consumers): the messages leased, and the lease's ID and expiry (UTC epoch ms) when there are any. Every message is hidden from other leases until it is settled or the lease expires; each counts one delivery.
+type PullLease struct {
+	ExpiresAt *int            `json:"expiresAt,omitempty"`
+	LeaseId   *string         `json:"leaseId,omitempty"`
+	Messages  []PulledMessage `json:"messages"`
+}
+
+// PullRequest Host extension (spec/peers.md §Pull consumers): lease up to maxMessages (1..100, default the pull consumer's maxBatchSize, at most it) visible messages for visibilityTimeoutSeconds (1..43200, default the consumer's), waiting up to waitSeconds (0..20, default 0) for one to become visible.
+type PullRequest struct {
+	MaxMessages              *int `json:"maxMessages,omitempty"`
+	VisibilityTimeoutSeconds *int `json:"visibilityTimeoutSeconds,omitempty"`
+	WaitSeconds              *int `json:"waitSeconds,omitempty"`
+}
+
+// PullSettleRequest Host extension (spec/peers.md §Pull consumers): settle messages of one lease, in one durable write: acknowledge (remove) the IDs of acknowledge, retry those of retry after delaySeconds (0..43200; absent: the consumer's retryDelaySeconds). A message is named at most once; the whole settlement is refused, changing nothing, when one is not in the lease or was settled.
+type PullSettleRequest struct {
+	Acknowledge *[]string `json:"acknowledge,omitempty"`
+	Retry       *[]struct {
+		DelaySeconds *int   `json:"delaySeconds,omitempty"`
+		Id           string `json:"id"`
+	} `json:"retry,omitempty"`
+}
+
+// PullSettleResult Host extension (spec/peers.md §Pull consumers): the settlement is durable; how many messages it acknowledged and retried (a retry of a message that had 1 + maxRetries deliveries dead-letters or discards it, and counts as retried).
+type PullSettleResult struct {
+	Acknowledged int `json:"acknowledged"`
+	Retried      int `json:"retried"`
+}
+
+// PulledMessage One leased message: its ID, accept time (UTC epoch ms, the timestampMillis a worker sees), deliveries so far including this one, and body: the UTF-8 text of the bytes with bodyEncoding text when they are valid UTF-8, else their standard padded base64 with bodyEncoding base64 (publish-message.json's encodings).
+type PulledMessage struct {
+	Attempts        int                       `json:"attempts"`
+	Body            string                    `json:"body"`
+	BodyEncoding    PulledMessageBodyEncoding `json:"bodyEncoding"`
+	Id              string                    `json:"id"`
+	TimestampMillis int                       `json:"timestampMillis"`
+}
+
+// PulledMessageBodyEncoding defines model for PulledMessage.BodyEncoding.
+type PulledMessageBodyEncoding string
 
 // QueueBatch The batch a queue handler receives (QueueConsumer 0.3.0 §配信とInterface操作): 1..maxBatchSize ordered messages, an ID of 1..256 characters and the Queue resource's name. The settlement methods acknowledge, retry, acknowledgeAll and retryAll are bound to it (spec/runtime-abi.md).
 type QueueBatch struct {
@@ -902,6 +996,9 @@ type IdempotencyKey = string
 // IfMatch defines model for ifMatch.
 type IfMatch = string
 
+// LeaseId defines model for leaseId.
+type LeaseId = string
+
 // Space defines model for space.
 type Space = string
 
@@ -1033,6 +1130,15 @@ type UpdateResourceJSONRequestBody = UpdateResourceRequest
 
 // SetQueueDeliveryJSONRequestBody defines body for SetQueueDelivery for application/json ContentType.
 type SetQueueDeliveryJSONRequestBody = QueueDeliveryRequest
+
+// PullMessagesJSONRequestBody defines body for PullMessages for application/json ContentType.
+type PullMessagesJSONRequestBody = PullRequest
+
+// ExtendLeaseJSONRequestBody defines body for ExtendLease for application/json ContentType.
+type ExtendLeaseJSONRequestBody = PullExtendRequest
+
+// SettleLeaseJSONRequestBody defines body for SettleLease for application/json ContentType.
+type SettleLeaseJSONRequestBody = PullSettleRequest
 
 // PublishMessagesJSONRequestBody defines body for PublishMessages for application/json ContentType.
 type PublishMessagesJSONRequestBody = PublishRequest
@@ -1258,6 +1364,82 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
 	ListWorkerInvocations(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PullMessagesWithBody Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+	//
+	// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+	// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+	// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+	// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+	// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+	// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+	// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+	// delivery (nothing leased).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+	PullMessagesWithBody(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PullMessages Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+	//
+	// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+	// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+	// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+	// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+	// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+	// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+	// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+	// delivery (nothing leased).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+	PullMessages(ctx context.Context, space Space, uid Uid, body PullMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExtendLeaseWithBody Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+	//
+	// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+	ExtendLeaseWithBody(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExtendLease Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+	//
+	// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+	ExtendLease(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SettleLeaseWithBody Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+	//
+	// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+	// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+	// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+	// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+	// lease), already_settled 409, invalid_request 400 (an ID named twice).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+	SettleLeaseWithBody(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SettleLease Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+	//
+	// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+	// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+	// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+	// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+	// lease), already_settled 409, invalid_request 400 (an ID named twice).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+	SettleLease(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body SettleLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	//
@@ -1701,6 +1883,142 @@ func (c *Client) GetQueueHistory(ctx context.Context, space Space, uid Uid, reqE
 // Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
 func (c *Client) ListWorkerInvocations(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListWorkerInvocationsRequest(c.Server, space, uid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PullMessagesWithBody Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+//
+// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+// delivery (nothing leased).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+func (c *Client) PullMessagesWithBody(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPullMessagesRequestWithBody(c.Server, space, uid, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PullMessages Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+//
+// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+// delivery (nothing leased).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+func (c *Client) PullMessages(ctx context.Context, space Space, uid Uid, body PullMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPullMessagesRequest(c.Server, space, uid, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExtendLeaseWithBody Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+//
+// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+func (c *Client) ExtendLeaseWithBody(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendLeaseRequestWithBody(c.Server, space, uid, leaseId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExtendLease Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+//
+// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+func (c *Client) ExtendLease(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendLeaseRequest(c.Server, space, uid, leaseId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SettleLeaseWithBody Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+//
+// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+// lease), already_settled 409, invalid_request 400 (an ID named twice).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+func (c *Client) SettleLeaseWithBody(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSettleLeaseRequestWithBody(c.Server, space, uid, leaseId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SettleLease Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+//
+// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+// lease), already_settled 409, invalid_request 400 (an ID named twice).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+func (c *Client) SettleLease(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body SettleLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSettleLeaseRequest(c.Server, space, uid, leaseId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2860,6 +3178,182 @@ func NewListWorkerInvocationsRequest(server string, space Space, uid Uid, params
 	return req, nil
 }
 
+// NewPullMessagesRequest calls the generic PullMessages builder with application/json body
+func NewPullMessagesRequest(server string, space Space, uid Uid, body PullMessagesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPullMessagesRequestWithBody(server, space, uid, "application/json", bodyReader)
+}
+
+// NewPullMessagesRequestWithBody constructs an http.Request for the PullMessages method, with any body, and a specified content type
+func NewPullMessagesRequestWithBody(server string, space Space, uid Uid, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/leases", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewExtendLeaseRequest calls the generic ExtendLease builder with application/json body
+func NewExtendLeaseRequest(server string, space Space, uid Uid, leaseId LeaseId, body ExtendLeaseJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewExtendLeaseRequestWithBody(server, space, uid, leaseId, "application/json", bodyReader)
+}
+
+// NewExtendLeaseRequestWithBody constructs an http.Request for the ExtendLease method, with any body, and a specified content type
+func NewExtendLeaseRequestWithBody(server string, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "leaseId", leaseId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/leases/%s/extend", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSettleLeaseRequest calls the generic SettleLease builder with application/json body
+func NewSettleLeaseRequest(server string, space Space, uid Uid, leaseId LeaseId, body SettleLeaseJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSettleLeaseRequestWithBody(server, space, uid, leaseId, "application/json", bodyReader)
+}
+
+// NewSettleLeaseRequestWithBody constructs an http.Request for the SettleLease method, with any body, and a specified content type
+func NewSettleLeaseRequestWithBody(server string, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "leaseId", leaseId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/leases/%s/settle", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetWorkerLogsRequest constructs an http.Request for the GetWorkerLogs method
 func NewGetWorkerLogsRequest(server string, space Space, uid Uid, params *GetWorkerLogsParams) (*http.Request, error) {
 	var err error
@@ -3485,6 +3979,82 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/invocations (the `ListWorkerInvocations` operationId).
 	ListWorkerInvocationsWithResponse(ctx context.Context, space Space, uid Uid, params *ListWorkerInvocationsParams, reqEditors ...RequestEditorFn) (*ListWorkerInvocationsResponse, error)
+
+	// PullMessagesWithBodyWithResponse Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+	//
+	// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+	// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+	// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+	// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+	// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+	// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+	// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+	// delivery (nothing leased).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+	PullMessagesWithBodyWithResponse(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PullMessagesResponse, error)
+
+	// PullMessagesWithResponse Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+	//
+	// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+	// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+	// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+	// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+	// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+	// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+	// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+	// delivery (nothing leased).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+	PullMessagesWithResponse(ctx context.Context, space Space, uid Uid, body PullMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PullMessagesResponse, error)
+
+	// ExtendLeaseWithBodyWithResponse Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+	//
+	// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+	ExtendLeaseWithBodyWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error)
+
+	// ExtendLeaseWithResponse Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+	//
+	// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+	ExtendLeaseWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error)
+
+	// SettleLeaseWithBodyWithResponse Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+	//
+	// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+	// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+	// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+	// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+	// lease), already_settled 409, invalid_request 400 (an ID named twice).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+	SettleLeaseWithBodyWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SettleLeaseResponse, error)
+
+	// SettleLeaseWithResponse Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+	//
+	// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+	// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+	// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+	// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+	// lease), already_settled 409, invalid_request 400 (an ID named twice).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+	SettleLeaseWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body SettleLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*SettleLeaseResponse, error)
 
 	// GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	//
@@ -4500,6 +5070,150 @@ func (r ListWorkerInvocationsResponse) ContentType() string {
 	return ""
 }
 
+type PullMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PullLease
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PullMessagesResponse) GetJSON200() *PullLease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PullMessagesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PullMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PullMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PullMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PullMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ExtendLeaseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PullExtendResult
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExtendLeaseResponse) GetJSON200() *PullExtendResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ExtendLeaseResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ExtendLeaseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExtendLeaseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExtendLeaseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExtendLeaseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SettleLeaseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PullSettleResult
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SettleLeaseResponse) GetJSON200() *PullSettleResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SettleLeaseResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SettleLeaseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SettleLeaseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SettleLeaseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SettleLeaseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetWorkerLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5122,6 +5836,118 @@ func (c *ClientWithResponses) ListWorkerInvocationsWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseListWorkerInvocationsResponse(rsp)
+}
+
+// PullMessagesWithBodyWithResponse Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+//
+// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+// delivery (nothing leased).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+func (c *ClientWithResponses) PullMessagesWithBodyWithResponse(ctx context.Context, space Space, uid Uid, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PullMessagesResponse, error) {
+	rsp, err := c.PullMessagesWithBody(ctx, space, uid, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePullMessagesResponse(rsp)
+}
+
+// PullMessagesWithResponse Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+//
+// Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+// leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+// settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+// discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+// unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+// go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+// 409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+// delivery (nothing leased).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases (the `PullMessages` operationId).
+func (c *ClientWithResponses) PullMessagesWithResponse(ctx context.Context, space Space, uid Uid, body PullMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PullMessagesResponse, error) {
+	rsp, err := c.PullMessages(ctx, space, uid, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePullMessagesResponse(rsp)
+}
+
+// ExtendLeaseWithBodyWithResponse Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+//
+// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+func (c *ClientWithResponses) ExtendLeaseWithBodyWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error) {
+	rsp, err := c.ExtendLeaseWithBody(ctx, space, uid, leaseId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExtendLeaseResponse(rsp)
+}
+
+// ExtendLeaseWithResponse Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+//
+// The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend (the `ExtendLease` operationId).
+func (c *ClientWithResponses) ExtendLeaseWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error) {
+	rsp, err := c.ExtendLease(ctx, space, uid, leaseId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExtendLeaseResponse(rsp)
+}
+
+// SettleLeaseWithBodyWithResponse Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+//
+// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+// lease), already_settled 409, invalid_request 400 (an ID named twice).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+func (c *ClientWithResponses) SettleLeaseWithBodyWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SettleLeaseResponse, error) {
+	rsp, err := c.SettleLeaseWithBody(ctx, space, uid, leaseId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSettleLeaseResponse(rsp)
+}
+
+// SettleLeaseWithResponse Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+//
+// The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+// unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+// the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+// wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+// lease), already_settled 409, invalid_request 400 (an ID named twice).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle (the `SettleLease` operationId).
+func (c *ClientWithResponses) SettleLeaseWithResponse(ctx context.Context, space Space, uid Uid, leaseId LeaseId, body SettleLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*SettleLeaseResponse, error) {
+	rsp, err := c.SettleLease(ctx, space, uid, leaseId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSettleLeaseResponse(rsp)
 }
 
 // GetWorkerLogsWithResponse Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
@@ -5948,6 +6774,105 @@ func ParseListWorkerInvocationsResponse(rsp *http.Response) (*ListWorkerInvocati
 	return response, nil
 }
 
+// ParsePullMessagesResponse parses an HTTP response from a PullMessagesWithResponse call
+func ParsePullMessagesResponse(rsp *http.Response) (*PullMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PullMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PullLease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseExtendLeaseResponse parses an HTTP response from a ExtendLeaseWithResponse call
+func ParseExtendLeaseResponse(rsp *http.Response) (*ExtendLeaseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExtendLeaseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PullExtendResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSettleLeaseResponse parses an HTTP response from a SettleLeaseWithResponse call
+func ParseSettleLeaseResponse(rsp *http.Response) (*SettleLeaseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SettleLeaseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PullSettleResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetWorkerLogsResponse parses an HTTP response from a GetWorkerLogsWithResponse call
 func ParseGetWorkerLogsResponse(rsp *http.Response) (*GetWorkerLogsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6258,6 +7183,15 @@ type ServerInterface interface {
 	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
 	// (GET /v2/spaces/{space}/resources/{uid}/invocations)
 	ListWorkerInvocations(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListWorkerInvocationsParams)
+	// PullMessages Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+	// (POST /v2/spaces/{space}/resources/{uid}/leases)
+	PullMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
+	// ExtendLease Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+	// (POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend)
+	ExtendLease(w http.ResponseWriter, r *http.Request, space Space, uid Uid, leaseId LeaseId)
+	// SettleLease Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+	// (POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle)
+	SettleLease(w http.ResponseWriter, r *http.Request, space Space, uid Uid, leaseId LeaseId)
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams)
@@ -7055,6 +7989,129 @@ func (siw *ServerInterfaceWrapper) ListWorkerInvocations(w http.ResponseWriter, 
 	handler.ServeHTTP(w, r)
 }
 
+// PullMessages operation middleware
+func (siw *ServerInterfaceWrapper) PullMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PullMessages(w, r, space, uid)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ExtendLease operation middleware
+func (siw *ServerInterfaceWrapper) ExtendLease(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "leaseId" -------------
+	var leaseId LeaseId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "leaseId", r.PathValue("leaseId"), &leaseId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "leaseId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ExtendLease(w, r, space, uid, leaseId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SettleLease operation middleware
+func (siw *ServerInterfaceWrapper) SettleLease(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "leaseId" -------------
+	var leaseId LeaseId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "leaseId", r.PathValue("leaseId"), &leaseId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "leaseId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SettleLease(w, r, space, uid, leaseId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetWorkerLogs operation middleware
 func (siw *ServerInterfaceWrapper) GetWorkerLogs(w http.ResponseWriter, r *http.Request) {
 
@@ -7547,6 +8604,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/history", wrapper.GetQueueHistory)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/invocations", wrapper.ListWorkerInvocations)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/leases", wrapper.PullMessages)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend", wrapper.ExtendLease)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle", wrapper.SettleLease)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/logs", wrapper.GetWorkerLogs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.ListQueueMessages)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/messages", wrapper.PublishMessages)
@@ -8305,6 +9365,131 @@ func (response ListWorkerInvocationsdefaultApplicationProblemPlusJSONResponse) V
 	return err
 }
 
+type PullMessagesRequestObject struct {
+	Space Space `json:"space"`
+	Uid   Uid   `json:"uid"`
+	Body  *PullMessagesJSONRequestBody
+}
+
+type PullMessagesResponseObject interface {
+	VisitPullMessagesResponse(w http.ResponseWriter) error
+}
+
+type PullMessages200JSONResponse PullLease
+
+func (response PullMessages200JSONResponse) VisitPullMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullMessagesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PullMessagesdefaultApplicationProblemPlusJSONResponse) VisitPullMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLeaseRequestObject struct {
+	Space   Space   `json:"space"`
+	Uid     Uid     `json:"uid"`
+	LeaseId LeaseId `json:"leaseId"`
+	Body    *ExtendLeaseJSONRequestBody
+}
+
+type ExtendLeaseResponseObject interface {
+	VisitExtendLeaseResponse(w http.ResponseWriter) error
+}
+
+type ExtendLease200JSONResponse PullExtendResult
+
+func (response ExtendLease200JSONResponse) VisitExtendLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLeasedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ExtendLeasedefaultApplicationProblemPlusJSONResponse) VisitExtendLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SettleLeaseRequestObject struct {
+	Space   Space   `json:"space"`
+	Uid     Uid     `json:"uid"`
+	LeaseId LeaseId `json:"leaseId"`
+	Body    *SettleLeaseJSONRequestBody
+}
+
+type SettleLeaseResponseObject interface {
+	VisitSettleLeaseResponse(w http.ResponseWriter) error
+}
+
+type SettleLease200JSONResponse PullSettleResult
+
+func (response SettleLease200JSONResponse) VisitSettleLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SettleLeasedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SettleLeasedefaultApplicationProblemPlusJSONResponse) VisitSettleLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetWorkerLogsRequestObject struct {
 	Space  Space `json:"space"`
 	Uid    Uid   `json:"uid"`
@@ -8629,6 +9814,15 @@ type StrictServerInterface interface {
 	// ListWorkerInvocations Host extension (console/README.md): a ModuleWorker's recent queue handler invocations, newest first, with their duration and outcome.
 	// (GET /v2/spaces/{space}/resources/{uid}/invocations)
 	ListWorkerInvocations(ctx context.Context, request ListWorkerInvocationsRequestObject) (ListWorkerInvocationsResponseObject, error)
+	// PullMessages Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+	// (POST /v2/spaces/{space}/resources/{uid}/leases)
+	PullMessages(ctx context.Context, request PullMessagesRequestObject) (PullMessagesResponseObject, error)
+	// ExtendLease Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+	// (POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend)
+	ExtendLease(ctx context.Context, request ExtendLeaseRequestObject) (ExtendLeaseResponseObject, error)
+	// SettleLease Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+	// (POST /v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle)
+	SettleLease(ctx context.Context, request SettleLeaseRequestObject) (SettleLeaseResponseObject, error)
 	// GetWorkerLogs Read a ModuleWorker's log stream (console output, uncaught handler errors, delivery events); with wait, follow it.
 	// (GET /v2/spaces/{space}/resources/{uid}/logs)
 	GetWorkerLogs(ctx context.Context, request GetWorkerLogsRequestObject) (GetWorkerLogsResponseObject, error)
@@ -9214,6 +10408,110 @@ func (sh *strictHandler) ListWorkerInvocations(w http.ResponseWriter, r *http.Re
 	}
 }
 
+// PullMessages operation middleware
+func (sh *strictHandler) PullMessages(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
+	var request PullMessagesRequestObject
+
+	request.Space = space
+	request.Uid = uid
+
+	var body PullMessagesJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PullMessages(ctx, request.(PullMessagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PullMessages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PullMessagesResponseObject); ok {
+		if err := validResponse.VisitPullMessagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ExtendLease operation middleware
+func (sh *strictHandler) ExtendLease(w http.ResponseWriter, r *http.Request, space Space, uid Uid, leaseId LeaseId) {
+	var request ExtendLeaseRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.LeaseId = leaseId
+
+	var body ExtendLeaseJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ExtendLease(ctx, request.(ExtendLeaseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ExtendLease")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ExtendLeaseResponseObject); ok {
+		if err := validResponse.VisitExtendLeaseResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SettleLease operation middleware
+func (sh *strictHandler) SettleLease(w http.ResponseWriter, r *http.Request, space Space, uid Uid, leaseId LeaseId) {
+	var request SettleLeaseRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.LeaseId = leaseId
+
+	var body SettleLeaseJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SettleLease(ctx, request.(SettleLeaseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SettleLease")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SettleLeaseResponseObject); ok {
+		if err := validResponse.VisitSettleLeaseResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetWorkerLogs operation middleware
 func (sh *strictHandler) GetWorkerLogs(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params GetWorkerLogsParams) {
 	var request GetWorkerLogsRequestObject
@@ -9400,192 +10698,222 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1L1bjyQ5dhj8V4j8FujMVVRWVk13ayfrQajp7tkpqWem1ZddfJ5qNZgRzEyqIskcklHVub0NaG0vbK0h",
-	"6MF+MVYvBmyPDBgSYAOGYUAwMH9lNbvSvzB4DslgRDLyUpeZ2afuyojg5dx47nzXy+ViKQUTRvfG73pL",
-	"quiCGabgL16wxVIaJvLVn7CV/aVgOld8abgUvXHvaDg8fvCAXHLNJyUjpy8enZ2RfE4Vze0QGZlQxYhU",
-	"hGpCiTaqyk2lWHEw5aws7A9czEj/vDccDs97g2Ev63E77pzRgqle1hN0wXrj3lm9jgO7kKyn8zlbULsi",
-	"s1raV3Cs3vv3WY9PP6Umn8MGkqNND/CFzcPoJc1ZGGRJzbweAp9lPcW+rLhiRW9sVMXi8Rb07VMmZmbe",
-	"Gz/8IOstuPB/HmV2MMOUHfbPvqAHPxsdfPi67/5z8PqH/qfBH/2glyUWVvGiY1n2yaZFtcd6b1/WSyk0",
-	"A3zLJVPU4vY0z9nSMJgnl8IwYex/6XJZ8hzeOPxzbUngXTT6DxSb9sa9/++wJqlDfKoPP/cj46xNMno5",
-	"ZyS8QK4ssbj5SV8qotiypCtWZOSKmzkJxGAOnrsnxG4UyAdxDZtJvNdc7zpkn0rcnH26BxTfZ72lkpOS",
-	"LTbAy73xB/vB7ZkbNwG1U0Gef/yIfHj/wR8SN/gQCRe/tUOfmqeMavO5yNmfVqxin080U5cICFoU3A5F",
-	"y2fKIt5wSwRTWmrWnkq6z4ickvaQZDQ8Ho5I/+uv/um//s/f/u///pu/+MU3/+b/fPOrX9v//Nv/9rv/",
-	"8Lff/PXf/9O/+off/ep//faX/24wJu/ekwmbSsWImTMy5UobghMAoE7Igi0mTGkiRbkiU6nI1ZwaeHku",
-	"tSG5FFOuFqyw+F5GS3/XWzCt6Yw9khXCvwWw5VLJt3xBDSO5fcVux30SkRwVBRHSkBUzhOYXQl6VrJhZ",
-	"8iu4zqkqLBwUYW+XljzsIhZc8EW16I1HgV25MGzGVO991vvSQunJW65RwroXJlKWjApAmOGmtL91YisM",
-	"Kyd/znJjR22/+2LJ8j2xqpcs34zRb375X7751a8HQ3KG29HEynPBLpmyaLhkygJsquTCyXJtITO14p9L",
-	"odcRVLCSXzK1esxKunrBcikKvY6ox2xKq9KQwr5lV8hoPq8R5FB2Qkbkas4EkQtuDCuG5JRoJop7msgr",
-	"gR+7KcgVF3pITgWplgWgf06FRTqQWEkNU/AprHhB3yI2739wPBptw65bzHNmeZ5L0bmpp9LOaIjhC0ao",
-	"3wThmlywpcmQIj00ufEECe/HSweZwjQxsqZdT64OvKw4sT/N7eHqyNTOo5g20pOs3+TR8ejDh41tPkzs",
-	"8318qnzRuenX3bQM9Jmg40eKUcOeMy0rlbPn7MuKabMnIX8kCyCTZ5+/eEkOL48P4XjWh+/g3/eHyo2u",
-	"hwRo3nL4UvFLatiZWFYGyfqSltxCuCB0RrnQKHI+lmpB7PFakAlIo8UrVZL+wioQrCDsLc1NucqIUZSX",
-	"FuC6pHpOuMjLqmDFYJ0H3BgtJeF4dP9HbTWhddD4Y/7ulIusJ6dTBv9vznJ0vH1xDYhGks7hOuu9PZjJ",
-	"A/ejPQWHz+nVp0hJPdC3UILt9VmLMAFAWQCxGzQiyzS5JejyyWJpVrdwXH4qi6pkP5XqgikyGn4wHAH5",
-	"4Q8/YUpblWc0fDAcjYHeFJsyxUTePOx04GdZGc0LBhLCijnFcqkKDeekmTONFKszoiXhxrI9La/oSpN3",
-	"7y0pejg0t9e1/2dtlO4BhCaDySmhyEvGHuZzanckGOmnD5+MwB+PpNDVwgMuSwBzMEYZTiea2QNdWfWC",
-	"16f52p6bW0ptXFy+wLOse8NNDnzw4IOHCX5oguOSKjgcNcsV8wBpUMEYxAzKoj+ml/QFfE14YWXslNvT",
-	"t/9nX5we/At68LM3P3jt/jc6+PDND16/G2UPP3j/g4zkc5ZfoKyy1ORkmlRkwnJaadCzxemzM2IJEbFA",
-	"nHhafWanHwB5XtKyYtof6kPyERcFF7OMXFIFL+A23Ir1HMw8wfBvK3TdGRMD7eH9CBU1kBMo+LGiYt8z",
-	"4NRKdJHzJS3vaaJkyQgXsCZYjzUyf3jeGxOru6zwt0FG5BKHL1dEUKXklbUlJLLQkFxydsWs/UELnRFW",
-	"cCPdXwCDK8UN0ydkWU1KrudMkb4VN4dLxpQeLgry9VfP8NEAidS/qOuT20jA0xoXhCOLXM2lZuTV2WNN",
-	"QJPUpLSqJOnjTuA3S012GNwqKEXcuPcsmyFSHbqnsLnksYRGv2GLNo0/ODreKv8X9O0ZfgqYxsdUKboK",
-	"WnDn+McPHt5wfItxOygTVof5ooe462U9RJvdrkcTnAft0YO1v/FsXTcZ49MneAXsWqJDB+k5QeifMFoa",
-	"cFQ0caENNZWOtyMvEqtuT49fvU5MdCYuI9N2D7b6xB5C7K1hAg6qfi6FliU7fP7k9PGnT4aLAgSwNeOE",
-	"hW3h6HFORVEyRXiYl/QpmVilaYCiLxbl68SYO8H/Cl0d6+6C5vGAPALDW8K/okDf6xK5QhfDp7wseUJF",
-	"/0RekVKKGfBScyOKiqFTLKjpjXuFrCYlS9t+orL2q50QofKSL1jXlK9ePiJsKfM5WcAb3l5xLOzB2pib",
-	"C/Pwfm+DMZKY51MvcLiA3QGsttuusjK5RJ2zZTtWec5YwQrUWgKYmKmUsPbHlPLSPuVWjVbsKiOKWWq0",
-	"dvSSCg6nlATAkiXVBhQasI1KvuDGLs3TfpjLAgGGTXIwIMwRzGZGiakr+i6C3xqtJHBZQydi9YjRNrLh",
-	"U763lbMLKzb56p4mC/uRYrlVjrpYU5M+kAPTg4wIdmWtVHDLZITq2u8CiptFl5mzBblgbKnxv1yQBVtI",
-	"e6xyq7hyQ7Sh4BroU4NLeDBKWELhJAj/2eQKi0D7vi3/WwjG8ZJoAcAnUPNUzp4Io1ZbkdLcQskuWRkL",
-	"6oJNqlkv65VyBt7sqexlvSuqLD0wpWT69HGElyDdrKfZl/583sL+piFodvjgEjXPnZjGLqMxReY2X6++",
-	"MWAE/QDbNNyvwQun5MpTuGMDaxgtKwOKTiVyWs3mJtA6AF5nRJZFIO4heUY1kndp5Y9mX0KYYmqYsmqZ",
-	"1fOIFDel2rD3vWnWQyYBNGTyPWH2uWDkyQuygG8T9scQtHdrPM3lFZHGKrT4siZ8sZTKymgI1hzaF897",
-	"Vnyf9/D/g+QZ7v3gkU51/+jD+x+M7u/m3Ei4HWLvRm0BxdbQ8OD1D9OBk4SnwC8ygrsDbifYEWg38Lcm",
-	"XAJ9a8YLDJDZExLsCFUJy24HdMLRmog/HAw9dWtSsLykCmwF5yhH7rCW3SUvrI3iGJNoVrLcOLLnl6xJ",
-	"Ahm5mnOri1Rw1ADO0cxwUxR+0nV0+9U0OMNLxSnDeBscQWkJGLR7tDTcH0ctrsl6leBfVsw9NqpitRzb",
-	"xovPvW9ljRrC4tfoIMJ2giLqsNb+vJiDKyrzfl2pSMFKZhxregMwg/ApnMAH9eFfR8ukINSd7E3rczAm",
-	"y0rNmFW8CsUv2dCeyoaBhGTTKcsNWVKunP9EI83BPHTpCC5MowktS3mlx2TJwBNwaM3KE6IqIfxfP19S",
-	"ZTgtf16JCyGvxAn4pkQObtHD8GPQ5g7Rk138HIdCza4xUkKmAMysEtY44SwADyyvpLR+3GtMjXYOOzTO",
-	"AjQFi+tlPbemJIni8b1rwC7rJU/VLBFUX3vlgosiXjBu2y4UaMWqp0AqYNWqGUaiAcnJhS+VnCmmt55V",
-	"GHTyOH/mv8IoMVDjq449AWXFK3ZkYheGJNLLUnq8HTnQSHLtuON9MN4+V+0sANDmNvyiA4FkMXU1Jo6E",
-	"Qs3wm6TBThrNTbSKKJy+7goR7K15RmfspbxgYt10e6YY+ErBxlxIZRV2ttBkKi2Lj601pu1JTzVZ+lG8",
-	"e5nYseFnZzvu7BtZU2+awEpA85n35+2rGwrnMzUr7xezUm0MFiZfLCpDJyUjZ48z+AWUHisT7R8zRYXR",
-	"Q3Jmj0jYONcu3qnn8kpgaMgpiUgu60IKB9kZl+gdSuCxg9e8nrQD2Tslxy0oAn4N202A98GS3WJytwOE",
-	"ppevWxHYNRq2kxa4AUBNGGyH1r6xopfAVFe19zrQ4oRRBabIBROZIz8z55pIkbNxbZejJQ6nuP3sxSen",
-	"B8cPHq6T5TLmp81HmH/REqUXIpsBuYwJCj7pBmaxEYx3Ljub29vLJGsuMrmLkAa0Bw2003hIwQzlpcZ8",
-	"J4to8P2cPjsjl8eRC8gnyuSyADUPaPQMM1jQ5E1ZZUXCnfcCZaIW9IK9yalmMKbTKJs64RMYGO29ZqT5",
-	"9RfeGvthMraMu0rKNFztHigEOMFSkpJTaENFnvanBDh1ajKVD0+gZ/TBhx9GftL7o1Ha92LK9Hz4wzYG",
-	"gqd+mLCMDPHVIEGksG7ie+LV1D3tES6WlUG6GRNK/vjF55+RZ9JuUREuXKDKAY9MZLECOqPEKhPWqEpl",
-	"+3QifIkD7yBY3IuBfNZhgRtOAQQjPp/WzrU9QeKTdMAic/GjIe6dow3t3rinyWRlmB4jy9o3nohcWhWY",
-	"GKsy9e3LBeY1DeDLVy8/PvgRfhXCdwCCDLNlXcj1nobMpD4+G2CaEvhdT9xcVLOH99GpD4PhSFQUVBX+",
-	"KfOL6VtZc//h/R+Rr7+6n5ElLQpWQEgGdlUwS29W90mv4tRy2EfVdMpUvJQhOSXeqQ7eZn7pFuL2J8rV",
-	"OKTTaDLjl3EOlJDE+WGIxaG1eF0e57CRxjUmo+EQsrJOUHt1Uf8QrrmnSSrDjDivCIQXHKwdNn061Trx",
-	"WngkSTdGbmzyWDz3sh5CPGnLFK2sty1ZVrCCmNyb5NxN8NfLomrHF7pi2eOY8PX2pKvDdxUv3h+GDxzZ",
-	"SELFWtw7I9TIBc9pWa4cBS6VLKqcqRYpfgTBvkIyPSQv5y5qhMkTdnn1yyCkFGtnRoDqFM7X+nWkfwyI",
-	"vDFSvimpmjGwf0aWMBeYuEoFORqNAhQywgXkWrwBNrJvU0HYYmlWwFgZochgEEThmLEH3jq76MCdmq40",
-	"+nsa2Ys+58dTf+bnbS3QzSGtuXJ0/Iej0Qj5bwDZQKA76jldMlIy6hh0YQcfkkel1KwY20U7X4hTLuxa",
-	"/dac7O9Mu93j/G5S8jY9LIy/zgybFHP/hq7Ku+WFs8dRmIxrXWEWSSRm6qxVIBV31kpVMJWBPu/crFFW",
-	"aFEpOilXdSYTOQ1Cy2fEW2K2BNSqjyBU6CurGPrFOZnngnpdWfRjSKPvRO9ZcUvpG0cu3bTLsktj/6xI",
-	"4x+wm0A/yJOPfCHInhYZphLQdhKAP9n6iew08vVX//zLv/rH//uffvOLvz2zKsuU5uy3//6v/vEf/mYw",
-	"JkfD4YK+heW84D9jiPoGVVBBzh5bTEFRzcOojAZEmPFJD8EzfA99Fyj+NDOmZAt7Gi6YmUt76NW569Y4",
-	"MMpKofq30xJNTXgCfyhGJrISQLvcOKJvBiFSQdziOsSwr8SArUfyYndq8kGHmzkK6kyBOE0goseI3DYS",
-	"45mYylsWRmfC/mJfdsk4SL2gtCIBc0GmJZ/NzW1n2vB0os1UqsV1s15CdgoUAtmRdk5/6XCY3XpWTPB2",
-	"N0cruF7aAbiYobPR66JWnE+YPeAxW5cVIXIyTuUaVUKfkLyUOrzQzq9B12XN9Kj44BxXihvDRJxBE62s",
-	"4ZF3c2xPLQPyb6bNRLkyLXR7ACW54wwzItIc4snsFvKuUxJ69xolGL4uQKJ10RHaHDk7IZWof/SeGMiD",
-	"deUonax2agzN56xIVQNtLRfKehjb3amgKA3UbdC/QWi7A+qhjggJHZJnMUJtAVb75H2UoeTTYKhRgBac",
-	"bK/OHqecDLR4yoxh6k+9nN8xBgynSDiSGy6fo0ZFzFEy1859awlfViYy68IoD7dXD9G3j6TIK2WXtGp8",
-	"fPxglyU8Z0bxlGh7zpz04SwktYRyOy+YTojPzzoif0Dq4Uj9bbNYaHs91Jd7IwEUkHZB2H5FWEhM1w//",
-	"+4PdjdMijE5cr+GvgZLUzl538GZXfgG89DhQ+C0rDnbggxJGtlojLaihg7E9hlXsngGblSrFL9HiKOrP",
-	"7HmT0wXDqjXg6/lqSF5gsEK6DPpggERf+sR1YQ19jLAZSaiXC/01Z1H0ba03Q/mCVCg9Si4uUHfVBFXk",
-	"hLpKjbFmuU4rOxHPcEPmtPCaAY6Hi96uIHhJ/xlN5c6+tPD0rzgtvtZ9/M6s9tPYc1LTupb6FjG6RVlL",
-	"gpKFtIjGHNyED8u/zIpTs6eC58jATrCjSicVn3FBy0+9Ebg+15kJ9RTWgupAWCIMQF0ldnO4n85XLoe8",
-	"Cf4xWEqc6Tfs7ZxWGtJbHZF0Ss9BrIWtfZ8uRICFAyY2kI93d96EdqKZOsnnFdqktZK6cRoQA8OtKRmt",
-	"iQMuspo7OwitLT8j0dgtPfGsu2XZeZobkEvCigiKf/hjFWUoJFDSNcc0VqcZSMh6jjmmwU6Tyv5l5Zfn",
-	"6xNXqgyvBSwkxBqMuI5D2FtsZKA7yXth0QFg+VGHSuHaJTGpjBWwaI1BSrc+IS5VnNBSMVqsvCHjShUi",
-	"5Ld12k4aqwkLE9Q4CAo4ASIpiW8BqUNqrpkrWc3mqJvDS4PtlBfl+juIrVOUI5dt9HTDUuVXOznNA9H0",
-	"5w16dBmiUa7fgl6wZCDEERvpK2ahNLBEFii2v6SVTh6TgZ4S5kUM0S1g3OCfhfc+4drIGzNnshRiPbpw",
-	"T5Mpn1WKafSRh9zvuaxUo9ZB08WyZAV6yNE1C2HIS1o6Va6ZTJ5BEf9aJUQ9HtZDDMlpoGN7EPvVFBxb",
-	"TiCvkwkzV8yK9CvpVqIJlO5juabkwnhTaTF2BpNofgYvaTKXJYboCKOq5EzhgwgQlTC8dJAw0XPDFywL",
-	"nkeAEk7MdXg7ACrhFWxCK11rJafGHVwR0DXIPywXjBi6LqrCre3nOXRkBuHsVMLA7rVDkQRp7zEsrc0M",
-	"nsi3MAGubv8oNcIt8vfV6E0xdt3Zp8MZFhptTFZwTETEzMTMUloo7yn5RS25NVGyMnZ2+OCFfSlQ0OHC",
-	"aj+5dn0ulD4ho0Y2HaQ8208GO6qGcW+WHetdIBq2vnMQylEkHnRkB40dFxNrKzsuJjTr2PF9Lj4GH+5H",
-	"eAAntuFOZu/ta/Wyuf1awsh1ycpdx0UtuLhWSVNbU3fSwzGAVUcNvWCC9F8J/rZheuxGVO2cnNinGfk7",
-	"kYzWMZLV3BWjt0WqNQhaZNMhNlAsdMmO2vl/l1GFWrCEML4VDgYKGIS82l0hjaxsNwDps7fmoFZE1tXH",
-	"SRfFh1AduvAxxtE8mesSxGNXg7j7qVE7rJsFKg9G6yeIW8aZIwnwYW30EUxWL3wYYY9UR3pJeUknZQKy",
-	"P8EufBm5otyARo4pAbvFNCDhIHUsfObEh2vyh/qG67OEDZr66L4JBD/YPhuPwNQiS1bCwbPzwsF8cak4",
-	"LXnoQi7oz+g7+yZrmaxS1X29TrB4SnG0QlwRw2CXRRi1+inCfQcQUoy6eghuG7+tcgcaqNHWWkIE4QhC",
-	"qc4AHUcixJQhUA3GP1dkIgvecRzu1CErMcmTRs5DdJqA1tr34Zxh3NbtnsbmJFbq7IAYFAWnM9apiJ7O",
-	"QqjByY3at+gOTgiKO/IJXceEFOwaLQE2aJpZr9ab9hTmj6pFVVIw6UC/0i0D5J5eU92CvkUmbMaF9sqY",
-	"IaOMBL1uTW2DwyAvORO1wg5W0hSK+Q3TQ3I68QUmqqE2FtL1KrMIjvDdp5iwOLEcgT3KwHM82Ed9PY20",
-	"VkhKLa5Bq1t1ym1CtKkFtvQmkEMuMWjdFV4HacDaAn6+xhYaamW7r557hK52H1TuY3s9dL0NrjOll5+J",
-	"KZVcLq0imtgc6Qu5DofrLMDxZioKhsI/eEi9GqN86zood2LXoZVIkW0l01vVuypZ4fIAsZTaKz17z7Tm",
-	"cLmBihnjqgbb+rnQbfQm1GCvySSk7bpe1Ol4ixTZLl33lhK5G9kW97Tzb+6b01XngVNBorxoEG7cNZHx",
-	"4Qu0Lk+skgp59YqJgmHDTO/nBJqwMvuCGyBQyBRRA9fFDdNTIJk72Kgw6D4hriPvRW6GgTPyB/AE5IBi",
-	"MaVuDkD7HOmWJI6AYQHuQ8xRRmqdrbNn4pg1ybShi2WXUXhad83MyKuXjwiYguuxqBN75ExKRmiupNb1",
-	"tn3Me3eOBL5oL8wBJwpptAl+Qx53/PzbSBgruY4aq3adutfI6Or7tPsINHWQVzOmd/b2dBL14zpmqyWZ",
-	"UrVdK7SoeaaY1TE6jEpZrMCLZtkEPUORHflwkDlebCzevpeKs9nBXqpK5DSpuPj5LJeXUszgnMQ2O2SJ",
-	"i0ybxUUjL2CrNRvFyrpz5bTLhEk4yMAc4KKWOptlw1pJ+Aaz5c1VZLe8mW4wXOqVOmNq7xg0ZCpgmwtu",
-	"yIKuyITVtut13EQunNRikfUVNsKbGjNLfA16TJFtiukQHBsz6dw7t9BmaqvwWDYP1shHFDwxwaOMnXdu",
-	"2FJnDQi71MDvWZ2+BsQuQK+3S7jtSgPo4fH1V8+xwQPElqmBejQ1w8sVfIePqC1IwV3BgH1HsaVURntX",
-	"yEn0hX9kpKEliuvg4etM2vHd6ZwtOciId7FYBcKlj2DzTSzncS4VV27DnTWJXSn1BQcLoV+yaWQzrghV",
-	"bAyO5cgdBN1QYBghCdapxIkezt9NDFUzZiBzSCSMSFjhdg+dA9f2F90Wtr8IUN72Wjt/c53CumjxmSuV",
-	"ctVM19CTv0wMowkTYK119In/+qtGD6Hf/OLv2iVbgzFh4vILQRfsNZkxl33g+sj6Ui6f+xkaIBcdjenX",
-	"8ZlqBHB/e+Oojia66WQhJLPrpxi6TgNhoLasaeOuC8dODNxNiZ8b/IS8+NMXBPxQTgR+Ki/ZS6ovBmNg",
-	"b9KWEzQhJSY0vyBUQ3eDEE1zrOmK/UCQAJdm3sZZw7mvjaUL39+2WSo1k1CvitWwsoImZSCH3IPIz5RK",
-	"60J9oI/p+ol0yJMoEdLPYAUb115yJeQLfetjZM+YQls4rfeBQhkAiZJzCZqx/Yb0XcUwORph7CLOxN2a",
-	"HhyBej+6bRBmi+ASdFl/vG8Tv7rZOZSDoqPEs0gD85AgAALDkkBGpvwtK3yy56uzx13m+2//8i9++zd/",
-	"+Zu/+MU3f/0vf/fLr+x//vJX//wf//NvfvF3v/v7f/3Nr//HCekUa+GTehD4dlDXS0YNhTwBQ9EA1gOs",
-	"U0arj9Jexm9LoMRDRcKkRkYSU7UY2wtRcf+JgB8KSbLQD3vYuk8hdM2pG8K6/oxxQ/og85E9P043pr5W",
-	"zy9DZ0n7Jrp8Ye3ZjImom1u3jy7JbB1debJQlHKNGxHiyxjWxwV4XuueBdrRGeNaNzAkLD3AGB5iztnn",
-	"2mnhb9C7zJUibev+1WGm3rgrWBX3R/J9u+trIwLkHVAiNAbI18ZbRDiO9HbqJRa4cQOn3nk3nLCI39tG",
-	"Yg1QJUD5wquY13cfM1daK6e1wtr3x3bsCQ5X2gFgKOayRZ0+BlnbW4ydAqJffsLZVUaOhsPYX3qCbuMX",
-	"gDSSUyGk8e0c48si7OZdsT8jrnQXOx9oWOSmSn/sz+2aDsXtDLp7Y7SKwHDvP2/s7+ftvaUaYexT7bOl",
-	"ScYatjso4nNYtb5GbTjeGaEJVbPKU0Vnm4o+dn9w3/zR4CZW1C0h74bAjwHtgZiA8SsQebd0r9NOydJj",
-	"Qsm0KkvsjpDXHLtkOelb3VFOW2pKbX8Mkv3SvvP7jNrXF6WhmgB/g5hu9Rqf5M1F/lYbBZYXE5dksqo7",
-	"K6IqSJdLRhXhglCxIv7eyYyUcpbFDW1VfZthGyVumm1nWnS7TEyxG2CyDYI3KIlNwGvHds+NLwdDguky",
-	"eHUqj1pZDsmCcoHtit2NPNZClVPfvvvEN/2uLxjCLsop09WPdI0bwNx0O+sebqL9uj4mXVTrh9HnWIVN",
-	"FowKTb54PSSnLn7z8P6JAwQCAWvguDZc5AbdAXBZU33Nkd4vbbDtytl6d42dbh+avnnBa1ToGvBd4+91",
-	"B8+kq1ThioK8UtysQD9xKgJ0rwwXnULoCn8KA8yNWeLFptzFONcP29jwdAUarRvSvEL5kl5Iq8DHxiTh",
-	"i6VvkMDN8Fys9TN0RvtSSeh5KIyiuTnxt0RBsySuScGmXEANVg4hMA9gSyPnIvJYAvWAC7uvGUO+rotS",
-	"hgSbJwIHdjV9PBf9rmtjB3XDqg2tHzMASdTNT2e+G+S5OBdWn4U8faizcp2lwClfyBwVmtRdYU7nZG+X",
-	"immr6S6q0vADzWb2k3OxpGZOwu3RY3L62f+/S4ETNIY/fGe/Hg6H7+FWkgsro85F6yYTeLPOWUp0pnQd",
-	"9fFF2OJgeC6iC+ACicRU1Y/pRVcTzUxGGvJ50Is6zPeOh6Ph6AA+stMPj8AYXzJBl7w37n0wHA0/wN6Y",
-	"c2CEwzlc8vQzaIrLEhmvH0MIR1dLpi65lnavpVVJLJgt9tmQnDk3S7gFsD5Vryg3+qQuooFQvrAnACml",
-	"XIITFmq2wZEItgF7u4S2H/5+QJLPJUd/2wF+buVduAv6rOiNez9mxl1W1boy+ng0urVLot0MHTdEL5XM",
-	"LUzAg8Qv2bAhenrjL15nPV0tFlSteuPeUwfCITkejcjVnJfMczqMAta8Jp+8fPnshFSCVmbOhOEQccWR",
-	"D6G+cRveSkkLMqElFXmw5qTK50wbRQ1g047Da3RiVZUXW4+enrUStrGLWFQz9qq5Oped6ekqiavnfsrv",
-	"Dl2uGRrBKlEjEeKNbrZDtAWBMrsmC6v3knAj1sO+Ee3S58BCUimuJpeYAukLk5p5sSfkwegDfz81KAYV",
-	"GLV6XplCXglHGpfHhzld0gkveWh4naKRn+KFHHCnCiRcuYs6Jmwl3fwgeO6RXCqWheJ1OHjklEwZNZVi",
-	"ujHbEBEwtNjCwtCMxM8zLyWb7SoG2CksTjVTlRD+gkOIjrjALseuCwI6c0Yj2yW5i0eTZPcohskNKa+t",
-	"ZSSJrLE4f35tFgwv65To5NeBM1s5eTXmnbAf+jU7zK9Bwx2f3wogJpXFeBGO7N1h0f7C9Ym0zKogXOa8",
-	"m6G634MhtPzWnUB4yrV5Vr92h7Ko2Zk7ASQ0nsKaA6tBkiUQBPJTfa/ZDaRTAHAy4NrUWmr4DMZxvn4N",
-	"XtI/e5yByZK5CwpOvEntLimw+p7RpOAzpjGD++2BoRcSZ3LVYT1aLLjAClqdQBY2Z49vBnBq5UfO23e7",
-	"iGo21n/ftFDcvT4tcjm6q1UU3TpHuys/APz2SWPsbpMAT6KfE7T95JUU3F0FgI0+MebYj6rNoVY8ug1g",
-	"cALiXaoLaIYM5yI0xoW0fFcIojcTTuMZeoDrtv8HuPwD3yMW0LEuKQ7fhf+/d75IhrGjJi0+Z9YMaNLi",
-	"XUuO7TQAjZCsSFSwvOIuyACHjsngpKY7i9mlBjyCFYCYdA2QqTYEMBWt2FltE1YveZts8Cac7o2/eLcJ",
-	"HPc03KHiZA+0IoX8TUsWFAwFjIk27oZosngW4WgvX9P71460WuZloKJulSy+00ox7NuATRAoKeiqrlRZ",
-	"uYrpunky9w4IuE5zjuW5jbuXrVIBPRw0Wp7rx2E9fW8N2AC7LyvsPuKA52OMNaBu+Yql99kahKw0MfMo",
-	"ndDlAoL+jPZ7QHVrua0bljqxu3URITsGY4oh0dTVBvrEGF/Tm1gKdARvL8L11tuWPJNeTyMeGhrJK3bJ",
-	"ZYUxzhPfkt4rkZhB7uOcqWWG0GgnvEbH9xMMcIcisXk1U0Isfh6l/dZE0rw89qQFrjpKjPHh2xCedn0N",
-	"5nOsGRFuH0tlTEOQL+gKjJ71+25xW5BfazhKtJS4tB8npGVqD/UrKKx622XX4TtevN9iWYR8g40C23eQ",
-	"NxKcDIEs63CLkU7Mkf5oOHzYzU72+zQ3bWtz+e3QatfxHV4YklMipDgwTC2gJsvKlJwqqBx5zoxaHZxa",
-	"2W8B4K6fsJNHT5J2Wb3N9zcnaGgIRqP7Hd0lHxb4GVSHHCxlWboDCy31AoI9iFdAMhOFvhPCzd6ljnfX",
-	"wa3rXN/75AbqP8yt3Q15Wt/hUjtNJVhczIXfHX0joJzt7yj9rizX9VThwdgtIKopADV5TrHUO3SdIafu",
-	"UgLwx/o4Rlhz5i4AxUcB3G/q7YHRIiSZVgrvJnZZudC9roveofAgGCJdwYiNDozn4a2dFLY6iaybsK6r",
-	"7fg04D3VnQe//+rO2gInVPO8da1Sfa1JuE9o/ZpruBQfb7WGXG7Y1rlAwPsKFoiWoyvIGzeDE8wu4SIv",
-	"qwLMa7ih5sdPXnrYhMxYuJYGDIAUCFyR17pGD3uymntVlilN/S7P0UYW3RaVL95rqxHed6T11WtZYnpG",
-	"CXaZ5aOPpVp8W4rdZtdalO+53/CtG4ORDm7fNddc5V6euePtuAwQ8Y06boESHnmfWTBLo1PmOHHK4NmE",
-	"virtWhx3Hxspj1fwc+GEaYfX5qD3JsfXY/j91igl2/7F9FO4tGRdwm7TAB5J4ZOh3M3lgyxRvoNXvym4",
-	"uGZaaZTP58LddQ4ogmD6GyHNG16UjNwffRgFbOOWQHUpjsRrMkKbqE5hy6dnRclSp3Hd0fT194WeEfvN",
-	"s8R11+KC5FTntGCDbUS+RRfKOs3KiOzu/JzpUmdjB1NkhT15iQUd3TrVrVlfUYGL8/mDa7W+7ANLAZxN",
-	"+RleDg3+80aPl7uwvra8WPECD6Eqgd9m6ui3KVnu6LhK58J+n4+r55iY3ODve5pczWWJuWI34+zUcYWV",
-	"Jzc6rkIT6k0eqXbv7DuTH82JOoRIs8HknZvDO/Z7P8FW741CxazudnxPfx/FxosUbm+fmZNNw3fi5e+U",
-	"tLD36d2TF3RHJX3XtR3yzaGRO/Z0Dw8shAYdnc/D2UQew82SdRsHd1vkCQky/hp6MZDwgZ/kWnJmXveC",
-	"T0bufgKXyVi7bv3a2FQj6iH5k2ZT9sbVrxAWcMlfdZt02EZ2LrB9Yp2Fl+HViK48u242wQW2zoCaHOQc",
-	"yPm7hCouIQ3oE7lUBWRx+pzN8iKaLhUq9CK1bh1+t2Tv5+mgetfpsWnr3wXh797Jf0Lzi1JiKmy+1v5y",
-	"vb9/Fpr6x2SAid5HI/LdCt/dGISLS5lvCW/XTBLnTzsGAWVWzjYyBljICvtPLTLSZgRwuZ0LFzZ7MAJ+",
-	"wHKCQeYrHte6hmIzl60s0hEzxz2cRbvfIU8hcqfeMFq87SK2O/XL1bvu8szZzUaU0Qxpfms8Slrp+i4S",
-	"27zZsnOZWVB2uYKbj8FZAzV7lcnlHfnrbpc7SznTm1RkBM1T+9YW8n0OTROg7Q5nrqZTsy/JDHxPoT0c",
-	"10P4mYtcMaqZxgRy7CLnq2Vcqz0G10Vm58K1OwRW93lfcI/Vgq7In1eLpR3kiqrC38pm5ewg1BSDOLWT",
-	"wh08UD1gf4J74Cqlper2xEBiTYPD9myD+m5fxt3eJGXd6+Uj5i4a3oicU+FaIdXdbHHTob8sJpkLKRhZ",
-	"MYP5nC5Hz1KxtljRUopzQbVvI1PK2cwqGFK5C+NDs9oQzSV9F1/B9L55ZTQp5JUYDMnH4FaHQoQZNMrS",
-	"mBo2o1yci2BCNvDWjaPvaZD/qZx1Sb+ncuYZ5fa1E+cQaok2C2ltFKOLIAtdd5OMVCKn1WxugsjzFVjB",
-	"bmCXdupBI7CPsZEN/ujvkZiL27l3xkzj9nn7ntZdwc/jax3eR79PsU9oAvRtRv3W2hxuiPx9G6G9bXZw",
-	"o99k0izY0nvSKRo0mHPQuiNqs/pd+l9c7LBVuFBwIzusXqgXW1aTkus5U5gqTgRd+PbTrr2+PVlA9nzZ",
-	"6Khm1+eKgkLTinMBvITVz7ksmB5jhOWNkfJNSdWMkf7ITgyYB03kaDQKYB9kje4TpG/PTDjVsBEGRYCD",
-	"kQEnpTkX0M/SzmkfPRG5hPbZmq50Bo3l6nYVoV51NBxCt4pB5meO1+cmARsw7qJiDZSyPBf3RyN/MxJU",
-	"U1o2PgFFh4niTSVCp1ooBgvHMRaRuZTqcN9e6N5WOLdKPx52MDwXp4Kc1d7zgz9hK/ha+2tAakcvtDqD",
-	"tTulIZIriGVIutakHwY0B+BVXrECo2yDc2EF0vF9MHpdZSiMe8HcTL7Rmu9aE7n231yw1RvFKs3I/ePj",
-	"E0Khe5/9ckmbQfdzYdFuQXvBVqwIVKjBIPTTg35jCeoNe4uJyeT+8YdIc85FhMtwfXirpVW4ju+TT/lH",
-	"pH80Gp0LvHfEEm2MSmhEDC2YBymr8RmupvsE+n5E3N0yvyN/Z5hdW4ndWTPlQ67ck/gqyNQTZ7FZkuTC",
-	"1ZxDRVUrfJcg1zuP5m3vrAvbH4yxG+nRcBgLMuxIuB7Pxoa2tCxX4O3obPyDTU0LaU8iqLQJDO3g5WtT",
-	"odGtFx5dJ5DjrnQNDj5rulwbLy7oW/fy8YOjhw9+dHx/R48stA++SQ7mHZ18XoAs5CUtoY9BR6vhKHZ2",
-	"T3tfwkmN5NBe+Fz4e2zxNgiLE3BNRddq2Be5AQcYV0QzY1xbMOdAt/SAJdyeZVS4foSXrL6hzIqsmiO8",
-	"UG4fEs5nhyc37Cot6dQMgXI7Qu77ECfdqSf2YOzA2+oHm9YMkVlF3GdoSi64KLBF9g1TKnbjJpcf+73k",
-	"pyeQ9xhn1CY7ePeDNs2Fa76KXWazQOvQAsXMuT4XGExZY8Ol62PtvMNWr0dXUwml7O42uQqPtdpfD7fG",
-	"JzjAZSLfIg/cUXiz1Un3+5ypcGuNohONoRuXSCZ6RGdwjdgBqI2s6GbcRrq572MfaAvsFyqsUhlSyG8/",
-	"vQKjnm4l1wp6Qrxya2bFC3jrrh0B0RVMXcUGEF3Lvq2w92YT38uP6CpSsA1q03/2HccNmq0X6qZYX7y2",
-	"giZaF8SrcQl1n/pd2ydtSfe7zpB1R6Y9Bv/xk5fk0AeHes2uE91vtl98/f7/BQAA//8=",
+	"7L1bjyTJeRj6VwJ1CEwVmV1d3dsz4lY9CL0zs9wWZ3dHcyFxzvaoEZUZVRXsrIjajMiuKQ4bEI9N2KIh",
+	"6MF+MaQXA7ZXBgwJsAHDMCAY4F+hlpT+hRHfFxEZmRVZl77MLAE/7U5XZmTEF9/9+q6TyvlCCia06gzf",
+	"dRa0oHOmWQH/4hmbL6RmIl39mK3MXzKm0oIvNJeiM+wc9fvHDx+SK674OGfk9OXjszOSzmhBU7NEQsa0",
+	"YEQWhCpCidJFmeqyYNnBhLM8M3/gYkq6551+v3/e6fU7SYebdWeMZqzoJB1B56wz7JxV+zgwG0k6Kp2x",
+	"OTU70quFeQTX6lxfJx0++ZzqdAYHiK42OcAHNi+TM6rYWbZ+6lMCPz1Q5OxJYo62KPP8c6YUnTJFqFBL",
+	"VrCMcO3Ps6B6Vn3fLZx0CvZ1yQuWdYa6KFm4nTl9+4yJqZ51hscPHyWR7akFTZk/Y/0L+NuO6z/6KOnM",
+	"uXD/PErMYpoVZtk/+4oe/Hxw8PGbrv2fgzffd3/q/fH3OrGNlTxr2Zb5ZdOmmmtdm4fVQgrFAB3lghXU",
+	"XMJpmrKFZvCdVArNhDb/SxeLnKfwxOHPlLmrd8Hq3yvYpDPs/D+HFcYf4q/q8Eu3Mn61ft+vZoz4B8jS",
+	"4LL9PunKghRskdMVyxKy5HpGPK7qgxf2F2IOCtiNqAiHiTxX3+86ZJ9JPJz5dQ8oXiedRSHHOZtvgJd9",
+	"4gf7we25XTcCtVNBXnz6mHx88vCPiF28j4iL75qlT/UzRpX+UqTsT0tWsi/HihVXCAiaZdwsRfPnhbl4",
+	"zQ0STGiuWPNT0r5G5IQ0lySD/nF/QLq/+eaf/vN//93//K+//fNffvuv/te3v/5r8z//+r/8/t/97bd/",
+	"9ff/9C/+4fe//h+/+9W/6Q3Ju2syZhNZMKJnjEx4oTTBDwCgRmTO5mNWKCJFviITWZDljGp4eCaVJqkU",
+	"E17MWWbuexFs/V1njjzisSwR/g2ALRaFfMvnVDOSmkfMceaerTiUoyIjQmqyYprQ9FLIZc6yqUG/jKuU",
+	"FpmBQ0HY24VBD7OJORd8Xs47w4EnVy40m7Kic510vjZQevqWKxQA9oGxlDmjAi5Mc52bv7Xell9Wjn/G",
+	"Um1WbT77csHSPW9VLVi6+Ua//dV/+vbXf93rkzM8jiJG3Ah2xQpzDVesMACbFHJuRY0ykJkY6cSlUOsX",
+	"lLGcX7Fi9YTldPWSpVJkav2inrAJLXNNMvOU2SGj6ay6IHtlIzIgyxkTRM651izrk1OimMgeKCKXAl+2",
+	"nyBLLlSfnApSLjK4/hkV5tIBxXKqWQGvwo7n9C3e5slHx4PBttu1m3nBDM1zKVoP9UyaL2qi+ZwR6g5B",
+	"uCKXbKETxEgHTa4dQsLz4daBpzBFtKxw16GrBS/LRuZPMyP7LZqa7xRMaelQ1h3y6Hjw8aPaMR9Fznkd",
+	"SpWvWg/9ph2XAT8jePy4YFSzF0zJskjZC/Z1yZTeE5E/kRmgyfMvX74ih1fHhyCe1eE7+O/1YWFXV30C",
+	"OG8ofFHwK6rZmViUGtH6iubcQDgjdEq5UMhyPpXFnBjxmpExcKP56yIn3bnRb1hG2Fua6nyVEF1QnhuA",
+	"q5yqGeEizcuMZb11GrBrNJWQwckPm2pCQ9A4MX9/ykXSkZMJg/+vf+XoePvmahANOJ2966Tz9mAqD+wf",
+	"jRTsv6BLq9V1QN9CDrbXaw3EBAAlHsR20QAt4+gWwcun84Ve3YG4/FxmZc5+KotLVpBB/6P+ANAP//AT",
+	"Viij8gz6D/uDIeBbwSasYCKtCzvl6VmWWvGMAYcwbK5gqSwyBXJSz5hCjFUJUZJwbcie5ku6UuTdtUFF",
+	"B4f68drO/7x5pXsAoU5gckIo0pI2wnxGzYkEI9248EkI/OOxFKqcO8AlEWD2hsjD6VgxI9ALo17wSpqv",
+	"nbl+pNjBxdVLlGXtB65T4MOHHz2K0EMdHFe0AOGoWFowB5AaFgyBzSAv+hN6RV/C24RnhsdOuJG+3T/7",
+	"6vTg/6MHP7/43hv7f4ODjy++9+bdIHn00fX3EpLOWHqJvMpgk+VpsiBjltJSgZ4tTp+fEYOIeAvEsqfV",
+	"F+bzPUDPK5qXTDmh3iefcJFxMU3IFS3gATyG3bGagRUqGP7bMF0rY0KgPToJrqICcuQKflRQsa8MODUc",
+	"XaR8QfMHihQyZ4QL2BPsx9jA3z/vDInRXVb4t15C5AKXz1dE0KKQS2NLSCShPrnibMmM/UEzlRCWcS3t",
+	"vwAGy4JrpkZkUY5zrmasIF3Dbg4XjBWqP8/Ib755jj/1EEndg6qS3FrCPa1RgRdZZDmTipHXZ08UAU1S",
+	"kdyokqSLJ4G/GWwyy+BRQSni2j5nyAwv1V63YY5qZDgL0lZk03nuf1Z272BTG7bCtM4ZAoC91UZpInpW",
+	"yHI6gy2Ylz3ZVqewG7QnuJMzJfYqHGdsHjEuedHtotm8ScYPj463irg5fXuGrwIy48+0KOjKK/qt64OX",
+	"4VbrG6Q2izJh1LSvOoienaSDmGmO6zCxk3TcBYL0a37I+zY2ahLrBnIoa70PxGwrELFIvRGy/ozRXIPX",
+	"qH4tSlNdqvBk8jKy6+bn8a03kQ+diavAkN+DiXxmRC5gNYjlroGhzNnhi6enTz5/2p9nIG6M0SoMmDOL",
+	"qTMqspwVhPvvki4lY6Mi9pDRh4JrHS/dVb3mEWfYqxlrCEOkHljekMSSAqqvy58SHSqf8zznEYPkM7kk",
+	"uRTTijD9QQoq+laNoroz7GSyHOcsbumK0ljr5oMIlVd8zto++frVY8IWMp2ROTzhrDNL3A6stW9zoR+d",
+	"dDaYXpHveF8hF3A6gNV2S12WOpWoYTcs5TJNGctYhjqaBxPTZSGMtTWhPDe/cmM0FGxpeJPBRpYlZEEF",
+	"B5ksAbBkQZUG9Q0swZzP0Y/pcN9/ywABlo1SMFyYRZjNhBJiV/BeAL81XIncZQWdgNQDQttIhs/43jbd",
+	"LqRYp6sHiszNSwVLjSrYRpqKdAEdmOolRLClscnBCQWeZu9lAjXVXJeesTm5ZGyh8H+5IHM2l0aJ4EZN",
+	"55ooTcER0qUat/BwELH7vFDw/7PJ8ReA9ropChoXjOtFrwUAH7maZ3L6VOhitfVS6kfI2RXLQ0adsXE5",
+	"7SSdXE7BFT+RnaSzpIXBB1YUMi59LOJFUDfpKPa1E9VbyF/XGM0OL1yhnr0T0Zht1D6R2MNXu68tGEDf",
+	"wzYO9xvQwilZOgy3ZGDMwEWpQecpRUrL6Ux7XAfAq4TIPPPI3SfPqUL0zg3/UexriBlNNCuMEmpUKSLF",
+	"bbHWn31vnHWQiQANiXxPmH0pGHn6kszh3Yi11QdbxZiKM7kkUhv1HR9WhM8XsjA8GiJnh+bB845h3+cd",
+	"/P9eVIY7r3+gU50cfXzy0eBkN1dOxMkS+nIqey+0/foHb74fDxNF/CJukwHcLXBbwY5Au4V3OeIA6RZG",
+	"8GO00khIMECKUhhyO6BjjmZI+GKv77BbkYylOS3AirBhAaQOY8de8cxYZJYwiWI5S7VFe37F6iiQkOWM",
+	"G12kBFEDd44GiP1E5j66ft1uNzXKcFxxwjD4CSIozgG9oo9Gh/3HUYNqkk4p+Nclsz/romQVH9tGiy+c",
+	"J2kNG/zm1/AguO0IRlRBvP1pMQXHW+K82LIgGcuZtqTpDMUEYtkggQ8q4V/FBqUg1Er2utnaG5JFWUyZ",
+	"Ubyygl+xvpHKmqGdOpmwVJMF5YX1FinEOfgOXViE859RhOa5XKohWTDwexwag3NEilII969fLGihOc1/",
+	"UYpLIZdiBJ44kYIT+ND/0Wtzh+i3z36BS6FmV1spwlMAZkYJq0k4A8ADQysxrR/PGmKj+YZZGr8COAWb",
+	"6yQdu6coiqL43jU8mXSiUjWJZDisPXLJRRZuGI9tNgq4YtRTQBUwcIspxt3hkqMbXxRyWjC1VVZhiM3d",
+	"+XP3FsbEARtft5wJMCvcsUUTszFEkU4S0+PNyh5HonvHE+9z4025ar4CAK0fw23aI0gSYlftwwFTqAh+",
+	"EzfYSaO5jVYRJA+se0UEe6uf0yl7JS+ZWDfdnhcMPMNgY85lYRR2NldkIg2JD401poykp4os3CrOmU7M",
+	"2vBnazvu7BtZU2/qwIpA87nzXu6rGwrrIdYr5zEzXG0IFiafz0tNxzmDRBrzF1B6DE80/5gWVGjVJ2dG",
+	"RMLBubLRXTWTS4GBMKskIrqsMylcZOe7RO9Q5B5baM3pSTugvVVy7IYC4Few3QR4FxraLQJ5N0CoO/za",
+	"FYFdY387aYEbAFSHwXZo7RsZewVEtax89R4Xx4wWYIpcMpFY9NMzrogUKRtWdjla4iDFzWsvPzs9OH74",
+	"aB0tFyE9bRZh7kGDlI6JbAbkIkQoeKUdmNlGMN4776wfby+TrL7J6Cl80tMeONBMWiIZ05TnCrO7zEWD",
+	"7+f0+Rm5Og5cQC4tKJUZqHmAo2eYr4Mmb8wqyyLuvJfIE5Wgl+wipYrBmlajrOuET2FhtPfqcfU3Xzlr",
+	"7PvRSDqeKsrTcLd7XCHACbYS5ZxCaSrSuD/Fw6lVkyldpAI9ow8//jjwk54MBnHfi87j38M/bCMg+NUt",
+	"47eR4H3VUBAxrB35njo1dU97hItFqRFvhoSSP3n55RfkuTRHLAgXNixngUfGMlsBnlFilAljVMVym1ov",
+	"fIEL78BY7IMefdZhgQeOAQSDP59XzrU9QeJSksAis6GkPp6dow1tn3igyHilmRoiyZonnopUGhWYaKMy",
+	"dc3DGWZx9eDN168+PfghvuUDewCCBFOXbYD5gYI8rC7+1sOkLPC7juy3qGKPTtCpD4vhSlRktMjcr8xt",
+	"pmt4zcmjkx+S33xzkpAFzTKWQUgGTpUxg29G94nv4tRQ2CflZMKKcCt9clpFTwuWMn5lN2LPJ/LV0CcP",
+	"KTLlV2HGl5DE+mGIuUNj8dqs1X4taW1IBv0+5KCNUHu1OQ4+XPNAkVg+HbFeEQgvWFjb23TJY+vIa+AR",
+	"Rd3wckOTx9xzJ+kgxKO2TNbI8duSUwY7CNG9js7tCH+znLFmfKEtcj8MEV9tTzE7fFfy7PrQv2DRRhIq",
+	"1qL8CaFaznlK83xlMXBRyKxMWdFAxU8g2JdJpvrk1cxGjTBVxGyvehiYVMGaeSCgOnn5Wj2O+I8BkQst",
+	"5UVOiykD+2dgEHOOabpUkKPBwEMhIVxAZskFkJF5mgrC5gu9AsJKCEUCgyAKx/xE8NaZTXvqVHSl0N9T",
+	"y9V0GU4O+xP33cYG7TekMVeOjv9oMBgg/fUg9wl0RzWjC0ZyRi2Bzs3iffI4l4plQ7Np6wuxyoXZqzua",
+	"5f2tScZ7yO86Jm/Tw/z668SwSTF3T6gyv19aOHsShMm4UiXmzARspsrRBVSxslYWGSsS0OetmzXIgc3K",
+	"go7zVZW3RU4903L5/waZDQI1ilVsQYjym7M8zwb12moGhlA00Hq9Z9kdZXIc2eTaNssufvtnWfz+4Xaj",
+	"11+l3dxB1mIti2fQP+oPhkYGQZTEXAG6YBkktWMulP0RBT8KJcLElAuDKDlKTi81RwR2UGX40yqrH8Vc",
+	"yhJSiuqPTvmHRDOb792aR3GqNU1nLIul2++Tjx8F6hbg3yJS4okK8iTXr2BrptYwSOXgyv2QIYv87NWr",
+	"54aCgpoUhQwaUrvgWkOqVRpCghN4p56B8kC5kEuX+ji7gswYrxfJCWEcUOKSi6zXJ3P6FqTYS/5z5vVJ",
+	"c1ovKs37uBdNL41Yovafc7oiVF0CpkzYkhW9BEvieM716hWfM1lqJz5mLq3FvT3jRsaFxyOlyJlz+10q",
+	"jP4tuWIjs8sXTBfcwKBguqlZiYxkjGbPmDEFMVPPyeAGhPrVPXgvXMxmqC22R0gHWIwHaM2CO6ql8x9F",
+	"U2f8Mdet4xfMEjBnPkDsC3UcbY+Iy3U4Ij8IoEaqd+tlBtsrKb7eGwJrF1QDw07lG21otHGlo60FEniW",
+	"xh3VwB7b/YbtvIlzpbZInXnmKWRn3pd23GA8hsgwzGorN0uBmaKVKgDk20q23SOr7vWwAkbI5Tq53NNt",
+	"7Qr1OkS3gP1e9LAIu3cAF2yJxT4r0g3y7Iw6jMpVhP1gcZA61TH7rFagu5f60wBvVY5bfa8FspvUG2M7",
+	"sfcBUY+wsPEsAbYfgvrsiU1/jkAbTXUjUFA0ULHqk6dNdXfGs4wJxHTMPcH8alIKzXNbuOEIyAajUJpZ",
+	"EI6wJg6KxlByOs783m45uYkllOcsCwyhhpp8A7vI4UUL0rwn9od3Uy6gKo++9fmnhquZkzlnmLWSgrcf",
+	"qJpmlHi5ynXP1/3vyULrn6u+1EvIknJtbG/cqvmXf3vQ7x8HrxpGLAtALS3JmKVyztyGIlZTdeh9dZG7",
+	"YupJJzhO7eXjLWpAQ+XfwuBfAlm+J8RCHhDoyJNKTU5chYvl71iQMgyLlkm3YHN5xXqhcRz8bpVcoiGl",
+	"XE7sP1Hrq3llupUzEv2QwwZyravLPWPEB0wPqygdfkuRshGmb81kzuxJ50xorFWdlMB7oVLXYKwt80hs",
+	"za9gzrFkc7yRBGUB/QMs61zH0+Dsd2jer1VqMJtb69ffI76X3Uqh5bcW1zyLFlVsY9UhBdVJZAsdvS9F",
+	"qY5glmZGYC/OqVhVNMbrdf8g6wtQ2zNjkyKJQJDEIbetaczajSEwGw9yMPXA6Wl7CZivoYJhRTlV7lu9",
+	"jdiL17wRFew62x5sXH/tG9Uib+I3vElhqyT9/rEoVL0cgDGbBZrBVEXxdcUr8TEPpel8gVnbhDpHhWLg",
+	"GA4uREkyoYUt1IbIFWYbMLyOscxsEAdDVxDXsk4aDPO0xL6c/reqispxiYSwXIGRxIsqZIUxKRe5Wl/T",
+	"/tC1ztADC5H+z5QUDypnuophi9ZsvkAv12bBeQ/RH34ThbJxfTtEjSDxp/laUh3dnq1xkgYyV4gawWRw",
+	"zHzi+h3tmeuCRVq0WV7lYobdSJUz+c03//yrv/zH//0ffvvLvz0TmhUTmrLf/du//Md/+JvekBz1+zVH",
+	"GjjVa/52Kox9IicEekc9CrpFeTumXmL6ACUzBpYCJjlneiYzFVEXkvBvp3nuOeQK/lEwMpalgKgA15Y7",
+	"19O7Y+Ux78UCgaO3GyAbM7C8g+oWKVhVDVZYgBXgY4BuG5HxTEzkHUvNM2H+Yh62ZY6IvSDprDNTkEnO",
+	"pzN91zWMPF7COJHF/Kb1hL7uDxRCs9LOhYUtqYh3Xm/o84jrq2VcLcwCXExR8PmACldkzIxUwK4PLPM5",
+	"6cNYFWcp1IikuVT+gWblIiaFVkSPARb8hrEmNBNhbWKws1qus/3G9qJdQP96QWJQhdi4bgegKHWcYa1Z",
+	"nELuMBIW49C797raHuYafaAwV9JBzWinQFgcqNugf4tQWAvUfT8qRHQIPKJ+ZwBWZTu7/O2cT3wKDAVo",
+	"gWR7ffbkOxWKgXc3OD8ebe9CRd8+liItC7OlVd358fD/RoN2NZ4RmW5eWOUEu10nFv+J3fXa/W2NFL1p",
+	"oc22eBA89MRj+B0rDk8q29ZojTSjmvYgYaBgTSuZFgW/wlyOwCQ28ialc4YecUwoWPXJS0wDl7YTi0/t",
+	"CN50zUJEvkps7YKWld3XXUvDC96t9GZogyML5B45F5eouxor0ajIW4yrdWUnoBmOngGrGeB6uOntCoLj",
+	"9F/QWFeCVwaegQMOaju87uNOZrSf2pmjmtaN1LeA0GOR8bm88l1aI9mB7mGWneo9FTyLBuYDO6p0suBT",
+	"LqjrIhvrOntWZQgYC6rlwiIJ1tR29Kwv99PZynbnqIN/aP076oK9ndFSQeMAvsV91Au1sLX34y1eYONw",
+	"ExvQxyWS3gZ3gi+1os9rtEkrJXXjZ4AN9LcWuzU+7O+iZv9HEa3JPwPW2M49UdbdMe88TTXwJWFYBMV/",
+	"OLHaq5Ku6FrKL3Y501Dq+gKr972dBnEb4F9VxhW2vITH/C3EPIxmxfU7hLOFRgY64lx+KzoADD0q33Gy",
+	"ckmMS20YLFpj0CxDjYhtwkFoXjCarZwhY5vABJff1GlbcaxCLCz95cAouo0wBT4FqA5ND1zzKuof6m3H",
+	"vKCLioXYOkZZdNmGT7dsefl6p3RkjzTdWQ0fbe19UEU9p5csmmJukY10C2ag1DNI5jG2u6CliopJj08R",
+	"86Ludt4Ixg2xBHjuM660vDVxRpvMrOdtP1BkwqdlwRSm1vmuGjNZFrUuMorOFznLMPcYk16hwOOK5laV",
+	"q7fpSKAZ7FqPmWo97DTTJ6cej40gdrvJOLYuRlonY6aXzLD0pbQ7UQRawGLbP8mFdqbS3CaTcFF/DR5S",
+	"QQono0XOWYE/BIDAxAWEhA5+13zOggwKAyX8MFf+aQ+oiFewDq14Fys50VZwBUBXVaJq6Fyq2lXh0fbz",
+	"HFo0g0KhWCnW7l2ZAg7SPKPfWpMYHJJvIQLc3f4xF4Rb4O+rrjdG2FWH+BZnmG/YPF6BmAiQ2WYG+8ZJ",
+	"Ob+sOLcihSy1+Tq88NI85DHocG60n1TZfsmFGpFBrU4ZmkmYV3o7qobNoNoOr0AAaP3kwJSDGifQkS00",
+	"dtxMqK3suBnf9HnH57n4FHy4n6AAjhzDSmbn7Wv0RL/7Lm2B65Llu64bRDf3bhbV1NQt97AEYNRRTS+Z",
+	"IN3Xgr+tmR67IVWz2jH0aQb+TkSj9RtJKuoKrzdpi8020KaFbSBbaOMdlfP/PqMKFWPx0XbDHDS0homm",
+	"fLYppK/CQgPU97rsrT6oFJF19XHchvE+VIcufIxx1CVz1dzt2HZ3211qVA7reuufh5HUEbuNM4sS26P8",
+	"49VLF0bYI8mEXlGe03EegexPMMeryhWzxVa7xTQgeyUmFr6w7MOmkLmcDOjXj43+u+i+8Qjf2/41HoCp",
+	"gZYsz7B0YceNg/liw9wNfmhDLujP6Fr7JmmYrFVOB8tsXlPB0Qqx7WF6u2xCF6ufItx3AKFNRnEQ3LZ+",
+	"U+X2OFBdW2MLAYQDCMXSg1pEIsSUIVA9sZkPY5nxFnG406SFyEfq6bWBNAGttevCOf1wPMgDhU2uDdfZ",
+	"4WKQFZxOWasiejr1oQbLNyrfohWcEBS36OOnVwgp2A2arW7QNJNOpTftycwfl/Myp2DS2XykugECGSd1",
+	"1c3rW2TMplwop4xpMkiI1+vW1DYQBmnOmagUdrCSJtAmVTPVJ6dj17qnqKmNmbQzL8wFB/fdpZhXMzYU",
+	"gbMuwHPc20d9PQ20Vij3z26Aq1t1ym1MtK4FNvQm4EO25HLdFV4FacDaAnq+wRFqamVzPov9CV3tLqjc",
+	"xTEt6Hrr3eSTjn9GPlnIxcIoopHDka6Q63C4yQYsbcaiYMj8vYfUqTGFG4ECjaTYTXAlUGQbbUqM6l3m",
+	"LLMV1lgoEOb57/WlNYfLLVTM8K4qsK3LhXajN6IGO00mwm3X9aJWx1ugyLbpunfUIqOWbfFAWf/mvjld",
+	"VYcNKkjQcQKYG7ftuV34Aq3LkVFSoWNJwUTGcPCS83MCThiefck1IChkihQ9W1SC6SmQU+htVFh0nxDX",
+	"kfMi18PACfkB/AJ8oGAhpu6Wf9jgxAEwDMBdiDmo9b/LTMOYGLDuq9evHhMwBddjUSMjcsY5IzQtpFLV",
+	"sV3Me3eKbMlltAmM/jaaCL8td9GFvN5DwljOVTCgq03q3iCjq7s9uXdXb08rUj9p5gZv1wrN1TwvmNEx",
+	"WoxKma3Ai2bIBD1DgR35qJdYWqxt3jwXi7OZxV4VpUhpVHFx3zNUnksxBTmJDczJAjcZN4uzWl7AVms2",
+	"iJW158opmwkTcZCBOcBFxXU284a1ZpsbzJaLZWC3XEw2GC7VTq0xtXcMGjIVsIEw11CiPmaV7XoTN5EN",
+	"JzVIZH2HtfCmwswS190zxMgmxrQwjo2ZdPaZO2jgv5V5LOqC9UHYjsBaVN6jjD3Nb9msfA0Iu3QX3bPv",
+	"5xoQ2wC93oj2rktioDvyb755ga1zIbZMNXT6KqY4Q9j1Tg4aLmfctmIxzxRsIQutnCtkFLzhftJS0xzZ",
+	"dVizFrdU3NwPa0v2EuJcLEaBsOkjWOuFjZKsS8U2MuLWmsTpRuqSg4XQzdkksBmhDGMIjuXAHQR9pmEZ",
+	"IQl2AAoTPay/m2haTJmGzCERMSJhh7vU4ez4oD3C9gcByjvU9dSwcB3D2nDxuW1CZftE3UBP/jqyjCJM",
+	"gLXWMm/0N9/UurP/9pd/12yG1RsSJq6+EnTO3pAps9kHdh6Za5Llcj/9IL2sZcDp+n3GWqyebG/J3zKM",
+	"LZ4shGh28xRD28PVL9TkNc27a7tjywbup4zVLj4iL//0JQE/lGWBn8sr9oqqy94QyJs0+QSNcIkxTS8J",
+	"xQYHPppmSdO2UQNGAlSaOBtn7c5d10E6dzPF6k2ophI6AWKfQVnC+AfgQ/aHsLeObklZIl1M14+kQ46C",
+	"REj3BVvEasl+Y1H1c1agLRzX++qNdJBzLkAzNu+QrivqPhpg7CLMxN2aHhyAej+8rSFmA+EieFm9vO94",
+	"lGpoJjTaQ0eJI5HazUOCADAMgwIJmfC3LHPJnq/PnrSZ77/7iz//3d/8xW///Jff/tX///tffWP+5y9+",
+	"/c///j/+9pd/9/u//5ff/vV/G5FWtuZfqRaBd3tVJ7qgVbtDYCgawHqAdcxodKi/TblvuFTATKrLiN5U",
+	"xcb2uqiws6+/HwpJsjDMr9+Yy+v7kVejtuzkm3Cwqef5SJ6fxqf/3WiagqbTqH0TDPFd+23KRDAno91H",
+	"FyW2ln7niS9KucFk3XCo7/q6AM8bzeulLT2HbzTJN2LpwY2hELPOPjuoAP8GUyFsKdK2uQotZuqt5y2U",
+	"Yed5NxGxGj/sIW+BElyjh3xlvAWIY1FvpykNnho3UOq99xn3m/iDHdFQA1UElC+dinlz9zGzpbVyUims",
+	"XSe2Q0+wbY5MugAYirlsQQ/lXtL0FmMP1uAvP+FsmZCjfj/0l47QbfwSLo2kVAip3aCccOiwObxto8qI",
+	"Ld3FnrIKNrmphypOPrT18WGj2Pauw40iMDz7L2rn+0XzbLEWw/tU+2xpP7x22y0Y8SXsWt2gNhxnDytC",
+	"i2npsKK1AXAX++rad/64dxsr6o4u75bADwHtgBiB8Wtgec2B7feZLD0klEzKPMe+s2lFsQuWkq7RHeWk",
+	"oaZU9kcvOonig8/Fb47Bj0M1Av4aMt3pOPjoBHw3Hb0Ay4uJKzJeVTNrUBWkiwWDxh2EipXRIhdSKJaQ",
+	"XE6TcFRY4QZMrF+J/cw2mRZMKQ8xdgNMtkHwFiWxEXjtOEiv9mbPdaObcJZn9fakZE65wEFwdrK7sVDl",
+	"xA1GHLlxitWgepxPFzNd3UrbhxyuF9rj53bWPeyH9punE3VRrQujL7EKm8wZFYp89aZPTm385tHJyAIC",
+	"gYA1cFxpLlKN7gAY+l+Ny1f7pQ02XTlbB4Sbz+2D07cveA0KXf19V/f3poVm4lWqMPw1LQuuV6CfWBUB",
+	"5gIB0cIfO0P3J7/ATOtF5/r62g6gjTpIQsPTFmhUTgNwCjiF8hW9lEaBD41JwucL1yCB6/65WJsUY432",
+	"RSFhmozQBU31yLqYsA09VyRjEy6gBiuFEJgDsMGRcxF4LAF7wIXdVYwhXVdFKX2CY2mAAtvG6ZyLbtDq",
+	"+dD++gMjKXrVKIANQ3USAEkwJ0Ulbs7OuTgXRp+FPH2os7I9+8Epn8kUFZoxS2mpIJwgDOw/6g+czsne",
+	"LgqmjKY7L3PNDxSbmlfOxYLqGVnQgs6ZZsWQnH7x/+5S4AQjNw/fmbf7/f41zHu+NDzqXDRmRMOTVc5S",
+	"ZOaPnVWKD8IRe/1z0amQ2aNIiFXdEF9UOVZMJ6TGn3udYHZn57g/6A8O4CXz+f4RGOMLJuiCd4adj/qD",
+	"/kc4dWgGhHA4g/H5P4dxYyyS8fophHBUuWDFFVfSnDU3KokBs7l91idn1s3imukFUnVJuVajqogGQvnC",
+	"SACSS7kAJyzUbIMjEWwD9nYBbT9sZgkl6Uxy9Lcd4OuG30knkc+yzrDzI6Y/g3OgDxtENxzveDBojNEN",
+	"sfdntsQWCWYbv7JfAJawzgoWhUyh+7ci1ACoX2M9neFXb5KOKudzWqw6w84zC8I+OR4MyHLGc+YoHVYB",
+	"a15Bd/URKQUt9YwJzSHiiisfQn3jtnvLJc3ImOZUpN6ak0U6Y0oXVEtssEgzXl0nVlU5tvX42VkjYRvn",
+	"MwQ1Y6/ru7PZmQ6vonf1wn3yw12XHTNBsEpUS4R4bU5YH21BwMy2j/ndO0648db9ufHapcuBhaRS3E0q",
+	"MQXSFSbV82JH5OHgIzJmE1lYxaAEo1bNSp3JpbCocXV8mNIFhfanbpRgDEd+iqOOYVo1JFzZEchjtpL2",
+	"+8B4HpBUFtgYFLYLgkdOyIRRXRZM1b7WxwuAVnJYGJqQ8PfEccl6u4oedgoLU82KUggwHik0NPSBXY5d",
+	"FwTMPApWNlvixgxYxlnE4xAmt8S8ppYRRbLa5pz82swYXlUp0dG3PWU2cvKqm7fMvu/2bG9+DRpWfL4X",
+	"QIxLc+OZF9m7w6L5hp3AY4gVe7Ja76av7ndg8MMUVSsQnnGln1eP3SMvqs88jAAJjSe/Z09qkGQJCIH0",
+	"hHMqYVzYzbmTB3A04FrXWir49IZhvn4FXtI9e5KAyZLY0a8jZ1Lb8a8Sp7tkfMoUZnC/PdD0UuKXbHVY",
+	"h2ZzLrCCVkUuC8dehjNXrVr5ifX23e1F1UeWXtctFDsxvYEuR/e1i6xd52jOOwWA3z1qDO2cXvAkum+C",
+	"th8d9svtkFUcoYQxx25QbQ614sGc1d4I2LssLmHMHMhFGDkGafm2EERtRpzab+gBrgaqHuD2D9z0LbiO",
+	"dU5x+M7//7X1RTKMHdVx8QUzZkAdF++bc2zHAWiEtIROv2Z72X2gAS4dosGowjtzswsc4gNWAN6kHS1H",
+	"lSZwU8GOrdU2ZtWWt/EGZ8KpzvCrd5vA8QA7+1reA61IIX/ToAUFQwFjorWpu3UST4I72svXdP3GolbD",
+	"vPRY1K6SeU8jmuHQtwGbIFCS0VVVqbKyFdPVWDruHBCpkZMzLM/1aQpmB0apgB4OCi3PdXFYfb6zBmyA",
+	"3dcldh+xwHMxxgpQdzy8/jpZg5DhJnoWpBPaXEDQn9F+91fd2G5jdn3r7W7dhM+OwZiiTzS1tYEuMcbV",
+	"9Ea2ArMWm5twgwW2Dpp5F52AHcRD/YjOgl1xWWKM0zXZ90okZpC7OGdsmz402gqvwfFJhADukSXWh95H",
+	"2OKXQdpvhSQJEWzpC69HDXBVUWKMD98F8zT7qxGfJc0AcbtYKqNrjHxOV2D09OpbTgzbNceC/FrNkaPF",
+	"2KV5OcItY2eoHkFm1dnOuw7f8ex6i2Xh8w02Mmw3BcLODPFoWYVbtLRsDiZFPGonJ/N+nJq2tbl8P7ja",
+	"Jr79A31ySoQUB5oVc6jJgrl3tIDKkRdMF6uDU8P7DQDsYF/z8eCXqF1WHfP69ggNDcGoqDZtxycb4CdQ",
+	"HXKwkHleGzeUQbAH7xUumYlM3QviJu9i4t12cGuT63tLbsD+w9TY3ZCn9QG32moqweZCKvxw+I2Asra/",
+	"xfT7slzXU4V7Q7uBoKbATtXAUm/fdYac2nGv4I91cQy/54SgvoI/eXBfVMcDo0VIMikLyBN1WbnQva4N",
+	"36HwwBsibcGIjQ6MF/6pnRS2KomsHbFuqu24NOA91Z2Hf/jqztoGx1TxtDGwvhoY7Se1Q25OLYj5QLmw",
+	"OIFcbjjWuUDAuwoWiJajK8gZN70RZpfg4BFmB8Ao8qOnrxxsfGYsDPwGAyAGAlvkta7Rw5mM5l7meUxT",
+	"v085Wsui26LyhWdtNML7QFpftZcFpmfkKzdy61NZzN+XYrfZtRbke+63PK8GZ/+YrTqIB3fvmqvvci/P",
+	"3PH2u/QQcY067gATHjufmTdLAylzHJEyKJvQV6Vsi+N2sRHzeHk/F34w7vDaHPTe5Ph6An+/M0xJtr8x",
+	"+RyGlqxz2G0awGMpXDIUweP0kkj5jshXOLLdzoZTyG/xDbwiCKZfCKkveJYzcjL4OAjYhi2BqlIciWMy",
+	"fJuoVmbLJ2dZzmLSuOpo+ua7gs94+3VZYrtrcUFSqlKasd42JN+iCyWtZmWAdvcuZ9rU2dDBFFhhT19h",
+	"QUe7TnVn1ldQ4GJ9/uBarYZ9YCmAtSm/gNtB/3mtx8t9WF9bHix5hkKojNxvPXX0fXKWexJX8VzY77K4",
+	"eoGJyTX6fqDcHM0FS29H2TFxhZUntxJXvgn1Jo9Us3f2vfGP+odamEi9weS9m8M79nsfYav3WqFiUnU7",
+	"fqC+i2zjZexu756Yo03Dd6LlD4pa2Pv0/tELuqOSru3aDvnm0Mgde7r7HwyEei2dz71sIk/c2GGb7YNB",
+	"ZDUinsffQC8GFD5wH7kRn5lVveCjkbufwDAZY9c1jxc0LAwaUffJj+tN2cerKk8SG7Db5K+qTTocIzkX",
+	"2D6xysJLcDSiLc+umk1wga0zoCYHKQdy/q6giktIDfpEKosMsjhdzmZ+GXwuFip0LLVqHX6/aO++04L1",
+	"ttNj3da/D8TfvZP/mKaXucRU2HSt/eV6f//EN/UP0QATvY8G5MMy390IhIsrmW4Jb1dEEuZPWwIBZVZO",
+	"NxIGWMgF9p+aJ6RJCOByOxc2bPZwAPSA5QS9xFU8rnUNxWYuW0mkJWaOZzgLTr9DnkLgTr1ltHjbILZ7",
+	"9ctVp27zzJnDBphRD2m+NxoljXR9G4mtT7Zs3WbilV1ewIhvcNZAzV6pU3lP/rq7pU4Yfa1uE7HaVU+z",
+	"PsZGgmPGtQTCf17meaVfuvGV2BcDssmIoHPXoXJtwk5XFpYrfl3rv2J22euTpzSdnYv6mG/PdAULekri",
+	"pPZV4rKpYZgjqBojG7mc8SxjAotmsPcHwjAMb54LnHKauRAnPGK7MWODQeEaa2ML4yTIbNtprjusfS58",
+	"Z9Ren3wh/dnc2gZBuYAIq42qD6tQFhWEzRd6BeUXrgsV7PQs6xsed4FNpE8GJ7Yp7LlwFbyvz56M4BF6",
+	"sSjz/MLflX+48kgAc+bKcs3wokm3YVkEfdjOxVS6XimWVY98kbDV1MjJYABfC5rXEDp2zX4CNAlnI46C",
+	"SB0XFwvboepc1H14/kh+EC66UbH7Oji9shFIdCayi1L4VoGQje+b92IWv81pQ5HhnYl2TJIrkEEE7cUk",
+	"ioHa51UX23tJci3z/AMZMebTRldqdbAh/XQRXW0nc4TZmMEoR4vwvfcRRTa79dihsO/UC5yybq8oIY9z",
+	"WWaTnBZ2mKF64BH70BBMb2jPVC4Mkof462i33qoqJBvH9oLkCgMKXCqg9Tb5Y/ceT44t8/xGhhBywcN3",
+	"loFcHwIEs/sWLdsfsxvaIIUqDEtlhgBH/k26lt9dwM8JPnXhhzLgPy2vT8iykGJ6UU12i9DxUwAK4vr9",
+	"kTF+5QMSs9uAMmTYQtOCLVEigrcJBS/7UPT7GBJgLQ3CUBKec73qDY28Z4TiVT8wUt6Jdk+fRgBd+Vfq",
+	"9Us2jGyUBSGXXr+4MWUiUd0NgeJB/lAItJobTwpMhJi4QNoQe+c55cf1PMY08xcQwMuMlUfRa51gurNh",
+	"mVaKDL1ig4QOWkxXSKLKdGZZg0sm9mrB0tiNSpXQS7TGGCAYCN35KrSAAL4sIdGNZcNzYXSDCDIZiVHT",
+	"DHsNNoOL19sJQoUbdPfDZ3rJuagzI3yrUkWrzYdd7BYhZfQS16/lwn0HFqGCnD0BZQ6rkaxibQxpnK4Z",
+	"7jSJqmxuDTo331/ylEWZ5UtY576ZJX7lAzJLt4FNzDLA/g/PLDHiG9F1AvX9kKaXxsSuJjyg6xeasqL5",
+	"gXOEeg1Fx0pa24o3c27fgmt2Y66J0LsZ15RTtSmGhL6DZ+apLf6dF9BVEPrSGlsOYKDY12QKVoXvn85V",
+	"H/7MhTE3lJUvFNusu3YSthc9e8uVVsm5sPMAwBfmCqNg0POcrsjPyvnCLLKkRebGlhuzpeebboG/0XwU",
+	"htRCeb35E9g8ZaFk0Z6qACZrzQW155yQd/t6trZ3EV1PC3HS2KaL11LLqbC9gqtxL3hob8NhFbYw+Lhi",
+	"ehg4BUgqoTmNIkpKcS6ocn1WczmdGp1QFiSwWmrpzuC1qOrfZqVWJJNL0euTTyHvDCr1p9BJWmHtlBEI",
+	"58LHWGv31n5H39Es+Gdy2uYefCanjlDu3n1vMyYavj8DaaULRufeWWjbfxo5mNJyOtPeJ+halHgbnl2Z",
+	"T/dqme+YPLghYes75AcM5521JhWH/eX3dWe3ZQcf38i7ffSHlBwMXXLfZ1rs2hyADamx7yP3dVuguDaQ",
+	"IRo32zKcwXriqY93Qm/LYA7Jh0xQ2OL4Xg8Lg/d0UY5zrmYx7/dOLm+D7r6r47kAWsL2YODjGKLldKGl",
+	"vMhpMWWkOzAfnqPTmwpyNBh4sPeSWntG0N9RqmGnSIoADxy95wIGPphvmp+eilTCfClFVypxqp+Tyq6h",
+	"06Dfh3aOvcR9Odyf/QgEScM2o2B45OfCGBZ2dDB4Bg0Z7+uf9QPpvU7qFNBuuKyxVk4FOavSyw5+zFbw",
+	"tnJzMqtMKOgFDnu3SkPAV/CWoSpZka5fUB9A2tWKZZiG2jsXhiEdn0BU2LZOgnUv2cp589GGc21dg9y3",
+	"i0u2uihYaQzb4+MRoeB7MW8uaD0r/VyYazegvWQrlnksVBAxdZ8H/cYg1AV7i5W75OT4Y8Q5Z+bBNuyg",
+	"GnRMHp+Qz/knpHs0GJwLHMxpkDa8SpjUAzOKWpzgsJt2CfTdSEm32/xgFqX9eps5WR9g6q3JleepIxvS",
+	"NCjJhW3KBi1HGvmtEXS993TX7fYqHL83xHEdR/1+yMjQ2bGe8I0TX2ierxJ0FLV0xsWpH5k0kggCdp6g",
+	"Lbxc8yaYBFPZ6XEJZKmrxW6F3+o2a+3BOX1rHz5+ePTo4Q+PT3Y0aWG+zncg5Nu8BcdA5vKK5tDor2UW",
+	"T5Bc+kC5YPuoumQ/f+dc2C4DdlyiuROIQgZzJ82DXINvjBehn8VmmBl8wICmI5nCz+fkOatGeBuWVVGE",
+	"D7E2hIRNakHJjV6NKKcrpgiUu2Fy34VE4p2GRvWGFrxkzcMZoVskVhE24p2QSy4ynCF1y5qD3ajJFpB+",
+	"J+npaegWh5LT6IirrtemubARdxzDknhchwiGnnF1LmzosUmGLoxu06eMXo+uphx6vdlx6yWKtSqhzSwf",
+	"owBbqnuHNHBP+b+NUTPf5VT+O5ukFJmcFBhp0SFKCczZPgC1kWXthFurx3aD3jxugf1ChVEqfY313dcf",
+	"YFqw3cmNvMaQ0Lu19OAlPHXfjoBgRnFbNT5kQiXvKy98s4nv+IdhEJCunqBtUJn+0w+cWFfvTVh1jf7q",
+	"jWE0wb4goRu3UA1y27W/8JZ6uJssWbUs3mPxHz19RQ5d9mSn3pax/cnmg2+u/08AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

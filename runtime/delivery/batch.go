@@ -38,6 +38,9 @@ const (
 	outFailure                    // threw, rejected, panicked: retry the unsettled
 	outTimeout                    // exceeded HandlerTimeout: retry the unsettled
 	outClose                      // closed by the host: unsettled go back as they are
+	outExpired                    // a pull lease's visibility timeout ended: retry the unsettled at once
+	outSettled                    // every message of a pull lease was settled
+	outRelease                    // a pull lease closed by a detach: the unsettled are visible again at once, durably
 )
 
 type settleState uint8
@@ -83,6 +86,11 @@ type batch struct {
 	// spans: the batch's open spans while it runs on a traced engine
 	// (trace.go); nil otherwise.
 	spans BatchSpans
+	// pull: a pull consumer's lease (pull.go); expiresAt is its expiry
+	// (UTC epoch ms), extending is set while an extension is written.
+	pull      bool
+	expiresAt int64
+	extending bool
 }
 
 func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
@@ -450,6 +458,13 @@ func (e *Engine) closeLocked(b *batch, out outcome) bool {
 		}
 	}
 	e.unregisterBatch(b.id)
+	if b.pull {
+		why := ErrLeaseExpired
+		if out == outSettled {
+			why = ErrLeaseSettled
+		}
+		e.noteEnded(b, why)
+	}
 	if b.pending == 0 && !b.finalizing {
 		b.finalizing = true
 		return true
@@ -479,6 +494,13 @@ func (e *Engine) finalize(b *batch) {
 			p.ack = append(p.ack, bm.m)
 		case outFailure, outTimeout:
 			p.retryOrExhaust(bm.m, now+int64(cfg.RetryDelaySeconds)*1000, now, cfg)
+		case outExpired:
+			// The visibility timeout was the delay (spec/peers.md §Pull
+			// consumers).
+			p.retryOrExhaust(bm.m, now, now, cfg)
+		case outRelease:
+			p.retry = append(p.retry, bm.m)
+			p.retryAt = append(p.retryAt, now)
 		default:
 			// Closed by the host: nothing is acknowledged; the delivery
 			// stays counted and the message is deliverable again at once

@@ -31,4 +31,9 @@ type ConsumerConfig struct {
 	MaxRetries             int
 	RetryDelaySeconds      int
 	DeadLetterQueueUID     string // empty: discard after the last retry
+	// Pull makes it a pull consumer (spec/peers.md §Pull consumers): no
+	// worker (WorkerUID empty); batches are formed only by Lease, of up to
+	// the size asked, and MaxBatchSize, MaxBatchTimeoutSeconds and
+	// MaxConcurrency are not used (give 1, 0, 1).
+	Pull bool
 }

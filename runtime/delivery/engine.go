@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +97,10 @@ type Engine struct {
 
 	bmu     sync.Mutex // leaf lock
 	running map[string]*batch
+	// ended and endedOrder remember why the last leases of pull
+	// consumers ended (pull.go); guarded by bmu.
+	ended      map[string]endedLease
+	endedOrder []string
 
 	track tracker
 	seq   atomic.Uint64 // accept order of messages
@@ -270,8 +275,8 @@ func validQueue(c QueueConfig) error {
 
 func validConsumer(c ConsumerConfig) error {
 	switch {
-	case c.UID == "" || c.QueueUID == "" || c.WorkerUID == "":
-		return fmt.Errorf("%w: consumer, queue and worker UIDs are required", ErrInvalidConfig)
+	case c.UID == "" || c.QueueUID == "" || (c.WorkerUID == "") != c.Pull:
+		return fmt.Errorf("%w: consumer and queue UIDs are required, and a worker UID exactly when it is not a pull consumer", ErrInvalidConfig)
 	case c.MaxBatchSize < 1 || c.MaxBatchSize > 100:
 		return fmt.Errorf("%w: maxBatchSize %d", ErrInvalidConfig, c.MaxBatchSize)
 	case c.MaxBatchTimeoutSeconds < 0 || c.MaxBatchTimeoutSeconds > 60:
@@ -312,12 +317,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	loaded := make([][]*msg, len(qs))
+	recovered := make([]map[string][]*msg, len(qs))
 	for i, q := range qs {
-		ms, err := e.load(ctx, q.uid, q.serial)
+		ms, rec, err := e.load(ctx, q.uid, q.serial)
 		if err != nil {
 			return err
 		}
-		loaded[i] = ms
+		loaded[i], recovered[i] = ms, rec
 	}
 	now := e.nowMs()
 	for i, q := range qs {
@@ -325,6 +331,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		for _, m := range loaded[i] {
 			q.insert(m, now)
 		}
+		q.recover(recovered[i], now)
 		q.mu.Unlock()
 	}
 	e.started.Store(true)
@@ -336,10 +343,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, error) {
+func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, map[string][]*msg, error) {
 	sms, err := e.store.Messages(ctx, uid)
 	if err != nil {
-		return nil, backendErr(fmt.Errorf("loading the messages of queue %s: %w", uid, err))
+		return nil, nil, backendErr(fmt.Errorf("loading the messages of queue %s: %w", uid, err))
 	}
 	now := e.nowMs()
 	// A serialized queue's IDs carry its accept order (serial.go).
@@ -373,6 +380,7 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 	}
 	out := make([]*msg, 0, len(sms))
 	leased := 0
+	var recovered map[string][]*msg
 	for _, sm := range sms {
 		seq, ok := seqs[sm.ID]
 		if !ok {
@@ -381,7 +389,13 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 		m := newMsg(sm.ID, sm.AcceptedAt, sm.VisibleAt, sm.Attempts, sm.Size, seq)
 		m.dl = sm.DeadLetter
 		m.tracedFrom(sm.TraceParent)
-		if sm.Lease != "" {
+		if strings.HasPrefix(sm.Lease, PullLeasePrefix) && sm.VisibleAt > now {
+			// An unexpired pull lease: kept until its expiry (pull.go).
+			if recovered == nil {
+				recovered = map[string][]*msg{}
+			}
+			recovered[sm.Lease] = append(recovered[sm.Lease], m)
+		} else if sm.Lease != "" {
 			// Unsettled in a batch of a run that ended: deliverable now.
 			leased++
 			if m.visibleAt > now {
@@ -396,7 +410,7 @@ func (e *Engine) load(ctx context.Context, uid string, serial bool) ([]*msg, err
 			e.onEvent(Event{Kind: EventRedelivered, QueueUID: uid, Count: leased})
 		}
 	}
-	return out, nil
+	return out, recovered, nil
 }
 
 // Stop stops taking new batches, lets running handlers finish until ctx
@@ -421,13 +435,22 @@ func (e *Engine) Stop(ctx context.Context) error {
 	for _, q := range qs {
 		q.mu.Lock()
 		q.stopTimer()
+		var fin []*batch
 		for _, b := range q.batches {
 			if b.state == bDispatching {
 				b.abort = true
 			}
+			if b.pull && e.closeLocked(b, outClose) {
+				// A running pull lease stays as the store has it (with its
+				// expiry): a restart keeps it. Nothing to wait for.
+				fin = append(fin, b)
+			}
 			waits = append(waits, b.done)
 		}
 		q.mu.Unlock()
+		for _, b := range fin {
+			e.finalize(b)
+		}
 	}
 	var forced error
 	if err := waitAll(ctx, waits); err == nil {
@@ -499,7 +522,7 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 		q.ids = map[string]*msg{}
 	}
 	if e.started.Load() {
-		ms, err := e.load(ctx, cfg.UID, cfg.Serialized)
+		ms, rec, err := e.load(ctx, cfg.UID, cfg.Serialized)
 		if err != nil {
 			return err
 		}
@@ -508,6 +531,7 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 		for _, m := range ms {
 			q.insert(m, now)
 		}
+		q.recover(rec, now)
 		q.mu.Unlock()
 	}
 	e.mu.Lock()
@@ -636,6 +660,13 @@ func (e *Engine) Attach(ctx context.Context, cfg ConsumerConfig) error {
 	e.consumers[cfg.UID] = c
 	e.mu.Unlock()
 	q.mu.Lock()
+	if cfg.Pull && q.serial {
+		q.mu.Unlock()
+		e.mu.Lock()
+		delete(e.consumers, cfg.UID)
+		e.mu.Unlock()
+		return fmt.Errorf("%w: a serialized queue cannot have a pull consumer", ErrInvalidConfig)
+	}
 	if q.removed || q.consumer != nil {
 		removed := q.removed
 		q.mu.Unlock()
@@ -648,6 +679,9 @@ func (e *Engine) Attach(ctx context.Context, cfg ConsumerConfig) error {
 		return ErrConsumerConflict
 	}
 	q.consumer = c
+	if !cfg.Pull {
+		q.releaseRecovered(e.nowMs())
+	}
 	q.pump()
 	q.mu.Unlock()
 	return nil
@@ -717,6 +751,15 @@ func (e *Engine) Detach(ctx context.Context, consumerUID string) error {
 		b.noAck = true
 		if b.state == bDispatching {
 			b.abort = true
+		}
+		if b.pull && e.closeLocked(b, outRelease) {
+			// No handler to wait for: the lease's unsettled messages are
+			// visible again at once.
+			e.track.add()
+			go func() {
+				defer e.track.done()
+				e.finalize(b)
+			}()
 		}
 		waits = append(waits, b.done)
 	}

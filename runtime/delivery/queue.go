@@ -90,6 +90,14 @@ type queue struct {
 
 	// listed: the queue is in the engine's ChangedQueues list.
 	listed bool
+
+	// Pull consumers (pull.go): pullCh is closed to wake the long polls
+	// waiting (pullWaiters) when messages become visible; recovered holds,
+	// by lease ID, the messages of pull leases a restart found unexpired
+	// (waiting in the delayed order until the lease's expiry).
+	pullCh      chan struct{}
+	pullWaiters int
+	recovered   map[string][]*msg
 }
 
 // consumer is one attached QueueConsumer; guarded by its queue's mu.
@@ -366,6 +374,8 @@ func (q *queue) pump() {
 	if c := q.consumer; c != nil && !c.detaching && !q.quiesced {
 		switch {
 		case q.cfg.Paused:
+		case c.cfg.Pull:
+			q.pullReady(now)
 		case q.serial:
 			q.dispatchSerial(c, now)
 		default:

@@ -292,6 +292,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/spaces/{space}/resources/{uid}/leases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Host extension (spec/peers.md §Pull consumers; SQS ReceiveMessage, Cloudflare Queues' messages/pull): lease up to maxMessages visible messages of a PullConsumer's queue, long-polling up to waitSeconds.
+         * @description Editor of PullConsumer, or a consumer grant naming the consumer's queue (or every queue of the space). Each
+         *     leased message counts one delivery, durably, before the answer; it is hidden from other leases until it is
+         *     settled or the lease expires (then visible again, and after 1 + maxRetries deliveries dead-lettered or
+         *     discarded). No message visible within waitSeconds: 200 with an empty list and no leaseId. not_found 404 for an
+         *     unknown UID; not_a_pull_consumer 404 for a resource that is not a PullConsumer (a QueueConsumer's messages
+         *     go to its worker); invalid_request 400 for maxMessages above the consumer's maxBatchSize; operation_in_progress
+         *     409 while the consumer is being created or deleted; backend_unavailable 503 when the store cannot record the
+         *     delivery (nothing leased).
+         */
+        post: operations["pullMessages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/spaces/{space}/resources/{uid}/leases/{leaseId}/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+                /** @description A lease's ID, as pullMessages answered it. */
+                leaseId: components["parameters"]["leaseId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Host extension (spec/peers.md §Pull consumers; SQS ChangeMessageVisibility): hide a lease's unsettled messages for visibilityTimeoutSeconds more from now, durably.
+         * @description The lease codes of settle (unknown_lease, lease_expired, lease_settled, wrong_consumer).
+         */
+        post: operations["extendLease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+                /** @description A lease's ID, as pullMessages answered it. */
+                leaseId: components["parameters"]["leaseId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Host extension (spec/peers.md §Pull consumers; SQS DeleteMessage, Cloudflare's messages/ack): acknowledge or retry (with a delay) messages of a lease, in one durable write.
+         * @description The settlement rules of a batch: each message at most once. Refused as a whole, changing nothing:
+         *     unknown_lease 404 (no such lease of this consumer was issued), lease_expired 409 (its visibility timeout ended:
+         *     the unsettled messages are visible again), lease_settled 409 (every message of it is settled),
+         *     wrong_consumer 409 (the lease was issued to another pull consumer), unknown_message 409 (an ID not in the
+         *     lease), already_settled 409, invalid_request 400 (an ID named twice).
+         */
+        post: operations["settleLease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/spaces/{space}/resources/{uid}/logs": {
         parameters: {
             query?: never;
@@ -465,13 +549,13 @@ export interface components {
         };
         /**
          * Grant
-         * @description A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms.
+         * @description A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms; consumer (spec/peers.md §Pull consumers) only leases, settles and extends through the PullConsumer resources of the queues whose UIDs queues lists (every queue of the space when it lists none), reads nothing and has no forms.
          */
         Grant: {
             forms?: string[];
             queues?: string[];
             /** @enum {string} */
-            role: "viewer" | "editor" | "publisher";
+            role: "viewer" | "editor" | "publisher" | "consumer";
             space: string;
         };
         Health: {
@@ -644,6 +728,91 @@ export interface components {
          */
         PublishResult: {
             messageIds: string[];
+        };
+        /**
+         * PullConsumerObserved
+         * @description observed of PullConsumer 0.1.0: whether its queue exists and whether the delivery engine holds the consumer; false only for a confirmed absence, unconfirmed members are omitted.
+         */
+        PullConsumerObserved: {
+            consumerAttached?: boolean;
+            queueExists?: boolean;
+        };
+        /**
+         * PullConsumerSpec
+         * @description spec of the host Form PullConsumer 0.1.0 (spec/peers.md §Pull consumers): the queue is consumed over HTTP by applications that lease its messages, instead of by a QueueConsumer's worker (a queue has one consumer of either kind). maxBatchSize is the most messages one lease takes (a lease may ask for fewer), visibilityTimeoutSeconds how long a lease hides its messages unless it asks otherwise; maxRetries, retryDelaySeconds and deadLetterQueue are the QueueConsumer's. queue is immutable.
+         */
+        PullConsumerSpec: {
+            deadLetterQueue?: components["schemas"]["Reference"];
+            maxBatchSize: number;
+            /** @description Redeliveries after the first delivery; at most 1 + maxRetries deliveries. */
+            maxRetries: number;
+            queue: components["schemas"]["Reference"];
+            retryDelaySeconds: number;
+            visibilityTimeoutSeconds: number;
+        };
+        /**
+         * PullExtendRequest
+         * @description Host extension (spec/peers.md §Pull consumers): hide the lease's unsettled messages for visibilityTimeoutSeconds (1..43200) from now.
+         */
+        PullExtendRequest: {
+            visibilityTimeoutSeconds: number;
+        };
+        /**
+         * PullExtendResult
+         * @description Host extension (spec/peers.md §Pull consumers): the lease's new expiry (UTC epoch ms), durable.
+         */
+        PullExtendResult: {
+            expiresAt: number;
+            leaseId: string;
+        };
+        /**
+         * PullLease
+         * @description Host extension (spec/peers.md §Pull consumers): the messages leased, and the lease's ID and expiry (UTC epoch ms) when there are any. Every message is hidden from other leases until it is settled or the lease expires; each counts one delivery.
+         */
+        PullLease: {
+            expiresAt?: number;
+            leaseId?: string;
+            messages: components["schemas"]["PulledMessage"][];
+        };
+        /**
+         * PullRequest
+         * @description Host extension (spec/peers.md §Pull consumers): lease up to maxMessages (1..100, default the pull consumer's maxBatchSize, at most it) visible messages for visibilityTimeoutSeconds (1..43200, default the consumer's), waiting up to waitSeconds (0..20, default 0) for one to become visible.
+         */
+        PullRequest: {
+            maxMessages?: number;
+            visibilityTimeoutSeconds?: number;
+            waitSeconds?: number;
+        };
+        /**
+         * PullSettleRequest
+         * @description Host extension (spec/peers.md §Pull consumers): settle messages of one lease, in one durable write: acknowledge (remove) the IDs of acknowledge, retry those of retry after delaySeconds (0..43200; absent: the consumer's retryDelaySeconds). A message is named at most once; the whole settlement is refused, changing nothing, when one is not in the lease or was settled.
+         */
+        PullSettleRequest: {
+            acknowledge?: string[];
+            retry?: {
+                delaySeconds?: number;
+                id: string;
+            }[];
+        };
+        /**
+         * PullSettleResult
+         * @description Host extension (spec/peers.md §Pull consumers): the settlement is durable; how many messages it acknowledged and retried (a retry of a message that had 1 + maxRetries deliveries dead-letters or discards it, and counts as retried).
+         */
+        PullSettleResult: {
+            acknowledged: number;
+            retried: number;
+        };
+        /**
+         * PulledMessage
+         * @description One leased message: its ID, accept time (UTC epoch ms, the timestampMillis a worker sees), deliveries so far including this one, and body: the UTF-8 text of the bytes with bodyEncoding text when they are valid UTF-8, else their standard padded base64 with bodyEncoding base64 (publish-message.json's encodings).
+         */
+        PulledMessage: {
+            attempts: number;
+            body: string;
+            /** @enum {string} */
+            bodyEncoding: "text" | "base64";
+            id: string;
+            timestampMillis: number;
         };
         /**
          * QueueBatch
@@ -1049,6 +1218,8 @@ export interface components {
         /** @description 1..255 visible ASCII characters, bare or as a structured-field string ("..."). */
         idempotencyKey: string;
         ifMatch: string;
+        /** @description A lease's ID, as pullMessages answered it. */
+        leaseId: string;
         space: string;
         uid: string;
     };
@@ -1521,6 +1692,94 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InvocationList"];
+                };
+            };
+            default: components["responses"]["problem"];
+        };
+    };
+    pullMessages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PullRequest"];
+            };
+        };
+        responses: {
+            /** @description The lease (empty when nothing became visible). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullLease"];
+                };
+            };
+            default: components["responses"]["problem"];
+        };
+    };
+    extendLease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+                /** @description A lease's ID, as pullMessages answered it. */
+                leaseId: components["parameters"]["leaseId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PullExtendRequest"];
+            };
+        };
+        responses: {
+            /** @description The new expiry is durable. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullExtendResult"];
+                };
+            };
+            default: components["responses"]["problem"];
+        };
+    };
+    settleLease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+                /** @description A lease's ID, as pullMessages answered it. */
+                leaseId: components["parameters"]["leaseId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PullSettleRequest"];
+            };
+        };
+        responses: {
+            /** @description The settlement is durable. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullSettleResult"];
                 };
             };
             default: components["responses"]["problem"];

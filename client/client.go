@@ -1,7 +1,9 @@
 // Package client is the Go client of the Takoform queue host for
 // applications: it publishes messages to an AtLeastOnceQueue over the Host
 // API (spec/peers.md §Publish), so that a program needs no worker in
-// between, and finds and creates queues for the programs that manage them.
+// between, pulls messages from a queue given a PullConsumer (spec/peers.md
+// §Pull consumers), and finds and creates queues and pull consumers for the
+// programs that manage them.
 //
 // It is built on the client generated from the OpenAPI document
 // (gen/api) and imports nothing else of the host, so that an application
@@ -247,31 +249,36 @@ type QueueSpec struct {
 // CreateQueue creates an AtLeastOnceQueue called name and returns its UID
 // once the create has succeeded (editor of AtLeastOnceQueue).
 func (c *Client) CreateQueue(ctx context.Context, name string, spec QueueSpec) (string, error) {
+	return c.create(ctx, "queue "+name, name, FormAtLeastOnceQueue, spec)
+}
+
+// create creates a resource and waits for its Operation to end.
+func (c *Client) create(ctx context.Context, what, name, form string, spec any) (string, error) {
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return "", err
 	}
-	r, err := c.api.CreateResourceWithResponse(ctx, c.space, nil, api.CreateResourceRequest{Name: name, FormUrl: FormAtLeastOnceQueue, Spec: raw})
+	r, err := c.api.CreateResourceWithResponse(ctx, c.space, nil, api.CreateResourceRequest{Name: name, FormUrl: form, Spec: raw})
 	if err != nil {
-		return "", fmt.Errorf("client: create queue %s: %w", name, err)
+		return "", fmt.Errorf("client: create %s: %w", what, err)
 	}
 	if r.JSON202 == nil {
-		return "", errorOf("create queue "+name, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
+		return "", errorOf("create "+what, r.StatusCode(), r.ApplicationproblemJSONDefault, r.Body)
 	}
 	op := api.Operation(*r.JSON202)
 	for op.State != api.OperationStateSucceeded && op.State != api.OperationStateFailed {
 		wait := 10
 		g, err := c.api.GetOperationWithResponse(ctx, c.space, op.Id, &api.GetOperationParams{Wait: &wait})
 		if err != nil {
-			return "", fmt.Errorf("client: create queue %s: %w", name, err)
+			return "", fmt.Errorf("client: create %s: %w", what, err)
 		}
 		if g.JSON200 == nil {
-			return "", errorOf("create queue "+name, g.StatusCode(), g.ApplicationproblemJSONDefault, g.Body)
+			return "", errorOf("create "+what, g.StatusCode(), g.ApplicationproblemJSONDefault, g.Body)
 		}
 		op = *g.JSON200
 	}
 	if op.State == api.OperationStateFailed {
-		e := &Error{Op: "create queue " + name, Code: "operation_failed"}
+		e := &Error{Op: "create " + what, Code: "operation_failed"}
 		if op.Error != nil {
 			e.Status, e.Code = op.Error.Status, op.Error.Code
 			if op.Error.RequestId != nil {

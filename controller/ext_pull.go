@@ -122,6 +122,11 @@ func (c *Controller) ExtendLease(ctx context.Context, p *auth.Principal, space, 
 
 // pullProblem is the problem of a failed lease call.
 func pullProblem(err error) error {
+	if p := (*problem.Problem)(nil); errors.As(err, &p) {
+		// The answer of the queue's owner, to which another host of a
+		// cluster forwarded the call.
+		return p
+	}
 	switch {
 	case errors.Is(err, delivery.ErrUnknownLease):
 		return problem.New(http.StatusNotFound, problem.CodeUnknownLease, "this pull consumer issued no lease of this ID (or it ended long ago)")

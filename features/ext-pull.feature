@@ -90,7 +90,7 @@ Feature: Pull consumers (host extension)
     Then the request is refused with 404 "not_a_pull_consumer"
     When I publish 2 messages tagged "b" to "q" in one request
     And I lease up to 2 messages from "pc" as "L"
-    And I settle lease "pl_0000000000000000000000000000000a" of "pc"
+    And I settle lease "not-a-lease" of "pc"
     Then the request is refused with 404 "unknown_lease"
     When I acknowledge message "not-in-the-lease" of lease "L"
     Then the request is refused with 409 "unknown_message"

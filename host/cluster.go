@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/takoform/queuehost/abi"
@@ -66,9 +67,12 @@ type cluster struct {
 	pg   *pgstore.Store
 	id   string
 	addr string
-	ttl  time.Duration
-	log  *slog.Logger
-	eng  *delivery.Engine
+	// bound is the address the Host API listens on once it does (Addr of
+	// the membership: where other hosts forward pull requests).
+	bound atomic.Pointer[string]
+	ttl   time.Duration
+	log   *slog.Logger
+	eng   *delivery.Engine
 	// reindex, when set, is told of resource records changed by another
 	// host (the controller's reference index).
 	reindex func(ctx context.Context, uid string)
@@ -325,7 +329,7 @@ func (c *cluster) place(ctx context.Context) {
 	c.own.Lock()
 	defer c.own.Unlock()
 	start := time.Now()
-	if err := c.pg.Heartbeat(ctx, store.Member{ID: c.id, Addr: c.addr}, c.ttl); err != nil && ctx.Err() == nil {
+	if err := c.pg.Heartbeat(ctx, store.Member{ID: c.id, Addr: c.advertised()}, c.ttl); err != nil && ctx.Err() == nil {
 		c.log.Warn("cluster: heartbeat failed", "err", err)
 	}
 	c.mu.Lock()
@@ -877,6 +881,11 @@ func (c *cluster) resyncAll(ctx context.Context) {
 		return
 	}
 	cs, err := c.pg.Resources(ctx, "", schemas.FormQueueConsumer)
+	if err == nil {
+		var pcs []store.Resource
+		pcs, err = c.pg.Resources(ctx, "", schemas.FormPullConsumer)
+		cs = append(cs, pcs...)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("cluster: re-reading the consumers failed; trying at the next re-read", "err", err)
@@ -934,7 +943,7 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 	c.mu.Unlock()
 	if found {
 		isQ = r.FormURL == schemas.FormAtLeastOnceQueue
-		isC = r.FormURL == schemas.FormQueueConsumer
+		isC = r.FormURL == schemas.FormQueueConsumer || r.FormURL == schemas.FormPullConsumer
 	}
 	switch {
 	case isQ && (!found || r.State == store.StateDeleting):
@@ -973,7 +982,7 @@ func (c *cluster) apply(ctx context.Context, uid string, r store.Resource, found
 			c.wg.Go(func() { c.detachOwned(uid) })
 		}
 	case isC:
-		cfg, err := controller.ConsumerConfigOf(r)
+		cfg, err := consumerConfigOf(r)
 		if err != nil {
 			c.log.Warn("cluster: a consumer's record does not decode; keeping its known configuration", "consumer", uid, "err", err)
 			return
@@ -1081,7 +1090,7 @@ func (ce clusterEngine) ensure(ctx context.Context, uid string) {
 	if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 		c.log.Warn("cluster: reading a resource not heard of yet failed", "resource", uid, "err", err)
 	}
-	if err == nil && (r.FormURL == schemas.FormAtLeastOnceQueue || r.FormURL == schemas.FormQueueConsumer) {
+	if err == nil && (r.FormURL == schemas.FormAtLeastOnceQueue || r.FormURL == schemas.FormQueueConsumer || r.FormURL == schemas.FormPullConsumer) {
 		c.apply(ctx, uid, r, true)
 	}
 }

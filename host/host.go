@@ -312,6 +312,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		ctlOpts.ClaimOperation = h.cluster.claimOperation
 		ctlOpts.CancelElsewhere = h.cluster.CancelElsewhere
 		ctlOpts.HandOff = func(op store.Operation) { h.cluster.handOver(op.ResourceUID) }
+		ctlOpts.Puller = clusterPuller{h}
 	}
 	h.ctl, err = controller.New(ctlOpts)
 	if err == nil {
@@ -464,6 +465,11 @@ func (h *Host) Start() error {
 		go func(s *http.Server) { _ = s.Serve(mln) }(h.metSrv)
 	}
 	h.ln = ln
+	if h.cluster != nil {
+		// Other hosts forward pull requests here (cluster_pull.go).
+		a := raw.Addr().String()
+		h.cluster.bound.Store(&a)
+	}
 	headerTimeout, idleTimeout := ReadHeaderTimeout, IdleTimeout
 	if h.cfg.HeaderTimeout > 0 {
 		headerTimeout = h.cfg.HeaderTimeout
@@ -472,7 +478,7 @@ func (h *Host) Start() error {
 		idleTimeout = h.cfg.IdleTimeout
 	}
 	h.httpSrv = &http.Server{
-		Handler:           h.Handler(),
+		Handler:           markForwarded(h.Handler()),
 		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,

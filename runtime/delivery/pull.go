@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/takoform/queuehost/abi"
@@ -35,8 +37,20 @@ import (
 
 // PullLeasePrefix starts the ID of every pull lease, so that a restart
 // tells a pull lease (kept until its expiry) from a push batch's (whose
-// messages are redelivered at once).
+// messages are redelivered at once). The consumer's tag follows
+// (leaseTag), then 128 random bits.
 const PullLeasePrefix = "pl_"
+
+// leaseTag is the start of the IDs of a pull consumer's leases: the prefix
+// and 32 bits of FNV-1a of the consumer's UID. A lease ID names its
+// consumer, so that one settled through another consumer is told so
+// (ErrLeaseOfOtherConsumer) by any engine, after a restart and on any host
+// of a cluster, without a record of the lease.
+func leaseTag(consumerUID string) string {
+	h := fnv.New32a()
+	h.Write([]byte(consumerUID))
+	return fmt.Sprintf("%s%08x_", PullLeasePrefix, h.Sum32())
+}
 
 // Errors of the pull consumer calls (the Forms' abi errors are used for
 // the per-message ones: abi.ErrUnknownMessage, abi.ErrAlreadySettled).
@@ -156,7 +170,7 @@ func (e *Engine) Lease(ctx context.Context, consumerUID string, max int, visibil
 		}
 		if len(ms) > 0 {
 			b := e.newBatch(q, c, ms)
-			b.id = PullLeasePrefix + b.id
+			b.id = leaseTag(consumerUID) + b.id
 			b.pull, b.slotFreed = true, true // leases are not bounded by maxConcurrency
 			q.batches[b.id] = b
 			e.track.add()
@@ -321,6 +335,12 @@ func (e *Engine) leaseBatch(consumerUID, id string) (*batch, error) {
 	c, err := e.pullConsumer(consumerUID)
 	if err != nil {
 		return nil, err
+	}
+	if tag := leaseTag(consumerUID); !strings.HasPrefix(id, tag) {
+		if strings.HasPrefix(id, PullLeasePrefix) && len(id) > len(tag) && id[len(tag)-1] == '_' {
+			return nil, ErrLeaseOfOtherConsumer
+		}
+		return nil, ErrUnknownLease
 	}
 	if b := e.lookupBatch(id); b != nil {
 		if b.c != c {

@@ -131,6 +131,20 @@ func TestPullSettle(t *testing.T) {
 	if err := h.e.SettleLease(h.ctx, "pc", "pl_never", nil, nil); !errors.Is(err, ErrUnknownLease) {
 		t.Fatalf("unknown lease: %v", err)
 	}
+	if err := h.e.SettleLease(h.ctx, "pc", leaseTag("pc")+"0123", nil, nil); !errors.Is(err, ErrUnknownLease) {
+		t.Fatalf("unknown lease with the consumer's tag: %v", err)
+	}
+	if err := h.e.SettleLease(h.ctx, "other", l.ID, nil, nil); !errors.Is(err, ErrUnknownConsumer) {
+		t.Fatalf("settling through an unknown consumer: %v", err)
+	}
+	// Another pull consumer is told the lease is not its own, from the
+	// lease ID alone (so any host of a cluster tells it alike).
+	if err := h.e.Attach(h.ctx, pullCfg("pc2", "dlq")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.SettleLease(h.ctx, "pc2", l.ID, nil, nil); !errors.Is(err, ErrLeaseOfOtherConsumer) {
+		t.Fatalf("settling through another consumer: %v", err)
+	}
 }
 
 // An extension pushes the expiry out, durably.

@@ -22,4 +22,15 @@ export declare const Forms: {
   readonly consumer: "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/";
   readonly worker: "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/";
   readonly version: "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/";
+  readonly pullConsumer: "https://queuehost.takoform.com/forms/PullConsumer/0.1.0/";
 };
+
+/** A message of a lease (POST …/resources/{pullConsumer}/leases). */
+export type PulledMessage = components["schemas"]["PulledMessage"];
+/** A lease: its ID and expiry when it holds messages. */
+export type PullLease = components["schemas"]["PullLease"];
+
+/** A pulled message's body as the bytes that were sent. */
+export declare function bodyBytes(message: PulledMessage): Uint8Array;
+/** A pulled message's body as text (UTF-8). */
+export declare function bodyText(message: PulledMessage): string;

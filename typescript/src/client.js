@@ -22,4 +22,24 @@ export const Forms = Object.freeze({
   consumer: "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/",
   worker: "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/",
   version: "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/",
+  pullConsumer: "https://queuehost.takoform.com/forms/PullConsumer/0.1.0/",
 });
+
+/**
+ * bodyBytes is a pulled message's body as the bytes that were sent: the
+ * host answers the UTF-8 text of a body that is valid UTF-8 (bodyEncoding
+ * "text") and the base64 of any other (bodyEncoding "base64").
+ */
+export function bodyBytes(message) {
+  if (message.bodyEncoding === "base64") return Uint8Array.from(atob(message.body), (c) => c.charCodeAt(0));
+  return new TextEncoder().encode(message.body);
+}
+
+/**
+ * bodyText is a pulled message's body as text (UTF-8; invalid sequences
+ * replaced).
+ */
+export function bodyText(message) {
+  if (message.bodyEncoding === "base64") return new TextDecoder().decode(bodyBytes(message));
+  return message.body;
+}

@@ -2,7 +2,7 @@
 // compiles it. Each `@ts-expect-error` line MUST be a type error: if the
 // declarations stop rejecting it, tsc fails with "Unused '@ts-expect-error'".
 import type { Worker, QueueProducer, QueueBatch } from "../src/worker.js";
-import { createClient, Forms } from "../src/client.js";
+import { createClient, Forms, bodyText } from "../src/client.js";
 
 interface Env {
   TASKS: QueueProducer;
@@ -52,4 +52,23 @@ export async function listQueues(baseUrl: string, token: string): Promise<string
   // @ts-expect-error: a path the Host API does not have
   await host.GET("/v2/nothing-here");
   return (data?.items ?? []).filter((r) => r.formUrl === Forms.queue).map((r) => r.name);
+}
+
+// Pull a lease and settle it: the lease routes are typed like every other.
+export async function pullOnce(baseUrl: string, token: string, space: string, uid: string): Promise<string[]> {
+  const host = createClient({ baseUrl, token });
+  const { data, error } = await host.POST("/v2/spaces/{space}/resources/{uid}/leases", {
+    params: { path: { space, uid } },
+    body: { maxMessages: 10, waitSeconds: 5 },
+  });
+  if (error) throw new Error(error.code);
+  // @ts-expect-error: waitSeconds is a number of seconds, not a string
+  await host.POST("/v2/spaces/{space}/resources/{uid}/leases", { params: { path: { space, uid } }, body: { waitSeconds: "5" } });
+  const leaseId = data.leaseId;
+  if (!leaseId) return [];
+  await host.POST("/v2/spaces/{space}/resources/{uid}/leases/{leaseId}/settle", {
+    params: { path: { space, uid, leaseId } },
+    body: { acknowledge: data.messages.map((m) => m.id), retry: [] },
+  });
+  return data.messages.map(bodyText);
 }

@@ -190,15 +190,22 @@ func (p clusterPuller) SettleLease(ctx context.Context, consumerUID, leaseID str
 		}
 		return p.h.eng.SettleLease(ctx, consumerUID, leaseID, acks, retries)
 	}
-	rs := make([]map[string]any, len(retries))
-	for i, r := range retries {
-		rs[i] = map[string]any{"id": r.ID}
-		if r.Delay != nil {
-			rs[i]["delaySeconds"] = *r.Delay
+	body := map[string]any{}
+	if len(acks) > 0 {
+		body["acknowledge"] = acks
+	}
+	if len(retries) > 0 {
+		rs := make([]map[string]any, len(retries))
+		for i, r := range retries {
+			rs[i] = map[string]any{"id": r.ID}
+			if r.Delay != nil {
+				rs[i]["delaySeconds"] = *r.Delay
+			}
 		}
+		body["retry"] = rs
 	}
 	var out api.PullSettleResult
-	return p.forward(ctx, addr, space, consumerUID, "/leases/"+url.PathEscape(leaseID)+"/settle", map[string]any{"acknowledge": acks, "retry": rs}, &out)
+	return p.forward(ctx, addr, space, consumerUID, "/leases/"+url.PathEscape(leaseID)+"/settle", body, &out)
 }
 
 func (p clusterPuller) ExtendLease(ctx context.Context, consumerUID, leaseID string, visibility time.Duration) (int64, error) {

@@ -56,9 +56,9 @@ Feature: Pull consumers (host extension)
     And a pull consumer "pc" of "q"
     When I publish 1 messages tagged "x" to "q" in one request
     And I lease up to 1 messages from "pc" for the shortest visibility timeout as "L"
-    And I extend lease "L" by 3 times the shortest visibility timeout
+    And I extend lease "L" by 10 times the shortest visibility timeout
     Then the extension answers an expiry later than the lease's first
-    And no message of "pc" can be leased until lease "L" expires
+    And no message of "pc" can be leased until lease "L"'s first expiry has passed
     When I acknowledge every message of lease "L"
     Then the settlement answers 1 acknowledged and 0 retried
 

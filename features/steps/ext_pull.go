@@ -294,7 +294,7 @@ func registerPullSteps(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^no message of "([^"]*)" can be leased(?: until lease "([^"]*)" expires)?$`, func(ctx context.Context, a, name string) error {
+	sc.Step(`^no message of "([^"]*)" can be leased(?: until lease "([^"]*)" expires| until lease "([^"]*)"'s first expiry has passed)?$`, func(ctx context.Context, a, name, first string) error {
 		w := W(ctx)
 		until := time.Now()
 		if name != "" {
@@ -303,6 +303,18 @@ func registerPullSteps(sc *godog.ScenarioContext) {
 				return err
 			}
 			until = time.UnixMilli(l.expiresAt).Add(-slack)
+		}
+		if first != "" {
+			// Past the expiry the lease had before it was extended; the
+			// extended one is far later, so nothing may be leased at all.
+			l, err := w.leaseNamed(first)
+			if err != nil {
+				return err
+			}
+			if l.expiresAt < l.firstExp+int64(2*slack/time.Millisecond) {
+				return fmt.Errorf("lease %q was not extended past its first expiry", first)
+			}
+			until, name = time.UnixMilli(l.firstExp).Add(2*slack), ""
 		}
 		for {
 			got, err := w.tryLease(ctx, a, 10, 0)

@@ -195,25 +195,7 @@ func (p *Principal) Can(space, formURL string, a Action) bool {
 // AtLeastOnceQueue, or a publisher grant that names the queue (or names
 // none).
 func (p *Principal) CanPublish(space, queueUID string) bool {
-	if p == nil {
-		return false
-	}
-	for _, g := range p.Grants {
-		if !g.inSpace(space) {
-			continue
-		}
-		switch g.Role {
-		case RoleEditor:
-			if g.coversForm(schemas.FormAtLeastOnceQueue) {
-				return true
-			}
-		case RolePublisher:
-			if len(g.Queues) == 0 || slices.Contains(g.Queues, queueUID) {
-				return true
-			}
-		}
-	}
-	return false
+	return p.canUseQueue(space, queueUID, RolePublisher, schemas.FormAtLeastOnceQueue)
 }
 
 // CanConsume reports whether p may lease, settle and extend leases of the
@@ -221,6 +203,12 @@ func (p *Principal) CanPublish(space, queueUID string) bool {
 // covering PullConsumer, or a consumer grant that names the queue (or
 // names none).
 func (p *Principal) CanConsume(space, queueUID string) bool {
+	return p.canUseQueue(space, queueUID, RoleConsumer, schemas.FormPullConsumer)
+}
+
+// canUseQueue: an editor grant covering editorForm, or a grant of role
+// that names the queue (or names none), in space.
+func (p *Principal) canUseQueue(space, queueUID, role, editorForm string) bool {
 	if p == nil {
 		return false
 	}
@@ -230,10 +218,10 @@ func (p *Principal) CanConsume(space, queueUID string) bool {
 		}
 		switch g.Role {
 		case RoleEditor:
-			if g.coversForm(schemas.FormPullConsumer) {
+			if g.coversForm(editorForm) {
 				return true
 			}
-		case RoleConsumer:
+		case role:
 			if len(g.Queues) == 0 || slices.Contains(g.Queues, queueUID) {
 				return true
 			}

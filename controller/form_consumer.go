@@ -101,14 +101,21 @@ func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ 
 		return err
 	}
 	if spec.DeadLetterQueue != nil {
-		path, err := deadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)
-		if err != nil {
-			return err
-		}
-		if path != nil {
-			return problem.Unprocessable(problem.CodeDeadLetterCycle, "the dead-letter queues would form a cycle: %s", strings.Join(path, " -> ")).
-				WithPointer(ptrConsumerDLQ, "dead-lettering into this queue leads back to the consumer's own queue")
-		}
+		return noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)
+	}
+	return nil
+}
+
+// noDeadLetterCycle refuses a consumer of q (of either kind) whose
+// dead-letter queue dlq would lead back to q.
+func noDeadLetterCycle(ctx context.Context, sp *Space, q, dlq string) error {
+	path, err := deadLetterCycle(ctx, sp, q, dlq)
+	if err != nil {
+		return err
+	}
+	if path != nil {
+		return problem.Unprocessable(problem.CodeDeadLetterCycle, "the dead-letter queues would form a cycle: %s", strings.Join(path, " -> ")).
+			WithPointer(ptrConsumerDLQ, "dead-lettering into this queue leads back to the consumer's own queue")
 	}
 	return nil
 }
@@ -197,27 +204,30 @@ func workerProvidesQueue(ctx context.Context, sp *Space, workerUID, pointer stri
 
 // Apply attaches, updates or detaches the engine's consumer.
 func (ConsumerForm) Apply(ctx context.Context, env *Env, ch Change) ([]store.Mutation, error) {
-	switch ch.Kind {
-	case KindCreate, KindUpdate:
-		cfg, err := consumerConfigOf(*ch.Record)
-		if err != nil {
-			return nil, err
-		}
-		attached, err := env.Engine.ConsumerAttached(ctx, ch.UID)
-		if err != nil {
-			return nil, err
-		}
-		if attached {
-			if ch.Kind == KindCreate {
-				return nil, nil
-			}
-			return nil, env.Engine.UpdateConsumer(ctx, cfg)
-		}
-		return nil, env.Engine.Attach(ctx, cfg)
-	case KindDelete:
-		return nil, env.Engine.Detach(ctx, ch.UID)
+	return nil, applyConsumer(ctx, env, ch, consumerConfigOf)
+}
+
+// applyConsumer is the effect of a consumer of either kind: attach,
+// update or detach the engine's consumer, idempotently.
+func applyConsumer(ctx context.Context, env *Env, ch Change, configOf func(store.Resource) (delivery.ConsumerConfig, error)) error {
+	if ch.Kind == KindDelete {
+		return env.Engine.Detach(ctx, ch.UID)
 	}
-	return nil, nil
+	cfg, err := configOf(*ch.Record)
+	if err != nil {
+		return err
+	}
+	attached, err := env.Engine.ConsumerAttached(ctx, ch.UID)
+	if err != nil {
+		return err
+	}
+	if attached {
+		if ch.Kind == KindCreate {
+			return nil
+		}
+		return env.Engine.UpdateConsumer(ctx, cfg)
+	}
+	return env.Engine.Attach(ctx, cfg)
 }
 
 // Undo: a create the engine holds no consumer for changed nothing; a
@@ -259,10 +269,15 @@ func (ConsumerForm) Observe(ctx context.Context, env *Env, r store.Resource, get
 // Rebuild attaches every stored consumer that is not being created or
 // deleted (the resumed Operation decides those).
 func (ConsumerForm) Rebuild(ctx context.Context, env *Env, r store.Resource, pending string) error {
+	return rebuildConsumer(ctx, env, r, pending, consumerConfigOf)
+}
+
+// rebuildConsumer attaches a stored consumer of either kind at start.
+func rebuildConsumer(ctx context.Context, env *Env, r store.Resource, pending string, configOf func(store.Resource) (delivery.ConsumerConfig, error)) error {
 	if r.State == store.StateCreating || r.State == store.StateDeleting || pending == KindCreate || pending == KindDelete {
 		return nil
 	}
-	cfg, err := consumerConfigOf(r)
+	cfg, err := configOf(r)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
@@ -75,14 +74,7 @@ func (PullConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource
 			WithPointer(ptrConsumerQueue, "this queue is serialized")
 	}
 	if spec.DeadLetterQueue != nil {
-		path, err := deadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)
-		if err != nil {
-			return err
-		}
-		if path != nil {
-			return problem.Unprocessable(problem.CodeDeadLetterCycle, "the dead-letter queues would form a cycle: %s", strings.Join(path, " -> ")).
-				WithPointer(ptrConsumerDLQ, "dead-lettering into this queue leads back to the consumer's own queue")
-		}
+		return noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)
 	}
 	return nil
 }
@@ -135,24 +127,7 @@ func consumerQueues(formURL string, spec []byte) (queue, dlq string, err error) 
 // Apply attaches, updates or detaches the engine's pull consumer: the
 // QueueConsumer's effect.
 func (PullConsumerForm) Apply(ctx context.Context, env *Env, ch Change) ([]store.Mutation, error) {
-	if ch.Kind == KindDelete {
-		return nil, env.Engine.Detach(ctx, ch.UID)
-	}
-	cfg, err := pullConfigOf(*ch.Record)
-	if err != nil {
-		return nil, err
-	}
-	attached, err := env.Engine.ConsumerAttached(ctx, ch.UID)
-	if err != nil {
-		return nil, err
-	}
-	if attached {
-		if ch.Kind == KindCreate {
-			return nil, nil
-		}
-		return nil, env.Engine.UpdateConsumer(ctx, cfg)
-	}
-	return nil, env.Engine.Attach(ctx, cfg)
+	return nil, applyConsumer(ctx, env, ch, pullConfigOf)
 }
 
 func (PullConsumerForm) Undo(ctx context.Context, env *Env, ch Change) Failure {
@@ -176,14 +151,7 @@ func (PullConsumerForm) Observe(ctx context.Context, env *Env, r store.Resource,
 }
 
 func (PullConsumerForm) Rebuild(ctx context.Context, env *Env, r store.Resource, pending string) error {
-	if r.State == store.StateCreating || r.State == store.StateDeleting || pending == KindCreate || pending == KindDelete {
-		return nil
-	}
-	cfg, err := pullConfigOf(r)
-	if err != nil {
-		return err
-	}
-	return env.Engine.Attach(ctx, cfg)
+	return rebuildConsumer(ctx, env, r, pending, pullConfigOf)
 }
 
 // PullConfigOf is the engine's configuration of a stored PullConsumer

@@ -429,8 +429,8 @@ var mutations = []mutation{
 			Replace: "func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, update bool) error {",
 		}, {
 			File:    "controller/form_consumer.go",
-			Search:  "if path != nil {",
-			Replace: "if path != nil && !(update && len(path) == 3) {",
+			Search:  "\t\treturn noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)\n",
+			Replace: "\t\tif err := noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid); err != nil && !(update && strings.Count(err.Error(), \" -> \") == 2) {\n\t\t\treturn err\n\t\t}\n",
 		}},
 		Tags:   "@dead-letter-cycles",
 		Expect: []string{"a cycle of length 2 is refused on update, and the consumer keeps its settings"},

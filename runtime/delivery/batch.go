@@ -634,7 +634,15 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 	// (retryDelaySeconds, or an acknowledgement) instead of this
 	// settlement.
 	moved, dlq, err := e.commit(context.WithoutCancel(ctx), &p)
+	return e.settleDone(b, targets, &p, moved, dlq, err)
+}
 
+// settleDone ends a settlement of targets whose write (p) came back with
+// err: the messages are settled (or unsettled again on err), the plan is
+// applied, and a batch whose invocation ended meanwhile, or a pull lease
+// now fully settled, is finalized. Called without the queue's lock.
+func (e *Engine) settleDone(b *batch, targets []*bmsg, p *plan, moved []*msg, dlq *queue, err error) error {
+	q := b.q
 	q.mu.Lock()
 	b.pending--
 	for _, bm := range targets {
@@ -646,12 +654,14 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 		}
 	}
 	if err == nil {
-		q.applyPlan(&p, e.nowMs())
-		b.traceSettled(&p)
+		q.applyPlan(p, e.nowMs())
+		b.traceSettled(p)
 	}
-	fin := b.state == bClosing && b.pending == 0 && !b.finalizing
-	if fin {
-		b.finalizing = true
+	fin := false
+	if b.pull && b.state == bRunning && allSettled(b) {
+		fin = e.closeLocked(b, outSettled)
+	} else if b.state == bClosing && b.pending == 0 && !b.finalizing {
+		b.finalizing, fin = true, true
 	}
 	q.pump()
 	q.mu.Unlock()

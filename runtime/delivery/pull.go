@@ -486,41 +486,7 @@ func (e *Engine) SettleLease(ctx context.Context, consumerUID, leaseID string, a
 	q.mu.Unlock()
 
 	moved, dlq, err := e.commit(context.WithoutCancel(ctx), &p)
-
-	q.mu.Lock()
-	b.pending--
-	for _, bm := range targets {
-		close(bm.wait)
-		if err != nil {
-			bm.st = unsettled
-		} else {
-			bm.st = settled
-		}
-	}
-	if err == nil {
-		q.applyPlan(&p, e.nowMs())
-	}
-	fin := false
-	if b.state == bRunning && allSettled(b) {
-		fin = e.closeLocked(b, outSettled)
-	} else if b.state == bClosing && b.pending == 0 && !b.finalizing {
-		b.finalizing, fin = true, true
-	}
-	q.pump()
-	q.mu.Unlock()
-	if fin {
-		e.track.add()
-		go func() {
-			defer e.track.done()
-			e.finalize(b)
-		}()
-	}
-	e.addMoved(dlq, moved, p.dlqPending)
-	e.notify()
-	if err != nil {
-		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
-	}
-	return nil
+	return e.settleDone(b, targets, &p, moved, dlq, err)
 }
 
 func allSettled(b *batch) bool {

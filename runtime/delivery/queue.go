@@ -392,11 +392,7 @@ func (q *queue) exhausted(c *consumer, m *msg) bool { return m.attempts >= 1+c.c
 
 // dispatch forms the batches that are due. mu held.
 func (q *queue) dispatch(c *consumer, now int64) {
-	for m := q.delayed.peek(); m != nil && m.visibleAt <= now; m = q.delayed.peek() {
-		q.delayed.pop()
-		m.where = inAvail
-		q.avail.push(m)
-	}
+	q.promote(now)
 	timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000
 	for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && q.avail.Len() > 0 {
 		// A batch is due when it is full, or when its first message has

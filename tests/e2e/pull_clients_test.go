@@ -24,14 +24,7 @@ import (
 // every message published by either is acknowledged by exactly one of
 // them, and the queue ends empty.
 func TestPullClientsInGoAndNode(t *testing.T) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed; CI must have it", tool)
-			}
-			t.Skipf("%s is not installed: the Node program needs Node.js and npm", tool)
-		}
-	}
+	needNode(t)
 	root, err := harness.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)

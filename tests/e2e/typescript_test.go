@@ -18,14 +18,7 @@ import (
 // test/worker.ts (whose @ts-expect-error lines must stay errors), and the
 // client talks to a real host binary (test/client.test.mjs).
 func TestTypeScriptPackage(t *testing.T) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed; CI must have it (.ci/run installs what the tests need)", tool)
-			}
-			t.Skipf("%s is not installed: the TypeScript package's test needs Node.js and npm", tool)
-		}
-	}
+	needNode(t)
 	root, err := harness.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -67,5 +60,19 @@ func TestTypeScriptPackage(t *testing.T) {
 	out := run([]string{"TAKOHOST_URL=" + h.Base(), "TAKOHOST_TOKEN=" + token}, "node", "--test", "test/")
 	if !strings.Contains(out, "# fail 0") || strings.Contains(out, "# pass 0") {
 		t.Fatalf("node --test did not pass every test:\n%s", out)
+	}
+}
+
+// needNode skips a test that needs Node.js and npm where they are not
+// installed, and fails it in CI, which must have them.
+func needNode(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed; CI must have it (.ci/run installs what the tests need)", tool)
+			}
+			t.Skipf("%s is not installed: the test needs Node.js and npm", tool)
+		}
 	}
 }

@@ -495,7 +495,7 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true},
 		serial: cfg.Serialized, avail: msgOrder{bySeq: cfg.Serialized}}
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
-	if e.customID || e.remote != nil {
+	if e.customID || e.remote != nil || cfg.External {
 		q.ids = map[string]*msg{}
 	}
 	if e.started.Load() {

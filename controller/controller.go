@@ -85,6 +85,9 @@ type Options struct {
 	Workers Workers
 	// Forms is the Form registry; Builtin() when nil.
 	Forms *Registry
+	// ExternalQueues observes the queues whose messages live on a broker
+	// (runtime/broker); nil without brokers.
+	ExternalQueues ExternalQueues
 	// Logger gets the controller's events; slog.Default when nil.
 	Logger *slog.Logger
 	// ObserveInterval is how often observed is refreshed and unsettled
@@ -228,7 +231,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	c := &Controller{
 		st: opts.Store, forms: opts.Forms, log: opts.Logger, opts: opts, now: opts.Now,
-		env:      &Env{Engine: opts.Engine, Workers: opts.Workers, Versions: opts.Versions, Store: opts.Store},
+		env:      &Env{Engine: opts.Engine, Workers: opts.Workers, Versions: opts.Versions, Store: opts.Store, Queues: opts.ExternalQueues},
 		inflight: map[string]inflightOp{}, watches: map[string]chan struct{}{},
 		driving: map[string]bool{}, retry: map[string]bool{},
 	}

@@ -129,6 +129,9 @@ type Env struct {
 	Workers  Workers
 	Versions *Versions
 	Store    store.Store
+	// Queues observes broker queues (Options.ExternalQueues); nil without
+	// brokers.
+	Queues ExternalQueues
 
 	// specs caches decoded specs for observation (see observedSpec).
 	specs sync.Map // resource UID -> cachedSpec
@@ -183,8 +186,11 @@ func NewRegistry(forms ...Form) *Registry {
 }
 
 // Builtin is the registry of the reference host's four Forms.
-func Builtin() *Registry {
-	return NewRegistry(QueueForm{}, WorkerForm{}, VersionForm{}, ConsumerForm{})
+func Builtin() *Registry { return BuiltinWith(QueueForm{}) }
+
+// BuiltinWith is Builtin with q's broker Offerings of AtLeastOnceQueue.
+func BuiltinWith(q QueueForm) *Registry {
+	return NewRegistry(q, WorkerForm{}, VersionForm{}, ConsumerForm{})
 }
 
 // Register adds a Form; it panics on a second Form with the same URL (a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/runtime/broker"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/membudget"
@@ -48,6 +49,7 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	st         store.Store
+	brokers    *broker.Store  // the store with broker queues (cfg.Brokers), nil without
 	active     *activeStore   // the store on PostgreSQL, when cfg.StoreURL is set (active/standby)
 	cluster    *cluster       // the store on PostgreSQL with cfg.ClusterActive (several active hosts)
 	principals *auth.Registry // host.json, changed live by the principal routes
@@ -199,6 +201,18 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.closeStore()
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if o := cfg.QueueOffering; o != "" && o != controller.OfferingEmbedded && o != controller.OfferingSerialized && len(cfg.Brokers) == 0 {
+		err = fmt.Errorf("-queue-offering %s: no broker of that name (-broker %s=URL)", o, o)
+	}
+	if err == nil && len(cfg.Brokers) > 0 {
+		if h.brokers, err = openBrokers(ctx, cfg, h.st); err == nil {
+			h.st = h.brokers
+		}
+	}
+	if err != nil {
+		h.closeStore()
+		return nil, fmt.Errorf("host: %w", err)
+	}
 	if cfg.Faults != nil {
 		h.st = faultyStore{Store: h.st, f: cfg.Faults}
 	}
@@ -276,6 +290,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.eng = delivery.New(engStore, resolver{h}, engOpts)
 	ctlEngine = h.eng
+	if h.brokers != nil {
+		h.brokers.SetAdopter(h.eng.Adopt)
+	}
 	if h.cluster != nil {
 		h.cluster.eng = h.eng
 		ctlEngine = clusterEngine{h.cluster}
@@ -296,6 +313,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// engine's send (sendRemote for a queue another host of a cluster
 		// owns).
 		Sender: h.eng,
+		Forms:  controller.BuiltinWith(queueForm(cfg, h.brokers)),
+	}
+	if h.brokers != nil {
+		ctlOpts.ExternalQueues = h.brokers
 	}
 	if h.cluster != nil {
 		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 4); err != nil {

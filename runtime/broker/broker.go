@@ -98,6 +98,9 @@ type Driver interface {
 	// ready count, SQS's ApproximateNumberOfMessages).
 	Stat(ctx context.Context, q Queue) (exists bool, ready int, err error)
 	Publish(ctx context.Context, q Queue, envs []Envelope) error
+	// Purge removes the messages waiting on the broker (not those
+	// delivered and unacknowledged) and reports how many.
+	Purge(ctx context.Context, q Queue) (int, error)
 	// Consume starts receiving q's messages until stop is called, across
 	// reconnects.
 	Consume(q Queue, c Consumer) (stop func(), err error)

@@ -304,6 +304,7 @@ type change struct {
 	existed bool
 	removed bool
 	publish bool // a new copy is published (rev = env.Rev)
+	noWait  bool // a removal that does not wait for the copy to arrive (a purge)
 }
 
 // Apply makes the broker queues' message mutations durable on their
@@ -351,9 +352,8 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 			}
 			rest = append(rest, m)
 		case store.DeleteResource:
-			rest = append(rest, m)
-		case store.DropQueue:
-			bq, err := s.queueFor(ctx, m.Queue)
+			// A queue resource's record goes: so does its broker queue.
+			bq, err := s.queueFor(ctx, m.UID)
 			if err != nil {
 				return err
 			}
@@ -361,6 +361,34 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 				after = append(after, func() { s.drop(bq) })
 			}
 			rest = append(rest, m)
+		case store.DropQueue:
+			// Every message of the queue goes (a delete, a purge): the
+			// copies this host holds are acknowledged (those on their
+			// way back are when they arrive), then the broker purges
+			// what waits on it.
+			bq, err := s.queueFor(ctx, m.Queue)
+			if err != nil {
+				return err
+			}
+			if bq == nil {
+				rest = append(rest, m)
+				continue
+			}
+			bq.mu.Lock()
+			held := make([]string, 0, len(bq.entries))
+			for id := range bq.entries {
+				held = append(held, id)
+			}
+			bq.mu.Unlock()
+			for _, id := range held {
+				c := get(bq, id)
+				c.removed, c.publish, c.noWait = true, false, true
+			}
+			after = append(after, func() {
+				if _, err := bq.d.Purge(ctx, bq.q); err != nil && !errors.Is(err, ErrQueueGone) {
+					s.log.Warn("broker: purging the messages waiting on the broker failed; they are delivered when they arrive", "queue", bq.q.Name, "err", err)
+				}
+			})
 		case store.AcceptMessage:
 			bq, err := s.queueFor(ctx, m.Message.Queue)
 			if err != nil {
@@ -531,7 +559,7 @@ func (s *Store) commit(ctx context.Context, order []*change, rest []store.Mutati
 func (s *Store) awaitHandles(ctx context.Context, order []*change) error {
 	deadline := time.Now().Add(s.opt.HandleWait)
 	for _, c := range order {
-		if !c.removed || !c.existed {
+		if !c.removed || !c.existed || c.noWait {
 			continue
 		}
 		bq := c.bq
@@ -789,4 +817,44 @@ func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// ResourcesView passes the inner store's copy-free listing through (the
+// observer's full pass uses it), or lists with copies when it has none.
+func (s *Store) ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error) {
+	if v, ok := s.Store.(interface {
+		ResourcesView(ctx context.Context, space, formURL string) ([]store.Resource, error)
+	}); ok {
+		return v.ResourcesView(ctx, space, formURL)
+	}
+	return s.Store.Resources(ctx, space, formURL)
+}
+
+// Operations passes store.OperationLister through.
+func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]store.Operation, error) {
+	if l, ok := s.Store.(store.OperationLister); ok {
+		return l.Operations(ctx, q)
+	}
+	return nil, errors.New("broker: the inner store does not list Operations")
+}
+
+// ResourcePage passes store.ResourceLister through, or pages a listing.
+func (s *Store) ResourcePage(ctx context.Context, q store.ResourceQuery) ([]store.Resource, error) {
+	if l, ok := s.Store.(store.ResourceLister); ok {
+		return l.ResourcePage(ctx, q)
+	}
+	list, err := s.Store.Resources(ctx, q.Space, q.FormURL)
+	if err != nil {
+		return nil, err
+	}
+	return store.PageOf(list, q), nil
+}
+
+// CountResources passes store.ResourceCounter through, or counts a listing.
+func (s *Store) CountResources(ctx context.Context, space string) (int, error) {
+	if c, ok := s.Store.(store.ResourceCounter); ok {
+		return c.CountResources(ctx, space)
+	}
+	list, err := s.Store.Resources(ctx, space, "")
+	return len(list), err
 }

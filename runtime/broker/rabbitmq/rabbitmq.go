@@ -266,6 +266,17 @@ func (d *Driver) Delete(_ context.Context, q broker.Queue) error {
 	})
 }
 
+func (d *Driver) Purge(_ context.Context, q broker.Queue) (n int, err error) {
+	err = d.withChannel(func(ch *amqp.Channel) error {
+		n, err = ch.QueuePurge(q.Name, false)
+		if notFound(err) {
+			return fmt.Errorf("%w: %s", broker.ErrQueueGone, q.Name)
+		}
+		return err
+	})
+	return n, err
+}
+
 func (d *Driver) Stat(_ context.Context, q broker.Queue) (exists bool, ready int, err error) {
 	err = d.withChannel(func(ch *amqp.Channel) error {
 		st, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, quorum)
@@ -460,7 +471,10 @@ func (d *Driver) startConsumer(cs *consumer) {
 		// Lost), by the broker cancelling the consumer (the queue was
 		// deleted), or by a channel error such as consumer_timeout.
 		select {
-		case <-cancels:
+		case _, cancelled := <-cancels: // closed, not sent, when the channel just closed
+			if !cancelled {
+				break
+			}
 			d.mu.Lock()
 			cs.gone = true
 			d.mu.Unlock()

@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -37,7 +38,7 @@ func TestDriver(t *testing.T) {
 	u := URL(t)
 	brokertest.Run(t, brokertest.Harness{
 		Open: func(t *testing.T) broker.Driver {
-			d, err := rabbitmq.Open(context.Background(), rabbitmq.Config{URL: u, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+			d, err := rabbitmq.Open(context.Background(), rabbitmq.Config{URL: u, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}

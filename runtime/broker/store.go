@@ -551,7 +551,46 @@ func (s *Store) commit(ctx context.Context, order []*change, rest []store.Mutati
 			s.log.Debug("broker: acknowledging replaced or removed copies failed; they are acknowledged when redelivered", "queue", bq.q.Name, "err", err)
 		}
 	}
+	// A delivery's new copies (attempts+1) are on their way back: wait
+	// for them before the handler gets the batch, so that its
+	// settlements find them at once instead of waiting within the
+	// handler's time limit. Past HandleWait the batch goes on; a
+	// settlement then waits itself.
+	s.awaitDelivered(ctx, order)
 	return nil
+}
+
+func (s *Store) awaitDelivered(ctx context.Context, order []*change) {
+	deadline := time.Now().Add(s.opt.HandleWait)
+	for _, c := range order {
+		if !c.publish || c.removed || c.lease == "" {
+			continue
+		}
+		bq := c.bq
+		for {
+			bq.mu.Lock()
+			e := bq.entries[c.id]
+			if e == nil || e.h != nil || e.cur.Rev != c.env.Rev {
+				bq.mu.Unlock()
+				break
+			}
+			ch := bq.arrived
+			bq.mu.Unlock()
+			left := time.Until(deadline)
+			if left <= 0 {
+				return
+			}
+			t := time.NewTimer(left)
+			select {
+			case <-ch:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+	}
 }
 
 // awaitHandles waits until every copy a removal in order acknowledges has

@@ -111,6 +111,10 @@ func envs(n int) []broker.Envelope {
 		out[i] = broker.Envelope{ID: hex.EncodeToString(b[:]), AcceptedAt: 1700000000000 + int64(i), VisibleAt: 1700000005000 + int64(i),
 			Attempts: i, Rev: int64(i + 1), Body: []byte("body-" + hex.EncodeToString(b[:]))}
 	}
+	if n > 1 {
+		// The largest body a send takes (127000 bytes) fits in one message.
+		out[1].Body = append(out[1].Body, make([]byte, 127000-len(out[1].Body))...)
+	}
 	out[0].DeadLetter = &store.DeadLetter{SourceQueue: "r-src", SourceQueueName: "src", Reason: store.ReasonRetriesExhausted, Attempts: 4, OriginalID: "orig", DeadLetteredAt: 1700000000001}
 	return out
 }

@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample conform-rabbitmq
 
 all: build
 
@@ -46,6 +46,11 @@ test: fmt vet
 ## conform: the conformance kit (HOST=url[,url...] TOKEN=t CAPABILITIES=doc to run it against another host)
 conform:
 	$(GO) run ./tools/conform $(if $(HOST),-host $(HOST)) $(if $(TOKEN),-token $(TOKEN)) $(if $(CAPABILITIES),-capabilities-doc $(CAPABILITIES))
+
+## conform-rabbitmq: the kit against an in-process host whose queues all use the RabbitMQ Offering
+## (the RabbitMQ at 127.0.0.1:5672, guest/guest, rabbitmqctl on this machine; one fresh vhost per feature group)
+conform-rabbitmq:
+	bash .ci/conform-rabbitmq $(ARGS)
 
 ## conform-cluster: the kit against three ACTIVE in-process hosts on one fresh PostgreSQL database
 ## (requests round-robin, every restart a rolling restart one host at a time; about 4 minutes)

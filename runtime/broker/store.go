@@ -897,3 +897,21 @@ func (s *Store) CountResources(ctx context.Context, space string) (int, error) {
 	list, err := s.Store.Resources(ctx, space, "")
 	return len(list), err
 }
+
+// Revision is the revision of the copy of a message this host holds (0
+// when it holds none): how many times its state was published. For tests
+// and for debugging.
+func (s *Store) Revision(queue, id string) int64 {
+	s.mu.Lock()
+	bq := s.queues[queue]
+	s.mu.Unlock()
+	if bq == nil {
+		return 0
+	}
+	bq.mu.Lock()
+	defer bq.mu.Unlock()
+	if e := bq.entries[id]; e != nil {
+		return e.cur.Rev
+	}
+	return 0
+}

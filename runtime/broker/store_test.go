@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,5 +129,74 @@ func TestStoreKeepsTheFormsStateOnTheBroker(t *testing.T) {
 	exists, n, ok, err := s3.Observe(ctx, uid)
 	if !ok || err != nil || !exists || n != 2 {
 		t.Fatalf("Observe: exists %v, count %d, ok %v, %v", exists, n, ok, err)
+	}
+}
+
+// TestStoreRefreshesAndAdopts: a copy held past RefreshAfter is
+// republished (RabbitMQ would close a channel whose delivery stays
+// unacknowledged past its consumer_timeout), with its state; a message
+// another producer put on the queue becomes a message of it.
+func TestStoreRefreshesAndAdopts(t *testing.T) {
+	u := rabbitURL(t)
+	ctx := context.Background()
+	d, err := rabbitmq.Open(ctx, rabbitmq.Config{URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := broker.New(store.NewMemory(), broker.Options{Drivers: map[string]broker.Driver{"rmq": d}, RefreshAfter: 300 * time.Millisecond})
+	defer s.Close()
+	uid := "r-" + time.Now().Format("150405.000000")
+	rec := queueRecord(uid)
+	if err := s.Apply(ctx, store.PutResource{Resource: rec}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Apply(ctx, store.DropQueue{Queue: uid}, store.DeleteResource{UID: uid})
+	var adopted []store.Message
+	var mu sync.Mutex
+	s.SetAdopter(func(q string, ms []store.Message) int { mu.Lock(); adopted = append(adopted, ms...); mu.Unlock(); return len(ms) })
+	if _, err := s.Messages(ctx, uid); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	if err := s.Apply(ctx, store.AcceptMessage{Message: store.Message{Queue: uid, ID: "m1", AcceptedAt: now, VisibleAt: now + 5000, Size: 3}, Body: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	// Another producer, without an envelope.
+	if err := d.Publish(ctx, broker.Queue{UID: uid, Name: broker.QueueName(rec)}, []broker.Envelope{{Body: []byte("from elsewhere")}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(adopted)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the foreign message was adopted %d times", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if adopted[0].Attempts != 0 || adopted[0].ID == "" || adopted[0].Size != len("from elsewhere") {
+		t.Fatalf("adopted %+v", adopted[0])
+	}
+	if r := s.Revision(uid, "m1"); r != 1 {
+		t.Fatalf("a new message's copy has revision %d", r)
+	}
+	time.Sleep(1500 * time.Millisecond) // several refreshes
+	if r := s.Revision(uid, "m1"); r < 3 {
+		t.Fatalf("after 1.5 s with RefreshAfter 300ms the copy has revision %d: it was not republished", r)
+	}
+	m, err := s.Message(ctx, uid, "m1")
+	if err != nil || m.VisibleAt != now+5000 || m.Attempts != 0 {
+		t.Fatalf("after refreshes: %+v, %v", m, err)
+	}
+	exists, n, _, err := s.Observe(ctx, uid)
+	if err != nil || !exists || n != 2 {
+		t.Fatalf("after refreshes the broker holds %d messages (exists %v, %v), want 2: the replaced copies were not acknowledged", n, exists, err)
+	}
+	if b, _ := s.Bodies(ctx, uid, []string{"m1", adopted[0].ID}); string(b[0]) != "one" || string(b[1]) != "from elsewhere" {
+		t.Fatalf("bodies after refreshes: %q", b)
 	}
 }

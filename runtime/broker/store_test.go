@@ -153,7 +153,12 @@ func TestStoreRefreshesAndAdopts(t *testing.T) {
 	defer s.Apply(ctx, store.DropQueue{Queue: uid}, store.DeleteResource{UID: uid})
 	var adopted []store.Message
 	var mu sync.Mutex
-	s.SetAdopter(func(q string, ms []store.Message) int { mu.Lock(); adopted = append(adopted, ms...); mu.Unlock(); return len(ms) })
+	s.SetAdopter(func(q string, ms []store.Message) int {
+		mu.Lock()
+		adopted = append(adopted, ms...)
+		mu.Unlock()
+		return len(ms)
+	})
 	if _, err := s.Messages(ctx, uid); err != nil {
 		t.Fatal(err)
 	}

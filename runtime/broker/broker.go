@@ -36,7 +36,9 @@ type Envelope struct {
 	// copies left by a crash in between are told apart (the higher wins).
 	Rev        int64
 	DeadLetter *store.DeadLetter
-	Body       []byte
+	// TraceParent is the send's trace context (store.Message.TraceParent).
+	TraceParent string
+	Body        []byte
 }
 
 // Delivery is one copy of a message received from the broker, with the

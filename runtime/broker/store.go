@@ -292,7 +292,7 @@ func (bq *bqueue) goneQueue() {
 
 func (e *entry) message(uid string) store.Message {
 	return store.Message{Queue: uid, ID: e.cur.ID, AcceptedAt: e.cur.AcceptedAt, VisibleAt: e.cur.VisibleAt,
-		Attempts: e.cur.Attempts, Lease: e.lease, Size: len(e.cur.Body), DeadLetter: e.cur.DeadLetter}
+		Attempts: e.cur.Attempts, Lease: e.lease, Size: len(e.cur.Body), DeadLetter: e.cur.DeadLetter, TraceParent: e.cur.TraceParent}
 }
 
 // change is the state one Apply leaves a broker message in.
@@ -400,7 +400,7 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 			}
 			c := get(bq, m.Message.ID)
 			c.env = Envelope{ID: m.Message.ID, AcceptedAt: m.Message.AcceptedAt, VisibleAt: m.Message.VisibleAt, Attempts: m.Message.Attempts,
-				DeadLetter: m.Message.DeadLetter, Body: append([]byte(nil), m.Body...), Rev: c.env.Rev}
+				DeadLetter: m.Message.DeadLetter, TraceParent: m.Message.TraceParent, Body: append([]byte(nil), m.Body...), Rev: c.env.Rev}
 			c.lease, c.removed, c.publish = m.Message.Lease, false, true
 		case store.DeliverMessages:
 			bq, err := s.queueFor(ctx, m.Queue)

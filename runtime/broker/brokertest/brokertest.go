@@ -115,6 +115,7 @@ func envs(n int) []broker.Envelope {
 		// The largest body a send takes (127000 bytes) fits in one message.
 		out[1].Body = append(out[1].Body, make([]byte, 127000-len(out[1].Body))...)
 	}
+	out[0].TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	out[0].DeadLetter = &store.DeadLetter{SourceQueue: "r-src", SourceQueueName: "src", Reason: store.ReasonRetriesExhausted, Attempts: 4, OriginalID: "orig", DeadLetteredAt: 1700000000001}
 	return out
 }
@@ -156,7 +157,7 @@ func publishDelivers(t *testing.T, h Harness) {
 		if !ok {
 			t.Fatalf("message %s not delivered", w.ID)
 		}
-		if g.Foreign || g.AcceptedAt != w.AcceptedAt || g.VisibleAt != w.VisibleAt || g.Attempts != w.Attempts || g.Rev != w.Rev || string(g.Body) != string(w.Body) {
+		if g.Foreign || g.TraceParent != w.TraceParent || g.AcceptedAt != w.AcceptedAt || g.VisibleAt != w.VisibleAt || g.Attempts != w.Attempts || g.Rev != w.Rev || string(g.Body) != string(w.Body) {
 			t.Errorf("delivered %+v, published %+v", g.Envelope, w)
 		}
 		if (g.DeadLetter == nil) != (w.DeadLetter == nil) || (w.DeadLetter != nil && *g.DeadLetter != *w.DeadLetter) {

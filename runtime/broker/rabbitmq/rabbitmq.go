@@ -51,11 +51,12 @@ type Config struct {
 // Header names of the envelope (broker.Envelope) on a message; the ID is
 // the AMQP message-id property.
 const (
-	HeaderAcceptedAt = "x-tako-accepted-at"
-	HeaderVisibleAt  = "x-tako-visible-at"
-	HeaderAttempts   = "x-tako-attempts"
-	HeaderRev        = "x-tako-rev"
-	HeaderDeadLetter = "x-tako-dead-letter"
+	HeaderAcceptedAt  = "x-tako-accepted-at"
+	HeaderVisibleAt   = "x-tako-visible-at"
+	HeaderAttempts    = "x-tako-attempts"
+	HeaderRev         = "x-tako-rev"
+	HeaderDeadLetter  = "x-tako-dead-letter"
+	HeaderTraceParent = "x-tako-traceparent"
 )
 
 // Driver is a connection to one RabbitMQ broker.
@@ -298,6 +299,9 @@ func encode(e broker.Envelope) amqp.Publishing {
 		b, _ := json.Marshal(e.DeadLetter)
 		h[HeaderDeadLetter] = string(b)
 	}
+	if e.TraceParent != "" {
+		h[HeaderTraceParent] = e.TraceParent
+	}
 	return amqp.Publishing{MessageId: e.ID, Headers: h, DeliveryMode: amqp.Persistent, Timestamp: time.UnixMilli(e.AcceptedAt), Body: e.Body}
 }
 
@@ -326,6 +330,7 @@ func decode(m amqp.Delivery) (broker.Envelope, bool) {
 		return broker.Envelope{ID: m.MessageId, Body: m.Body}, false
 	}
 	e := broker.Envelope{ID: m.MessageId, AcceptedAt: acc, VisibleAt: vis, Attempts: int(att), Rev: rev, Body: m.Body}
+	e.TraceParent, _ = m.Headers[HeaderTraceParent].(string)
 	if s, ok := m.Headers[HeaderDeadLetter].(string); ok {
 		var dl store.DeadLetter
 		if json.Unmarshal([]byte(s), &dl) == nil {

@@ -105,12 +105,7 @@ func (QueueForm) Observe(ctx context.Context, env *Env, r store.Resource, _ Look
 			if err != nil {
 				return nil, false
 			}
-			v := api.AtLeastOnceQueueObserved{QueueExists: &exists}
-			if exists {
-				v.MessageCount = &n
-			}
-			b, _ := json.Marshal(v)
-			return b, true
+			return queueObserved(exists, n), true
 		}
 	}
 	n, err := env.Engine.QueueStats(ctx, r.UID)
@@ -118,12 +113,16 @@ func (QueueForm) Observe(ctx context.Context, env *Env, r store.Resource, _ Look
 	if err != nil && !errors.Is(err, abi.ErrUnknownQueue) {
 		return nil, false
 	}
+	return queueObserved(exists, n), true
+}
+
+func queueObserved(exists bool, n int) json.RawMessage {
 	v := api.AtLeastOnceQueueObserved{QueueExists: &exists}
 	if exists {
 		v.MessageCount = &n
 	}
 	b, _ := json.Marshal(v)
-	return b, true
+	return b
 }
 
 // Rebuild adds every stored queue, in flight or not: a resumed create

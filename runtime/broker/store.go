@@ -337,6 +337,19 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 		return c
 	}
 	for _, mut := range muts {
+		// A message mutation of a broker queue is the broker's; of
+		// another queue, the inner store's.
+		var bq *bqueue
+		if uid, ok := messageQueue(mut); ok {
+			var err error
+			if bq, err = s.queueFor(ctx, uid); err != nil {
+				return err
+			}
+			if bq == nil {
+				rest = append(rest, mut)
+				continue
+			}
+		}
 		switch m := mut.(type) {
 		case store.PutResource:
 			if d := s.driverOf(m.Resource); d != nil {
@@ -366,14 +379,6 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 			// copies this host holds are acknowledged (those on their
 			// way back are when they arrive), then the broker purges
 			// what waits on it.
-			bq, err := s.queueFor(ctx, m.Queue)
-			if err != nil {
-				return err
-			}
-			if bq == nil {
-				rest = append(rest, m)
-				continue
-			}
 			bq.mu.Lock()
 			held := make([]string, 0, len(bq.entries))
 			for id := range bq.entries {
@@ -390,27 +395,11 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 				}
 			})
 		case store.AcceptMessage:
-			bq, err := s.queueFor(ctx, m.Message.Queue)
-			if err != nil {
-				return err
-			}
-			if bq == nil {
-				rest = append(rest, m)
-				continue
-			}
 			c := get(bq, m.Message.ID)
 			c.env = Envelope{ID: m.Message.ID, AcceptedAt: m.Message.AcceptedAt, VisibleAt: m.Message.VisibleAt, Attempts: m.Message.Attempts,
 				DeadLetter: m.Message.DeadLetter, TraceParent: m.Message.TraceParent, Body: append([]byte(nil), m.Body...), Rev: c.env.Rev}
 			c.lease, c.removed, c.publish = m.Message.Lease, false, true
 		case store.DeliverMessages:
-			bq, err := s.queueFor(ctx, m.Queue)
-			if err != nil {
-				return err
-			}
-			if bq == nil {
-				rest = append(rest, m)
-				continue
-			}
 			for _, id := range m.IDs {
 				if c := get(bq, id); (c.existed || c.publish) && !c.removed {
 					c.env.Attempts++
@@ -418,14 +407,6 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 				}
 			}
 		case store.RetryMessage:
-			bq, err := s.queueFor(ctx, m.Queue)
-			if err != nil {
-				return err
-			}
-			if bq == nil {
-				rest = append(rest, m)
-				continue
-			}
 			if c := get(bq, m.ID); (c.existed || c.publish) && !c.removed {
 				c.lease = ""
 				if c.env.VisibleAt != m.VisibleAt {
@@ -433,14 +414,6 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 				}
 			}
 		case store.RemoveMessages:
-			bq, err := s.queueFor(ctx, m.Queue)
-			if err != nil {
-				return err
-			}
-			if bq == nil {
-				rest = append(rest, m)
-				continue
-			}
 			for _, id := range m.IDs {
 				c := get(bq, id)
 				c.removed, c.publish = true, false
@@ -456,6 +429,23 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 		f()
 	}
 	return nil
+}
+
+// messageQueue is the queue a message mutation changes.
+func messageQueue(m store.Mutation) (string, bool) {
+	switch m := m.(type) {
+	case store.AcceptMessage:
+		return m.Message.Queue, true
+	case store.DeliverMessages:
+		return m.Queue, true
+	case store.RetryMessage:
+		return m.Queue, true
+	case store.RemoveMessages:
+		return m.Queue, true
+	case store.DropQueue:
+		return m.Queue, true
+	}
+	return "", false
 }
 
 // commit carries out the changes (see Apply).

@@ -157,7 +157,7 @@ func (c *Controller) FetchTarget(ctx context.Context, p *auth.Principal, space, 
 	if err != nil {
 		return nil, err
 	}
-	wsp, err := decodeSpec[api.ModuleWorkerSpec](w.Spec)
+	wsp, err := c.env.Versions.workerSpec(w)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample conform-rabbitmq
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample conform-rabbitmq bench-cpu
 
 all: build
 
@@ -73,6 +73,15 @@ bench-quick:
 	@mkdir -p bin
 	$(GO) run ./tools/bench -quick -only isolation,miniflare -out bin/BENCHMARKS-quick.md
 	@sed -n '/^## Targets/,/^## /p' bin/BENCHMARKS-quick.md | sed '$$d'
+
+## bench-cpu: the host's own CPU per single fetch-that-sends (tools/reqcpu: hosts in child processes, the load
+## generator apart), in process and sandboxed; BASE=ref also builds ref and runs its hosts interleaved, as this ÷ base;
+## FLAGS="-rounds 3 -n 1000" and the like go to tools/reqcpu
+bench-cpu:
+	@mkdir -p bin
+	$(GO) build -o bin/reqcpu ./tools/reqcpu
+	$(if $(BASE),rm -rf bin/reqcpu-base-src && mkdir -p bin/reqcpu-base-src && git archive $(BASE) | tar -x -C bin/reqcpu-base-src && rm -rf bin/reqcpu-base-src/tools/reqcpu && cp -r tools/reqcpu bin/reqcpu-base-src/tools/ && cd bin/reqcpu-base-src && $(GO) build -o ../reqcpu-base ./tools/reqcpu)
+	bin/reqcpu $(if $(BASE),-base bin/reqcpu-base) -profile bin/reqcpu-profiles $(FLAGS)
 
 ## torture: long crash and fault torture runs, then the independent checker (tools/jepsen): a 3-minute
 ## fault-free control and a 5-minute fault run on three active hosts

@@ -7,7 +7,8 @@
 // its CPU per request includes the closed-loop HTTP clients (about half of
 // it). Here each host (one with worker code in the host process, one
 // sandboxed) is a child process of its own, started from this binary, and
-// its CPU is read from /proc: utime+stime of the host and of every process
+// its CPU is read from /proc (in USER_HZ ticks of 10 ms: -n 1000 resolves
+// 10 µs per request): utime+stime of the host and of every process
 // below it (the sandboxes), live or reaped, before and after N requests.
 // The load generator's CPU is this process's getrusage over the same
 // requests, reported beside it.
@@ -18,6 +19,7 @@
 // each host (net/http/pprof in the child) under the same load.
 //
 //	go run ./tools/reqcpu -rounds 5 -n 4000 -clients 8 -profile bin/prof
+//	make bench-cpu BASE=main   # this tree against main, interleaved
 package main
 
 import (

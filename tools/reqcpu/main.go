@@ -53,16 +53,13 @@ import (
 // worker's fetch handler sends one message of ?size= bytes and answers "1"
 // once the send is durable.
 const worker = `
-const bodies = {};
-function body(n) {
-  let b = bodies[n];
-  if (b === undefined) { b = "x".repeat(n); bodies[n] = b; }
-  return b;
-}
+const cache = new Map();
 export default {
-  async fetch(request, env, ctx) {
-    const u = new URL(request.url);
-    await env.Q.send(body(Number(u.searchParams.get("size") || "100")));
+  async fetch(request, env) {
+    const n = Number(new URL(request.url).searchParams.get("size") || "100");
+    let b = cache.get(n);
+    if (b === undefined) cache.set(n, b = "x".repeat(n));
+    await env.Q.send(b);
     return new Response("1");
   },
 };

@@ -18,7 +18,11 @@ import (
 // handler in the delivery engine.
 type ConsumerForm struct{}
 
-var _ Form = ConsumerForm{}
+var (
+	_ Form           = ConsumerForm{}
+	_ EngineConsumer = ConsumerForm{}
+	_ QueueAuthority = ConsumerForm{}
+)
 
 func (ConsumerForm) URL() string         { return schemas.FormQueueConsumer }
 func (ConsumerForm) Name() string        { return "QueueConsumer 0.3.0" }
@@ -263,6 +267,35 @@ func (ConsumerForm) Rebuild(ctx context.Context, env *Env, r store.Resource, pen
 		return err
 	}
 	return env.Engine.Attach(ctx, cfg)
+}
+
+// ConsumerConfig: a QueueConsumer is a consumer of the engine
+// (EngineConsumer).
+func (ConsumerForm) ConsumerConfig(r store.Resource) (delivery.ConsumerConfig, error) {
+	return consumerConfigOf(r)
+}
+
+// QueueClaims: creating a consumer makes its worker read and settle the
+// queue; giving it another dead-letter queue makes it move messages there.
+func (ConsumerForm) QueueClaims(_ context.Context, _ *Space, prev *store.Resource, spec []byte) ([]QueueClaim, error) {
+	cs, err := decodeSpec[api.QueueConsumerSpec](spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueClaim
+	if prev == nil {
+		out = append(out, QueueClaim{ptrConsumerQueue, "the consumer's worker would read and settle this queue's messages: editor on the queue is required", []string{cs.Queue.ResourceUid}})
+	}
+	oldDLQ := ""
+	if prev != nil {
+		if ps, err := decodeSpec[api.QueueConsumerSpec](prev.Spec); err == nil && ps.DeadLetterQueue != nil {
+			oldDLQ = ps.DeadLetterQueue.ResourceUid
+		}
+	}
+	if cs.DeadLetterQueue != nil && cs.DeadLetterQueue.ResourceUid != oldDLQ {
+		out = append(out, QueueClaim{ptrConsumerDLQ, "the consumer would move messages into this queue: editor on the queue is required", []string{cs.DeadLetterQueue.ResourceUid}})
+	}
+	return out, nil
 }
 
 func consumerConfigOf(r store.Resource) (delivery.ConsumerConfig, error) {

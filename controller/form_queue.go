@@ -23,7 +23,10 @@ type QueueForm struct {
 	Default string
 }
 
-var _ Form = QueueForm{}
+var (
+	_ Form        = QueueForm{}
+	_ EngineQueue = QueueForm{}
+)
 
 func (QueueForm) URL() string  { return schemas.FormAtLeastOnceQueue }
 func (QueueForm) Name() string { return "AtLeastOnceQueue 0.2.0" }
@@ -134,6 +137,9 @@ func (QueueForm) Rebuild(ctx context.Context, env *Env, r store.Resource, _ stri
 	}
 	return env.Engine.AddQueue(ctx, cfg)
 }
+
+// QueueConfig: an AtLeastOnceQueue is a queue of the engine (EngineQueue).
+func (QueueForm) QueueConfig(r store.Resource) (delivery.QueueConfig, error) { return queueConfigOf(r) }
 
 func queueConfigOf(r store.Resource) (delivery.QueueConfig, error) {
 	sp, err := decodeSpec[api.AtLeastOnceQueueSpec](r.Spec)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // ErrNoVersion: the worker selects no version (or it is gone).
@@ -66,7 +64,7 @@ func (vs *Versions) workerSpec(w store.Resource) (api.ModuleWorkerSpec, error) {
 	if ok && bytes.Equal(c.spec, w.Spec) {
 		return c.sp, nil
 	}
-	sp, err := decodeSpec[api.ModuleWorkerSpec](w.Spec)
+	sp, err := workerSpecOf(w) // refuses a resource that is not a ModuleWorker
 	if err != nil {
 		return sp, err
 	}
@@ -86,9 +84,6 @@ func (vs *Versions) Selected(ctx context.Context, workerUID string) (*abi.Versio
 	w, err := vs.st.Resource(ctx, workerUID)
 	if err != nil {
 		return nil, nil, err
-	}
-	if w.FormURL != schemas.FormModuleWorker {
-		return nil, nil, fmt.Errorf("controller: %s is not a ModuleWorker", workerUID)
 	}
 	sp, err := vs.workerSpec(w)
 	if err != nil {

@@ -58,6 +58,7 @@ type Host struct {
 	rt         Runtime
 	versions   *controller.Versions // shared by the fetch route and the engine's resolver
 	ctl        *controller.Controller
+	forms      *controller.Registry // the Forms served; the controller's, and asked which Forms the engine holds
 	srv        *server.Server
 	// tracing exports spans over OTLP (Config.Tracing); nil when off.
 	tracing *telemetry.Tracing
@@ -270,6 +271,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
+	h.forms = controller.Builtin()
 	h.invocations = newInvocations(time.Now)
 	h.history = newHistory()
 	events := newDeliveryEvents(h)
@@ -306,7 +308,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("delivery engine", h.eng)
 	ctlOpts := controller.Options{
-		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
+		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions, Forms: h.forms,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
 		ObservationPaused: observationPaused(cfg.Faults), History: h.history.QueueHistory,
 		// The publish extension sends as the producer Binding does: the

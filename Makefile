@@ -12,9 +12,9 @@ PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
 all: build
 
-## generate: regenerate gen/ and features/COVERAGE.md from spec/, schemas/ and features/ (byte for byte)
+## generate: regenerate gen/, the console's Form list and features/COVERAGE.md from spec/, schemas/ and features/ (byte for byte)
 generate:
-	$(GO) run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json
+	$(GO) run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json -forms-go gen/api/forms.gen.go -forms-ts console/web/src/forms.gen.ts
 	$(GO) tool oapi-codegen -config spec/oapi-codegen.yaml gen/api/openapi.json
 	@if [ -d tools/coverage ]; then $(GO) run ./tools/coverage; fi
 
@@ -112,10 +112,10 @@ mutate-model:
 mutate-sample:
 	$(GO) run ./tools/mutsample $(if $(SEED),-seed $(SEED)) $(if $(N),-n $(N)) $(if $(COVER),-cover-profile $(COVER))
 
-## check-generated: fail when `make generate` would change gen/ or features/COVERAGE.md
+## check-generated: fail when `make generate` would change gen/, features/COVERAGE.md or the console's Form list
 check-generated: generate
-	git diff --exit-code -- gen features/COVERAGE.md
-	@test -z "$$(git status --porcelain -- gen features/COVERAGE.md)" || { git status --porcelain -- gen features/COVERAGE.md; echo "untracked generated files"; exit 1; }
+	git diff --exit-code -- gen features/COVERAGE.md console/web/src/forms.gen.ts
+	@test -z "$$(git status --porcelain -- gen features/COVERAGE.md console/web/src/forms.gen.ts)" || { git status --porcelain -- gen features/COVERAGE.md console/web/src/forms.gen.ts; echo "untracked generated files"; exit 1; }
 
 ## console: rebuild the web console's committed assets (console/dist) from console/web with esbuild's Go API (no Node.js)
 console:

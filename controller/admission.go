@@ -1,7 +1,7 @@
 package controller
 
 import (
-	"context"
+	"context" // mutate:observed-before-observing-2
 	"errors"
 	"fmt"
 	"strings"
@@ -96,7 +96,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 	now := c.now().UTC()
 	rec := store.Resource{
 		UID: newID("r-"), Space: space, Name: req.Name, FormURL: f.URL(), Offering: offering,
-		Spec: spec, Observed: emptyObject, State: store.StateCreating,
+		Spec: spec, Observed: emptyObject, State: store.StateCreating, // mutate:observed-before-observing-1
 		Generation: 1, ETag: etagOf(1, spec), CreateTime: now, UpdateTime: now, Creator: p.ID,
 	}
 	prepErr := f.Prepare(ctx, c.env, &rec, req.PrivateInputs)
@@ -188,7 +188,7 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 	if err := c.checkQueueAuthority(ctx, sp, f, &cur, spec); err != nil {
 		return store.Operation{}, false, err
 	}
-	next := cur
+	next := cur // mutate:update-before-checks
 	next.Spec = spec
 	if err := f.Admit(ctx, sp, next, true); err != nil {
 		return store.Operation{}, false, err
@@ -241,7 +241,7 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 	if err != nil {
 		return store.Operation{}, false, err
 	}
-	if len(deps) > 0 {
+	if len(deps) > 0 { // mutate:unselected-version-binding
 		pr := problem.Conflict(problem.CodeDependencyConflict, "resources still reference this one; delete them first (nothing is deleted in cascade)")
 		for _, d := range deps {
 			r := d.Resource
@@ -322,7 +322,7 @@ func (c *Controller) checkReferences(ctx context.Context, sp *Space, f Form, spe
 	}
 	var denied *problem.Problem
 	for _, rf := range refs {
-		if !sp.principal.Can(sp.name, rf.FormURL, auth.Read) {
+		if !sp.principal.Can(sp.name, rf.FormURL, auth.Read) { // mutate:reference-read-permission
 			if denied == nil {
 				denied = problem.Forbidden("a reference grants no permission: the principal may not read the referenced resource's Form")
 			}
@@ -445,7 +445,7 @@ func (c *Controller) replay(ctx context.Context, ir Idempotency) (*store.Operati
 	if err != nil {
 		return nil, problem.Unavailable(err)
 	}
-	if rec.Fingerprint != ir.Fingerprint {
+	if rec.Fingerprint != ir.Fingerprint { // mutate:idempotency-fingerprint
 		return nil, problem.Unprocessable(problem.CodeIdempotencyKeyReuse, "this Idempotency-Key was used for a different request body")
 	}
 	op, err := c.st.Operation(ctx, rec.OperationID)

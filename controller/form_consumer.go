@@ -62,7 +62,7 @@ func (ConsumerForm) CheckUpdate(cur store.Resource, spec, _ []byte) error {
 		return errors.Join(err1, err2)
 	}
 	var p *problem.Problem
-	if old.Queue.ResourceUid != nw.Queue.ResourceUid {
+	if old.Queue.ResourceUid != nw.Queue.ResourceUid { // mutate:queue-immutable
 		p = problem.Unprocessable(problem.CodeInvalidSpec, "queue and worker are immutable: delete the consumer and create a new one")
 		p.WithPointer("/spec/queue", "queue cannot change")
 	}
@@ -80,7 +80,7 @@ func (ConsumerForm) CheckUpdate(cur store.Resource, spec, _ []byte) error {
 
 // Admit: one consumer per queue, the worker provides queue, no dead-letter
 // cycle.
-func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ bool) error {
+func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ bool) error { // mutate:dlq-cycle-2-update-1
 	spec, err := decodeSpec[api.QueueConsumerSpec](rec.Spec)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ 
 		return err
 	}
 	for _, u := range users {
-		if u.Resource.FormURL == schemas.FormQueueConsumer && u.Via(ptrConsumerQueue) {
+		if u.Resource.FormURL == schemas.FormQueueConsumer && u.Via(ptrConsumerQueue) { // mutate:second-consumer
 			return problem.Conflict(problem.CodeConsumerConflict, "the queue already has a consumer (%s); a queue has at most one", u.Resource.UID).
 				WithPointer(ptrConsumerQueue, "this queue already has a QueueConsumer")
 		}
@@ -104,7 +104,7 @@ func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ 
 		if err != nil {
 			return err
 		}
-		if path != nil {
+		if path != nil { // mutate:dlq-cycle-2-update-2
 			return problem.Unprocessable(problem.CodeDeadLetterCycle, "the dead-letter queues would form a cycle: %s", strings.Join(path, " -> ")).
 				WithPointer(ptrConsumerDLQ, "dead-lettering into this queue leads back to the consumer's own queue")
 		}
@@ -161,7 +161,7 @@ func deadLetterCycle(ctx context.Context, sp *Space, q, dlq string) ([]string, e
 		}
 		return false, nil
 	}
-	ok, err := walk(q)
+	ok, err := walk(q) // mutate:dlq-cycle-long
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (s sender) Send(ctx context.Context, creator, space, queueUID string, msgs 
 		form = q.FormURL
 	}
 	p, ok := s.h.principals.Creator(creator)
-	if !ok || !p.Can(space, form, auth.Write) {
+	if !ok || !p.Can(space, form, auth.Write) { // mutate:send-authorised-at-call
 		return nil, fmt.Errorf("%w: the version's creator may not send to %s resources in space %q", abi.ErrBackendUnavailable, forms.Name(form), space)
 	}
 	if inv, ok := abi.Invoker(ctx); ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/startstop"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -192,9 +193,9 @@ type Controller struct {
 	obs  observer // see observe.go
 	refs refIndex // see refindex.go
 
-	baseCtx context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// The observer, the reconciler and the Operations driven in the
+	// background run on the Base's goroutines: Stop ends and awaits them.
+	life    startstop.Base
 	started bool
 }
 
@@ -236,7 +237,6 @@ func New(opts Options) (*Controller, error) {
 		driving: map[string]bool{}, retry: map[string]bool{},
 	}
 	c.obs.gone = c.env.forgetSpec
-	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -249,28 +249,9 @@ func (c *Controller) Versions() *Versions { return c.env.Versions }
 // Stop stops the observer and the reconciler and waits for Operations
 // being driven to return (an Operation cut short stays journaled and
 // resumes on the next start). ctx bounds the wait.
-func (c *Controller) Stop(ctx context.Context) error {
-	c.cancel()
-	done := make(chan struct{})
-	go func() {
-		c.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (c *Controller) Stop(ctx context.Context) error { return c.life.Stop(ctx) }
 
-func (c *Controller) goBackground(f func(ctx context.Context)) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f(c.baseCtx)
-	}()
-}
+func (c *Controller) goBackground(f func(ctx context.Context)) { c.life.Go(f) }
 
 // keyLocks is a lock per key (a space, a resource UID), kept while used.
 type keyLocks struct {

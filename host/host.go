@@ -23,6 +23,7 @@ import (
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/runtime/sandbox"
+	"github.com/takoform/queuehost/runtime/startstop"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/server"
@@ -223,7 +224,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.principals = auth.NewRegistry(pcfg, filepath.Join(cfg.DataDir, auth.ConfigFile))
 	}
 
-	h.parts.add("store", storePart{close: h.st.Close})
+	h.parts.add("store", startstop.Closer(h.st.Close))
 	if cfg.DataDir == MemoryDataDir {
 		h.logs = js.NewLogBook(0)
 	} else if h.logs, err = js.OpenLogBook(logsDir, 0); err != nil {
@@ -375,15 +376,13 @@ func (h *Host) ready() error {
 // history stays bounded (see store.Store.ExpireRecords).
 type expiry struct {
 	h *Host
-	periodic
+	startstop.Base
 }
 
 func (e *expiry) Start(context.Context) error {
-	e.start(ExpiryInterval, true, e.sweep)
+	e.Every(ExpiryInterval, true, e.sweep)
 	return nil
 }
-
-func (e *expiry) Stop(ctx context.Context) error { return e.halt(ctx) }
 
 func (e *expiry) sweep(ctx context.Context) {
 	n, err := e.h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))

@@ -5,10 +5,12 @@
 package loadprobe
 
 import (
+	"context"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/takoform/queuehost/runtime/startstop"
 )
 
 // Heap samples the Go heap in use (runtime.MemStats.HeapInuse) every
@@ -36,23 +38,7 @@ func Heap(every time.Duration) (stop func() (base, peak uint64)) {
 // Every runs probe every interval, in a goroutine, until stop is called;
 // stop returns once the probe running then has returned.
 func Every(every time.Duration, probe func()) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(every):
-			}
-			probe()
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
-	}
+	var b startstop.Base
+	b.Every(every, false, func(context.Context) { probe() })
+	return func() { _ = b.Stop(context.Background()) }
 }

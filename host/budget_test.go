@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/internal/loadprobe"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 // fetchWorker creates a ModuleWorker with a fetch handler of code in

@@ -7,7 +7,7 @@
 //
 // It imports only the contract's generated code (gen/api), never the
 // reference host's rules: it is the part of a test of another host that
-// this host's tests share (tests/apiclient wraps it), so the two cannot
+// this host's tests share (internal/apiclient wraps it), so the two cannot
 // drift. The wire types are the contract's: Problem is gen/api's, and an
 // Operation ends (Terminal) when it succeeded or failed; reconciling is
 // unresolved (spec/host-api.md §Operations: a reconciling Operation answers

@@ -3,7 +3,7 @@ package steps
 import "github.com/takoform/queuehost/features/hostapi"
 
 // The kit's Host API client and Operation checks live in features/hostapi,
-// which the host's own tests build on too (tests/apiclient); the steps
+// which the host's own tests build on too (internal/apiclient); the steps
 // name them as before.
 type (
 	Client       = hostapi.Client

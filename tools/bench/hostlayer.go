@@ -10,7 +10,7 @@ import (
 
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/host"
-	"github.com/takoform/queuehost/tests/apiclient"
+	"github.com/takoform/queuehost/internal/apiclient"
 )
 
 const (
@@ -21,7 +21,7 @@ const (
 	benchSpace   = "bench"
 )
 
-// apiClient is the benchmark's Host API client: tests/apiclient with
+// apiClient is the benchmark's Host API client: internal/apiclient with
 // keep-alive connections for conns clients.
 type apiClient struct{ *apiclient.Client }
 

@@ -272,7 +272,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
-	h.forms = controller.Builtin()
+	h.forms = controller.BuiltinWith(queueForm(cfg, h.brokers))
 	h.invocations = newInvocations(time.Now)
 	h.history = newHistory()
 	events := newDeliveryEvents(h)
@@ -316,7 +316,6 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// engine's send (sendRemote for a queue another host of a cluster
 		// owns).
 		Sender: h.eng,
-		Forms:  controller.BuiltinWith(queueForm(cfg, h.brokers)),
 	}
 	if h.brokers != nil {
 		ctlOpts.ExternalQueues = h.brokers

@@ -46,8 +46,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/takoform/queuehost/host"
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/runtime/sandbox"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 // worker's fetch handler sends one message of ?size= bytes and answers "1"

@@ -8,13 +8,13 @@ PKGS    := ./...
 # torture starts a private server of its own instead, -pg-private, so that it can restart it).
 PGSERVER ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample
+.PHONY: all generate typescript build run test conform conform-cluster bench bench-quick torture fuzz vet fmt check-generated console console-vendor console-test console-screenshots console-scale check-console mutate-model conform-miniflare mutate-sample conform-rabbitmq bench-cpu
 
 all: build
 
-## generate: regenerate gen/ and features/COVERAGE.md from spec/, schemas/ and features/ (byte for byte)
+## generate: regenerate gen/, the console's Form list and features/COVERAGE.md from spec/, schemas/ and features/ (byte for byte)
 generate:
-	$(GO) run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json
+	$(GO) run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json -forms-go gen/api/forms.gen.go -forms-ts console/web/src/forms.gen.ts
 	$(GO) tool oapi-codegen -config spec/oapi-codegen.yaml gen/api/openapi.json
 	@if [ -d tools/coverage ]; then $(GO) run ./tools/coverage; fi
 
@@ -47,6 +47,11 @@ test: fmt vet
 conform:
 	$(GO) run ./tools/conform $(if $(HOST),-host $(HOST)) $(if $(TOKEN),-token $(TOKEN)) $(if $(CAPABILITIES),-capabilities-doc $(CAPABILITIES))
 
+## conform-rabbitmq: the kit against an in-process host whose queues all use the RabbitMQ Offering
+## (the RabbitMQ at 127.0.0.1:5672, guest/guest, rabbitmqctl on this machine; one fresh vhost per feature group)
+conform-rabbitmq:
+	bash .ci/conform-rabbitmq $(ARGS)
+
 ## conform-cluster: the kit against three ACTIVE in-process hosts on one fresh PostgreSQL database
 ## (requests round-robin, every restart a rolling restart one host at a time; about 4 minutes)
 conform-cluster:
@@ -68,6 +73,15 @@ bench-quick:
 	@mkdir -p bin
 	$(GO) run ./tools/bench -quick -only isolation,miniflare -out bin/BENCHMARKS-quick.md
 	@sed -n '/^## Targets/,/^## /p' bin/BENCHMARKS-quick.md | sed '$$d'
+
+## bench-cpu: the host's own CPU per single fetch-that-sends (tools/reqcpu: hosts in child processes, the load
+## generator apart), in process and sandboxed; BASE=ref also builds ref and runs its hosts interleaved, as this ÷ base;
+## FLAGS="-rounds 3 -n 1000" and the like go to tools/reqcpu
+bench-cpu:
+	@mkdir -p bin
+	$(GO) build -o bin/reqcpu ./tools/reqcpu
+	$(if $(BASE),rm -rf bin/reqcpu-base-src && mkdir -p bin/reqcpu-base-src && git archive $(BASE) | tar -x -C bin/reqcpu-base-src && rm -rf bin/reqcpu-base-src/tools/reqcpu && cp -r tools/reqcpu bin/reqcpu-base-src/tools/ && cd bin/reqcpu-base-src && $(GO) build -o ../reqcpu-base ./tools/reqcpu)
+	bin/reqcpu $(if $(BASE),-base bin/reqcpu-base) -profile bin/reqcpu-profiles $(FLAGS)
 
 ## torture: long crash and fault torture runs, then the independent checker (tools/jepsen): a 3-minute
 ## fault-free control and a 5-minute fault run on three active hosts
@@ -98,10 +112,10 @@ mutate-model:
 mutate-sample:
 	$(GO) run ./tools/mutsample $(if $(SEED),-seed $(SEED)) $(if $(N),-n $(N)) $(if $(COVER),-cover-profile $(COVER))
 
-## check-generated: fail when `make generate` would change gen/ or features/COVERAGE.md
+## check-generated: fail when `make generate` would change gen/, features/COVERAGE.md or the console's Form list
 check-generated: generate
-	git diff --exit-code -- gen features/COVERAGE.md
-	@test -z "$$(git status --porcelain -- gen features/COVERAGE.md)" || { git status --porcelain -- gen features/COVERAGE.md; echo "untracked generated files"; exit 1; }
+	git diff --exit-code -- gen features/COVERAGE.md console/web/src/forms.gen.ts
+	@test -z "$$(git status --porcelain -- gen features/COVERAGE.md console/web/src/forms.gen.ts)" || { git status --porcelain -- gen features/COVERAGE.md console/web/src/forms.gen.ts; echo "untracked generated files"; exit 1; }
 
 ## console: rebuild the web console's committed assets (console/dist) from console/web with esbuild's Go API (no Node.js)
 console:

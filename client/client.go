@@ -57,7 +57,7 @@ const (
 
 // FormAtLeastOnceQueue is the Form URL of the queues this client publishes
 // to.
-const FormAtLeastOnceQueue = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
+const FormAtLeastOnceQueue = api.FormAtLeastOnceQueue
 
 // Client talks to one space of a host.
 type Client struct {

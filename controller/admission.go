@@ -1,13 +1,12 @@
 package controller
 
 import (
-	"context"
+	"context" // mutate:observed-before-observing-2
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/takoform/queuehost/auth"
-	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
@@ -97,7 +96,7 @@ func (c *Controller) Create(ctx context.Context, req CreateRequest) (op store.Op
 	now := c.now().UTC()
 	rec := store.Resource{
 		UID: newID("r-"), Space: space, Name: req.Name, FormURL: f.URL(), Offering: offering,
-		Spec: spec, Observed: emptyObject, State: store.StateCreating,
+		Spec: spec, Observed: emptyObject, State: store.StateCreating, // mutate:observed-before-observing-1
 		Generation: 1, ETag: etagOf(1, spec), CreateTime: now, UpdateTime: now, Creator: p.ID,
 	}
 	prepErr := f.Prepare(ctx, c.env, &rec, req.PrivateInputs)
@@ -189,7 +188,7 @@ func (c *Controller) Update(ctx context.Context, req UpdateRequest) (store.Opera
 	if err := c.checkQueueAuthority(ctx, sp, f, &cur, spec); err != nil {
 		return store.Operation{}, false, err
 	}
-	next := cur
+	next := cur // mutate:update-before-checks
 	next.Spec = spec
 	if err := f.Admit(ctx, sp, next, true); err != nil {
 		return store.Operation{}, false, err
@@ -242,7 +241,7 @@ func (c *Controller) Delete(ctx context.Context, req DeleteRequest) (store.Opera
 	if err != nil {
 		return store.Operation{}, false, err
 	}
-	if len(deps) > 0 {
+	if len(deps) > 0 { // mutate:unselected-version-binding
 		pr := problem.Conflict(problem.CodeDependencyConflict, "resources still reference this one; delete them first (nothing is deleted in cascade)")
 		for _, d := range deps {
 			r := d.Resource
@@ -323,7 +322,7 @@ func (c *Controller) checkReferences(ctx context.Context, sp *Space, f Form, spe
 	}
 	var denied *problem.Problem
 	for _, rf := range refs {
-		if !sp.principal.Can(sp.name, rf.FormURL, auth.Read) {
+		if !sp.principal.Can(sp.name, rf.FormURL, auth.Read) { // mutate:reference-read-permission
 			if denied == nil {
 				denied = problem.Forbidden("a reference grants no permission: the principal may not read the referenced resource's Form")
 			}
@@ -336,133 +335,78 @@ func (c *Controller) checkReferences(ctx context.Context, sp *Space, f Form, spe
 	return nil
 }
 
-// checkQueueAuthority is the rest of step 8: code that a QueueConsumer
-// runs on a queue's messages reads them and settles them (an
-// acknowledgement deletes a message, a retry can move it to the
-// dead-letter queue), so whoever decides what that code is needs editor on
-// AtLeastOnceQueue in the space, for every queue the consumer reads or
-// dead-letters into (spec/host-api.md §Authentication and authorisation):
-// creating a QueueConsumer or giving one another dead-letter queue,
-// creating a WorkerVersion of a worker a QueueConsumer feeds, and
-// selecting another version of such a worker. prev is the stored record on an update, nil on a create.
+// checkQueueAuthority is the rest of step 8: code that a consumer runs on
+// a queue's messages reads them and settles them (an acknowledgement
+// deletes a message, a retry can move it to the dead-letter queue), so
+// whoever decides what that code is needs editor on the queues it reads or
+// dead-letters into (spec/host-api.md §Authentication and authorisation).
+// Which changes decide it is each Form's rule (QueueAuthority: creating a
+// QueueConsumer or giving one another dead-letter queue, creating a
+// WorkerVersion of a worker a consumer feeds, selecting another version of
+// such a worker). prev is the stored record on an update, nil on a create.
 func (c *Controller) checkQueueAuthority(ctx context.Context, sp *Space, f Form, prev *store.Resource, spec []byte) error {
+	qa, ok := f.(QueueAuthority)
+	if !ok {
+		return nil
+	}
+	claims, err := qa.QueueClaims(ctx, sp, prev, spec)
+	if err != nil {
+		return err
+	}
 	var denied *problem.Problem
-	deny := func(pointer, why string) {
+	for _, cl := range claims {
+		if sp.mayEdit(ctx, cl.Queues) {
+			continue
+		}
 		if denied == nil {
-			denied = problem.Forbidden("changing the code that consumes a queue needs editor on %s for the queues it consumes", c.forms.Name(schemas.FormAtLeastOnceQueue))
+			denied = problem.Forbidden("changing the code that consumes a queue needs editor on %s for the queues it consumes", c.forms.Name(c.forms.DefaultQueue()))
 		}
-		denied.WithPointer(pointer, why)
-	}
-	// consumed lists the queues (consumed and dead-letter) of the
-	// consumers that feed worker.
-	consumed := func(worker string) ([]string, error) {
-		users, err := sp.ReferencedBy(ctx, worker)
-		if err != nil {
-			return nil, err
-		}
-		var qs []string
-		for _, u := range users {
-			if u.Resource.FormURL != schemas.FormQueueConsumer {
-				continue
-			}
-			cs, err := decodeSpec[api.QueueConsumerSpec](u.Resource.Spec)
-			if err != nil {
-				return nil, err
-			}
-			qs = append(qs, cs.Queue.ResourceUid)
-			if cs.DeadLetterQueue != nil {
-				qs = append(qs, cs.DeadLetterQueue.ResourceUid)
-			}
-		}
-		return qs, nil
-	}
-	mayEdit := func(queues []string) bool {
-		for _, q := range queues {
-			r, ok, err := sp.Get(ctx, q)
-			form := schemas.FormAtLeastOnceQueue
-			if err == nil && ok {
-				form = r.FormURL
-			}
-			if !sp.principal.Can(sp.name, form, auth.Write) {
-				return false
-			}
-		}
-		return true
-	}
-	switch f.URL() {
-	case schemas.FormQueueConsumer:
-		cs, err := decodeSpec[api.QueueConsumerSpec](spec)
-		if err != nil {
-			return err
-		}
-		if prev == nil && !mayEdit([]string{cs.Queue.ResourceUid}) {
-			deny(ptrConsumerQueue, "the consumer's worker would read and settle this queue's messages: editor on the queue is required")
-		}
-		oldDLQ := ""
-		if prev != nil {
-			if ps, err := decodeSpec[api.QueueConsumerSpec](prev.Spec); err == nil && ps.DeadLetterQueue != nil {
-				oldDLQ = ps.DeadLetterQueue.ResourceUid
-			}
-		}
-		if cs.DeadLetterQueue != nil && cs.DeadLetterQueue.ResourceUid != oldDLQ && !mayEdit([]string{cs.DeadLetterQueue.ResourceUid}) {
-			deny(ptrConsumerDLQ, "the consumer would move messages into this queue: editor on the queue is required")
-		}
-	case schemas.FormPullConsumer:
-		// Whoever creates a pull consumer lets its consumer grants read
-		// and settle the queue's messages (spec/peers.md §Pull consumers).
-		q, dlq, err := consumerQueues(f.URL(), spec)
-		if err != nil {
-			return err
-		}
-		if prev == nil && !mayEdit([]string{q}) {
-			deny(ptrConsumerQueue, "the pull consumer's applications would read and settle this queue's messages: editor on the queue is required")
-		}
-		oldDLQ := ""
-		if prev != nil {
-			_, oldDLQ, _ = consumerQueues(f.URL(), prev.Spec)
-		}
-		if dlq != "" && dlq != oldDLQ && !mayEdit([]string{dlq}) {
-			deny(ptrConsumerDLQ, "the pull consumer would move messages into this queue: editor on the queue is required")
-		}
-	case schemas.FormWorkerVersion:
-		vs, err := decodeSpec[api.WorkerVersionSpec](spec)
-		if err != nil {
-			return err
-		}
-		qs, err := consumed(vs.Worker.ResourceUid)
-		if err != nil {
-			return err
-		}
-		if !mayEdit(qs) {
-			deny("/spec/worker/resourceUid", "a QueueConsumer feeds this worker: a version of it may run on the queue's messages, so editor on the queues it consumes is required")
-		}
-	case schemas.FormModuleWorker:
-		if prev == nil {
-			return nil // a new worker has no consumer yet
-		}
-		nw, err := decodeSpec[api.ModuleWorkerSpec](spec)
-		if err != nil {
-			return err
-		}
-		old, err := decodeSpec[api.ModuleWorkerSpec](prev.Spec)
-		if err != nil {
-			return err
-		}
-		if nw.Version == nil || (old.Version != nil && old.Version.ResourceUid == nw.Version.ResourceUid) {
-			return nil // the code does not change
-		}
-		qs, err := consumed(sp.Self())
-		if err != nil {
-			return err
-		}
-		if !mayEdit(qs) {
-			deny("/spec/version/resourceUid", "a QueueConsumer feeds this worker: selecting another version changes the code that runs on the queue's messages, so editor on the queues it consumes is required")
-		}
+		denied.WithPointer(cl.Pointer, cl.Why)
 	}
 	if denied != nil {
 		return denied
 	}
 	return nil
+}
+
+// mayEdit reports whether the principal may write every queue of queues
+// (one that does not exist is judged by the queue Form's grant).
+func (sp *Space) mayEdit(ctx context.Context, queues []string) bool {
+	for _, q := range queues {
+		r, ok, err := sp.Get(ctx, q)
+		form := sp.c.forms.DefaultQueue()
+		if err == nil && ok {
+			form = r.FormURL
+		}
+		if !sp.principal.Can(sp.name, form, auth.Write) {
+			return false
+		}
+	}
+	return true
+}
+
+// ConsumedQueues lists the queues (consumed and dead-letter) of the
+// consumers that feed worker: what a change of the worker's code reaches.
+func (sp *Space) ConsumedQueues(ctx context.Context, worker string) ([]string, error) {
+	users, err := sp.ReferencedBy(ctx, worker)
+	if err != nil {
+		return nil, err
+	}
+	var qs []string
+	for _, u := range users {
+		if !sp.c.forms.IsConsumer(u.Resource.FormURL) {
+			continue
+		}
+		cfg, err := sp.c.forms.ConsumerConfig(u.Resource)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, cfg.QueueUID)
+		if cfg.DeadLetterQueueUID != "" {
+			qs = append(qs, cfg.DeadLetterQueueUID)
+		}
+	}
+	return qs, nil
 }
 
 // countResources is the number of resources space holds.
@@ -501,7 +445,7 @@ func (c *Controller) replay(ctx context.Context, ir Idempotency) (*store.Operati
 	if err != nil {
 		return nil, problem.Unavailable(err)
 	}
-	if rec.Fingerprint != ir.Fingerprint {
+	if rec.Fingerprint != ir.Fingerprint { // mutate:idempotency-fingerprint
 		return nil, problem.Unprocessable(problem.CodeIdempotencyKeyReuse, "this Idempotency-Key was used for a different request body")
 	}
 	op, err := c.st.Operation(ctx, rec.OperationID)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // What a host of a cluster (several hosts on one database, spec/cluster.md)
@@ -43,7 +42,7 @@ func (c *Controller) busy(ctx context.Context, uid string) (inflightOp, bool) {
 	default:
 		// A purge or a redrive leaves the queue's record as it is: it is
 		// found among the unfinished Operations.
-		if r.FormURL == schemas.FormAtLeastOnceQueue {
+		if c.forms.IsQueue(r.FormURL) {
 			if id, ok, _ := c.queueOpElsewhere(ctx, uid); ok {
 				return inflightOp{id: id, kind: KindPurge}, true
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/startstop"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
@@ -85,6 +86,9 @@ type Options struct {
 	Workers Workers
 	// Forms is the Form registry; Builtin() when nil.
 	Forms *Registry
+	// ExternalQueues observes the queues whose messages live on a broker
+	// (runtime/broker); nil without brokers.
+	ExternalQueues ExternalQueues
 	// Logger gets the controller's events; slog.Default when nil.
 	Logger *slog.Logger
 	// ObserveInterval is how often observed is refreshed and unsettled
@@ -192,9 +196,9 @@ type Controller struct {
 	obs  observer // see observe.go
 	refs refIndex // see refindex.go
 
-	baseCtx context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// The observer, the reconciler and the Operations driven in the
+	// background run on the Base's goroutines: Stop ends and awaits them.
+	life    startstop.Base
 	started bool
 }
 
@@ -231,12 +235,11 @@ func New(opts Options) (*Controller, error) {
 	}
 	c := &Controller{
 		st: opts.Store, forms: opts.Forms, log: opts.Logger, opts: opts, now: opts.Now,
-		env:      &Env{Engine: opts.Engine, Workers: opts.Workers, Versions: opts.Versions, Store: opts.Store},
+		env:      &Env{Engine: opts.Engine, Workers: opts.Workers, Versions: opts.Versions, Store: opts.Store, Queues: opts.ExternalQueues},
 		inflight: map[string]inflightOp{}, watches: map[string]chan struct{}{},
 		driving: map[string]bool{}, retry: map[string]bool{},
 	}
 	c.obs.gone = c.env.forgetSpec
-	c.baseCtx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -249,28 +252,9 @@ func (c *Controller) Versions() *Versions { return c.env.Versions }
 // Stop stops the observer and the reconciler and waits for Operations
 // being driven to return (an Operation cut short stays journaled and
 // resumes on the next start). ctx bounds the wait.
-func (c *Controller) Stop(ctx context.Context) error {
-	c.cancel()
-	done := make(chan struct{})
-	go func() {
-		c.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (c *Controller) Stop(ctx context.Context) error { return c.life.Stop(ctx) }
 
-func (c *Controller) goBackground(f func(ctx context.Context)) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f(c.baseCtx)
-	}()
-}
+func (c *Controller) goBackground(f func(ctx context.Context)) { c.life.Go(f) }
 
 // keyLocks is a lock per key (a space, a resource UID), kept while used.
 type keyLocks struct {

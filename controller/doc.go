@@ -9,11 +9,16 @@
 //
 // Everything that differs between Forms is behind the Form interface (its
 // URL and schemas, its references, its admission rules, how it applies an
-// effect, how it observes, how it is rebuilt on start), implemented once
-// per Form: form_queue.go (AtLeastOnceQueue 0.2.0), form_consumer.go
-// (QueueConsumer 0.3.0), form_worker.go (ModuleWorker 0.3.0) and
-// form_version.go (WorkerVersion 0.5.0). The generic code never switches
-// on a Form URL: it asks the Registry.
+// effect, how it observes, how it is rebuilt on start) and a few optional
+// interfaces (what the delivery engine holds of it, which queues a change
+// of it reaches), implemented once per Form: form_queue.go
+// (AtLeastOnceQueue 0.2.0), form_consumer.go (QueueConsumer 0.3.0),
+// form_worker.go (ModuleWorker 0.3.0) and form_version.go (WorkerVersion
+// 0.5.0). The generic code, here and in host/, never switches on a Form
+// URL: it asks the Registry (IsQueue, IsConsumer, Queues, Consumers,
+// QueueConfig, ConsumerConfig). The queue routes (ext_*.go: delivery
+// state, inspection, purge, redrive, publish) take a resource of any Form
+// that implements EngineQueue.
 //
 // # Adding a Form
 //
@@ -26,14 +31,26 @@
 //     referenced one changes. Admit holds the Form's own rules (step 9),
 //     against a Space that reads only what it asks for. Apply, Undo,
 //     Observe and Rebuild say what the Form does outside the store; a Form
-//     with no effect returns nil from each. A Form whose specs can be large
-//     also implements Summarizer (what a list item shows by default).
+//     with no effect returns nil from each. Optional interfaces, in the
+//     same file:
+//     - Summarizer: its specs can be large (what a list item shows by
+//     default);
+//     - Unobserved: its resources have no observation;
+//     - EngineQueue: its resources are queues of the delivery engine
+//     (QueueConfig); every queue route and host/ then treat them as
+//     queues;
+//     - EngineConsumer: its resources are consumers of the engine
+//     (ConsumerConfig): their delivery state is their queue's, and a
+//     change of the code they run needs editor on the queues they read;
+//     - QueueAuthority: a create or update of it can change the code that
+//     runs on a queue's messages (QueueClaims names the queues).
 //  3. Register it in Builtin (registration order is rebuild order: a Form
 //     after the Forms it references).
 //  4. Write its features in features/.
 //
-// form_test.go registers a tiny Form, only in tests, that goes through
-// admission, Operations and observation this way without any other file.
+// form_test.go registers two Forms only in tests, each in that test file
+// alone: noteForm goes through admission, Operations and observation, and
+// tubeForm, a second queue Form, is a queue on every queue route.
 //
 // # Why admission is one ordered pass under the space's lock
 //

@@ -4,10 +4,8 @@ import (
 	"context"
 
 	"github.com/takoform/queuehost/auth"
-	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // DeliveryState is the host extension "active / inactive delivery" of an
@@ -29,18 +27,18 @@ func (c *Controller) Delivery(ctx context.Context, p *auth.Principal, space, uid
 	if err != nil {
 		return DeliveryState{}, err
 	}
-	switch r.FormURL {
-	case schemas.FormAtLeastOnceQueue:
+	if c.forms.IsQueue(r.FormURL) {
 		return DeliveryState{QueueUID: r.UID, Active: !r.Paused}, nil
-	case schemas.FormQueueConsumer:
-		sp, err := decodeSpec[api.QueueConsumerSpec](r.Spec)
+	}
+	if c.forms.IsConsumer(r.FormURL) {
+		cfg, err := c.forms.ConsumerConfig(r)
 		if err != nil {
 			return DeliveryState{}, err
 		}
-		q, err := c.st.Resource(ctx, sp.Queue.ResourceUid)
+		q, err := c.st.Resource(ctx, cfg.QueueUID)
 		if err != nil {
 			if isNotFound(err) {
-				return DeliveryState{}, problem.NotFound("the consumer's queue %s does not exist", sp.Queue.ResourceUid)
+				return DeliveryState{}, problem.NotFound("the consumer's queue %s does not exist", cfg.QueueUID)
 			}
 			return DeliveryState{}, problem.Unavailable(err)
 		}
@@ -59,11 +57,11 @@ func (c *Controller) SetDelivery(ctx context.Context, p *auth.Principal, space, 
 	if err != nil {
 		return DeliveryState{}, err
 	}
-	if r.FormURL != schemas.FormAtLeastOnceQueue {
+	if !c.forms.IsQueue(r.FormURL) {
 		if !p.Can(space, r.FormURL, auth.Read) {
 			return DeliveryState{}, problem.Forbidden("the principal may not read %s resources in this space", c.forms.Name(r.FormURL))
 		}
-		if r.FormURL == schemas.FormQueueConsumer {
+		if c.forms.IsConsumer(r.FormURL) {
 			return DeliveryState{}, problem.Conflict(problem.CodeNotAQueue, "delivery is paused and resumed on the consumer's queue, not on the consumer")
 		}
 		return DeliveryState{}, notAQueue(c.forms.Name(r.FormURL))
@@ -91,7 +89,7 @@ func (c *Controller) SetDelivery(ctx context.Context, p *auth.Principal, space, 
 	if err := c.st.Apply(ctx, store.PutResource{Resource: r}); err != nil {
 		return DeliveryState{}, problem.Unavailable(err)
 	}
-	cfg, err := queueConfigOf(r)
+	cfg, err := c.forms.QueueConfig(r)
 	if err != nil {
 		return DeliveryState{}, err
 	}

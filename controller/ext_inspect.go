@@ -13,7 +13,6 @@ import (
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // The inspection extension (spec/peers.md §Inspection): counts by state
@@ -39,7 +38,7 @@ func (c *Controller) queueToInspect(ctx context.Context, p *auth.Principal, spac
 	if err != nil {
 		return nil, err
 	}
-	if r.FormURL != schemas.FormAtLeastOnceQueue {
+	if !c.forms.IsQueue(r.FormURL) {
 		return nil, problem.New(404, problem.CodeNotAQueue, "a %s has no messages to inspect: only an AtLeastOnceQueue does", c.forms.Name(r.FormURL))
 	}
 	return c.env.Engine, nil
@@ -178,7 +177,7 @@ func parseMessageToken(tok string) (delivery.Cursor, bool) {
 // queue holds no message and no batch of it runs, when the delete is
 // admitted.
 func (c *Controller) checkIdle(ctx context.Context, r store.Resource) error {
-	if r.FormURL != schemas.FormAtLeastOnceQueue {
+	if !c.forms.IsQueue(r.FormURL) {
 		return problem.InvalidRequest("ifIdle applies to an AtLeastOnceQueue only; a %s is deleted without it", c.forms.Name(r.FormURL))
 	}
 	st, err := c.env.Engine.Inspect(ctx, r.UID)

@@ -12,7 +12,6 @@ import (
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // The publish extension (spec/peers.md §Publish): messages sent to an
@@ -149,7 +148,7 @@ func (c *Controller) Publish(ctx context.Context, req PublishRequest) (ids []str
 	if err != nil {
 		return nil, false, err
 	}
-	if r.FormURL != schemas.FormAtLeastOnceQueue {
+	if !c.forms.IsQueue(r.FormURL) {
 		return nil, false, problem.New(http.StatusNotFound, problem.CodeNotAQueue, "a %s takes no messages: only an AtLeastOnceQueue is published to", c.forms.Name(r.FormURL))
 	}
 	if r.State == store.StateDeleting {

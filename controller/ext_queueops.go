@@ -14,7 +14,6 @@ import (
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // The purge and redrive extensions (spec/peers.md §Purge, §Redrive):
@@ -115,7 +114,7 @@ func (c *Controller) queueToChange(ctx context.Context, req QueueOpRequest) (sto
 		return store.Resource{}, nil, err
 	}
 	p := req.Principal
-	if r.FormURL != schemas.FormAtLeastOnceQueue {
+	if !c.forms.IsQueue(r.FormURL) {
 		if !p.Can(req.Space, r.FormURL, auth.Read) {
 			return store.Resource{}, nil, problem.Forbidden("the principal may not read %s resources in this space", c.forms.Name(r.FormURL))
 		}
@@ -183,13 +182,14 @@ func (c *Controller) acceptQueueOp(ctx context.Context, op store.Operation, idem
 	return op, nil
 }
 
-func (c *Controller) newQueueOp(req QueueOpRequest, kind string, in queueOpIntent) store.Operation {
+// newQueueOp is a purge or redrive of q, the queue req names.
+func (c *Controller) newQueueOp(req QueueOpRequest, q store.Resource, kind string, in queueOpIntent) store.Operation {
 	now := c.now().UTC()
-	in.FormURL, in.Queue = schemas.FormAtLeastOnceQueue, req.UID
+	in.FormURL, in.Queue = q.FormURL, req.UID
 	b, _ := json.Marshal(in)
 	return store.Operation{
 		ID: newID("op-"), Space: req.Space, Kind: kind, ResourceUID: req.UID, State: store.OpRunning, Effect: store.EffectNone,
-		IdempotencyKey: req.Idempotency.Key, Principal: req.Principal.ID, FormURL: schemas.FormAtLeastOnceQueue,
+		IdempotencyKey: req.Idempotency.Key, Principal: req.Principal.ID, FormURL: q.FormURL,
 		Intent: b, CreateTime: now, UpdateTime: now,
 	}
 }
@@ -198,7 +198,7 @@ func (c *Controller) newQueueOp(req QueueOpRequest, kind string, in queueOpInten
 // kind purge (spec/peers.md §Purge). replayed: the Idempotency-Key named
 // an earlier one. Run drives it.
 func (c *Controller) Purge(ctx context.Context, req QueueOpRequest) (store.Operation, bool, error) {
-	_, prior, err := c.queueToChange(ctx, req)
+	q, prior, err := c.queueToChange(ctx, req)
 	if err != nil || prior != nil {
 		return deref(prior), prior != nil, err
 	}
@@ -211,7 +211,7 @@ func (c *Controller) Purge(ctx context.Context, req QueueOpRequest) (store.Opera
 		unlock()
 		return store.Operation{}, false, engineQueueErr(err)
 	}
-	op, err := c.acceptQueueOp(ctx, c.newQueueOp(req, KindPurge, queueOpIntent{}), req.Idempotency, unlock)
+	op, err := c.acceptQueueOp(ctx, c.newQueueOp(req, q, KindPurge, queueOpIntent{}), req.Idempotency, unlock)
 	return op, false, err
 }
 
@@ -219,7 +219,7 @@ func (c *Controller) Purge(ctx context.Context, req QueueOpRequest) (store.Opera
 // source queues (or to req.Target) as an Operation of kind redrive
 // (spec/peers.md §Redrive). Run drives it; CancelOperation stops it.
 func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Operation, bool, error) {
-	_, prior, err := c.queueToChange(ctx, req)
+	q, prior, err := c.queueToChange(ctx, req)
 	if err != nil || prior != nil {
 		return deref(prior), prior != nil, err
 	}
@@ -246,7 +246,7 @@ func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Ope
 		unlock()
 		return store.Operation{}, false, engineQueueErr(err)
 	}
-	op := c.newQueueOp(req, KindRedrive, queueOpIntent{Target: req.Target, Rate: req.Rate, AcceptedBy: c.now().UTC().UnixMilli()})
+	op := c.newQueueOp(req, q, KindRedrive, queueOpIntent{Target: req.Target, Rate: req.Rate, AcceptedBy: c.now().UTC().UnixMilli()})
 	op.Progress = redriveProgress{total: st.Messages}.encode()
 	id := op.ID
 	c.task(id)
@@ -292,7 +292,7 @@ func (c *Controller) checkRedriveTarget(ctx context.Context, req QueueOpRequest)
 	if err != nil {
 		return problem.Unavailable(err)
 	}
-	if t.FormURL != schemas.FormAtLeastOnceQueue {
+	if !c.forms.IsQueue(t.FormURL) {
 		return bad(fmt.Sprintf("the resource is a %s, not an AtLeastOnceQueue", c.forms.Name(t.FormURL)))
 	}
 	if t.State == store.StateDeleting {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
 )
@@ -72,6 +73,42 @@ type Summarizer interface {
 	Summary(spec json.RawMessage) json.RawMessage
 }
 
+// EngineQueue is implemented by a Form whose resources are queues of the
+// delivery engine: they take messages (producer Bindings, the publish
+// route), are inspected, purged, redriven, paused and resumed, and the
+// cluster places them on hosts. QueueConfig is the engine's configuration
+// of a stored resource of the Form.
+type EngineQueue interface {
+	QueueConfig(r store.Resource) (delivery.QueueConfig, error)
+}
+
+// EngineConsumer is implemented by a Form whose resources are consumers of
+// the delivery engine: they feed a queue's messages to a worker. Their
+// delivery state is their queue's, and whoever changes the code they run
+// needs editor on the queues they read (admission step 8).
+type EngineConsumer interface {
+	ConsumerConfig(r store.Resource) (delivery.ConsumerConfig, error)
+}
+
+// QueueAuthority is implemented by a Form whose create or update can change
+// the code that runs on a queue's messages (admission step 8, the rest of
+// the reference rule): it names the queues the change reaches, and the
+// principal needs editor on each. prev is the stored record on an update,
+// nil on a create. Space.ConsumedQueues lists the queues the consumers of a
+// worker read.
+type QueueAuthority interface {
+	QueueClaims(ctx context.Context, sp *Space, prev *store.Resource, spec []byte) ([]QueueClaim, error)
+}
+
+// QueueClaim is one part of a change that reaches queues: the request's
+// member that makes it (Pointer), why editor is needed there (Why), and
+// the queues.
+type QueueClaim struct {
+	Pointer string
+	Why     string
+	Queues  []string
+}
+
 // ListedSpec is r's spec as a list item shows it by default: its Form's
 // summary (made once per record version: summaryCache), or the spec
 // itself.
@@ -129,6 +166,9 @@ type Env struct {
 	Workers  Workers
 	Versions *Versions
 	Store    store.Store
+	// Queues observes broker queues (Options.ExternalQueues); nil without
+	// brokers.
+	Queues ExternalQueues
 
 	// specs caches decoded specs for observation (see observedSpec).
 	specs sync.Map // resource UID -> cachedSpec
@@ -182,9 +222,13 @@ func NewRegistry(forms ...Form) *Registry {
 	return r
 }
 
-// Builtin is the registry of the reference host's four Forms.
-func Builtin() *Registry {
-	return NewRegistry(QueueForm{}, WorkerForm{}, VersionForm{}, ConsumerForm{}, PullConsumerForm{})
+// Builtin is the registry of the reference host's Forms: the four
+// Takoform Forms and the host's own PullConsumer.
+func Builtin() *Registry { return BuiltinWith(QueueForm{}) }
+
+// BuiltinWith is Builtin with q's broker Offerings of AtLeastOnceQueue.
+func BuiltinWith(q QueueForm) *Registry {
+	return NewRegistry(q, WorkerForm{}, VersionForm{}, ConsumerForm{}, PullConsumerForm{})
 }
 
 // Register adds a Form; it panics on a second Form with the same URL (a
@@ -205,6 +249,74 @@ func (r *Registry) Form(url string) (Form, bool) {
 
 // Forms lists the registered Forms in registration order.
 func (r *Registry) Forms() []Form { return append([]Form(nil), r.list...) }
+
+// IsQueue reports whether url is the URL of a Form whose resources are the
+// engine's queues (EngineQueue).
+func (r *Registry) IsQueue(url string) bool {
+	_, ok := r.byURL[url].(EngineQueue)
+	return ok
+}
+
+// IsConsumer reports whether url is the URL of a Form whose resources are
+// the engine's consumers (EngineConsumer).
+func (r *Registry) IsConsumer(url string) bool {
+	_, ok := r.byURL[url].(EngineConsumer)
+	return ok
+}
+
+// Queues lists the URLs of the Forms whose resources are the engine's
+// queues, in registration order.
+func (r *Registry) Queues() []string {
+	var out []string
+	for _, f := range r.list {
+		if _, ok := f.(EngineQueue); ok {
+			out = append(out, f.URL())
+		}
+	}
+	return out
+}
+
+// Consumers lists the URLs of the Forms whose resources are the engine's
+// consumers, in registration order.
+func (r *Registry) Consumers() []string {
+	var out []string
+	for _, f := range r.list {
+		if _, ok := f.(EngineConsumer); ok {
+			out = append(out, f.URL())
+		}
+	}
+	return out
+}
+
+// QueueConfig is the engine's configuration of r, a stored resource of a
+// queue Form; an error when r's Form is not one.
+func (r *Registry) QueueConfig(rec store.Resource) (delivery.QueueConfig, error) {
+	q, ok := r.byURL[rec.FormURL].(EngineQueue)
+	if !ok {
+		return delivery.QueueConfig{}, fmt.Errorf("controller: %s is a %s, not a queue of the engine", rec.UID, r.Name(rec.FormURL))
+	}
+	return q.QueueConfig(rec)
+}
+
+// ConsumerConfig is the engine's configuration of r, a stored resource of
+// a consumer Form; an error when r's Form is not one.
+func (r *Registry) ConsumerConfig(rec store.Resource) (delivery.ConsumerConfig, error) {
+	c, ok := r.byURL[rec.FormURL].(EngineConsumer)
+	if !ok {
+		return delivery.ConsumerConfig{}, fmt.Errorf("controller: %s is a %s, not a consumer of the engine", rec.UID, r.Name(rec.FormURL))
+	}
+	return c.ConsumerConfig(rec)
+}
+
+// DefaultQueue is the URL of the first queue Form, for checks that must
+// name one before the queue is read (a permission on a queue that does
+// not exist); "" when the registry has none.
+func (r *Registry) DefaultQueue() string {
+	if qs := r.Queues(); len(qs) > 0 {
+		return qs[0]
+	}
+	return ""
+}
 
 // Name is the name of the Form of url, or url itself for a Form the
 // registry does not hold.

@@ -18,7 +18,11 @@ import (
 // handler in the delivery engine.
 type ConsumerForm struct{}
 
-var _ Form = ConsumerForm{}
+var (
+	_ Form           = ConsumerForm{}
+	_ EngineConsumer = ConsumerForm{}
+	_ QueueAuthority = ConsumerForm{}
+)
 
 func (ConsumerForm) URL() string         { return schemas.FormQueueConsumer }
 func (ConsumerForm) Name() string        { return "QueueConsumer 0.3.0" }
@@ -58,7 +62,7 @@ func (ConsumerForm) CheckUpdate(cur store.Resource, spec, _ []byte) error {
 		return errors.Join(err1, err2)
 	}
 	var p *problem.Problem
-	if old.Queue.ResourceUid != nw.Queue.ResourceUid {
+	if old.Queue.ResourceUid != nw.Queue.ResourceUid { // mutate:queue-immutable
 		p = problem.Unprocessable(problem.CodeInvalidSpec, "queue and worker are immutable: delete the consumer and create a new one")
 		p.WithPointer("/spec/queue", "queue cannot change")
 	}
@@ -76,7 +80,7 @@ func (ConsumerForm) CheckUpdate(cur store.Resource, spec, _ []byte) error {
 
 // Admit: one consumer per queue, the worker provides queue, no dead-letter
 // cycle.
-func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ bool) error {
+func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ bool) error { // mutate:dlq-cycle-2-update-1
 	spec, err := decodeSpec[api.QueueConsumerSpec](rec.Spec)
 	if err != nil {
 		return err
@@ -87,7 +91,7 @@ func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ 
 		return err
 	}
 	for _, u := range users {
-		if u.Resource.FormURL == schemas.FormQueueConsumer && u.Via(ptrConsumerQueue) {
+		if u.Resource.FormURL == schemas.FormQueueConsumer && u.Via(ptrConsumerQueue) { // mutate:second-consumer
 			return problem.Conflict(problem.CodeConsumerConflict, "the queue already has a consumer (%s); a queue has at most one", u.Resource.UID).
 				WithPointer(ptrConsumerQueue, "this queue already has a QueueConsumer")
 		}
@@ -101,7 +105,7 @@ func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ 
 		return err
 	}
 	if spec.DeadLetterQueue != nil {
-		return noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)
+		return noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid) // mutate:dlq-cycle-2-update-2
 	}
 	return nil
 }
@@ -168,7 +172,7 @@ func deadLetterCycle(ctx context.Context, sp *Space, q, dlq string) ([]string, e
 		}
 		return false, nil
 	}
-	ok, err := walk(q)
+	ok, err := walk(q) // mutate:dlq-cycle-long
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -282,6 +286,35 @@ func rebuildConsumer(ctx context.Context, env *Env, r store.Resource, pending st
 		return err
 	}
 	return env.Engine.Attach(ctx, cfg)
+}
+
+// ConsumerConfig: a QueueConsumer is a consumer of the engine
+// (EngineConsumer).
+func (ConsumerForm) ConsumerConfig(r store.Resource) (delivery.ConsumerConfig, error) {
+	return consumerConfigOf(r)
+}
+
+// QueueClaims: creating a consumer makes its worker read and settle the
+// queue; giving it another dead-letter queue makes it move messages there.
+func (ConsumerForm) QueueClaims(_ context.Context, _ *Space, prev *store.Resource, spec []byte) ([]QueueClaim, error) {
+	cs, err := decodeSpec[api.QueueConsumerSpec](spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueClaim
+	if prev == nil {
+		out = append(out, QueueClaim{ptrConsumerQueue, "the consumer's worker would read and settle this queue's messages: editor on the queue is required", []string{cs.Queue.ResourceUid}})
+	}
+	oldDLQ := ""
+	if prev != nil {
+		if ps, err := decodeSpec[api.QueueConsumerSpec](prev.Spec); err == nil && ps.DeadLetterQueue != nil {
+			oldDLQ = ps.DeadLetterQueue.ResourceUid
+		}
+	}
+	if cs.DeadLetterQueue != nil && cs.DeadLetterQueue.ResourceUid != oldDLQ {
+		out = append(out, QueueClaim{ptrConsumerDLQ, "the consumer would move messages into this queue: editor on the queue is required", []string{cs.DeadLetterQueue.ResourceUid}})
+	}
+	return out, nil
 }
 
 func consumerConfigOf(r store.Resource) (delivery.ConsumerConfig, error) {

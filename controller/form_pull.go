@@ -173,3 +173,31 @@ func pullConfigOf(r store.Resource) (delivery.ConsumerConfig, error) {
 	}
 	return c, nil
 }
+
+// ConsumerConfig: a pull consumer is a consumer of the engine
+// (EngineConsumer), one whose batches are leased over HTTP.
+func (PullConsumerForm) ConsumerConfig(r store.Resource) (delivery.ConsumerConfig, error) {
+	return pullConfigOf(r)
+}
+
+// QueueClaims: whoever creates a pull consumer lets its consumer grants
+// read and settle the queue's messages (spec/peers.md §Pull consumers);
+// giving it another dead-letter queue makes it move messages there.
+func (PullConsumerForm) QueueClaims(_ context.Context, _ *Space, prev *store.Resource, spec []byte) ([]QueueClaim, error) {
+	q, dlq, err := consumerQueues(schemas.FormPullConsumer, spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueClaim
+	if prev == nil {
+		out = append(out, QueueClaim{ptrConsumerQueue, "the pull consumer's applications would read and settle this queue's messages: editor on the queue is required", []string{q}})
+	}
+	oldDLQ := ""
+	if prev != nil {
+		_, oldDLQ, _ = consumerQueues(schemas.FormPullConsumer, prev.Spec)
+	}
+	if dlq != "" && dlq != oldDLQ {
+		out = append(out, QueueClaim{ptrConsumerDLQ, "the pull consumer would move messages into this queue: editor on the queue is required", []string{dlq}})
+	}
+	return out, nil
+}

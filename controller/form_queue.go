@@ -13,13 +13,45 @@ import (
 )
 
 // QueueForm is AtLeastOnceQueue 0.2.0: a queue of the delivery engine.
-type QueueForm struct{}
+type QueueForm struct {
+	// Brokers are the host's broker Offerings (runtime/broker,
+	// spec/peers.md §Brokers): a queue created with one keeps its
+	// messages on that broker.
+	Brokers []string
+	// Default is the Offering of a create that names none; embedded
+	// when empty.
+	Default string
+}
 
-var _ Form = QueueForm{}
+var (
+	_ Form        = QueueForm{}
+	_ EngineQueue = QueueForm{}
+)
 
-func (QueueForm) URL() string         { return schemas.FormAtLeastOnceQueue }
-func (QueueForm) Name() string        { return "AtLeastOnceQueue 0.2.0" }
-func (QueueForm) Offerings() []string { return []string{OfferingEmbedded, OfferingSerialized} }
+func (QueueForm) URL() string  { return schemas.FormAtLeastOnceQueue }
+func (QueueForm) Name() string { return "AtLeastOnceQueue 0.2.0" }
+
+// Offerings: the default first (what a create that names none gets).
+func (f QueueForm) Offerings() []string {
+	all := append([]string{OfferingEmbedded, OfferingSerialized}, f.Brokers...)
+	if f.Default == "" {
+		return all
+	}
+	out := []string{f.Default}
+	for _, o := range all {
+		if o != f.Default {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// ExternalQueues observes the queues whose messages live on a broker
+// (runtime/broker.Store implements it): observed.queueExists and
+// messageCount come from the broker. ok is false for another queue.
+type ExternalQueues interface {
+	Observe(ctx context.Context, uid string) (exists bool, count int, ok bool, err error)
+}
 
 func (QueueForm) Validate(spec, pi []byte) ([]schemas.Violation, error) {
 	return schemas.ValidateResource(schemas.FormAtLeastOnceQueue, spec, pi)
@@ -70,17 +102,30 @@ func (QueueForm) Undo(ctx context.Context, env *Env, ch Change) Failure {
 
 // Observe: whether the engine holds the queue, and its message count.
 func (QueueForm) Observe(ctx context.Context, env *Env, r store.Resource, _ Lookup) (json.RawMessage, bool) {
+	if env.Queues != nil && isBroker(r.Offering) {
+		exists, n, ok, err := env.Queues.Observe(ctx, r.UID)
+		if ok {
+			if err != nil {
+				return nil, false
+			}
+			return queueObserved(exists, n), true
+		}
+	}
 	n, err := env.Engine.QueueStats(ctx, r.UID)
 	exists := err == nil
 	if err != nil && !errors.Is(err, abi.ErrUnknownQueue) {
 		return nil, false
 	}
+	return queueObserved(exists, n), true
+}
+
+func queueObserved(exists bool, n int) json.RawMessage {
 	v := api.AtLeastOnceQueueObserved{QueueExists: &exists}
 	if exists {
 		v.MessageCount = &n
 	}
 	b, _ := json.Marshal(v)
-	return b, true
+	return b
 }
 
 // Rebuild adds every stored queue, in flight or not: a resumed create
@@ -93,15 +138,24 @@ func (QueueForm) Rebuild(ctx context.Context, env *Env, r store.Resource, _ stri
 	return env.Engine.AddQueue(ctx, cfg)
 }
 
+// QueueConfig: an AtLeastOnceQueue is a queue of the engine (EngineQueue).
+func (QueueForm) QueueConfig(r store.Resource) (delivery.QueueConfig, error) { return queueConfigOf(r) }
+
 func queueConfigOf(r store.Resource) (delivery.QueueConfig, error) {
 	sp, err := decodeSpec[api.AtLeastOnceQueueSpec](r.Spec)
 	if err != nil {
 		return delivery.QueueConfig{}, err
 	}
 	c := delivery.QueueConfig{UID: r.UID, Name: r.Name, MessageRetentionSeconds: sp.MessageRetentionSeconds, Paused: r.Paused,
-		Serialized: r.Offering == OfferingSerialized}
+		Serialized: r.Offering == OfferingSerialized, External: isBroker(r.Offering)}
 	if sp.DeliveryDelaySeconds != nil {
 		c.DeliveryDelaySeconds = *sp.DeliveryDelaySeconds
 	}
 	return c, nil
+}
+
+// isBroker: an Offering of AtLeastOnceQueue other than the engine's own
+// is a broker's (admission accepts only the Offerings the Form lists).
+func isBroker(offering string) bool {
+	return offering != "" && offering != OfferingEmbedded && offering != OfferingSerialized
 }

@@ -361,3 +361,66 @@ func (e *memEngine) MoveNext(ctx context.Context, req delivery.MoveRequest) (del
 	_, err := e.Inspect(ctx, req.From)
 	return delivery.MoveResult{Outcome: delivery.MoveDone, Next: req.After}, err
 }
+
+// tubeForm is a second queue Form, registered only here: it is the
+// AtLeastOnceQueue's rules under another URL. That it is a queue of the
+// engine is said by one method (EngineQueue, promoted from QueueForm), and
+// every queue route takes it: its delivery state, its inspection, a purge.
+// Nothing but the registry knows its URL.
+type tubeForm struct{ QueueForm }
+
+const tubeURL = "https://example.test/forms/Tube/0.1.0/"
+
+func (tubeForm) URL() string         { return tubeURL }
+func (tubeForm) Name() string        { return "Tube 0.1.0" }
+func (tubeForm) Offerings() []string { return []string{OfferingEmbedded} }
+
+func TestATestQueueFormIsAQueueEverywhere(t *testing.T) {
+	note := &noteForm{applied: map[string]string{}}
+	c, _ := newTestController(t, tubeForm{}, note)
+	ctx := t.Context()
+	if got := c.Forms().Queues(); len(got) != 2 || got[1] != tubeURL {
+		t.Fatalf("queue Forms: %v", got)
+	}
+	tube := mustRun(t, c, func() (store.Operation, bool, error) {
+		return c.Create(ctx, CreateRequest{Principal: admin, Space: "s", Name: "t", FormURL: tubeURL, Spec: []byte(`{"messageRetentionSeconds":60}`)})
+	}).ResourceUID
+	eng := c.env.Engine.(*memEngine)
+	if _, ok := eng.queues[tube]; !ok {
+		t.Fatal("the engine does not hold the tube")
+	}
+
+	// Delivery state: read, then paused through the engine.
+	if d, err := c.Delivery(ctx, admin, "s", tube); err != nil || !d.Active || d.QueueUID != tube {
+		t.Fatalf("delivery: %+v %v", d, err)
+	}
+	if _, err := c.SetDelivery(ctx, admin, "s", tube, false); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if !eng.queues[tube].Paused {
+		t.Fatal("the engine's queue is not paused")
+	}
+	if _, err := c.InspectQueue(ctx, admin, "s", tube); err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if _, err := c.SetDelivery(ctx, admin, "s", tube, true); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	// A purge is admitted (memEngine removes nothing, so it is not driven
+	// here) and journaled under the tube's Form.
+	if op, _, err := c.Purge(ctx, QueueOpRequest{Principal: admin, Space: "s", UID: tube}); err != nil || op.FormURL != tubeURL {
+		t.Fatalf("purge: %+v %v", op, err)
+	}
+
+	// A Form that is not a queue has no delivery state and no messages.
+	q := mustRun(t, c, func() (store.Operation, bool, error) {
+		return c.Create(ctx, CreateRequest{Principal: admin, Space: "s", Name: "q", FormURL: schemas.FormAtLeastOnceQueue, Spec: []byte(`{"messageRetentionSeconds":60}`)})
+	}).ResourceUID
+	n := mustRun(t, c, func() (store.Operation, bool, error) {
+		return c.Create(ctx, CreateRequest{Principal: admin, Space: "s", Name: "n", FormURL: noteURL, Spec: []byte(`{"text":"hi","queue":{"resourceUid":"` + q + `"}}`)})
+	}).ResourceUID
+	_, err := c.Delivery(ctx, admin, "s", n)
+	wantCode(t, err, problem.CodeNotAQueue)
+	_, err = c.InspectQueue(ctx, admin, "s", n)
+	wantCode(t, err, problem.CodeNotAQueue)
+}

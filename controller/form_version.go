@@ -20,7 +20,24 @@ import (
 // runtime loads them when a handler is invoked.
 type VersionForm struct{}
 
-var _ Form = VersionForm{}
+var (
+	_ Form           = VersionForm{}
+	_ QueueAuthority = VersionForm{}
+)
+
+// QueueClaims: a version of a worker a consumer feeds may run on the
+// messages of the queues it consumes.
+func (VersionForm) QueueClaims(ctx context.Context, sp *Space, _ *store.Resource, spec []byte) ([]QueueClaim, error) {
+	vs, err := decodeSpec[api.WorkerVersionSpec](spec)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := sp.ConsumedQueues(ctx, vs.Worker.ResourceUid)
+	if err != nil {
+		return nil, err
+	}
+	return []QueueClaim{{"/spec/worker/resourceUid", "a QueueConsumer feeds this worker: a version of it may run on the queue's messages, so editor on the queues it consumes is required", qs}}, nil
+}
 
 func (VersionForm) URL() string         { return schemas.FormWorkerVersion }
 func (VersionForm) Name() string        { return "WorkerVersion 0.5.0" }

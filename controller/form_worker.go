@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -20,7 +21,35 @@ import (
 // and the fetch route resolve the selected version at call time (Versions).
 type WorkerForm struct{}
 
-var _ Form = WorkerForm{}
+var (
+	_ Form           = WorkerForm{}
+	_ QueueAuthority = WorkerForm{}
+)
+
+// QueueClaims: selecting another version of a worker a consumer feeds
+// changes the code that runs on the messages of the queues it consumes (a
+// new worker has no consumer yet).
+func (WorkerForm) QueueClaims(ctx context.Context, sp *Space, prev *store.Resource, spec []byte) ([]QueueClaim, error) {
+	if prev == nil {
+		return nil, nil
+	}
+	nw, err := decodeSpec[api.ModuleWorkerSpec](spec)
+	if err != nil {
+		return nil, err
+	}
+	old, err := decodeSpec[api.ModuleWorkerSpec](prev.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if nw.Version == nil || (old.Version != nil && old.Version.ResourceUid == nw.Version.ResourceUid) {
+		return nil, nil // the code does not change
+	}
+	qs, err := sp.ConsumedQueues(ctx, sp.Self())
+	if err != nil {
+		return nil, err
+	}
+	return []QueueClaim{{"/spec/version/resourceUid", "a QueueConsumer feeds this worker: selecting another version changes the code that runs on the queue's messages, so editor on the queues it consumes is required", qs}}, nil
+}
 
 func (WorkerForm) URL() string         { return schemas.FormModuleWorker }
 func (WorkerForm) Name() string        { return "ModuleWorker 0.3.0" }
@@ -123,6 +152,15 @@ func (WorkerForm) Unobserved() bool { return true }
 
 func (WorkerForm) Rebuild(context.Context, *Env, store.Resource, string) error { return nil }
 
+// workerSpecOf is the spec of w, a stored ModuleWorker; an error when w is
+// of another Form.
+func workerSpecOf(w store.Resource) (api.ModuleWorkerSpec, error) {
+	if w.FormURL != schemas.FormModuleWorker {
+		return api.ModuleWorkerSpec{}, fmt.Errorf("controller: %s is not a ModuleWorker", w.UID)
+	}
+	return decodeSpec[api.ModuleWorkerSpec](w.Spec)
+}
+
 func handlersOf(sp api.ModuleWorkerSpec) []string {
 	out := make([]string, 0, len(sp.Handlers))
 	for _, h := range sp.Handlers {
@@ -157,7 +195,7 @@ func (c *Controller) FetchTarget(ctx context.Context, p *auth.Principal, space, 
 	if err != nil {
 		return nil, err
 	}
-	wsp, err := decodeSpec[api.ModuleWorkerSpec](w.Spec)
+	wsp, err := c.env.Versions.workerSpec(w)
 	if err != nil {
 		return nil, err
 	}

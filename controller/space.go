@@ -39,7 +39,7 @@ func (sp *Space) Get(ctx context.Context, uid string) (store.Resource, bool, err
 		return r, true, nil
 	}
 	r, err := sp.c.readRecord(ctx, uid)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && r.Space != sp.name) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && r.Space != sp.name) { // mutate:cross-space-reference
 		return store.Resource{}, false, nil
 	}
 	if err != nil {

@@ -55,6 +55,14 @@ func TestVersionsFollowTheStore(t *testing.T) {
 	check("v1", "one") // from the cache
 	put(worker("v2"))
 	check("v2", "two")
+	// The worker's decoded spec is reused only for the same bytes: a
+	// changed spec is decoded again, whatever its ETag says.
+	back := worker("v1")
+	back.ETag = "w-v2"
+	put(back)
+	check("v1", "one")
+	put(worker("v2"))
+	check("v2", "two")
 	// A record with another ETag is decoded again.
 	put(version("v2", "e2", "two, rewritten"))
 	check("v2", "two, rewritten")

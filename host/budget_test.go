@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/internal/apiclient"
+	"github.com/takoform/queuehost/internal/loadprobe"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 // fetchWorker creates a ModuleWorker with a fetch handler of code in
@@ -88,64 +87,33 @@ func TestBodyBudgetUnderAFloodOfLargeBodies(t *testing.T) {
 		}
 		res.Body.Close()
 	}
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peakHeap atomic.Uint64
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peakHeap.Load() {
-				peakHeap.Store(m.HeapInuse)
-			}
-		}
-	}()
+	heap := loadprobe.Heap(20 * time.Millisecond)
 
 	// The bystander fetches its worker every 50 ms throughout.
 	var bystanderErrs []string
 	var bystanderN int
 	var worst time.Duration
 	var bmu sync.Mutex
-	bdone := make(chan struct{})
-	go func() {
-		defer close(bdone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			start := time.Now()
-			req, _ := http.NewRequest("GET", h.URL()+"/v2/spaces/other/resources/"+small+"/fetch/", nil)
-			req.Header.Set("Authorization", "Bearer "+bystander)
-			res, err := http.DefaultClient.Do(req)
-			d := time.Since(start)
-			bmu.Lock()
-			bystanderN++
-			worst = max(worst, d)
-			if err != nil {
-				bystanderErrs = append(bystanderErrs, err.Error())
-			} else {
-				b, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				if res.StatusCode != 200 || string(b) != "ok" {
-					bystanderErrs = append(bystanderErrs, fmt.Sprintf("%d %s", res.StatusCode, b))
-				}
-			}
-			bmu.Unlock()
+	stopBystander := loadprobe.Every(50*time.Millisecond, func() {
+		start := time.Now()
+		req, _ := http.NewRequest("GET", h.URL()+"/v2/spaces/other/resources/"+small+"/fetch/", nil)
+		req.Header.Set("Authorization", "Bearer "+bystander)
+		res, err := http.DefaultClient.Do(req)
+		d := time.Since(start)
+		bmu.Lock()
+		defer bmu.Unlock()
+		bystanderN++
+		worst = max(worst, d)
+		if err != nil {
+			bystanderErrs = append(bystanderErrs, err.Error())
+			return
 		}
-	}()
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != "ok" {
+			bystanderErrs = append(bystanderErrs, fmt.Sprintf("%d %s", res.StatusCode, b))
+		}
+	})
 
 	body := bytes.Repeat([]byte("x"), 8<<20)
 	var wg sync.WaitGroup
@@ -185,13 +153,12 @@ func TestBodyBudgetUnderAFloodOfLargeBodies(t *testing.T) {
 	}
 	wg.Wait()
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	sampler.Wait()
-	<-bdone
+	stopBystander()
+	base, peakHeap := heap()
 
 	lim := h.Budget().Limits()
 	t.Logf("flood: %v; budget %d MiB (worker share %d MiB), peak reserved %d MiB, refused %d; Go heap in use %d MiB before, peak %d MiB; bystander %d requests, worst %v",
-		codes, lim.Total>>20, lim.PerWorker>>20, h.Budget().Peak()>>20, h.Budget().Refused(), base>>20, peakHeap.Load()>>20, bystanderN, worst)
+		codes, lim.Total>>20, lim.PerWorker>>20, h.Budget().Peak()>>20, h.Budget().Refused(), base>>20, peakHeap>>20, bystanderN, worst)
 	if len(codes) != 2 || codes["200"] == 0 || codes["503 memory_budget_in_use"] == 0 {
 		t.Fatalf("every flood request must be answered 200 or 503 memory_budget_in_use, some of each: %v", codes)
 	}
@@ -206,7 +173,7 @@ func TestBodyBudgetUnderAFloodOfLargeBodies(t *testing.T) {
 	// 96 requests at the old 50 MB each would be 4.8 GB; the budget's 32
 	// MiB share, the garbage of refused and finished requests and the
 	// client's own 8 MiB body stay well under 256 MiB.
-	if grown := int64(peakHeap.Load()) - int64(base); grown > 256<<20 {
+	if grown := int64(peakHeap) - int64(base); grown > 256<<20 {
 		t.Fatalf("the Go heap grew by %d MiB during the flood", grown>>20)
 	}
 	if len(bystanderErrs) > 0 || bystanderN < 5 || worst > 5*time.Second {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore/pgtest"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 // startClusterHost starts an active host of a cluster on db; dir holds

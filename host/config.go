@@ -33,6 +33,14 @@ type Config struct {
 	// owns by lease (spec/cluster.md). Without it, one host at a time is
 	// active and the others wait as standbys.
 	ClusterActive bool
+	// Brokers are the host's message brokers (spec/peers.md §Brokers):
+	// each is an Offering of AtLeastOnceQueue whose queues keep their
+	// messages on it.
+	Brokers []BrokerConfig
+	// QueueOffering is the Offering of a queue created without one
+	// ("embedded" when empty): a broker's name makes every such queue a
+	// queue on that broker.
+	QueueOffering string
 	// HostID names this host in the database's leases and membership;
 	// hostname-pid-random when empty.
 	HostID string

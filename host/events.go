@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // eventBatchFailed is a host-side event kind: a batch whose queue handler
@@ -170,28 +168,31 @@ func (d *deliveryEvents) consumerWorker(ev hostEvent) string {
 func (d *deliveryEvents) workerOf(ev hostEvent) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var spec struct {
-		Queue  struct{ ResourceUID string } `json:"queue"`
-		Worker struct{ ResourceUID string } `json:"worker"`
-	}
+	forms := d.h.forms
 	if ev.ConsumerUID != "" {
 		r, err := d.h.st.Resource(ctx, ev.ConsumerUID)
-		if err != nil || json.Unmarshal(r.Spec, &spec) != nil {
+		if err != nil {
 			return ""
 		}
-		return spec.Worker.ResourceUID
+		cfg, err := forms.ConsumerConfig(r)
+		if err != nil {
+			return ""
+		}
+		return cfg.WorkerUID
 	}
 	q, err := d.h.st.Resource(ctx, ev.QueueUID)
 	if err != nil {
 		return ""
 	}
-	cs, err := d.h.st.Resources(ctx, q.Space, schemas.FormQueueConsumer)
-	if err != nil {
-		return ""
-	}
-	for _, c := range cs {
-		if c.State != store.StateDeleting && json.Unmarshal(c.Spec, &spec) == nil && spec.Queue.ResourceUID == ev.QueueUID {
-			return spec.Worker.ResourceUID
+	for _, url := range forms.Consumers() {
+		cs, err := d.h.st.Resources(ctx, q.Space, url)
+		if err != nil {
+			return ""
+		}
+		for _, c := range cs {
+			if cfg, err := forms.ConsumerConfig(c); c.State != store.StateDeleting && err == nil && cfg.QueueUID == ev.QueueUID {
+				return cfg.WorkerUID
+			}
 		}
 	}
 	return ""

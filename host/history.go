@@ -7,6 +7,7 @@ import (
 
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/runtime/delivery"
+	"github.com/takoform/queuehost/runtime/startstop"
 )
 
 // The queue history (GET …/history, console/README.md): every
@@ -174,16 +175,14 @@ func (hs *history) QueueHistory(uid string) []controller.HistoryPoint {
 // HistoryInterval.
 type historySampler struct {
 	h *Host
-	periodic
+	startstop.Base
 }
 
 func (s *historySampler) Start(context.Context) error {
-	s.start(HistoryInterval, true, func(context.Context) {
+	s.Every(HistoryInterval, true, func(context.Context) {
 		if s.h.eng != nil {
 			s.h.history.sample(time.Now(), s.h.eng.Counters())
 		}
 	})
 	return nil
 }
-
-func (s *historySampler) Stop(ctx context.Context) error { return s.halt(ctx) }

@@ -18,10 +18,12 @@ import (
 
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/runtime/broker"
 	"github.com/takoform/queuehost/runtime/delivery"
 	"github.com/takoform/queuehost/runtime/js"
 	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/runtime/sandbox"
+	"github.com/takoform/queuehost/runtime/startstop"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/runtime/store/pgstore"
 	"github.com/takoform/queuehost/server"
@@ -48,6 +50,7 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	st         store.Store
+	brokers    *broker.Store  // the store with broker queues (cfg.Brokers), nil without
 	active     *activeStore   // the store on PostgreSQL, when cfg.StoreURL is set (active/standby)
 	cluster    *cluster       // the store on PostgreSQL with cfg.ClusterActive (several active hosts)
 	principals *auth.Registry // host.json, changed live by the principal routes
@@ -56,6 +59,7 @@ type Host struct {
 	rt         Runtime
 	versions   *controller.Versions // shared by the fetch route and the engine's resolver
 	ctl        *controller.Controller
+	forms      *controller.Registry // the Forms served; the controller's, and asked which Forms the engine holds
 	srv        *server.Server
 	// tracing exports spans over OTLP (Config.Tracing); nil when off.
 	tracing *telemetry.Tracing
@@ -199,6 +203,18 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.closeStore()
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if o := cfg.QueueOffering; o != "" && o != controller.OfferingEmbedded && o != controller.OfferingSerialized && len(cfg.Brokers) == 0 {
+		err = fmt.Errorf("-queue-offering %s: no broker of that name (-broker %s=URL)", o, o)
+	}
+	if err == nil && len(cfg.Brokers) > 0 {
+		if h.brokers, err = openBrokers(ctx, cfg, h.st); err == nil {
+			h.st = h.brokers
+		}
+	}
+	if err != nil {
+		h.closeStore()
+		return nil, fmt.Errorf("host: %w", err)
+	}
 	if cfg.Faults != nil {
 		h.st = faultyStore{Store: h.st, f: cfg.Faults}
 	}
@@ -208,7 +224,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.principals = auth.NewRegistry(pcfg, filepath.Join(cfg.DataDir, auth.ConfigFile))
 	}
 
-	h.parts.add("store", storePart{close: h.st.Close})
+	h.parts.add("store", startstop.Closer(h.st.Close))
 	if cfg.DataDir == MemoryDataDir {
 		h.logs = js.NewLogBook(0)
 	} else if h.logs, err = js.OpenLogBook(logsDir, 0); err != nil {
@@ -256,6 +272,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("JavaScript runtime", h.rt)
 	h.versions = controller.NewVersions(h.st)
+	h.forms = controller.BuiltinWith(queueForm(cfg, h.brokers))
 	h.invocations = newInvocations(time.Now)
 	h.history = newHistory()
 	events := newDeliveryEvents(h)
@@ -276,6 +293,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.eng = delivery.New(engStore, resolver{h}, engOpts)
 	ctlEngine = h.eng
+	if h.brokers != nil {
+		h.brokers.SetAdopter(h.eng.Adopt)
+	}
 	if h.cluster != nil {
 		h.cluster.eng = h.eng
 		ctlEngine = clusterEngine{h.cluster}
@@ -289,7 +309,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.parts.add("delivery engine", h.eng)
 	ctlOpts := controller.Options{
-		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions,
+		Store: h.st, Engine: ctlEngine, Workers: workers{h}, Versions: h.versions, Forms: h.forms,
 		Logger: cfg.Logger, ObserveInterval: cfg.ObserveInterval, AfterIntent: cfg.AfterIntent,
 		ObservationPaused: observationPaused(cfg.Faults), History: h.history.QueueHistory,
 		// The publish extension sends as the producer Binding does: the
@@ -299,6 +319,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// The pull extension leases through the engine that holds the
 		// pull consumer (spec/peers.md §Pull consumers).
 		Puller: h.eng,
+	}
+	if h.brokers != nil {
+		ctlOpts.ExternalQueues = h.brokers
 	}
 	if h.cluster != nil {
 		if h.cluster.locker, err = h.cluster.pg.NewLocker(ctx, 4); err != nil {
@@ -356,15 +379,13 @@ func (h *Host) ready() error {
 // history stays bounded (see store.Store.ExpireRecords).
 type expiry struct {
 	h *Host
-	periodic
+	startstop.Base
 }
 
 func (e *expiry) Start(context.Context) error {
-	e.start(ExpiryInterval, true, e.sweep)
+	e.Every(ExpiryInterval, true, e.sweep)
 	return nil
 }
-
-func (e *expiry) Stop(ctx context.Context) error { return e.halt(ctx) }
 
 func (e *expiry) sweep(ctx context.Context) {
 	n, err := e.h.st.ExpireRecords(ctx, time.Now().Add(-RecordRetention))

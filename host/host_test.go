@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
-// client is tests/apiclient with the test's failure on a transport
+// client is internal/apiclient with the test's failure on a transport
 // error, answering (status, decoded object, body).
 type client struct {
 	t *testing.T

@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/takoform/queuehost/runtime/startstop"
 	"github.com/takoform/queuehost/runtime/store"
 )
 
 // Part is one piece of the host with a lifecycle: the store, the
 // JavaScript runtime, the delivery engine and the controller. Start
-// prepares it to serve; Stop releases it, within ctx.
-type Part interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-}
+// prepares it to serve; Stop releases it, within ctx. It is the one
+// lifecycle of every long-lived part (runtime/startstop).
+type Part = startstop.Service
 
 // lifecycle is the one place the order of the host's parts is written:
 // they start in order (store, runtime, engine, controller) and stop in the
@@ -58,13 +57,6 @@ func (l *lifecycle) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// storePart gives the store a lifecycle: it is opened by host.New and
-// closed on Stop.
-type storePart struct{ close func() error }
-
-func (storePart) Start(context.Context) error  { return nil }
-func (s storePart) Stop(context.Context) error { return s.close() }
-
 // LogsDir is the directory of DataDir that holds the workers' log files.
 const LogsDir = "logs"
 
@@ -78,7 +70,7 @@ const LogsSweepInterval = 10 * time.Minute
 // its own); it closes the open files at stop.
 type logsPart struct {
 	h *Host
-	periodic
+	startstop.Base
 }
 
 func (p *logsPart) sweep(ctx context.Context) {
@@ -96,7 +88,7 @@ func (p *logsPart) sweep(ctx context.Context) {
 func (p *logsPart) Start(ctx context.Context) error {
 	p.sweep(ctx)
 	if p.h.cfg.StoreURL != "" {
-		p.start(LogsSweepInterval, false, func(context.Context) {
+		p.Every(LogsSweepInterval, false, func(context.Context) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			p.sweep(ctx)
@@ -106,8 +98,7 @@ func (p *logsPart) Start(ctx context.Context) error {
 }
 
 func (p *logsPart) Stop(ctx context.Context) error {
-	_ = p.halt(ctx)
-	return p.h.logs.Close()
+	return errors.Join(p.Base.Stop(ctx), p.h.logs.Close())
 }
 
 // PrincipalsReloadInterval is how often the host looks whether host.json
@@ -118,11 +109,11 @@ const PrincipalsReloadInterval = time.Second
 // principalsPart reloads host.json when it changed (auth.Registry.Reload).
 type principalsPart struct {
 	h *Host
-	periodic
+	startstop.Base
 }
 
 func (p *principalsPart) Start(context.Context) error {
-	p.start(PrincipalsReloadInterval, false, func(context.Context) {
+	p.Every(PrincipalsReloadInterval, false, func(context.Context) {
 		if changed, err := p.h.principals.Reload(); err != nil {
 			p.h.log.Warn("host.json changed but does not load; the principals stay as they were", "error", err)
 		} else if changed {
@@ -130,52 +121,6 @@ func (p *principalsPart) Start(context.Context) error {
 		}
 	})
 	return nil
-}
-
-func (p *principalsPart) Stop(ctx context.Context) error { return p.halt(ctx) }
-
-// periodic runs a part's work every interval on a goroutine of its own
-// (and once at once when now is set), from start until halt. The context
-// it passes ends when halt is called.
-type periodic struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (p *periodic) start(every time.Duration, now bool, work func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done = cancel, make(chan struct{})
-	go func() {
-		defer close(p.done)
-		if now {
-			work(ctx)
-		}
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				work(ctx)
-			}
-		}
-	}()
-}
-
-// halt stops the work and waits for its goroutine, or for ctx; nothing
-// to do when start was not called.
-func (p *periodic) halt(ctx context.Context) error {
-	if p.cancel == nil {
-		return nil
-	}
-	p.cancel()
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // safeName makes s a file name: characters other than letters, digits,

@@ -17,7 +17,6 @@ import (
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/runtime/membudget"
 	"github.com/takoform/queuehost/runtime/store"
-	"github.com/takoform/queuehost/schemas"
 )
 
 // sender authorises every producer Binding call at call time (a reference
@@ -31,18 +30,27 @@ import (
 type sender struct{ h *Host }
 
 func (s sender) Send(ctx context.Context, creator, space, queueUID string, msgs []abi.OutgoingMessage) ([]string, error) {
+	// The grants are checked against the queue's Form (the registry's
+	// queue Form when there is no such queue, so that a principal that may
+	// not send learns that first, as before the queue is read).
+	forms := s.h.forms
+	q, err := s.h.st.Resource(ctx, queueUID)
+	exists := err == nil && q.Space == space && forms.IsQueue(q.FormURL) && q.State != store.StateDeleting
+	form := forms.DefaultQueue()
+	if exists {
+		form = q.FormURL
+	}
 	p, ok := s.h.principals.Creator(creator)
-	if !ok || !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {
-		return nil, fmt.Errorf("%w: the version's creator may not send to AtLeastOnceQueue resources in space %q", abi.ErrBackendUnavailable, space)
+	if !ok || !p.Can(space, form, auth.Write) { // mutate:send-authorised-at-call
+		return nil, fmt.Errorf("%w: the version's creator may not send to %s resources in space %q", abi.ErrBackendUnavailable, forms.Name(form), space)
 	}
 	if inv, ok := abi.Invoker(ctx); ok {
 		ip, found := s.h.principals.ByID(inv)
-		if !found || !ip.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {
-			return nil, fmt.Errorf("%w: the principal that invoked the worker may not send to AtLeastOnceQueue resources in space %q", abi.ErrBackendUnavailable, space)
+		if !found || !ip.Can(space, form, auth.Write) {
+			return nil, fmt.Errorf("%w: the principal that invoked the worker may not send to %s resources in space %q", abi.ErrBackendUnavailable, forms.Name(form), space)
 		}
 	}
-	q, err := s.h.st.Resource(ctx, queueUID)
-	if err != nil || q.Space != space || q.FormURL != schemas.FormAtLeastOnceQueue || q.State == store.StateDeleting {
+	if !exists {
 		return nil, fmt.Errorf("%w: the queue %s does not exist in space %q", abi.ErrBackendUnavailable, queueUID, space)
 	}
 	// The bodies are held until they are durable: charged to the invoking

@@ -7,17 +7,20 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"github.com/takoform/queuehost/gen/api"
 )
 
 // Form URLs, matched exactly: trailing slash included, no normalisation.
+// Generated once from spec/openapi.yaml (gen/api/forms.gen.go).
 const (
-	FormAtLeastOnceQueue = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
-	FormQueueConsumer    = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
-	FormModuleWorker     = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
-	FormWorkerVersion    = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	FormAtLeastOnceQueue = api.FormAtLeastOnceQueue
+	FormQueueConsumer    = api.FormQueueConsumer
+	FormModuleWorker     = api.FormModuleWorker
+	FormWorkerVersion    = api.FormWorkerVersion
 	// FormPullConsumer is the host's own Form of a pull consumer
 	// (spec/peers.md §Pull consumers), not one of the Takoform Forms.
-	FormPullConsumer = "https://queuehost.takoform.com/forms/PullConsumer/0.1.0/"
+	FormPullConsumer = api.FormPullConsumer
 )
 
 // ErrUnknownForm is returned by ValidateResource for a Form URL that is not

@@ -224,7 +224,7 @@ func walkIntegers(out []violation, s *jsonschema.Schema, v any, ptr string, dept
 	}
 	switch v := v.(type) {
 	case json.Number:
-		if integerOnly(s) && strings.ContainsAny(string(v), ".eE") {
+		if integerOnly(s) && strings.ContainsAny(string(v), ".eE") { // mutate:integer-literal
 			out = append(out, violation{
 				Violation: Violation{Pointer: ptr, Detail: "must be an integer written without fraction or exponent"},
 				rank:      rankLiteral,

@@ -12,10 +12,10 @@ import (
 
 	"github.com/takoform/queuehost/auth"
 	"github.com/takoform/queuehost/controller"
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/problem"
 	"github.com/takoform/queuehost/runtime/store"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 const (
@@ -163,7 +163,7 @@ func (r *resp) pointers() []string {
 	return out
 }
 
-// do sends one request through tests/apiclient (Do, so that a test can
+// do sends one request through internal/apiclient (Do, so that a test can
 // send any body and header) and decodes the answer.
 func (h *harness) do(method, path, token string, body any, headers ...string) *resp {
 	h.t.Helper()

@@ -2,12 +2,13 @@ package server
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/takoform/queuehost/internal/loadprobe"
 )
 
 // 64 concurrent viewer lists of a space holding 20 versions of 4 MiB
@@ -23,50 +24,20 @@ func TestHeavyListsOfABigSpace(t *testing.T) {
 		h.mustCreate("s1", fmt.Sprintf("w-v%d", i), fVersion, versionSpec(w, big))
 	}
 	q := h.mustCreate("s1", "q", fQueue, queueSpec())
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() {
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak.Load() {
-				peak.Store(m.HeapInuse)
-			}
-		}
-	}()
+	heap := loadprobe.Heap(10 * time.Millisecond)
 	var worst atomic.Int64
 	var others atomic.Int64
-	go func() {
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			start := time.Now()
-			r := h.do("GET", res("s1")+"/"+q, tViewer, nil)
-			if r.status != 200 {
-				t.Errorf("a read meanwhile: %d %s", r.status, r.body)
-			}
-			others.Add(1)
-			if d := int64(time.Since(start)); d > worst.Load() {
-				worst.Store(d)
-			}
+	stopReads := loadprobe.Every(50*time.Millisecond, func() {
+		start := time.Now()
+		r := h.do("GET", res("s1")+"/"+q, tViewer, nil)
+		if r.status != 200 {
+			t.Errorf("a read meanwhile: %d %s", r.status, r.body)
 		}
-	}()
+		others.Add(1)
+		if d := int64(time.Since(start)); d > worst.Load() {
+			worst.Store(d)
+		}
+	})
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range 64 {
@@ -87,9 +58,9 @@ func TestHeavyListsOfABigSpace(t *testing.T) {
 	wg.Wait()
 	took := time.Since(start)
 	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	bg.Wait()
-	grown := int64(peak.Load()) - int64(base)
+	stopReads()
+	base, peak := heap()
+	grown := int64(peak) - int64(base)
 	t.Logf("64 lists of 20 x 4 MiB versions in %v; at most %d at once (budget %d, up to %d waiting); Go heap %d MiB before, grew by %d MiB at most; %d other reads, worst %v",
 		took, h.srv.heavy.peak.Load(), cap(h.srv.heavy.slots), h.srv.heavy.waitedPeak.Load(), base>>20, grown>>20, others.Load(), time.Duration(worst.Load()))
 	if p, c := h.srv.heavy.peak.Load(), cap(h.srv.heavy.slots); p > int64(c) || p < 1 {

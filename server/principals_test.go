@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/controller"
-	"github.com/takoform/queuehost/tests/apiclient"
+	"github.com/takoform/queuehost/internal/apiclient"
 )
 
 // The principal routes: only an administrator reaches them; a created

@@ -19,10 +19,10 @@ import (
 
 // Form URLs the manifest's kinds map to.
 const (
-	formQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
-	formConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
-	formWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
-	formVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	formQueue    = api.FormAtLeastOnceQueue
+	formConsumer = api.FormQueueConsumer
+	formWorker   = api.FormModuleWorker
+	formVersion  = api.FormWorkerVersion
 )
 
 // client is the Host API of one space through the generated client

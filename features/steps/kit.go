@@ -24,14 +24,16 @@ import (
 	"time"
 
 	"github.com/cucumber/godog"
+
+	"github.com/takoform/queuehost/gen/api"
 )
 
 // Form URLs, matched exactly by hosts.
 const (
-	FormQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
-	FormConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
-	FormWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
-	FormVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	FormQueue    = api.FormAtLeastOnceQueue
+	FormConsumer = api.FormQueueConsumer
+	FormWorker   = api.FormModuleWorker
+	FormVersion  = api.FormWorkerVersion
 )
 
 var formsByShortName = map[string]string{

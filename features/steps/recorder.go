@@ -1,14 +1,10 @@
 package steps
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/takoform/queuehost/features/hostapi"
 )
 
 // Event is one observation a test worker POSTed to the recorder.
@@ -62,70 +58,23 @@ type Result struct {
 	At float64 `json:"at"`
 }
 
+// Stamp numbers the event and notes when it arrived (hostapi.Stamped).
+func (e *Event) Stamp(seq int, recv time.Time) { e.Seq, e.Recv = seq, recv }
+
 // Recorder receives the test workers' outbound fetches on loopback (or any
-// address the host can reach) and lets steps wait for them.
+// address the host can reach) and lets steps wait for them: the shared
+// inbox (hostapi.Inbox), its reports filed by scenario scope.
 type Recorder struct {
-	mu     sync.Mutex
-	events map[string][]*Event
-	seq    int
-	srv    *http.Server
-	ln     net.Listener
+	*hostapi.Inbox[Event, *Event]
 }
 
 // StartRecorder listens on addr ("127.0.0.1:0" for a free port).
 func StartRecorder(addr string) (*Recorder, error) {
-	ln, err := net.Listen("tcp", addr)
+	in, err := hostapi.StartInbox[Event](addr, hostapi.InboxOptions[*Event]{Key: func(e *Event) string { return e.Scope }})
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{events: map[string][]*Event{}, ln: ln}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /event", r.handle)
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln)
-	return r, nil
-}
-
-// Addr is the host:port the recorder listens on.
-func (r *Recorder) Addr() string { return r.ln.Addr().String() }
-
-// Close stops the recorder.
-func (r *Recorder) Close() error { return r.srv.Close() }
-
-func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
-	b, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
-	if err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	var e Event
-	if err := json.Unmarshal(b, &e); err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	e.Recv = time.Now()
-	r.mu.Lock()
-	r.seq++
-	e.Seq = r.seq
-	r.events[e.Scope] = append(r.events[e.Scope], &e)
-	r.mu.Unlock()
-	w.WriteHeader(204)
-}
-
-// Events returns a copy of the scope's events in arrival order.
-func (r *Recorder) Events(scope string) []*Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := append([]*Event(nil), r.events[scope]...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out
-}
-
-// Forget drops a scope's events (at the end of a scenario).
-func (r *Recorder) Forget(scope string) {
-	r.mu.Lock()
-	delete(r.events, scope)
-	r.mu.Unlock()
+	return &Recorder{in}, nil
 }
 
 // Delivery is one delivery of one message: the start event of the batch

@@ -772,7 +772,7 @@ func registerResourceSteps(sc *godog.ScenarioContext) {
 		if w.last == nil || w.last.Problem == nil {
 			return fmt.Errorf("the last answer is not a problem: %v", w.last)
 		}
-		for _, e := range w.last.Problem.Errors {
+		for _, e := range ProblemErrors(w.last.Problem) {
 			if e.Pointer == ptr || strings.HasPrefix(e.Pointer, ptr+"/") {
 				return nil
 			}

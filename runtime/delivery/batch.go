@@ -478,7 +478,7 @@ func (e *Engine) finalize(b *batch) {
 	q := b.q
 	q.mu.Lock()
 	out := b.outcome
-	if out == outSuccess && b.noAck {
+	if out == outSuccess && b.noAck { // mutate:detach-acks-unsettled
 		out = outClose
 	}
 	cfg := b.c.cfg
@@ -490,10 +490,10 @@ func (e *Engine) finalize(b *batch) {
 		}
 		bm.st = settled
 		switch out {
-		case outSuccess:
+		case outSuccess: // mutate:ack-after-throw
 			p.ack = append(p.ack, bm.m)
 		case outFailure, outTimeout:
-			p.retryOrExhaust(bm.m, now+int64(cfg.RetryDelaySeconds)*1000, now, cfg)
+			p.retryOrExhaust(bm.m, now+int64(cfg.RetryDelaySeconds)*1000, now, cfg) // mutate:throw-delay-ignored
 		case outExpired:
 			// The visibility timeout was the delay (spec/peers.md §Pull
 			// consumers).
@@ -565,7 +565,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 		}
 		if s.Kind == abi.AcknowledgeAll || s.Kind == abi.RetryAll {
 			for _, bm := range b.items {
-				if bm.st == unsettled {
+				if bm.st == unsettled { // mutate:ackall-reverses-retry
 					targets = append(targets, bm)
 				}
 			}
@@ -586,7 +586,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 			q.mu.Unlock()
 			return abi.ErrUnknownMessage
 		}
-		if bm.st == settled {
+		if bm.st == settled { // mutate:settlement-reversed
 			q.mu.Unlock()
 			return abi.ErrAlreadySettled
 		}
@@ -616,7 +616,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 		case abi.Acknowledge, abi.AcknowledgeAll:
 			p.ack = append(p.ack, bm.m)
 		default:
-			delay := cfg.RetryDelaySeconds
+			delay := cfg.RetryDelaySeconds // mutate:retry-delay-ignored
 			if s.Delay != nil {
 				delay = *s.Delay
 			}
@@ -674,7 +674,7 @@ func (e *Engine) settleDone(b *batch, targets []*bmsg, p *plan, moved []*msg, dl
 	}
 	e.addMoved(dlq, moved, p.dlqPending)
 	e.notify()
-	if err != nil {
+	if err != nil { // mutate:ack-before-durable
 		return fmt.Errorf("%w: %w", abi.ErrBackendUnavailable, err)
 	}
 	return nil

@@ -198,10 +198,11 @@ func (e *Engine) Holds(uid string) bool {
 // returns how many it added. A message leased by a batch of another
 // engine is unsettled, as at Start. Adopting a message the engine has just
 // removed is safe: the delivery finds its record gone and forgets it.
-// Only with Options.Remote (the engine indexes messages by ID).
+// Only with Options.Remote or QueueConfig.External (the engine indexes
+// the queue's messages by ID).
 func (e *Engine) Adopt(uid string, sms []store.Message) int {
 	q := e.queue(uid)
-	if q == nil || e.remote == nil {
+	if q == nil {
 		return 0
 	}
 	sort.Slice(sms, func(i, j int) bool {

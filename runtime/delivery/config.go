@@ -17,6 +17,11 @@ type QueueConfig struct {
 	// the head only when no batch of the queue is in flight; a retried
 	// head stays the head. Fixed when the queue is added.
 	Serialized bool
+	// External is set for a queue whose messages live on a broker
+	// (runtime/broker): messages can reach it without a send through
+	// this engine (another producer, a copy an earlier run left), and
+	// are added with Adopt, so the engine indexes them by ID.
+	External bool
 }
 
 // ConsumerConfig is what the engine needs of a QueueConsumer 0.3.0 resource.

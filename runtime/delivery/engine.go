@@ -516,9 +516,9 @@ func (e *Engine) AddQueue(ctx context.Context, cfg QueueConfig) error {
 		return ErrQueueExists
 	}
 	q := &queue{e: e, uid: cfg.UID, cfg: cfg, batches: map[string]*batch{}, expiry: msgOrder{byExpiry: true},
-		serial: cfg.Serialized, avail: msgOrder{bySeq: cfg.Serialized}}
+		serial: cfg.Serialized, avail: msgOrder{bySeq: cfg.Serialized}} // mutate:serial-retry-to-back
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
-	if e.customID || e.remote != nil {
+	if e.customID || e.remote != nil || cfg.External {
 		q.ids = map[string]*msg{}
 	}
 	if e.started.Load() {
@@ -563,7 +563,7 @@ func (e *Engine) UpdateQueue(ctx context.Context, cfg QueueConfig) error {
 	if cfg.Serialized != q.serial {
 		return fmt.Errorf("%w: whether a queue is serialized is fixed when it is added", ErrInvalidConfig)
 	}
-	q.cfg = cfg
+	q.cfg = cfg // mutate:delay-update-retimes
 	q.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))
 	q.pump()
 	return nil
@@ -836,14 +836,14 @@ func (e *Engine) SendWith(ctx context.Context, queueUID string, msgs []abi.Outgo
 
 // send is SendWith, storing traceParent with each message.
 func (e *Engine) send(ctx context.Context, queueUID string, msgs []abi.OutgoingMessage, extra func(ids []string) []store.Mutation, traceParent string) ([]string, error) {
-	if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch {
+	if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch { // mutate:send-batch-101-2
 		return nil, abi.ErrBatchTooLarge
 	}
 	for _, m := range msgs {
 		switch {
 		case len(m.Body) == 0:
 			return nil, abi.ErrInvalidBody
-		case len(m.Body) > abi.MaxBodyBytes:
+		case len(m.Body) > abi.MaxBodyBytes: // mutate:message-too-large-2
 			return nil, abi.ErrMessageTooLarge
 		case m.Delay != nil && (*m.Delay < 0 || *m.Delay > abi.MaxDelaySeconds):
 			return nil, abi.ErrInvalidDelay
@@ -899,7 +899,7 @@ func (e *Engine) send(ctx context.Context, queueUID string, msgs []abi.OutgoingM
 	}
 	for i, m := range msgs {
 		delay := defDelay
-		if m.Delay != nil {
+		if m.Delay != nil { // mutate:send-delay-loses
 			delay = *m.Delay
 		}
 		visibleAt := now + int64(delay)*1000

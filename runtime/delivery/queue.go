@@ -135,7 +135,7 @@ func (q *queue) retentionMs() int64 { return int64(q.cfg.MessageRetentionSeconds
 
 // expireAt is the instant from which m counts as expired: accept time plus
 // the queue's current retention.
-func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }
+func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() } // mutate:retention-from-delivery
 
 // insert adds a new message (load, adoption, dead-letter move, redrive)
 // and reports whether it did: false when the queue already holds a
@@ -388,20 +388,20 @@ func (q *queue) pump() {
 	q.rearm(now)
 }
 
-func (q *queue) exhausted(c *consumer, m *msg) bool { return m.attempts >= 1+c.cfg.MaxRetries }
+func (q *queue) exhausted(c *consumer, m *msg) bool { return m.attempts >= 1+c.cfg.MaxRetries } // mutate:max-retries-first-1
 
 // dispatch forms the batches that are due. mu held.
 func (q *queue) dispatch(c *consumer, now int64) {
 	q.promote(now)
-	timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000
-	for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && q.avail.Len() > 0 {
+	timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000                               // mutate:batch-no-wait
+	for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && q.avail.Len() > 0 { // mutate:max-concurrency
 		// A batch is due when it is full, or when its first message has
 		// been available for maxBatchTimeoutSeconds.
 		if q.avail.Len() < c.cfg.MaxBatchSize && now < q.avail.peek().visibleAt+timeoutMs {
 			return
 		}
 		ms := make([]*msg, 0, min(c.cfg.MaxBatchSize, q.avail.Len()))
-		for len(ms) < c.cfg.MaxBatchSize && q.avail.Len() > 0 {
+		for len(ms) < c.cfg.MaxBatchSize && q.avail.Len() > 0 { // mutate:max-batch-size
 			m := q.avail.pop()
 			m.where = inNone
 			if q.exhausted(c, m) {
@@ -436,7 +436,7 @@ func (q *queue) rearm(now int64) {
 			next = t
 		}
 	}
-	if m := q.expiry.peek(); m != nil {
+	if m := q.expiry.peek(); m != nil { // mutate:retention-lazy
 		consider(q.expireAt(m))
 	}
 	if (len(q.toExpire) > 0 && !q.expiring) || (len(q.toExhaust) > 0 && !q.exhausting && q.consumer != nil) {
@@ -617,7 +617,7 @@ func (p *plan) retryOrExhaust(m *msg, visibleAt, now int64, cfg ConsumerConfig) 
 	case m.expired || now >= q.expireAt(m):
 		m.expired = true
 		p.expire = append(p.expire, m)
-	case m.attempts >= 1+cfg.MaxRetries:
+	case m.attempts >= 1+cfg.MaxRetries: // mutate:max-retries-first-2
 		if cfg.DeadLetterQueueUID != "" {
 			p.dlqUID = cfg.DeadLetterQueueUID
 			p.consumerUID, p.consumerName = cfg.UID, cfg.Name
@@ -715,7 +715,7 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 			}
 			var newIDs []string
 			if dlq.serial {
-				newIDs = e.serialIDs(dlq, first, len(p.dead))
+				newIDs = e.serialIDs(dlq, first, len(p.dead)) // mutate:serial-dlq-restart
 			}
 			var dead, gone []*msg
 			for i, m := range p.dead {
@@ -736,7 +736,7 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body), DeadLetter: dl, TraceParent: m.traceParent()},
 					Body:    body,
 				})
-				nm := newMsg(id, now, now+delay, 0, len(body), seq)
+				nm := newMsg(id, now, now+delay, 0, len(body), seq) // mutate:dlq-keeps-attempts
 				nm.dl, nm.tr = dl, m.tr
 				moved = append(moved, nm)
 				dead = append(dead, m)

@@ -48,7 +48,7 @@ import (
 // serialIdle reports whether nothing of a serialized queue is in flight:
 // no batch, and no dead-letter or discard of a head pending. mu held.
 func (q *queue) serialIdle() bool {
-	return len(q.batches) == 0 && !q.exhausting && len(q.toExhaust) == 0
+	return len(q.batches) == 0 && !q.exhausting && len(q.toExhaust) == 0 // mutate:serial-two-batches
 }
 
 // pendingMin is the smallest sequence number a write in flight is adding,
@@ -189,7 +189,7 @@ func (e *Engine) serialIDs(q *queue, first uint64, n int) []string {
 		raw := make([]byte, 8*n)
 		rand.Read(raw)
 		for i := range ids {
-			ids[i] = fmt.Sprintf("%016x", first+uint64(i)) + hex.EncodeToString(raw[8*i:8*i+8])
+			ids[i] = fmt.Sprintf("%016x", first+uint64(i)) + hex.EncodeToString(raw[8*i:8*i+8]) // mutate:serial-restart-order
 		}
 		return ids
 	}

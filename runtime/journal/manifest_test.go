@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -365,4 +366,57 @@ func TestManifestWriteFailures(t *testing.T) {
 	j.Close()
 	_, _, got := open(t, ffs, "/j", 40)
 	equal(t, got, want...)
+}
+
+// renameCountFS counts the renames onto the manifest: one per checkpoint.
+type renameCountFS struct {
+	*MemFS
+	manifests atomic.Int64
+}
+
+func (f *renameCountFS) Rename(oldname, newname string) error {
+	if filepath.Base(newname) == ManifestName {
+		f.manifests.Add(1)
+	}
+	return f.MemFS.Rename(oldname, newname)
+}
+
+// A writer busy with one small group after another, its queue empty
+// between them (one request at a time), is not idle: the idle checkpoint
+// waits until no group has been taken for CheckpointIdle, and while busy
+// only CheckpointEvery records the mark. The idle timer used to fire
+// CheckpointIdle after the first wait whatever came since, writing the
+// manifest every CheckpointIdle under a steady trickle.
+func TestIdleCheckpointWaitsForIdle(t *testing.T) {
+	fsys := &renameCountFS{MemFS: NewMemFS(1)}
+	const idle = 30 * time.Millisecond
+	j, _, _, err := openWith("/j", Options{FS: fsys, Logger: quiet, CheckpointIdle: idle, CheckpointEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	before := fsys.manifests.Load()
+	var last Pos
+	gaps := int64(0) // pauses of CheckpointIdle or more (a loaded machine's oversleeps): each may checkpoint
+	prev := time.Now()
+	for end := time.Now().Add(20 * idle); time.Now().Before(end); {
+		if time.Since(prev) >= idle {
+			gaps++
+		}
+		if last, err = j.Append(context.Background(), []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+		prev = time.Now()
+		time.Sleep(idle / 10)
+	}
+	if n := fsys.manifests.Load() - before; n > gaps {
+		t.Fatalf("%d checkpoints while appending every %s with CheckpointIdle %s (%d pauses of %s or more), want at most one per pause", n, idle/10, idle, gaps, idle)
+	}
+	before = fsys.manifests.Load()
+	// Idle now: the mark is recorded by itself, once.
+	waitMark(t, j, Mark{last.Segment, last.Offset + HeaderSize + 1})
+	time.Sleep(3 * idle)
+	if n := fsys.manifests.Load() - before; n > 1 {
+		t.Fatalf("%d checkpoints after going idle, want 1", n)
+	}
 }

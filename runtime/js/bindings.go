@@ -28,7 +28,7 @@ func (in *instance) bindingObject(b abi.Binding) *goja.Object {
 			return in.rejected(in.codeError(fmt.Errorf("sendBatch: messages must be an array: %w", abi.ErrInvalidBody)))
 		}
 		n := arr.Get("length").ToInteger()
-		if n < 1 || n > abi.MaxSendBatch {
+		if n < 1 || n > abi.MaxSendBatch { // mutate:send-batch-101-1
 			return in.rejected(in.codeError(fmt.Errorf("sendBatch: %d messages: %w", n, abi.ErrBatchTooLarge)))
 		}
 		msgs := make([]abi.OutgoingMessage, n)
@@ -46,7 +46,7 @@ func (in *instance) bindingObject(b abi.Binding) *goja.Object {
 			if err == nil {
 				m.Delay, err = sendDelay(mo.Get("delaySeconds"))
 			}
-			if err != nil {
+			if err != nil { // mutate:send-batch-not-atomic
 				return in.rejected(in.codeError(fmt.Errorf("sendBatch: message %d: %w", i, err)))
 			}
 			msgs[i] = m
@@ -70,7 +70,7 @@ func (in *instance) outgoing(body, options goja.Value, what string) (abi.Outgoin
 		return m, fmt.Errorf("%s must be undefined or an object {delaySeconds?}: %w", what, abi.ErrInvalidBody)
 	}
 	for _, k := range oo.Keys() {
-		if k != "delaySeconds" {
+		if k != "delaySeconds" { // mutate:send-options-open
 			return m, fmt.Errorf("%s has the unknown field %q: %w", what, k, abi.ErrInvalidBody)
 		}
 	}
@@ -106,7 +106,7 @@ func (in *instance) outgoingBody(v goja.Value) (abi.OutgoingMessage, error) {
 	if len(b) == 0 {
 		return abi.OutgoingMessage{}, fmt.Errorf("the body is empty (%s): %w", abi.BodyRule, abi.ErrInvalidBody)
 	}
-	if len(b) > abi.MaxBodyBytes {
+	if len(b) > abi.MaxBodyBytes { // mutate:message-too-large-1
 		return abi.OutgoingMessage{}, fmt.Errorf("%d bytes: %w", len(b), abi.ErrMessageTooLarge)
 	}
 	return abi.OutgoingMessage{Body: b}, nil

@@ -104,32 +104,8 @@ func TestSandboxEndChargedToItsCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(id, body string, s abi.Settler) error {
-		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		defer cancel()
-		return h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte(body), Attempts: 1}}, s))
-	}
-	var wg sync.WaitGroup
-	errs := map[string]error{}
-	settlers := map[string]*recSettler{}
-	var mu sync.Mutex
-	for _, id := range []string{"i1", "i2", "i3", "p1"} {
-		body := "innocent"
-		if id[0] == 'p' {
-			body = "poison"
-		}
-		s := &recSettler{}
-		settlers[id] = s
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := run(id, body, s)
-			mu.Lock()
-			errs[id] = err
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	run := func(id, body string, s abi.Settler) error { return runOne(t, h, id, body, s) }
+	errs, settlers := runInnocentsAndPoison(t, h)
 	select {
 	case <-g.ended:
 	default:
@@ -427,6 +403,22 @@ func TestReRunWaitsForASandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	errs, _ := runInnocentsAndPoison(t, h)
+	for _, id := range []string{"i1", "i2", "i3"} {
+		if errs[id] != nil {
+			t.Errorf("innocent batch %s: %v, want nil (not charged)", id, errs[id])
+		}
+	}
+	if !errors.Is(errs["p1"], ErrSandboxEnded) {
+		t.Errorf("poison: %v, want the sandbox ended", errs["p1"])
+	}
+}
+
+// runInnocentsAndPoison runs, at once, three innocent batches (i1, i2, i3)
+// and one poison batch (p1) of one message each through h, and returns
+// each batch's error and settlements once all have returned.
+func runInnocentsAndPoison(t *testing.T, h abi.Handler) (map[string]error, map[string]*recSettler) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	errs := map[string]error{}
@@ -441,21 +433,19 @@ func TestReRunWaitsForASandbox(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-			defer cancel()
-			err := h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte(body), Attempts: 1}}, s))
+			err := runOne(t, h, id, body, s)
 			mu.Lock()
 			errs[id] = err
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	for _, id := range []string{"i1", "i2", "i3"} {
-		if errs[id] != nil {
-			t.Errorf("innocent batch %s: %v, want nil (not charged)", id, errs[id])
-		}
-	}
-	if !errors.Is(errs["p1"], ErrSandboxEnded) {
-		t.Errorf("poison: %v, want the sandbox ended", errs["p1"])
-	}
+	return errs, settlers
+}
+
+// runOne runs a batch of one message, id with body, through h.
+func runOne(t *testing.T, h abi.Handler, id, body string, s abi.Settler) error {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	return h.HandleBatch(ctx, abi.NewBatch("b-"+id, "jobs", []abi.Message{{ID: id, Body: []byte(body), Attempts: 1}}, s))
 }

@@ -100,8 +100,8 @@ func TestLimits(t *testing.T) {
 			continue
 		}
 		checkProblem(t, r, tc.code)
-		if tc.detail != "" && r.Problem != nil && !strings.Contains(r.Problem.Detail, tc.detail) {
-			t.Errorf("%s: detail %q does not say %q", tc.name, r.Problem.Detail, tc.detail)
+		if tc.detail != "" && r.Problem != nil && !strings.Contains(r.Detail(), tc.detail) {
+			t.Errorf("%s: detail %q does not say %q", tc.name, r.Detail(), tc.detail)
 		}
 		t.Logf("%-44s -> %d %s: %.100s", tc.name, r.Status, r.Code(), detailOf(r))
 	}
@@ -144,7 +144,7 @@ func detailOf(r *harness.Response) string {
 	if r.Problem == nil {
 		return ""
 	}
-	return r.Problem.Detail
+	return r.Detail()
 }
 
 func isClosed(err error) bool {

@@ -17,8 +17,8 @@ import (
 	"github.com/takoform/queuehost/abi"
 	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/host"
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 )
 
 // The cluster section: several ACTIVE hosts on one PostgreSQL database

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/schemas"
-	"github.com/takoform/queuehost/tests/apiclient"
 	"github.com/takoform/queuehost/tests/e2e/harness"
 )
 

@@ -8,19 +8,20 @@ import (
 	"os"
 	"time"
 
+	"github.com/takoform/queuehost/gen/api"
 	"github.com/takoform/queuehost/host"
-	"github.com/takoform/queuehost/tests/apiclient"
+	"github.com/takoform/queuehost/internal/apiclient"
 )
 
 const (
-	formQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
-	formWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
-	formVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
-	formConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
+	formQueue    = api.FormAtLeastOnceQueue
+	formWorker   = api.FormModuleWorker
+	formVersion  = api.FormWorkerVersion
+	formConsumer = api.FormQueueConsumer
 	benchSpace   = "bench"
 )
 
-// apiClient is the benchmark's Host API client: tests/apiclient with
+// apiClient is the benchmark's Host API client: internal/apiclient with
 // keep-alive connections for conns clients.
 type apiClient struct{ *apiclient.Client }
 

@@ -129,6 +129,7 @@ func startInProcess(ctx context.Context, recorderAddr, otherSpace, storeURL stri
 		// host's fault hook directly. The same Faults survive a restart.
 		Faults: &host.Faults{},
 	}
+	ip.cfg.Brokers, ip.cfg.QueueOffering = inProcessBrokers, inProcessQueueOffering
 	if active > 1 {
 		ip.cfg.ClusterActive = true
 		ip.cfg.ClusterTTL = 2 * time.Second

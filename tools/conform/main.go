@@ -34,7 +34,15 @@ import (
 
 	"github.com/takoform/queuehost/features"
 	"github.com/takoform/queuehost/features/steps"
+	"github.com/takoform/queuehost/host"
 	"github.com/takoform/queuehost/runtime/sandbox"
+)
+
+// The in-process host's brokers and default queue Offering (-broker,
+// -queue-offering).
+var (
+	inProcessBrokers       []host.BrokerConfig
+	inProcessQueueOffering string
 )
 
 func main() {
@@ -73,6 +81,14 @@ func run() int {
 		only           = flag.String("only", "", "run just the scenarios whose name matches this regular expression (the others end before their first step, unreported); not with --certify")
 		failFast       = flag.Bool("fail-fast", false, "stop at the first failed scenario (a mutation run wants a verdict, not the whole list); not with --certify")
 	)
+	flag.Func("broker", "in-process host only: a message broker NAME=URL, as takohost -broker (repeatable)", func(v string) error {
+		b, err := host.ParseBroker(v)
+		if err == nil {
+			inProcessBrokers = append(inProcessBrokers, b)
+		}
+		return err
+	})
+	flag.StringVar(&inProcessQueueOffering, "queue-offering", "", "in-process host only: the Offering of every queue created without one, as takohost -queue-offering (a -broker NAME runs the kit with every queue on that broker)")
 	flag.Parse()
 
 	rec, err := steps.StartRecorder(*recListen)

@@ -13,7 +13,7 @@
 // history) is a pure function of the recorded history and knows nothing
 // of the host; it imports none of the host's packages, nor does this
 // command (it starts the takohost binary; it uses only gen/api through
-// tests/apiclient).
+// internal/apiclient).
 //
 // No clock orders anything: the history is ordered by the recorder's
 // sequence (a fault is recorded before its SIGSTOP, SIGCONT or SIGKILL),

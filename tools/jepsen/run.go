@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/takoform/queuehost/tests/apiclient"
+	"github.com/takoform/queuehost/internal/apiclient"
 	"github.com/takoform/queuehost/tools/jepsen/history"
 )
 

@@ -5,9 +5,12 @@
 //	go run ./tools/mutate [-only ID,...] [-list] [-md FILE]
 //	go run ./tools/mutate -model [-only ID,...] [-model-checks N]
 //
-// Every mutation (table.go) is one or more exact search/replace edits; a
-// search string that does not occur exactly once is an error, so the table
-// cannot silently rot when the host code moves. The mutated copies are
+// Every mutation (table.go) is one or more search/replace edits, each
+// anchored by a "// mutate:NAME" comment on the line it changes (a JSON
+// schema, which has no comments, by a search string unique in its file); a
+// marker that is missing or twice, or a search string that does not occur
+// exactly once where it points, is an error, so the table cannot silently
+// rot, and moving or rewording the code around a marker does not break it. The mutated copies are
 // written to a temporary directory and reach the build only through
 // `go run -overlay`: the working tree is never modified. For each mutation
 // the runner runs
@@ -226,12 +229,64 @@ func mutate(root string, m mutation) (map[string][]byte, error) {
 			}
 			cur = b
 		}
+		if e.Mark != "" {
+			b, err := applyMarked(cur, e)
+			if err != nil {
+				return nil, err
+			}
+			out[e.File] = b
+			continue
+		}
+		if strings.HasSuffix(e.File, ".go") {
+			return nil, fmt.Errorf("%s: an edit of a Go file is anchored by a marker (Mark and a \"// mutate:NAME\" comment on its line)", e.File)
+		}
 		if n := strings.Count(string(cur), e.Search); n != 1 {
 			return nil, fmt.Errorf("%s: the search string occurs %d times, not once: %q", e.File, n, e.Search)
 		}
 		out[e.File] = []byte(strings.Replace(string(cur), e.Search, e.Replace, 1))
 	}
 	return out, nil
+}
+
+// markComment is a trailing comment of mutation markers, and the line end
+// after it.
+var markComment = regexp.MustCompile(`[ \t]*// mutate:[A-Za-z0-9-]+(?: mutate:[A-Za-z0-9-]+)*[ \t]*(\n|$)`)
+
+// marked reports whether line carries the marker name.
+func marked(line, name string) bool {
+	c := markComment.FindString(line)
+	for _, f := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(c), "//")) {
+		if f == "mutate:"+name {
+			return true
+		}
+	}
+	return false
+}
+
+// applyMarked applies e (Mark set) to src: Search, exactly once in the
+// marked line and the lines after it that Search spans (markers left out),
+// becomes Replace. The mutated copy keeps every line where it was.
+func applyMarked(src []byte, e edit) ([]byte, error) {
+	lines := strings.SplitAfter(string(src), "\n")
+	at := -1
+	for i, l := range lines {
+		if marked(l, e.Mark) {
+			if at >= 0 {
+				return nil, fmt.Errorf("%s: lines %d and %d are both marked mutate:%s", e.File, at+1, i+1, e.Mark)
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		return nil, fmt.Errorf("%s: no line is marked // mutate:%s", e.File, e.Mark)
+	}
+	end := min(at+strings.Count(e.Search, "\n")+1, len(lines))
+	region := markComment.ReplaceAllString(strings.Join(lines[at:end], ""), "$1")
+	if n := strings.Count(region, e.Search); n != 1 {
+		return nil, fmt.Errorf("%s:%d (mutate:%s): the search string occurs %d times on the marked line(s), not once: %q", e.File, at+1, e.Mark, n, e.Search)
+	}
+	region = strings.Replace(region, e.Search, e.Replace, 1)
+	return []byte(strings.Join(lines[:at], "") + region + strings.Join(lines[end:], "")), nil
 }
 
 // writeOverlay writes the mutated copies under dir and the overlay JSON

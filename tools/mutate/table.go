@@ -1,9 +1,18 @@
 package main
 
-// edit replaces Search, which must occur exactly once in File (relative to
-// the module root), by Replace.
+// edit replaces Search by Replace in File (relative to the module root).
+//
+// A Go file's edit is anchored by a marker: Mark names the line that ends
+// in the comment "// mutate:NAME" (several markers share one comment:
+// "// mutate:a mutate:b"), and Search must occur exactly once in that line
+// and the lines after it that Search spans, markers left out. So a mutant
+// survives its code moving and the rest of its file changing, and Search
+// is only as long as the change needs ("if " -> "if false && " keeps
+// working when the condition is reworded). A file that cannot hold a
+// comment (a JSON schema) has no Mark: Search must occur exactly once in
+// the whole file.
 type edit struct {
-	File, Search, Replace string
+	File, Mark, Search, Replace string
 }
 
 // mutation is one deliberate single-rule breakage of the reference host.
@@ -25,8 +34,9 @@ var mutations = []mutation{
 		What: "allow a second consumer of the same queue (skip the consumer_conflict check)",
 		Edits: []edit{{
 			File:    "controller/form_consumer.go",
-			Search:  "if u.Resource.FormURL == schemas.FormQueueConsumer && u.Via(ptrConsumerQueue) {",
-			Replace: "if false && u.Resource.FormURL == schemas.FormQueueConsumer && u.Via(ptrConsumerQueue) {",
+			Mark:    "second-consumer",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags:   "@consumer-rules",
 		Expect: []string{"a second consumer of the same queue is consumer_conflict"},
@@ -37,8 +47,9 @@ var mutations = []mutation{
 		What: "accept an update that changes a consumer's queue",
 		Edits: []edit{{
 			File:    "controller/form_consumer.go",
-			Search:  "if old.Queue.ResourceUid != nw.Queue.ResourceUid {",
-			Replace: "if false && old.Queue.ResourceUid != nw.Queue.ResourceUid {",
+			Mark:    "queue-immutable",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags:   "@consumer-rules",
 		Expect: []string{"changing queue or worker is invalid_spec"},
@@ -49,12 +60,14 @@ var mutations = []mutation{
 		What: "count the first delivery in maxRetries (exhausted at attempts >= maxRetries)",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "return m.attempts >= 1+c.cfg.MaxRetries }",
-			Replace: "return m.attempts >= c.cfg.MaxRetries }",
+			Mark:    "max-retries-first-1",
+			Search:  "1+c.cfg.",
+			Replace: "c.cfg.",
 		}, {
 			File:    "runtime/delivery/queue.go",
-			Search:  "case m.attempts >= 1+cfg.MaxRetries:",
-			Replace: "case m.attempts >= cfg.MaxRetries:",
+			Mark:    "max-retries-first-2",
+			Search:  ">= 1+cfg.",
+			Replace: ">= cfg.",
 		}},
 		Tags:   "@retries",
 		Expect: []string{"maxRetries counts redeliveries, not the first delivery"},
@@ -65,8 +78,9 @@ var mutations = []mutation{
 		What: "retry(id) without a delay retries at once instead of after retryDelaySeconds",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
-			Search:  "delay := cfg.RetryDelaySeconds",
-			Replace: "delay := 0",
+			Mark:    "retry-delay-ignored",
+			Search:  "cfg.RetryDelaySeconds",
+			Replace: "0",
 		}},
 		Tags:   "@retries",
 		Expect: []string{"retry without a delay waits retryDelaySeconds"},
@@ -77,8 +91,9 @@ var mutations = []mutation{
 		What: "a handler that throws has its unsettled messages retried at once, not after retryDelaySeconds",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
-			Search:  "p.retryOrExhaust(bm.m, now+int64(cfg.RetryDelaySeconds)*1000, now, cfg)",
-			Replace: "p.retryOrExhaust(bm.m, now, now, cfg)",
+			Mark:    "throw-delay-ignored",
+			Search:  "+int64(cfg.RetryDelaySeconds)*1000",
+			Replace: "",
 		}},
 		Tags:   "@retries",
 		Expect: []string{"a throw retries after retryDelaySeconds"},
@@ -89,8 +104,9 @@ var mutations = []mutation{
 		What: "a dead-lettered message keeps its attempts in the dead-letter queue instead of starting as a new message",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "nm := newMsg(id, now, now+delay, 0, len(body), seq)",
-			Replace: "nm := newMsg(id, now, now+delay, m.attempts, len(body), seq)",
+			Mark:    "dlq-keeps-attempts",
+			Search:  "now+delay, 0,",
+			Replace: "now+delay, m.attempts,",
 		}},
 		Tags:   "@retries",
 		Expect: []string{"an exhausted message moves to the dead-letter queue as a new message"},
@@ -101,8 +117,9 @@ var mutations = []mutation{
 		What: "let a settled message be settled again (no already_settled: retry after acknowledge is accepted)",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
-			Search:  "if bm.st == settled {",
-			Replace: "if false && bm.st == settled {",
+			Mark:    "settlement-reversed",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags: "@settlement",
 		Expect: []string{
@@ -116,6 +133,7 @@ var mutations = []mutation{
 		What: "a handler that throws or rejects has its unsettled messages acknowledged instead of retried",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
+			Mark:    "ack-after-throw",
 			Search:  "case outSuccess:\n\t\t\tp.ack = append(p.ack, bm.m)\n\t\tcase outFailure, outTimeout:",
 			Replace: "case outSuccess, outFailure:\n\t\t\tp.ack = append(p.ack, bm.m)\n\t\tcase outTimeout:",
 		}},
@@ -131,6 +149,7 @@ var mutations = []mutation{
 		What: "a settlement method called after its invocation ended resolves instead of rejecting with unknown_batch",
 		Edits: []edit{{
 			File:    "runtime/js/queue.go",
+			Mark:    "stale-batch-settles",
 			Search:  "return nil, call(ctx)",
 			Replace: "if err := call(ctx); err != nil && abi.Code(err) != \"unknown_batch\" {\n\t\t\treturn nil, err\n\t\t}\n\t\treturn nil, nil",
 		}},
@@ -146,8 +165,9 @@ var mutations = []mutation{
 		What: "a batch takes maxBatchSize + 1 messages",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "for len(ms) < c.cfg.MaxBatchSize && q.avail.Len() > 0 {",
-			Replace: "for len(ms) < c.cfg.MaxBatchSize+1 && q.avail.Len() > 0 {",
+			Mark:    "max-batch-size",
+			Search:  "c.cfg.MaxBatchSize &&",
+			Replace: "c.cfg.MaxBatchSize+1 &&",
 		}},
 		Tags:   "@batch",
 		Expect: []string{"no batch holds more than maxBatchSize messages"},
@@ -158,8 +178,9 @@ var mutations = []mutation{
 		What: "ignore maxConcurrency (dispatch while batches are in flight)",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "for c.inflight < c.cfg.MaxConcurrency && now >= c.backoffUntil && q.avail.Len() > 0 {",
-			Replace: "for now >= c.backoffUntil && q.avail.Len() > 0 {",
+			Mark:    "max-concurrency",
+			Search:  "c.inflight < c.cfg.MaxConcurrency && ",
+			Replace: "",
 		}},
 		Tags: "@batch",
 		Expect: []string{
@@ -200,8 +221,9 @@ var mutations = []mutation{
 		What: "accept 5.0 (a fraction or exponent literal) as an integer",
 		Edits: []edit{{
 			File:    "schemas/validate.go",
-			Search:  `if integerOnly(s) && strings.ContainsAny(string(v), ".eE") {`,
-			Replace: `if false && integerOnly(s) && strings.ContainsAny(string(v), ".eE") {`,
+			Mark:    "integer-literal",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags: "@spec-validation",
 		Expect: []string{
@@ -215,6 +237,7 @@ var mutations = []mutation{
 		What: "detect only a self-referencing dead-letter queue, not cycles of length >= 2",
 		Edits: []edit{{
 			File:    "controller/form_consumer.go",
+			Mark:    "dlq-cycle-long",
 			Search:  "\tok, err := walk(q)\n",
 			Replace: "\tok, err := dlq == q, error(nil)\n\tif ok {\n\t\tpath = []string{q}\n\t}\n",
 		}},
@@ -231,8 +254,9 @@ var mutations = []mutation{
 		What: "resolve a reference in every space, not only the consumer's own",
 		Edits: []edit{{
 			File:    "controller/space.go",
-			Search:  "(err == nil && r.Space != sp.name)",
-			Replace: "(err == nil && false && r.Space != sp.name)",
+			Mark:    "cross-space-reference",
+			Search:  "&& r.Space",
+			Replace: "&& false && r.Space",
 		}},
 		Tags:   "@references",
 		Expect: []string{"a queue of another space is refused like a missing one"},
@@ -243,8 +267,9 @@ var mutations = []mutation{
 		What: "skip the read-permission check on referenced resources (a reference grants permission)",
 		Edits: []edit{{
 			File:    "controller/admission.go",
-			Search:  "if !sp.principal.Can(sp.name, rf.FormURL, auth.Read) {",
-			Replace: "if false && !sp.principal.Can(sp.name, rf.FormURL, auth.Read) {",
+			Mark:    "reference-read-permission",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags:   "@authorization",
 		Expect: []string{"a reference grants no permission: an editor of versions who cannot read queues cannot bind one"},
@@ -255,8 +280,9 @@ var mutations = []mutation{
 		What: "skip the call-time send authorisation of the principal the version runs as",
 		Edits: []edit{{
 			File:    "host/wiring.go",
-			Search:  "if !ok || !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write) {",
-			Replace: "if !ok || (false && !p.Can(space, schemas.FormAtLeastOnceQueue, auth.Write)) {",
+			Mark:    "send-authorised-at-call",
+			Search:  "!p.Can(space, form, auth.Write",
+			Replace: "(false && !p.Can(space, form, auth.Write)",
 		}},
 		Tags:   "@authorization",
 		Expect: []string{"producer calls are authorised at call time for the principal the version runs as"},
@@ -267,6 +293,7 @@ var mutations = []mutation{
 		What: "allow deleting a queue named only by a WorkerVersion that no ModuleWorker selects",
 		Edits: []edit{{
 			File:    "controller/admission.go",
+			Mark:    "unselected-version-binding",
 			Search:  "\tif len(deps) > 0 {\n",
 			Replace: "\tkept := deps[:0]\n\tfor _, d := range deps {\n\t\tby, _ := c.space(space, uid, p).ReferencedBy(ctx, d.Resource.UID)\n\t\tsel := d.Resource.FormURL != schemas.FormWorkerVersion\n\t\tfor _, w := range by {\n\t\t\tsel = sel || w.Resource.FormURL == schemas.FormModuleWorker\n\t\t}\n\t\tif sel {\n\t\t\tkept = append(kept, d)\n\t\t}\n\t}\n\tdeps = kept\n\tif len(deps) > 0 {\n",
 		}},
@@ -279,12 +306,14 @@ var mutations = []mutation{
 		What: "sendBatch accepts 101 messages",
 		Edits: []edit{{
 			File:    "runtime/js/bindings.go",
-			Search:  "if n < 1 || n > abi.MaxSendBatch {",
-			Replace: "if n < 1 || n > abi.MaxSendBatch+1 {",
+			Mark:    "send-batch-101-1",
+			Search:  "MaxSendBatch",
+			Replace: "MaxSendBatch+1",
 		}, {
 			File:    "runtime/delivery/engine.go",
-			Search:  "if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch {",
-			Replace: "if len(msgs) < 1 || len(msgs) > abi.MaxSendBatch+1 {",
+			Mark:    "send-batch-101-2",
+			Search:  "MaxSendBatch",
+			Replace: "MaxSendBatch+1",
 		}},
 		Tags:   "@producer-binding",
 		Expect: []string{"sendBatch of 0 or 101 messages is batch_too_large"},
@@ -295,6 +324,7 @@ var mutations = []mutation{
 		What: "sendBatch sends the messages before the first invalid one and resolves with their IDs (not atomic)",
 		Edits: []edit{{
 			File:    "runtime/js/bindings.go",
+			Mark:    "send-batch-not-atomic",
 			Search:  "\t\t\tif err != nil {\n\t\t\t\treturn in.rejected(in.codeError(fmt.Errorf(\"sendBatch: message %d: %w\", i, err)))\n\t\t\t}",
 			Replace: "\t\t\tif err != nil {\n\t\t\t\treturn in.send(b, msgs[:i], true)\n\t\t\t}",
 		}},
@@ -307,12 +337,14 @@ var mutations = []mutation{
 		What: "accept a body of 127001 bytes (limit off by one)",
 		Edits: []edit{{
 			File:    "runtime/js/bindings.go",
-			Search:  "if len(b) > abi.MaxBodyBytes {",
-			Replace: "if len(b) > abi.MaxBodyBytes+1 {",
+			Mark:    "message-too-large-1",
+			Search:  "MaxBodyBytes",
+			Replace: "MaxBodyBytes+1",
 		}, {
 			File:    "runtime/delivery/engine.go",
-			Search:  "case len(m.Body) > abi.MaxBodyBytes:",
-			Replace: "case len(m.Body) > abi.MaxBodyBytes+1:",
+			Mark:    "message-too-large-2",
+			Search:  "MaxBodyBytes",
+			Replace: "MaxBodyBytes+1",
 		}},
 		Tags:   "@producer-binding",
 		Expect: []string{"a body of 127001 bytes is message_too_large, counting UTF-8 bytes of a string"},
@@ -323,8 +355,9 @@ var mutations = []mutation{
 		What: "ignore unknown members of send's options",
 		Edits: []edit{{
 			File:    "runtime/js/bindings.go",
-			Search:  "if k != \"delaySeconds\" {",
-			Replace: "if false && k != \"delaySeconds\" {",
+			Mark:    "send-options-open",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags:   "@producer-binding",
 		Expect: []string{"send options are closed and delaySeconds is an integer in 0..43200"},
@@ -335,6 +368,7 @@ var mutations = []mutation{
 		What: "the queue's deliveryDelaySeconds wins over a send's delaySeconds",
 		Edits: []edit{{
 			File:    "runtime/delivery/engine.go",
+			Mark:    "send-delay-loses",
 			Search:  "if m.Delay != nil {\n\t\t\tdelay = *m.Delay",
 			Replace: "if m.Delay != nil && defDelay == 0 {\n\t\t\tdelay = *m.Delay",
 		}},
@@ -347,6 +381,7 @@ var mutations = []mutation{
 		What: "an update of deliveryDelaySeconds re-times the messages already accepted",
 		Edits: []edit{{
 			File:    "runtime/delivery/engine.go",
+			Mark:    "delay-update-retimes",
 			Search:  "\tq.cfg = cfg\n\tq.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))\n",
 			Replace: "\tvar retime []*msg\n\tfor m := q.delayed.pop(); m != nil; m = q.delayed.pop() {\n\t\tretime = append(retime, m)\n\t}\n\tfor _, m := range retime {\n\t\tm.visGen++\n\t\tm.visibleAt = m.acceptedAt + int64(cfg.DeliveryDelaySeconds)*1000\n\t\tq.delayed.push(m)\n\t}\n\tq.cfg = cfg\n\tq.sendDelay.Store(int32(cfg.DeliveryDelaySeconds))\n",
 		}},
@@ -359,8 +394,9 @@ var mutations = []mutation{
 		What: "replay an Idempotency-Key regardless of the request body",
 		Edits: []edit{{
 			File:    "controller/admission.go",
-			Search:  "if rec.Fingerprint != ir.Fingerprint {",
-			Replace: "if false && rec.Fingerprint != ir.Fingerprint {",
+			Mark:    "idempotency-fingerprint",
+			Search:  "if ",
+			Replace: "if false && ",
 		}},
 		Tags:   "@idempotency",
 		Expect: []string{"the same key with another body is idempotency_key_reuse"},
@@ -371,8 +407,9 @@ var mutations = []mutation{
 		What: "deliver a batch at once instead of waiting up to maxBatchTimeoutSeconds for it to fill",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "timeoutMs := int64(c.cfg.MaxBatchTimeoutSeconds) * 1000",
-			Replace: "timeoutMs := int64(0) * int64(c.cfg.MaxBatchTimeoutSeconds)",
+			Mark:    "batch-no-wait",
+			Search:  "c.cfg.MaxBatchTimeoutSeconds) * 1000",
+			Replace: "0) * int64(c.cfg.MaxBatchTimeoutSeconds)",
 		}},
 		Tags: "@batch",
 		Expect: []string{
@@ -386,8 +423,9 @@ var mutations = []mutation{
 		What: "acknowledgeAll also acknowledges a message retried earlier in the same batch",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
-			Search:  "if bm.st == unsettled {",
-			Replace: "if bm.st == unsettled || (s.Kind == abi.AcknowledgeAll && bm.st == settled) {",
+			Mark:    "ackall-reverses-retry",
+			Search:  "unsettled ",
+			Replace: "unsettled || (s.Kind == abi.AcknowledgeAll && bm.st == settled) ",
 		}},
 		Tags: "@settlement",
 		Expect: []string{
@@ -401,6 +439,7 @@ var mutations = []mutation{
 		What: "a batch still running when its consumer is deleted acknowledges what its handler left unsettled",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
+			Mark:    "detach-acks-unsettled",
 			Search:  "\tif out == outSuccess && b.noAck {\n\t\tout = outClose\n\t}\n",
 			Replace: "\tif b.noAck {\n\t\tout = outSuccess\n\t}\n",
 		}},
@@ -413,6 +452,7 @@ var mutations = []mutation{
 		What: "apply a consumer update to delivery before the update's own checks (consumer rules, dead-letter cycle) refuse it",
 		Edits: []edit{{
 			File:    "controller/admission.go",
+			Mark:    "update-before-checks",
 			Search:  "\tnext := cur\n\tnext.Spec = spec\n\tif err := f.Admit(ctx, sp, next, true); err != nil {\n",
 			Replace: "\tnext := cur\n\tnext.Spec = spec\n\tif cur.FormURL == schemas.FormQueueConsumer {\n\t\tif cfg, err := consumerConfigOf(next); err == nil {\n\t\t\tc.env.Engine.UpdateConsumer(ctx, cfg)\n\t\t}\n\t}\n\tif err := f.Admit(ctx, sp, next, true); err != nil {\n",
 		}},
@@ -425,12 +465,14 @@ var mutations = []mutation{
 		What: "accept a dead-letter cycle of length 2 when an update closes it",
 		Edits: []edit{{
 			File:    "controller/form_consumer.go",
-			Search:  "func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, _ bool) error {",
-			Replace: "func (ConsumerForm) Admit(ctx context.Context, sp *Space, rec store.Resource, update bool) error {",
+			Mark:    "dlq-cycle-2-update-1",
+			Search:  "rec store.Resource, _ bool",
+			Replace: "rec store.Resource, update bool",
 		}, {
 			File:    "controller/form_consumer.go",
-			Search:  "\t\treturn noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)\n",
-			Replace: "\t\tif err := noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid); err != nil && !(update && strings.Count(err.Error(), \" -> \") == 2) {\n\t\t\treturn err\n\t\t}\n",
+			Mark:    "dlq-cycle-2-update-2",
+			Search:  "return noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid)",
+			Replace: "if err := noDeadLetterCycle(ctx, sp, q, spec.DeadLetterQueue.ResourceUid); err != nil && !(update && strings.Count(err.Error(), \" -> \") == 2) { return err }; return nil",
 		}},
 		Tags:   "@dead-letter-cycles",
 		Expect: []string{"a cycle of length 2 is refused on update, and the consumer keeps its settings"},
@@ -441,8 +483,9 @@ var mutations = []mutation{
 		What: "count retention from the message's latest visible time (its last retry) instead of its accept time",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "func (q *queue) expireAt(m *msg) int64 { return m.acceptedAt + q.retentionMs() }",
-			Replace: "func (q *queue) expireAt(m *msg) int64 { return max(m.acceptedAt, m.visibleAt) + q.retentionMs() }",
+			Mark:    "retention-from-delivery",
+			Search:  "m.acceptedAt",
+			Replace: "max(m.acceptedAt, m.visibleAt)",
 		}},
 		Tags:   "@retention",
 		Slow:   true,
@@ -454,6 +497,7 @@ var mutations = []mutation{
 		What: "expire due messages only when something else happens on the queue (no timer for the retention deadline)",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
+			Mark:    "retention-lazy",
 			Search:  "\tif m := q.expiry.peek(); m != nil {\n\t\tconsider(q.expireAt(m))\n\t}\n",
 			Replace: "",
 		}},
@@ -467,6 +511,7 @@ var mutations = []mutation{
 		What: "an acknowledgement resolves although its write failed (the host acknowledges before the write is durable)",
 		Edits: []edit{{
 			File:    "runtime/delivery/batch.go",
+			Mark:    "ack-before-durable",
 			Search:  "\tif err != nil {\n\t\treturn fmt.Errorf(\"%w: %w\", abi.ErrBackendUnavailable, err)\n\t}\n\treturn nil\n}\n\nvar _ abi.Settler",
 			Replace: "\treturn nil\n}\n\nvar _ abi.Settler",
 		}},
@@ -479,8 +524,9 @@ var mutations = []mutation{
 		What: "a serialized queue starts a second batch while one is in flight (up to two at once)",
 		Edits: []edit{{
 			File:    "runtime/delivery/serial.go",
-			Search:  "return len(q.batches) == 0 && !q.exhausting && len(q.toExhaust) == 0",
-			Replace: "return len(q.batches) < 2 && !q.exhausting && len(q.toExhaust) == 0",
+			Mark:    "serial-two-batches",
+			Search:  "len(q.batches) == 0",
+			Replace: "len(q.batches) < 2",
 		}},
 		Tags: "@ext-serialized",
 		Expect: []string{
@@ -495,8 +541,9 @@ var mutations = []mutation{
 		What: "a serialized queue orders its messages by visible time, so a retried (or delayed) head goes behind the messages already visible",
 		Edits: []edit{{
 			File:    "runtime/delivery/engine.go",
-			Search:  "avail: msgOrder{bySeq: cfg.Serialized}}",
-			Replace: "avail: msgOrder{}}",
+			Mark:    "serial-retry-to-back",
+			Search:  "bySeq: cfg.Serialized",
+			Replace: "",
 		}},
 		Tags: "@ext-serialized",
 		Expect: []string{
@@ -512,8 +559,9 @@ var mutations = []mutation{
 		What: "a serialized queue's IDs carry the accept sequence after random digits, so a restart orders the queue at random",
 		Edits: []edit{{
 			File:    "runtime/delivery/serial.go",
-			Search:  "ids[i] = fmt.Sprintf(\"%016x\", first+uint64(i)) + hex.EncodeToString(raw[8*i:8*i+8])",
-			Replace: "ids[i] = hex.EncodeToString(raw[8*i:8*i+8]) + fmt.Sprintf(\"%016x\", first+uint64(i))",
+			Mark:    "serial-restart-order",
+			Search:  `fmt.Sprintf("%016x", first+uint64(i)) + hex.EncodeToString(raw[8*i:8*i+8])`,
+			Replace: `hex.EncodeToString(raw[8*i:8*i+8]) + fmt.Sprintf("%016x", first+uint64(i))`,
 		}},
 		Tags:   "@ext-serialized",
 		Expect: []string{"accept order survives a restart"},
@@ -524,8 +572,9 @@ var mutations = []mutation{
 		What: "a dead-letter move into a serialized queue gives the moved messages random IDs (ordered in memory, not after a restart)",
 		Edits: []edit{{
 			File:    "runtime/delivery/queue.go",
-			Search:  "newIDs = e.serialIDs(dlq, first, len(p.dead))",
-			Replace: "newIDs = e.newMessageIDs(dlq, len(p.dead))",
+			Mark:    "serial-dlq-restart",
+			Search:  "serialIDs(dlq, first",
+			Replace: "newMessageIDs(dlq",
 		}},
 		Tags:   "@ext-serialized",
 		Expect: []string{"dead-lettered messages keep their order in a serialized dead-letter queue across a restart"},
@@ -536,10 +585,12 @@ var mutations = []mutation{
 		What: "report a definite observed before the first observation: a queue is created with {queueExists: true, messageCount: 0} and a consumer with every member true, assumed instead of observed",
 		Edits: []edit{{
 			File:    "controller/admission.go",
-			Search:  "Spec: spec, Observed: emptyObject, State: store.StateCreating,",
-			Replace: "Spec: spec, Observed: func() json.RawMessage { switch f.URL() { case schemas.FormAtLeastOnceQueue: return json.RawMessage(`{\"queueExists\":true,\"messageCount\":0}`); case schemas.FormQueueConsumer: return json.RawMessage(`{\"queueExists\":true,\"workerExists\":true,\"consumerAttached\":true}`) }; return emptyObject }(), State: store.StateCreating,",
+			Mark:    "observed-before-observing-1",
+			Search:  "emptyObject",
+			Replace: "func() json.RawMessage { switch f.URL() { case schemas.FormAtLeastOnceQueue: return json.RawMessage(`{\"queueExists\":true,\"messageCount\":0}`); case schemas.FormQueueConsumer: return json.RawMessage(`{\"queueExists\":true,\"workerExists\":true,\"consumerAttached\":true}`) }; return emptyObject }()",
 		}, {
 			File:    "controller/admission.go",
+			Mark:    "observed-before-observing-2",
 			Search:  "\t\"context\"\n\t\"errors\"\n",
 			Replace: "\t\"context\"\n\t\"encoding/json\"\n\t\"errors\"\n",
 		}},

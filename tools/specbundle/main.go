@@ -4,7 +4,12 @@
 // generates the server from the bundle, and the server serves it at
 // GET /v2/openapi.json, so schemas/ stays the single source of every shape.
 //
-//	go run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json
+//	go run ./tools/specbundle -in spec/openapi.yaml -schemas schemas -out gen/api/openapi.json \
+//		-forms-go gen/api/forms.gen.go -forms-ts console/web/src/forms.gen.ts
+//
+// It also writes the one list of the Form URLs (components.schemas.FormUrl)
+// as Go constants for every Go package (gen/api) and as TypeScript for the
+// console, so that no Form URL is typed by hand twice.
 package main
 
 import (
@@ -25,14 +30,16 @@ func main() {
 	in := flag.String("in", "spec/openapi.yaml", "OpenAPI source document")
 	schemaDir := flag.String("schemas", "schemas", "directory of the JSON Schema files it references")
 	out := flag.String("out", "gen/api/openapi.json", "bundled document to write")
+	formsGoOut := flag.String("forms-go", "", "Go file of the Form URL constants to write (gen/api/forms.gen.go); none when empty")
+	formsTSOut := flag.String("forms-ts", "", "TypeScript file of the Form URLs to write (console/web/src/forms.gen.ts); none when empty")
 	flag.Parse()
-	if err := run(*in, *schemaDir, *out); err != nil {
+	if err := run(*in, *schemaDir, *out, *formsGoOut, *formsTSOut); err != nil {
 		fmt.Fprintln(os.Stderr, "specbundle:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, schemaDir, out string) error {
+func run(in, schemaDir, out, formsGoOut, formsTSOut string) error {
 	titles, err := schemaTitles(schemaDir)
 	if err != nil {
 		return err
@@ -66,10 +73,10 @@ func run(in, schemaDir, out string) error {
 	if err := enc.Encode(doc); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	if err := writeFile(out, buf.Bytes()); err != nil {
 		return err
 	}
-	return os.WriteFile(out, buf.Bytes(), 0o644)
+	return writeForms(doc, formsGoOut, formsTSOut)
 }
 
 // schemaTitles maps each schema file's base name to its title, which becomes

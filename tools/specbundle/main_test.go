@@ -33,7 +33,7 @@ func TestSourceLoadsAndEveryRefResolves(t *testing.T) {
 // external reference, and every internal reference names a component.
 func TestBundleIsCurrentAndSelfContained(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "openapi.json")
-	if err := run("../../spec/openapi.yaml", "../../schemas", out); err != nil {
+	if err := run("../../spec/openapi.yaml", "../../schemas", out, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := os.ReadFile(out)
@@ -122,6 +122,49 @@ func collectRefs(v any, out *[]string) {
 	case []any:
 		for _, e := range x {
 			collectRefs(e, out)
+		}
+	}
+}
+
+// The generated Form lists (Go and the console's TypeScript) are what the
+// spec's FormUrl component makes now.
+func TestFormListsAreCurrent(t *testing.T) {
+	dir := t.TempDir()
+	goOut, tsOut := filepath.Join(dir, "forms.gen.go"), filepath.Join(dir, "forms.gen.ts")
+	if err := run("../../spec/openapi.yaml", "../../schemas", filepath.Join(dir, "openapi.json"), goOut, tsOut); err != nil {
+		t.Fatal(err)
+	}
+	for fresh, committed := range map[string]string{goOut: "../../gen/api/forms.gen.go", tsOut: "../../console/web/src/forms.gen.ts"} {
+		a, err := os.ReadFile(fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(committed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s is stale: run make generate", committed)
+		}
+	}
+}
+
+// A FormUrl component whose names do not match its URLs is refused, with
+// what is wrong.
+func TestFormListRefusals(t *testing.T) {
+	for name, ext := range map[string]any{
+		"count": []string{"FormA"},
+		"ident": []string{"FormA", "Form B"},
+		"none":  nil,
+	} {
+		s := openapi3.NewStringSchema()
+		s.Enum = []any{"https://example.test/forms/A/1/", "https://example.test/forms/B/1/"}
+		if ext != nil {
+			s.Extensions = map[string]any{"x-enum-varnames": ext}
+		}
+		doc := &openapi3.T{Components: &openapi3.Components{Schemas: openapi3.Schemas{"FormUrl": openapi3.NewSchemaRef("", s)}}}
+		if _, err := forms(doc); err == nil || !strings.Contains(err.Error(), "FormUrl") {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -548,6 +548,11 @@ export interface components {
             [key: string]: string;
         };
         /**
+         * @description The URL of a Form this host serves, matched exactly (trailing slash included, no normalisation).
+         * @enum {string}
+         */
+        FormUrl: "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/" | "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/" | "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/" | "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/" | "https://queuehost.takoform.com/forms/PullConsumer/0.1.0/";
+        /**
          * Grant
          * @description A principal's role in one space ("*": every space), optionally narrowed to Forms. viewer reads, editor reads and writes; publisher (spec/peers.md §Publish) only publishes messages to the AtLeastOnceQueue resources whose UIDs queues lists (every queue of the space when it lists none) and has no forms; consumer (spec/peers.md §Pull consumers) only leases, settles and extends through the PullConsumer resources of the queues whose UIDs queues lists (every queue of the space when it lists none), reads nothing and has no forms.
          */

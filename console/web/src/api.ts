@@ -1,6 +1,8 @@
 // The Host API client: every request carries the tab's token from
 // sessionStorage (never a URL), and every refusal becomes an ApiError
 // holding the RFC 9457 problem the host answered.
+import { FORM_URLS } from "./forms.gen";
+
 export interface Problem {
   type?: string; title: string; status: number; detail?: string; code?: string; requestId?: string;
   errors?: { pointer?: string; detail?: string; message?: string; [k: string]: unknown }[];
@@ -72,11 +74,12 @@ export function spacePath(space: string, rest = ""): string {
   return "/v2/spaces/" + enc(space) + rest;
 }
 
+// The Form URLs come from the spec (forms.gen.ts, written by make generate).
 export const FORMS = {
-  queue: "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/",
-  consumer: "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/",
-  worker: "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/",
-  version: "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/",
+  queue: FORM_URLS.AtLeastOnceQueue,
+  consumer: FORM_URLS.QueueConsumer,
+  worker: FORM_URLS.ModuleWorker,
+  version: FORM_URLS.WorkerVersion,
 } as const;
 
 export type Kind = keyof typeof FORMS | "other";

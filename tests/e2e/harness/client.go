@@ -6,14 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/takoform/queuehost/tests/apiclient"
+	"github.com/takoform/queuehost/internal/apiclient"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 )
 
-// The Host API client is tests/apiclient, shared with the torture driver,
+// The Host API client is internal/apiclient, shared with the torture driver,
 // the benchmarks and the server and host tests.
 type (
 	Client    = apiclient.Client

@@ -2,13 +2,13 @@ package harness
 
 import (
 	_ "embed"
-	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/takoform/queuehost/features/hostapi"
 )
 
 // WorkerJS is the test worker's single module (worker.js).
@@ -46,31 +46,42 @@ type FailedMsg struct {
 	Name string `json:"name"`
 }
 
-// Recorder receives the workers' reports on loopback.
+// Stamp numbers the event and notes when it arrived (hostapi.Stamped).
+func (e *Event) Stamp(seq int, recv time.Time) { e.Seq, e.Recv = seq, recv }
+
+// Recorder receives the workers' reports on loopback: the kit's inbox
+// (features/hostapi), with every other path a sink that counts its
+// requests (the sandbox and secrets tests' outbound fetch targets).
 type Recorder struct {
-	mu     sync.Mutex
-	events []*Event
-	seq    int
-	// Sinks counts requests to other paths (the sandbox and secrets tests'
-	// outbound fetch targets), by path.
-	sinks   map[string]int
-	sinkHdr []http.Header
+	in *hostapi.Inbox[Event, *Event]
 	// OnEvent, when set, is called (outside the lock) for every event.
 	OnEvent func(*Event)
+
+	mu      sync.Mutex
+	sinks   map[string]int // requests to other paths, by path
+	sinkHdr []http.Header
 	gate    func(*http.Request) // SetGate
-	srv     *http.Server
-	ln      net.Listener
 }
 
 // StartRecorder listens on a free loopback port.
 func StartRecorder() (*Recorder, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r := &Recorder{sinks: map[string]int{}}
+	in, err := hostapi.StartInbox[Event]("127.0.0.1:0", hostapi.InboxOptions[*Event]{
+		MaxBody: 16 << 20,
+		Other:   http.HandlerFunc(r.sink),
+		OnEvent: func(e *Event) {
+			r.mu.Lock()
+			cb := r.OnEvent
+			r.mu.Unlock()
+			if cb != nil {
+				cb(e)
+			}
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{ln: ln, sinks: map[string]int{}}
-	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln)
+	r.in = in
 	return r, nil
 }
 
@@ -83,16 +94,16 @@ func (r *Recorder) SetGate(f func(*http.Request)) {
 }
 
 // Addr is host:port.
-func (r *Recorder) Addr() string { return r.ln.Addr().String() }
+func (r *Recorder) Addr() string { return r.in.Addr() }
 
 // URL is the base URL workers use.
 func (r *Recorder) URL() string { return "http://" + r.Addr() }
 
 // Close stops the recorder.
-func (r *Recorder) Close() error { return r.srv.Close() }
+func (r *Recorder) Close() error { return r.in.Close() }
 
-func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
-	b, _ := io.ReadAll(io.LimitReader(req.Body, 16<<20))
+func (r *Recorder) sink(w http.ResponseWriter, req *http.Request) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, 16<<20))
 	if req.URL.Path == "/redirect" {
 		r.mu.Lock()
 		r.sinks[req.URL.Path]++
@@ -100,49 +111,22 @@ func (r *Recorder) handle(w http.ResponseWriter, req *http.Request) {
 		http.Redirect(w, req, req.URL.Query().Get("to"), http.StatusFound)
 		return
 	}
-	if req.URL.Path != "/event" {
-		r.mu.Lock()
-		r.sinks[req.URL.Path]++
-		r.sinkHdr = append(r.sinkHdr, req.Header.Clone())
-		gate := r.gate
-		r.mu.Unlock()
-		if gate != nil && strings.HasPrefix(req.URL.Path, "/gate/") {
-			gate(req)
-		}
-		w.Write([]byte("sink ok"))
-		return
-	}
-	var e Event
-	if err := json.Unmarshal(b, &e); err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	e.Recv = time.Now()
 	r.mu.Lock()
-	r.seq++
-	e.Seq = r.seq
-	r.events = append(r.events, &e)
-	cb := r.OnEvent
+	r.sinks[req.URL.Path]++
+	r.sinkHdr = append(r.sinkHdr, req.Header.Clone())
+	gate := r.gate
 	r.mu.Unlock()
-	if cb != nil {
-		cb(&e)
+	if gate != nil && strings.HasPrefix(req.URL.Path, "/gate/") {
+		gate(req)
 	}
-	w.WriteHeader(204)
+	w.Write([]byte("sink ok"))
 }
 
 // Events is a copy of every event so far, in arrival order.
-func (r *Recorder) Events() []*Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*Event(nil), r.events...)
-}
+func (r *Recorder) Events() []*Event { return r.in.Events("") }
 
 // Len is the number of events so far.
-func (r *Recorder) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.events)
-}
+func (r *Recorder) Len() int { return r.in.Len("") }
 
 // Sink is how many requests reached path.
 func (r *Recorder) Sink(path string) int {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/takoform/queuehost/host"
-	"github.com/takoform/queuehost/tests/apiclient"
+	"github.com/takoform/queuehost/internal/apiclient"
 )
 
 // The client's typed calls (through the generated client) and Do reach an

@@ -1,4 +1,4 @@
-package steps
+package hostapi
 
 import (
 	"context"
@@ -8,7 +8,10 @@ import (
 	"time"
 )
 
-// Operation is a Host API v2 Operation.
+// Operation is a Host API v2 Operation as a test reads it: the members of
+// gen/api's Operation (schemas/operation.json), with the times as the host
+// wrote them and progress as a map, so that a test can report a malformed
+// value or a missing member of another host instead of failing to decode.
 type Operation struct {
 	ID             string   `json:"id"`
 	Kind           string   `json:"kind"`
@@ -23,8 +26,13 @@ type Operation struct {
 	Progress map[string]int `json:"progress"`
 }
 
-// Terminal reports whether the Operation is done.
+// Terminal reports whether the Operation is done: succeeded or failed. A
+// reconciling Operation is not (spec/host-api.md §Operations: it answers
+// with Retry-After, its resource stays busy, the reconciler re-drives it).
 func (o *Operation) Terminal() bool { return o.State == "succeeded" || o.State == "failed" }
+
+// PairOK reports whether state and effect pair as Host API v2 allows.
+func (o *Operation) PairOK() bool { return o.CheckPair() == nil }
 
 // allowedPairs is Host API v2's state/effect pairing.
 var allowedPairs = map[string][]string{

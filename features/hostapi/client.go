@@ -1,4 +1,4 @@
-package steps
+package hostapi
 
 import (
 	"bytes"
@@ -23,22 +23,28 @@ type Response struct {
 	Problem      *Problem
 }
 
-// Problem is an RFC 9457 problem with the Host API v2 extension members.
-type Problem struct {
-	Type      string         `json:"type"`
-	Title     string         `json:"title"`
-	Status    int            `json:"status"`
-	Detail    string         `json:"detail"`
-	Instance  string         `json:"instance"`
-	Code      string         `json:"code"`
-	RequestID string         `json:"requestId"`
-	Errors    []ProblemError `json:"errors"`
-}
+// Problem is an RFC 9457 problem with the Host API v2 extension members:
+// the contract's own type (schemas/problem.json, generated in gen/api).
+type Problem = api.Problem
 
 // ProblemError is one input error of a problem.
-type ProblemError struct {
-	Pointer string `json:"pointer"`
-	Detail  string `json:"detail"`
+type ProblemError = api.ProblemError
+
+// Str is the string p points to, "" for nil (a problem's optional
+// members).
+func Str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// ProblemErrors is the input errors of p; none for nil.
+func ProblemErrors(p *Problem) []ProblemError {
+	if p == nil || p.Errors == nil {
+		return nil
+	}
+	return *p.Errors
 }
 
 // JSON decodes the body into v, keeping numbers exact.
@@ -59,6 +65,9 @@ func (r *Response) Map() (map[string]any, error) {
 }
 
 func (r *Response) String() string {
+	if r == nil {
+		return "<nil response>"
+	}
 	return fmt.Sprintf("%s %s -> %d %.600s", r.Method, r.Path, r.Status, r.Body)
 }
 
@@ -73,7 +82,11 @@ func (r *Response) String() string {
 type Client struct {
 	Base  func() string // the host's base URL (it may move on restart)
 	Token string        // "" sends no Authorization header
-	HTTP  *http.Client
+	HTTP  *http.Client  // http.DefaultClient when nil
+	// Timeout bounds one request; 90 s when zero.
+	Timeout time.Duration
+	// Record, when set, sees every answer (a test that greps them all).
+	Record func(*Response)
 }
 
 func bodyReader(body any) (io.Reader, error) {
@@ -118,8 +131,17 @@ func (c *Client) built(ctx context.Context, req *http.Request, err error, header
 	if err != nil {
 		return nil, err
 	}
+	return c.Send(ctx, req, header)
+}
+
+// Send sends req, built by a generated request builder (api.NewXRequest
+// with the base URL Server returns), with the token and header.
+func (c *Client) Send(ctx context.Context, req *http.Request, header http.Header) (*Response, error) {
 	return c.send(ctx, req, req.URL.RequestURI(), header)
 }
+
+// Server is the base URL as the generated request builders want it.
+func (c *Client) Server() string { return c.server() }
 
 // CreateResource is POST /v2/spaces/{space}/resources with body as JSON.
 func (c *Client) CreateResource(ctx context.Context, space string, body any, header http.Header) (*Response, error) {
@@ -174,7 +196,11 @@ func (c *Client) WorkerLogs(ctx context.Context, space, uid string, limit int) (
 // send adds the token and the one-shot headers, sends, and reads the answer.
 func (c *Client) send(ctx context.Context, req *http.Request, path string, header http.Header) (*Response, error) {
 	method := req.Method
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	to := c.Timeout
+	if to == 0 {
+		to = 90 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
 	req = req.WithContext(ctx)
 	if c.Token != "" {
@@ -195,7 +221,7 @@ func (c *Client) send(ctx context.Context, req *http.Request, path string, heade
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
 	}
@@ -205,6 +231,9 @@ func (c *Client) send(ctx context.Context, req *http.Request, path string, heade
 		if json.Unmarshal(b, &p) == nil {
 			r.Problem = &p
 		}
+	}
+	if c.Record != nil {
+		c.Record(r)
 	}
 	return r, nil
 }
@@ -227,8 +256,8 @@ func CheckProblem(r *Response, status int, code string) error {
 	if r.Problem.Status != status {
 		return fmt.Errorf("problem status member %d differs from HTTP status %d", r.Problem.Status, status)
 	}
-	if rid := r.Header.Get("X-Request-Id"); rid == "" || r.Problem.RequestID != rid {
-		return fmt.Errorf("problem requestId %q does not match X-Request-Id %q", r.Problem.RequestID, rid)
+	if rid := r.Header.Get("X-Request-Id"); rid == "" || Str(r.Problem.RequestId) != rid {
+		return fmt.Errorf("problem requestId %q does not match X-Request-Id %q", Str(r.Problem.RequestId), rid)
 	}
 	// The other members of spec/host-api.md §Errors: type names the code
 	// (https://…/problems/<code>), a title, and instance is the request path.
@@ -239,8 +268,10 @@ func CheckProblem(r *Response, status int, code string) error {
 		return fmt.Errorf("problem has no title: %s", r)
 	}
 	path, _, _ := strings.Cut(r.Path, "?")
-	if unesc, err := url.PathUnescape(path); r.Problem.Instance != path && (err != nil || r.Problem.Instance != unesc) {
-		return fmt.Errorf("problem instance %q is not the request path %q: %s", r.Problem.Instance, path, r)
+	if inst := Str(r.Problem.Instance); inst != path {
+		if unesc, err := url.PathUnescape(path); err != nil || inst != unesc {
+			return fmt.Errorf("problem instance %q is not the request path %q: %s", inst, path, r)
+		}
 	}
 	return nil
 }

@@ -1,66 +1,67 @@
 // Package apiclient is the one Host API client of the tests and tools: the
 // end-to-end tests, the torture driver, the benchmarks and the server and
-// host tests. It wraps the client oapi-codegen generates from the same
-// OpenAPI bundle as the server (gen/api), with a bearer token, helpers that
-// wait for Operations, and Do for the requests a conformance test must be
-// able to send that the generated client would not (a malformed body, an
-// odd header, a route outside the OpenAPI document).
+// host tests. It is built on the conformance kit's client
+// (features/hostapi: requests made by the request builders oapi-codegen
+// generates from the same OpenAPI bundle as the server, the bearer token,
+// problem decoding, Do for the requests a conformance test must be able to
+// send that a generated client would not), and adds what the host's own
+// tests want: waiting for an Operation to succeed, the resources' view.
 //
-// The conformance kit (features/) has its own client on gen/api: it is a
-// test of other hosts and must not share code with this host's tests.
+// The kit imports nothing of the host, so the host's tests may build on
+// it; the reverse would make the kit a test of this host only.
 package apiclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/takoform/queuehost/features/hostapi"
 	"github.com/takoform/queuehost/gen/api"
 )
 
 // Form URLs, matched exactly by the host.
 const (
-	FormQueue    = "https://edge.forms.takoform.com/forms/AtLeastOnceQueue/0.2.0/"
-	FormConsumer = "https://edge.forms.takoform.com/forms/QueueConsumer/0.3.0/"
-	FormWorker   = "https://edge.forms.takoform.com/forms/ModuleWorker/0.3.0/"
-	FormVersion  = "https://edge.forms.takoform.com/forms/WorkerVersion/0.5.0/"
+	FormQueue    = api.FormAtLeastOnceQueue
+	FormConsumer = api.FormQueueConsumer
+	FormWorker   = api.FormModuleWorker
+	FormVersion  = api.FormWorkerVersion
 )
 
-// Response is one Host API answer.
-type Response struct {
-	Method, Path string
-	Status       int
-	Header       http.Header
-	Body         []byte
-	Problem      *Problem
-}
+// Response is one Host API answer: the kit's (features/hostapi), with the
+// conveniences of the host's tests. JSON decodes numbers as float64 (the
+// kit's keeps them exact).
+type Response struct{ *hostapi.Response }
 
-// Problem is an RFC 9457 problem with the Host API's extension members.
-type Problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail"`
-	Instance  string `json:"instance"`
-	Code      string `json:"code"`
-	RequestID string `json:"requestId"`
-	Errors    []struct {
-		Pointer string `json:"pointer"`
-		Detail  string `json:"detail"`
-	} `json:"errors"`
-}
+// Problem is an RFC 9457 problem with the Host API's extension members
+// (gen/api's).
+type Problem = hostapi.Problem
 
 // Code is the problem code, "" when the answer is not a problem.
 func (r *Response) Code() string {
-	if r == nil || r.Problem == nil {
+	if r == nil || r.Response == nil || r.Problem == nil {
 		return ""
 	}
 	return r.Problem.Code
+}
+
+// Detail is the problem's detail, "" when there is none.
+func (r *Response) Detail() string {
+	if r == nil || r.Response == nil || r.Problem == nil {
+		return ""
+	}
+	return hostapi.Str(r.Problem.Detail)
+}
+
+// RequestID is the problem's requestId, "" when there is none.
+func (r *Response) RequestID() string {
+	if r == nil || r.Response == nil || r.Problem == nil {
+		return ""
+	}
+	return hostapi.Str(r.Problem.RequestId)
 }
 
 // IsProblem reports whether the answer is application/problem+json with a
@@ -81,7 +82,7 @@ func (r *Response) String() string {
 	if r == nil {
 		return "<nil response>"
 	}
-	return fmt.Sprintf("%s %s -> %d %.400s", r.Method, r.Path, r.Status, r.Body)
+	return r.Response.String()
 }
 
 // Client talks to the Host API with one bearer token.
@@ -107,99 +108,44 @@ func (c *Client) With(token string) *Client {
 
 var defaultHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 5 * time.Second}}
 
-func (c *Client) httpClient() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
+// kit is the kit's client with c's base, token, HTTP client and timeout.
+func (c *Client) kit() *hostapi.Client {
+	k := &hostapi.Client{Base: func() string { return c.Base }, Token: c.Token, HTTP: c.HTTP, Timeout: c.Timeout}
+	if k.HTTP == nil {
+		k.HTTP = defaultHTTP
 	}
-	return defaultHTTP
+	if k.Timeout == 0 {
+		k.Timeout = 30 * time.Second
+	}
+	if rec := c.Record; rec != nil {
+		k.Record = func(r *hostapi.Response) { rec(&Response{r}) }
+	}
+	return k
 }
 
-// API is the generated client (gen/api) with c's base, token and HTTP
-// client.
-func (c *Client) API() *api.Client {
-	g, err := api.NewClient(strings.TrimRight(c.Base, "/"), api.WithHTTPClient(c.httpClient()),
-		api.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-			if c.Token != "" {
-				req.Header.Set("Authorization", "Bearer "+c.Token)
-			}
-			return nil
-		}))
+func wrap(r *hostapi.Response, err error) (*Response, error) {
 	if err != nil {
-		panic(fmt.Sprintf("apiclient: %v", err)) // only a malformed base URL
+		return nil, err
 	}
-	return g
+	return &Response{r}, nil
 }
 
-func (c *Client) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	to := c.Timeout
-	if to == 0 {
-		to = 30 * time.Second
+// send sends a request a generated builder (gen/api) made.
+func (c *Client) send(ctx context.Context, req *http.Request, err error) (*Response, error) {
+	if err != nil {
+		return nil, err
 	}
-	return context.WithTimeout(ctx, to)
+	return wrap(c.kit().Send(ctx, req, nil))
 }
 
-// read turns an answer into a Response.
-func (c *Client) read(method, path string, res *http.Response, err error) (*Response, error) {
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
-	}
-	r := &Response{Method: method, Path: path, Status: res.StatusCode, Header: res.Header, Body: b}
-	if res.StatusCode >= 400 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
-		var p Problem
-		if json.Unmarshal(b, &p) == nil {
-			r.Problem = &p
-		}
-	}
-	if c.Record != nil {
-		c.Record(r)
-	}
-	return r, nil
-}
+// server is the base URL as the generated request builders want it.
+func (c *Client) server() string { return strings.TrimRight(c.Base, "/") + "/" }
 
 // Do sends one request as given. body is nil, []byte, string or a value
 // encoded as JSON (then Content-Type is application/json unless hdr says
 // otherwise).
 func (c *Client) Do(ctx context.Context, method, path string, body any, hdr http.Header) (*Response, error) {
-	var rd io.Reader
-	if body != nil {
-		switch b := body.(type) {
-		case []byte:
-			rd = bytes.NewReader(b)
-		case string:
-			rd = strings.NewReader(b)
-		default:
-			enc, err := json.Marshal(b)
-			if err != nil {
-				return nil, err
-			}
-			rd = bytes.NewReader(enc)
-		}
-	}
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	for k, vs := range hdr {
-		req.Header.Del(k)
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	res, err := c.httpClient().Do(req)
-	return c.read(method, path, res, err)
+	return wrap(c.kit().Do(ctx, method, path, body, hdr))
 }
 
 // Resource is the part of a resource the tests read.
@@ -215,40 +161,9 @@ type Resource struct {
 	ETag       string         `json:"etag"`
 }
 
-// Operation is a Host API Operation.
-type Operation struct {
-	ID          string   `json:"id"`
-	Kind        string   `json:"kind"`
-	ResourceUID string   `json:"resourceUid"`
-	State       string   `json:"state"`
-	Effect      string   `json:"effect"`
-	Error       *Problem `json:"error"`
-	// Progress is a purge's or a redrive's report (spec/peers.md).
-	Progress map[string]int `json:"progress"`
-}
-
-// Terminal reports whether the Operation ended (succeeded or failed) or
-// stays reconciling, the three end states the Forms allow.
-func (o *Operation) Terminal() bool {
-	return o.State == "succeeded" || o.State == "failed" || o.State == "reconciling"
-}
-
-// PairOK checks the state/effect pairing of spec/host-api.md §Operations.
-func (o *Operation) PairOK() bool {
-	switch o.State {
-	case "pending":
-		return o.Effect == "none"
-	case "running":
-		return o.Effect == "none" || o.Effect == "partial" || o.Effect == "unknown"
-	case "reconciling":
-		return o.Effect == "unknown"
-	case "succeeded":
-		return o.Effect == "applied" || o.Effect == "none"
-	case "failed":
-		return o.Effect == "none" || o.Effect == "partial"
-	}
-	return false
-}
+// Operation is a Host API Operation (the kit's: Terminal when succeeded
+// or failed, PairOK for the state/effect pairing).
+type Operation = hostapi.Operation
 
 func rawJSON(v any) (json.RawMessage, error) {
 	if raw, ok := v.(json.RawMessage); ok {
@@ -282,10 +197,8 @@ func (c *Client) PostIn(ctx context.Context, space, name, form, offering string,
 		}
 		body.PrivateInputs = &pi
 	}
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := c.API().CreateResource(ctx, space, nil, body)
-	return c.read("POST", resourcesPath(space), res, err)
+	req, err := api.NewCreateResourceRequest(c.server(), space, nil, body)
+	return c.send(ctx, req, err)
 }
 
 // Replace puts a resource's spec (UpdateResource) without waiting.
@@ -294,18 +207,14 @@ func (c *Client) Replace(ctx context.Context, space, uid string, spec any) (*Res
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := c.API().UpdateResource(ctx, space, uid, nil, api.UpdateResourceRequest{Spec: raw})
-	return c.read("PUT", resourcesPath(space)+"/"+uid, res, err)
+	req, err := api.NewUpdateResourceRequest(c.server(), space, uid, nil, api.UpdateResourceRequest{Spec: raw})
+	return c.send(ctx, req, err)
 }
 
 // Remove deletes a resource (DeleteResource) without waiting.
 func (c *Client) Remove(ctx context.Context, space, uid string) (*Response, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := c.API().DeleteResource(ctx, space, uid, nil)
-	return c.read("DELETE", resourcesPath(space)+"/"+uid, res, err)
+	req, err := api.NewDeleteResourceRequest(c.server(), space, uid, nil)
+	return c.send(ctx, req, err)
 }
 
 // settle waits for the Operation an accepted mutation returned to succeed.
@@ -369,10 +278,8 @@ func (c *Client) Delete(ctx context.Context, space, uid string) error {
 
 // Operation reads an Operation, long-polling up to wait seconds.
 func (c *Client) Operation(ctx context.Context, space, id string, wait int) (*Operation, *Response, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := c.API().GetOperation(ctx, space, id, &api.GetOperationParams{Wait: &wait})
-	r, err := c.read("GET", fmt.Sprintf("/v2/spaces/%s/operations/%s?wait=%d", space, id, wait), res, err)
+	req, err := api.NewGetOperationRequest(c.server(), space, id, &api.GetOperationParams{Wait: &wait})
+	r, err := c.send(ctx, req, err)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -417,10 +324,8 @@ func (c *Client) WaitOp(ctx context.Context, space, id string, timeout time.Dura
 
 // Get reads one resource.
 func (c *Client) Get(ctx context.Context, space, uid string) (*Resource, *Response, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := c.API().GetResource(ctx, space, uid)
-	r, err := c.read("GET", resourcesPath(space)+"/"+uid, res, err)
+	req, err := api.NewGetResourceRequest(c.server(), space, uid)
+	r, err := c.send(ctx, req, err)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -436,14 +341,12 @@ func (c *Client) Get(ctx context.Context, space, uid string) (*Resource, *Respon
 
 // List lists a space's resources, every page (view=full).
 func (c *Client) List(ctx context.Context, space string) ([]Resource, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
 	full := api.Full
 	params := &api.ListResourcesParams{View: &full}
 	var out []Resource
 	for {
-		res, err := c.API().ListResources(ctx, space, params)
-		r, err := c.read("GET", resourcesPath(space), res, err)
+		req, err := api.NewListResourcesRequest(c.server(), space, params)
+		r, err := c.send(ctx, req, err)
 		if err != nil {
 			return nil, err
 		}

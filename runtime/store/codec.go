@@ -49,16 +49,21 @@ const (
 	recPutOperation3
 	// recAcceptMessage3 is recAcceptMessage with a byte of flags after
 	// Lease (1: dead-letter metadata follows, as in recAcceptMessage2;
-	// 2: then the message's TraceParent); written only for a message
-	// that has a TraceParent, so a host that does not trace writes the
-	// records it always did.
+	// 2: then the message's TraceParent; 4: then its attempt history,
+	// a uvarint count and the attempts); written only for a message that
+	// has a TraceParent or a history, so a host that does not trace
+	// writes the records it always did for a message never retried.
 	recAcceptMessage3
+	// recRetryMessage2 is recRetryMessage with the attempt that ended so
+	// after VisibleAt; written only when there is one.
+	recRetryMessage2
 )
 
 // Flags of recAcceptMessage3.
 const (
 	acceptHasDeadLetter byte = 1 << iota
 	acceptHasTrace
+	acceptHasHistory
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -185,7 +190,7 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 				return nil, nil, fmt.Errorf("store: message body of %d bytes is too large", len(m.Body))
 			}
 			switch {
-			case msg.TraceParent != "":
+			case msg.TraceParent != "" || len(msg.History) > 0:
 				e.u8(recAcceptMessage3)
 			case msg.DeadLetter != nil:
 				e.u8(recAcceptMessage2)
@@ -198,8 +203,14 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.varint(msg.VisibleAt)
 			e.uvarint(uint64(max(msg.Attempts, 0)))
 			e.str(msg.Lease)
-			if msg.TraceParent != "" {
-				flags := acceptHasTrace
+			if msg.TraceParent != "" || len(msg.History) > 0 {
+				var flags byte
+				if msg.TraceParent != "" {
+					flags |= acceptHasTrace
+				}
+				if len(msg.History) > 0 {
+					flags |= acceptHasHistory
+				}
 				if msg.DeadLetter != nil {
 					flags |= acceptHasDeadLetter
 				}
@@ -218,6 +229,12 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			if msg.TraceParent != "" {
 				e.str(msg.TraceParent)
 			}
+			if len(msg.History) > 0 {
+				e.uvarint(uint64(len(msg.History)))
+				for _, a := range msg.History {
+					e.attempt(a)
+				}
+			}
 			meta[i].crc = journal.Checksum(m.Body)
 			e.b = binary.LittleEndian.AppendUint32(e.b, meta[i].crc)
 			e.uvarint(uint64(len(m.Body)))
@@ -229,10 +246,17 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.str(m.Batch)
 			e.ids(m.IDs)
 		case RetryMessage:
-			e.u8(recRetryMessage)
+			if m.Attempt != nil {
+				e.u8(recRetryMessage2)
+			} else {
+				e.u8(recRetryMessage)
+			}
 			e.str(m.Queue)
 			e.str(m.ID)
 			e.varint(m.VisibleAt)
+			if m.Attempt != nil {
+				e.attempt(*m.Attempt)
+			}
 		case RemoveMessages:
 			e.u8(recRemoveMessages)
 			e.str(m.Queue)
@@ -464,7 +488,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 				flags = acceptHasDeadLetter
 			case recAcceptMessage3:
 				flags = d.u8()
-				if flags&^(acceptHasDeadLetter|acceptHasTrace) != 0 {
+				if flags&^(acceptHasDeadLetter|acceptHasTrace|acceptHasHistory) != 0 {
 					d.fail("unknown message flags %#x", flags)
 				}
 			}
@@ -487,6 +511,13 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			if flags&acceptHasTrace != 0 {
 				msg.TraceParent = d.str()
 			}
+			if flags&acceptHasHistory != 0 {
+				n := d.count(d.uvarint())
+				msg.History = make([]Attempt, 0, n)
+				for range n {
+					msg.History = append(msg.History, d.attempt())
+				}
+			}
 			crc := d.raw(4)
 			size := d.uvarint()
 			m.bodyOff = int32(d.off)
@@ -503,10 +534,13 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			q := d.str()
 			batch := d.str()
 			muts = append(muts, DeliverMessages{Queue: q, Batch: batch, IDs: d.ids()})
-		case recRetryMessage:
-			q := d.str()
-			id := d.str()
-			muts = append(muts, RetryMessage{Queue: q, ID: id, VisibleAt: d.varint()})
+		case recRetryMessage, recRetryMessage2:
+			r := RetryMessage{Queue: d.str(), ID: d.str(), VisibleAt: d.varint()}
+			if t == recRetryMessage2 {
+				a := d.attempt()
+				r.Attempt = &a
+			}
+			muts = append(muts, r)
 		case recRemoveMessages:
 			q := d.str()
 			ids := d.ids()
@@ -531,4 +565,40 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 		return nil, nil, d.err
 	}
 	return muts, meta, nil
+}
+
+func (e *encoder) attempt(a Attempt) {
+	e.uvarint(uint64(max(a.Attempt, 0)))
+	e.varint(a.StartedAt)
+	e.varint(a.DurationMs)
+	e.str(a.Host)
+	e.str(a.WorkerVersion)
+	e.str(a.Outcome)
+	e.varint(int64(a.DelaySeconds))
+	e.str(a.ErrorName)
+	e.str(a.ErrorMessage)
+	e.str(a.ErrorStack)
+}
+
+func (d *decoder) attempt() Attempt {
+	var a Attempt
+	n := d.uvarint()
+	if n > 1<<31-1 {
+		d.fail("attempt %d out of range", n)
+	}
+	a.Attempt = int(n)
+	a.StartedAt = d.varint()
+	a.DurationMs = d.varint()
+	a.Host = d.str()
+	a.WorkerVersion = d.str()
+	a.Outcome = d.str()
+	delay := d.varint()
+	if delay < 0 || delay > 1<<31-1 {
+		d.fail("delay %d out of range", delay)
+	}
+	a.DelaySeconds = int(delay)
+	a.ErrorName = d.str()
+	a.ErrorMessage = d.str()
+	a.ErrorStack = d.str()
+	return a
 }

@@ -219,6 +219,30 @@ func (e PublishMessageBodyEncoding) Valid() bool {
 	}
 }
 
+// Defines values for QueueAttemptOutcome.
+const (
+	Retried      QueueAttemptOutcome = "retried"
+	SandboxEnded QueueAttemptOutcome = "sandbox_ended"
+	Thrown       QueueAttemptOutcome = "thrown"
+	TimeLimit    QueueAttemptOutcome = "time_limit"
+)
+
+// Valid indicates whether the value is a known member of the QueueAttemptOutcome enum.
+func (e QueueAttemptOutcome) Valid() bool {
+	switch e {
+	case Retried:
+		return true
+	case SandboxEnded:
+		return true
+	case Thrown:
+		return true
+	case TimeLimit:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QueueBatchInfoState.
 const (
 	QueueBatchInfoStateClosing     QueueBatchInfoState = "closing"
@@ -482,7 +506,7 @@ type Operation struct {
 	IdempotencyKey *string       `json:"idempotencyKey,omitempty"`
 	Kind           OperationKind `json:"kind"`
 
-	// Progress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+	// Progress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given); a redrive of one group says which (group, counting its messages only), and a dry run (dryRun) moves nothing and reports wouldMove.
 	Progress    *QueueOperationProgress `json:"progress,omitempty"`
 	ResourceUid string                  `json:"resourceUid"`
 	State       OperationState          `json:"state"`
@@ -570,6 +594,36 @@ type PublishResult struct {
 	MessageIds []string `json:"messageIds"`
 }
 
+// QueueAttempt Host extension (spec/peers.md §Attempt history): one delivery of a message and how it ended. Shown to viewers of the queue only, never to a worker. Texts are trimmed: errorName to 128 bytes, errorMessage to 512, errorStack to its first 9 lines and 1024 bytes.
+type QueueAttempt struct {
+	// Attempt The message's delivery count this attempt was (1 for the first).
+	Attempt int `json:"attempt"`
+
+	// DelaySeconds The delay before the next delivery the attempt ended with.
+	DelaySeconds *int `json:"delaySeconds,omitempty"`
+
+	// DurationMillis How long the handler had the message: until it settled it or its invocation ended.
+	DurationMillis int64   `json:"durationMillis"`
+	ErrorMessage   *string `json:"errorMessage,omitempty"`
+	ErrorName      *string `json:"errorName,omitempty"`
+	ErrorStack     *string `json:"errorStack,omitempty"`
+
+	// Host The host that delivered it.
+	Host *string `json:"host,omitempty"`
+
+	// Outcome retried: the handler retried it (delaySeconds); thrown: the handler threw or rejected (errorName, errorMessage, errorStack); time_limit: the handler ran past the host's time limit; sandbox_ended: the process running the handler ended (errorMessage says why). An acknowledged attempt removes its message and is not kept.
+	Outcome QueueAttemptOutcome `json:"outcome"`
+
+	// StartedAtMillis UTC epoch milliseconds when the handler was given the batch.
+	StartedAtMillis int64 `json:"startedAtMillis"`
+
+	// WorkerVersionUid The WorkerVersion whose queue handler ran.
+	WorkerVersionUid *string `json:"workerVersionUid,omitempty"`
+}
+
+// QueueAttemptOutcome retried: the handler retried it (delaySeconds); thrown: the handler threw or rejected (errorName, errorMessage, errorStack); time_limit: the handler ran past the host's time limit; sandbox_ended: the process running the handler ended (errorMessage says why). An acknowledged attempt removes its message and is not kept.
+type QueueAttemptOutcome string
+
 // QueueBatch The batch a queue handler receives (QueueConsumer 0.3.0 §配信とInterface操作): 1..maxBatchSize ordered messages, an ID of 1..256 characters and the Queue resource's name. The settlement methods acknowledge, retry, acknowledgeAll and retryAll are bound to it (spec/runtime-abi.md).
 type QueueBatch struct {
 	Id       string         `json:"id"`
@@ -651,6 +705,51 @@ type QueueDeadLetter struct {
 
 // QueueDeadLetterReason Why it was dead-lettered: retries_exhausted (it had 1 + maxRetries deliveries).
 type QueueDeadLetterReason string
+
+// QueueDeadLetterGroup Host extension (spec/peers.md §Dead-letter groups): the dead-lettered messages of one queue that failed the same way. fingerprint is 16 hex digits of a hash of the cause: the last attempt's outcome and error name, its message with numbers, UUIDs, long hex and quoted strings replaced by placeholders (message), and its top three stack frames without positions (frames).
+type QueueDeadLetterGroup struct {
+	Count     int     `json:"count"`
+	ErrorName *string `json:"errorName,omitempty"`
+
+	// ExampleAttempt Host extension (spec/peers.md §Attempt history): one delivery of a message and how it ended. Shown to viewers of the queue only, never to a worker. Texts are trimmed: errorName to 128 bytes, errorMessage to 512, errorStack to its first 9 lines and 1024 bytes.
+	ExampleAttempt *QueueAttempt `json:"exampleAttempt,omitempty"`
+
+	// ExampleMessageId The newest message of the group (its ID in this queue).
+	ExampleMessageId string `json:"exampleMessageId"`
+	Fingerprint      string `json:"fingerprint"`
+
+	// FirstSeenMillis UTC epoch milliseconds of the group's earliest dead-lettering.
+	FirstSeenMillis int64     `json:"firstSeenMillis"`
+	Frames          *[]string `json:"frames,omitempty"`
+
+	// Histogram The group's messages per bucket of bucketMillis, oldest bucket first, the last ending at endMillis; absent when buckets is 0.
+	Histogram *[]int `json:"histogram,omitempty"`
+
+	// LastSeenMillis UTC epoch milliseconds of its latest.
+	LastSeenMillis int64 `json:"lastSeenMillis"`
+
+	// Message The normalized error message.
+	Message *string `json:"message,omitempty"`
+
+	// Outcome The last attempt's outcome (QueueAttempt.outcome); "" for messages with no attempt history.
+	Outcome string `json:"outcome"`
+
+	// Title One line naming the cause, e.g. "TypeError: order <n> has no customer".
+	Title string `json:"title"`
+}
+
+// QueueDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): a queue's dead-lettered messages grouped by cause, largest group first.
+type QueueDeadLetterGroups struct {
+	// BucketMillis The width of each histogram bucket.
+	BucketMillis int64 `json:"bucketMillis"`
+
+	// DeadLetters The messages of the queue that arrived by dead-lettering (those grouped).
+	DeadLetters int `json:"deadLetters"`
+
+	// EndMillis UTC epoch milliseconds where the last histogram bucket ends (the time of the answer).
+	EndMillis int64                  `json:"endMillis"`
+	Groups    []QueueDeadLetterGroup `json:"groups"`
+}
 
 // QueueDelivery Host extension (spec/peers.md §Active and inactive delivery): whether a queue's delivery is active. Read on a queue or on its consumer; changed on the queue.
 type QueueDelivery struct {
@@ -772,6 +871,9 @@ type QueueMessageInfo struct {
 	// AcceptTimeMillis UTC epoch milliseconds (the timestampMillis a worker sees).
 	AcceptTimeMillis int64 `json:"acceptTimeMillis"`
 
+	// AttemptHistory The message's last attempts and how each ended, oldest first (at most 5); absent when it has none. Carried into the dead-letter queue with the move.
+	AttemptHistory *[]QueueAttempt `json:"attemptHistory,omitempty"`
+
 	// Attempts Deliveries so far.
 	Attempts int `json:"attempts"`
 
@@ -783,7 +885,10 @@ type QueueMessageInfo struct {
 
 	// DeadLetter Host extension (spec/peers.md §Dead-letter metadata): where a message that arrived by dead-lettering came from and why. Shown to viewers of the dead-letter queue only, never to a worker (the Forms give a dead-lettered message no portable link to its source).
 	DeadLetter *QueueDeadLetter `json:"deadLetter,omitempty"`
-	Id         string           `json:"id"`
+
+	// DeadLetterGroup For a dead-lettered message: the fingerprint of its group (spec/peers.md §Dead-letter groups).
+	DeadLetterGroup *string `json:"deadLetterGroup,omitempty"`
+	Id              string  `json:"id"`
 
 	// Size Body size in bytes.
 	Size  int                   `json:"size"`
@@ -802,12 +907,20 @@ type QueueMessageList struct {
 	NextPageToken *string            `json:"nextPageToken,omitempty"`
 }
 
-// QueueOperationProgress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+// QueueOperationProgress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given); a redrive of one group says which (group, counting its messages only), and a dry run (dryRun) moves nothing and reports wouldMove.
 type QueueOperationProgress struct {
-	Moved   *int `json:"moved,omitempty"`
-	Removed *int `json:"removed,omitempty"`
-	Skipped *int `json:"skipped,omitempty"`
-	Total   *int `json:"total,omitempty"`
+	// DryRun A redrive's dry run: nothing moved.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Group A redrive of one dead-letter group: its fingerprint.
+	Group   *string `json:"group,omitempty"`
+	Moved   *int    `json:"moved,omitempty"`
+	Removed *int    `json:"removed,omitempty"`
+	Skipped *int    `json:"skipped,omitempty"`
+	Total   *int    `json:"total,omitempty"`
+
+	// WouldMove A dry run: the messages a redrive would move.
+	WouldMove *int `json:"wouldMove,omitempty"`
 }
 
 // QueueProducerBinding One queueProducerBindings entry (AtLeastOnceQueue 0.2.0 §WorkerVersionのproducer Binding): env[name] gets send and sendBatch for the referenced AtLeastOnceQueue 0.2.0.
@@ -820,6 +933,12 @@ type QueueProducerBinding struct {
 
 // QueueRedriveRequest Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move the messages of a dead-letter queue back as new messages. targetQueue, when given, is the AtLeastOnceQueue of the same space every message goes to; without it each goes to the queue it was dead-lettered from (its dead-letter metadata); a message without one is skipped.
 type QueueRedriveRequest struct {
+	// DryRun Move nothing: the Operation succeeds at once with what would move (progress.wouldMove) and what would be skipped.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Group Host extension (spec/peers.md §Dead-letter groups): move only the dead-lettered messages of this group (its fingerprint); the others stay and are not counted.
+	Group *string `json:"group,omitempty"`
+
 	// MaxMessagesPerSecond The most messages moved per second (default 100).
 	MaxMessagesPerSecond *int `json:"maxMessagesPerSecond,omitempty"`
 
@@ -977,6 +1096,15 @@ type UpdateResourceParams struct {
 	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 	IfMatch        *IfMatch        `json:"If-Match,omitempty"`
+}
+
+// ListDeadLetterGroupsParams defines parameters for ListDeadLetterGroups.
+type ListDeadLetterGroupsParams struct {
+	// Buckets Histogram buckets per group (default 24; 0 for none).
+	Buckets *int `form:"buckets,omitempty" json:"buckets,omitempty"`
+
+	// BucketSeconds The width of a bucket in seconds (default 3600).
+	BucketSeconds *int `form:"bucketSeconds,omitempty" json:"bucketSeconds,omitempty"`
 }
 
 // ListWorkerInvocationsParams defines parameters for ListWorkerInvocations.
@@ -1226,6 +1354,14 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 	UpdateResource(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	//
+	// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+	// dead-letter queue, not a route to poll at a high rate.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+	ListDeadLetterGroups(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	//
@@ -1619,6 +1755,24 @@ func (c *Client) UpdateResourceWithBody(ctx context.Context, space Space, uid Ui
 // Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 func (c *Client) UpdateResource(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateResourceRequest(c.Server, space, uid, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+//
+// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+// dead-letter queue, not a route to poll at a high rate.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+func (c *Client) ListDeadLetterGroups(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDeadLetterGroupsRequest(c.Server, space, uid, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2659,6 +2813,86 @@ func NewUpdateResourceRequestWithBody(server string, space Space, uid Uid, param
 	return req, nil
 }
 
+// NewListDeadLetterGroupsRequest constructs an http.Request for the ListDeadLetterGroups method
+func NewListDeadLetterGroupsRequest(server string, space Space, uid Uid, params *ListDeadLetterGroupsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/deadletters/groups", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Buckets != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "buckets", *params.Buckets, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BucketSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bucketSeconds", *params.BucketSeconds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetQueueDeliveryRequest constructs an http.Request for the GetQueueDelivery method
 func NewGetQueueDeliveryRequest(server string, space Space, uid Uid) (*http.Request, error) {
 	var err error
@@ -3447,6 +3681,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 	UpdateResourceWithResponse(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateResourceResponse, error)
+
+	// ListDeadLetterGroupsWithResponse Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	//
+	// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+	// dead-letter queue, not a route to poll at a high rate.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+	ListDeadLetterGroupsWithResponse(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*ListDeadLetterGroupsResponse, error)
 
 	// GetQueueDeliveryWithResponse Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	//
@@ -4311,6 +4555,54 @@ func (r UpdateResourceResponse) ContentType() string {
 	return ""
 }
 
+type ListDeadLetterGroupsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueDeadLetterGroups
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDeadLetterGroupsResponse) GetJSON200() *QueueDeadLetterGroups {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListDeadLetterGroupsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDeadLetterGroupsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDeadLetterGroupsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDeadLetterGroupsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDeadLetterGroupsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetQueueDeliveryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5054,6 +5346,22 @@ func (c *ClientWithResponses) UpdateResourceWithResponse(ctx context.Context, sp
 		return nil, err
 	}
 	return ParseUpdateResourceResponse(rsp)
+}
+
+// ListDeadLetterGroupsWithResponse Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+//
+// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+// dead-letter queue, not a route to poll at a high rate.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+func (c *ClientWithResponses) ListDeadLetterGroupsWithResponse(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*ListDeadLetterGroupsResponse, error) {
+	rsp, err := c.ListDeadLetterGroups(ctx, space, uid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDeadLetterGroupsResponse(rsp)
 }
 
 // GetQueueDeliveryWithResponse Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
@@ -5819,6 +6127,39 @@ func ParseUpdateResourceResponse(rsp *http.Response) (*UpdateResourceResponse, e
 	return response, nil
 }
 
+// ParseListDeadLetterGroupsResponse parses an HTTP response from a ListDeadLetterGroupsWithResponse call
+func ParseListDeadLetterGroupsResponse(rsp *http.Response) (*ListDeadLetterGroupsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDeadLetterGroupsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueDeadLetterGroups
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetQueueDeliveryResponse parses an HTTP response from a GetQueueDeliveryWithResponse call
 func ParseGetQueueDeliveryResponse(rsp *http.Response) (*GetQueueDeliveryResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6249,6 +6590,9 @@ type ServerInterface interface {
 	// UpdateResource Replace the resource's whole spec. Answers 202 with the Operation.
 	// (PUT /v2/spaces/{space}/resources/{uid})
 	UpdateResource(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params UpdateResourceParams)
+	// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	// (GET /v2/spaces/{space}/resources/{uid}/deadletters/groups)
+	ListDeadLetterGroups(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListDeadLetterGroupsParams)
 	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	// (GET /v2/spaces/{space}/resources/{uid}/delivery)
 	GetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
@@ -6902,6 +7246,70 @@ func (siw *ServerInterfaceWrapper) UpdateResource(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// ListDeadLetterGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListDeadLetterGroups(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListDeadLetterGroupsParams
+
+	// ------------- Optional query parameter "buckets" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "buckets", r.URL.Query(), &params.Buckets, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "buckets"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "buckets", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "bucketSeconds" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "bucketSeconds", r.URL.Query(), &params.BucketSeconds, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "bucketSeconds"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "bucketSeconds", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListDeadLetterGroups(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetQueueDelivery operation middleware
 func (siw *ServerInterfaceWrapper) GetQueueDelivery(w http.ResponseWriter, r *http.Request) {
 
@@ -7546,6 +7954,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.DeleteResource)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.GetResource)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.UpdateResource)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/deadletters/groups", wrapper.ListDeadLetterGroups)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.GetQueueDelivery)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/history", wrapper.GetQueueHistory)
@@ -8146,6 +8555,47 @@ func (response UpdateResourcedefaultApplicationProblemPlusJSONResponse) VisitUpd
 	return err
 }
 
+type ListDeadLetterGroupsRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params ListDeadLetterGroupsParams
+}
+
+type ListDeadLetterGroupsResponseObject interface {
+	VisitListDeadLetterGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListDeadLetterGroups200JSONResponse QueueDeadLetterGroups
+
+func (response ListDeadLetterGroups200JSONResponse) VisitListDeadLetterGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDeadLetterGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListDeadLetterGroupsdefaultApplicationProblemPlusJSONResponse) VisitListDeadLetterGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetQueueDeliveryRequestObject struct {
 	Space Space `json:"space"`
 	Uid   Uid   `json:"uid"`
@@ -8620,6 +9070,9 @@ type StrictServerInterface interface {
 	// UpdateResource Replace the resource's whole spec. Answers 202 with the Operation.
 	// (PUT /v2/spaces/{space}/resources/{uid})
 	UpdateResource(ctx context.Context, request UpdateResourceRequestObject) (UpdateResourceResponseObject, error)
+	// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	// (GET /v2/spaces/{space}/resources/{uid}/deadletters/groups)
+	ListDeadLetterGroups(ctx context.Context, request ListDeadLetterGroupsRequestObject) (ListDeadLetterGroupsResponseObject, error)
 	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	// (GET /v2/spaces/{space}/resources/{uid}/delivery)
 	GetQueueDelivery(ctx context.Context, request GetQueueDeliveryRequestObject) (GetQueueDeliveryResponseObject, error)
@@ -9101,6 +9554,34 @@ func (sh *strictHandler) UpdateResource(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
+// ListDeadLetterGroups operation middleware
+func (sh *strictHandler) ListDeadLetterGroups(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListDeadLetterGroupsParams) {
+	var request ListDeadLetterGroupsRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListDeadLetterGroups(ctx, request.(ListDeadLetterGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListDeadLetterGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListDeadLetterGroupsResponseObject); ok {
+		if err := validResponse.VisitListDeadLetterGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetQueueDelivery operation middleware
 func (sh *strictHandler) GetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
 	var request GetQueueDeliveryRequestObject
@@ -9403,194 +9884,220 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1L1bjxzJlRj8VwL1CWCVlF1d3dPkaqofFj0kR9MrcobiRcLnaS4RlRlVFeqsiGREZHeXKAKSbcGWjMU+",
-	"2C+G9sWA7VkDxi5gA4ZhYGFg/op2Rrv/wohzIjIjsyLr0peZ0RPZlZlxObc493jXS+WikIIJo3vjd72C",
-	"Krpghin4i2dsUUjDRLr8MVvaXzKmU8ULw6XojXsHw+Hh/fvkgms+yRk5efHw9JSkc6poaodIyIQqRqQi",
-	"VBNKtFFlakrFsr0pZ3lmf+BiRvpnveFweNYbDHtJj9tx54xmTPWSnqAL1hv3Tut17NmFJD2dztmC2hWZ",
-	"ZWFfwbF6798nPT59Sk06hw1ER5vu4Qvrh9EFTVk1SEHNvB4CnyU9xd6WXLGsNzaqZOF4C3r1hImZmffG",
-	"Dz5Iegsu/J8HiR3MMGWH/cvP6d4vRnsfvu67/+y9/r7/afDn3+slkYWVPOtYln2yblHtsd7bl3UhhWaA",
-	"b1kwRS1uT9KUFYbBPKkUhglj/0uLIucpvLH/c21J4F0w+vcUm/bGvf9vvyapfXyq9z/zI+OsTTJ6OWek",
-	"eoFcWmJx85O+VESxIqdLliXkkps5qYjB7D13T4jdKJAP4ho2E3mvud5VyD6RuDn7dAcovk96hZKTnC3W",
-	"wMu98YPd4PbMjRuB2okgzz9+SD48uv9nxA0+RMLFb+3QJ+YJo9p8JlL2k5KV7LOJZuoCAUGzjNuhaP5M",
-	"WcQbbolgSnPN2lNJ9xmRU9IekoyGh8MR6X/5xT/91//59f/+73/41a+/+jf/56vf/d7+59/+tz/+h7/9",
-	"6q///p/+1T/88Xf/6+vf/LvBmLx7TyZsKhUjZs7IlCttCE4AgDomC7aYMKWJFPmSTKUil3Nq4OW51Iak",
-	"Uky5WrDM4rsIlv6ut2Ba0xl7KEuEfwtgRaHkFV9Qw0hqX7HbcZ8EJEdFRoQ0ZMkMoem5kJc5y2aW/DKu",
-	"U6oyCwdF2FVhycMuYsEFX5SL3nhUsSsXhs2Y6r1Pem8tlB5fcY0S1r0wkTJnVADCDDe5/a0TW9WwcvJz",
-	"lho7avvdFwVLd8SqLli6HqNf/ea/fPW73w+G5BS3o4mV54JdMGXRcMGUBdhUyYWT5dpCZmrFP5dCryIo",
-	"Yzm/YGr5iOV0+YKlUmR6FVGP2JSWuSGZfcuukNF0XiPIoeyYjMjlnAkiF9wYlg3JCdFMZPc0kZcCP3ZT",
-	"kEsu9JCcCFIWGaB/ToVFOpBYTg1T8CmseEGvEJtHHxyORpuw6xbznFme51J0buqJtDMaYviCEeo3Qbgm",
-	"56wwCVKkhyY3niDh/XDpIFOYJkbWtOvJ1YGXZcf2p7k9XB2Z2nkU00Z6kvWbPDgcffigsc0HkX2+D0+V",
-	"zzs3/bqbloE+I3T8UDFq2HOmZalS9py9LZk2OxLyRzIDMnn22YuXZP/icB+OZ73/Dv59v6/c6HpIgOYt",
-	"hxeKX1DDTkVRGiTrC5pzC+GM0BnlQqPI+ViqBbHHa0YmII0Wr1RO+gurQLCMsCuamnyZEKMozy3AdU71",
-	"nHCR5mXGssEqD7gxWkrC4ejoh201oXXQ+GP+7pSLpCenUwb/b85ycLh5cQ2IBpLO4TrpXe3N5J770Z6C",
-	"w+f08ilSUg/0LZRgO33WIkwAUFKB2A0akGWc3CJ0+XhRmOUtHJdPZVbm7GdSnTNFRsMPhiMgP/zhp0xp",
-	"q/KMhveHozHQm2JTpphIm4edrvhZlkbzjIGEsGJOsVSqTMM5aeZMI8XqhGhJuLFsT/NLutTk3XtLih4O",
-	"ze117f9ZG6U7AKHJYHJKKPKSsYf5nNodCUb68cMnIfDHQyl0ufCASyLAHIxRhtOJZvZAV1a94PVpvrLn",
-	"5pZiGxcXL/As695wkwPv3//gQYQfmuC4oAoOR81SxTxAGlQwBjGDsugv6AV9AV8TnlkZO+X29O3/5ecn",
-	"e/+C7v3izfdeu/+N9j58873X70bJgw/efy8h6Zyl5yirLDU5mSYVmbCUlhr0bHHy7JRYQkQsECeelp/a",
-	"6QdAnhc0L5n2h/qQfMRFxsUsIRdUwQu4DbdiPQczTzD82wpdd8aEQHtwFKCiBnIEBR/XEnLVUHj1/EmD",
-	"mrhGTgFS1glpSWbS75DMid26kGpBc65B8wRZzYQ9Az/vzY0p9Hh/36p+QytP9NDQc2n/N0zlYh9+2m9T",
-	"7z5Q7741RLb6vkHl+0DR238ccsOu3zYobx/kzz7IyQYVW+FrAbJ3QRWg1kLGwr297x4irbEd91u4SvdT",
-	"Y3I7ayjiawb6kaJiV1XgxB7sIuUFze9pomTOCBdAmkCWpH/W+/5Zb0ysCrvE3wYJkQUOny+JoErJS2tS",
-	"SpSkQ3LB2SWzZijNdEJYxo10fwErXCpumD4mRTnJuZ4zRfr21NkvGFN6uMjIl188w0cDlFX+RV0rcEYC",
-	"u64Iw0pzIZdzqRl5dfpIEzAoNMmtRUH6uBP4zfKFHQa3CroxN+49K22Rtx3XI2lEtRP0/Ri2aIu6+weH",
-	"G9WABb06xU+B4fExVYouK2Ooc/zD+w9uOL7FuB3UszHizvI1oM1u16NpldxDp89aFWvVcxAqIZVzyK4l",
-	"0D2QniPy7hNGcwP+qiYutKGm1OF25Hlk1e3p8avXkYlOxUXg4diBrT6xEpZdGSZAX+mnUmiZs/3nj08e",
-	"PX08XGRwDltrXljYZo4e51RkOVOEV/OSPiUTK6EHKMRD6bBKjKkTJa/Q47V6GDS1BOQRGN4S/iUF+l49",
-	"mEv0ND3lec4jlton8pLkUsyAl5obUVQMnX5JTW/cy2Q5yVncBSDKxQRtRITKS75gXVO+evmQsEKmc7KA",
-	"N7zZ6ljYg7UxNxfmwVFvjU0ameepFzhcwO4AVptdGLI0qUTTo+VCKNOUsYxlqLxWYGKmVMKaoVPKc/uU",
-	"W2tKscuEKGap0Z6/BRUclBUJgCUF1Qb0WjCRc77gJjyRq7ksEGDYKAcDwhzBrGeUkLqC7wL4rdBKBJc1",
-	"dAJWDxhtLRs+4Tsbu9uwYpOv7mmysB8plloduYs1NekDOTA9SIhgl0wb9M4lhOra/Qb6u0WXmbMFOWes",
-	"0PhfLsiCLaQ9Vrm1X7gh2lDwEPWpwSXcH0UM4uokqP6zziMagPZ9W/63EIzjRdECgI+g5omcPRZGLTci",
-	"pbmFnF2wPBTUGZuUVn/K5QyCGlPZS3qXVFl6YErJ+OnjCC9CuklPs7f+fN7A/qYhaLb44AI1sa2Yxi6j",
-	"MUXiNl+vvjFgAP0KtnG4X4MXTsilp3DHBtY+LkoDik4pUlrO5qaidQC8TojMs4q4h+QZ1UjeOQUz4i1E",
-	"q6aGKauWWT2PSHFTqq32vjPNeshEgIZMviPMPhOMPH5BFvBtxAwdghFHwKy6JNJYhRZf1oQvCqmsjIaY",
-	"3b598axnxfdZD/8/iJ7hPhwS6FRHBx8efTA62s7HFfE+hU6u2hAOjeLh3uvvx+NnEYeRX2QAdwfcTrAj",
-	"0G7gdo94hvrKHvwYJ7UnJNgRqhSW3fbohKM1EX44GHrq1iRjaU4V2AouXoLcYQ38C55ZG8UxJtEsZ6lx",
-	"ZM8vWJMEEnI551YXKeGoAZyjmeGmyPykq+j2q2lwhpeKU4ZhVziC4hKw0u7R0nB/HLS4JumVgr8tmXts",
-	"VMlqObaJF597F9sKNVSLX6GDANsRiqijm7vzYgoeycS796UiGcuZcazpDcAEouhwAu/Vh38dNJWCUHey",
-	"N63PwZgUpZoxq3hlil+woT2VDQMJyaZTlhpSUK6cG00jzcE8tHAEV02jCc1zeanHpGDgENq3ZuUxUaUQ",
-	"/q9fFlQZTvNfluJcyEtxDC5KkYIPZr/6sdLm9jGgkf0Sh0LNrjFSRKYAzKwS1jjhLAD3LK/EtH7ca0iN",
-	"dg47NM4CNAWL6yU9t6YoieLxvW3cNulFT9Ukklux8so5F1m4YNy2XSjQilVPgVTAqlUzTEgAJEcXXig5",
-	"U0xvPKsw9uhx/sx/hckCQI2vOvYElBWu2JGJXRiSSC+J6fF25IpGomvHHe+C8fa5amcBgDa34RddEUgS",
-	"Uldj4kAo1Ay/ThpspdHcRKsIsipWXSGCXZlndMZeynMmVk23Z4qByxxszIVUVmFnC02m0rL42Fpj2p70",
-	"VJPCj+KjDMSODT8723Fr38iKetMEVgSaz7w/b1fdUDjXuVl6v5iVamOwMPliURo6yRk5fZTAL6D0WJlo",
-	"/5gpKoweklN7RMLGuXZhbz2XlwIjhE5JRHJZFVI4yNa4RO9QBI8dvOb1pC3I3ik5bkEB8GvYrgO8j5lt",
-	"F5q9HSA0vXzdisC2QdGttMA1AGrCYDO0dg0ZvgSmuqy91xUtThhVYIqcM5E48oOohxQpG9d2OVricIrb",
-	"z158crJ3eP/BKlkWIT+tP8L8i5YovRBZD8giJCj4pBuY2Vow3rnsbG5vJ5OsucjoLqpssB1ooJ3NRTJm",
-	"KM81pr1ZRIPv5+TZKbk4DFxAPl8qlRmoeUCjp5jIhCZvzCrLIu68FygTtaDn7E1KNYMxnUbZ1Akfw8Bo",
-	"7zUTDl5/7q2x70dTDHBXUZmGq90BhQAnWEpUcgptqEjj/pQKTp2aTOnDE+gZvf/hh4Gf9Gg0ivteTB6f",
-	"D3/YxEDw1A9TLSNBfDVIECmsm/geezV1R3uEi6I0SDdjQslfvPjsU/JM2i0qwoULVDngkYnMlkBnlFhl",
-	"whpVsaSvToQXOPAWgsW9WJHPKixwwzGAYMTnae1c2xEkPlcLLDIXPxri3jna0O6Ne5pMlobpMbKsfeOx",
-	"SKVVgYmxKlPfvpxhetsAvnz18uO9H+JXVfgOQJBg0rSLvN/TkKDWx2cDzFYDv+uxm4tq9uAInfowGI5E",
-	"RUZV5p8yv5i+lTVHD45+SL784ighBc0ylkFIBnaVMUtvVveJr+LEcthH5XTKVLiUITkh3qkO3mZ+4Rbi",
-	"9ify5bjKqtJkxi/CVDghifPDEItDa/G6dN5hI5tvTEbDISTnHaP26pI/qnDNPU1iiYbEeUUgvOBg7bDp",
-	"s+pWidfCI0q6IXJDk8fiuZf0EOJRWyZrJT9uSLaDFYTk3iTnboK/XjJdO77QFcseh4SvN+fe7b8refZ+",
-	"v/rAkY0kVKzEvRNCjVzwlOb50lFgoWRWpky1SPEjCPZlkukheTl3USPMobHLq18GIaVYO0EGVKfqfK1f",
-	"R/rHgMgbI+WbnKoZA/tnZAlzgfnLVJCD0aiCQkK4gJSbN8BG9m0qCFsUZgmMlRCKDAZBFI6Jm+Cts4uu",
-	"uFPTpUZ/TyOJ1ad+eepP/LytBbo5pDVXDg7/bDQaIf8NICkMdEc9pwUjOaOOQRd28CF5mEvNsrFdtPOF",
-	"OOXCrtVvzcn+zuzrHc7vJiVv0sOq8VeZYZ1i7t/QZX63vHD6KAiTca1LzCIJxEydvAyk4s5aqTKmEtDn",
-	"nZs1SA7OSkUn+bJOaCMnldDyhRGWmC0BtcpkCBX60iqGfnFO5rmgXlcxxRiqKTrRe5rdUvrGgcs67rLs",
-	"4tg/zeL4B+xG0A/y5CNfD7SjRYapBLSdBOBPtn4kSZF8+cU//+av/vH//qc//PpvT63KMqUp+/rf/9U/",
-	"/sPfDMbkYDhc0CtYzgv+C4aob1AFFeT0kcUU1FY9CKqpQIQZn/RQeYbvoe8CxZ9mxuRsYU/DBTNzaQ+9",
-	"uoTBGgdGWSlU/3aSo6kJT+APxchElgJolxtH9M0gRCyIm12HGHaVGLD1QF5sT00+6HAzR0GdKRCmCQT0",
-	"GJDbWmI8FVN5y8LoVNhfIJERk3GQekFpRQLmgkxzPpub28604fFEm6lUi+tmvVTZKVAPZkfaOv2lw2F2",
-	"61kxlbe7OVrGdWEH4GKGzkavi1pxPmH2gMekbZZVkZNxLNeoFPqYpLnU1Qvt/Bp0XdZMj4oPznGpuDFM",
-	"hBk0wcoaHnk3x+bUMiD/ZtpMkCvTQrcHUJQ7TjEjIs4hnsxuIf0+JqG3L1WD4es6NFrXnqHNkbJjUor6",
-	"R++JgXRoV5XUyWonxtB0zrJYUdjGqrGkh7HdrerK4kDdBP0bhLY7oF6VkyGhQ/IsRqgtwGqfvI8y5Hxa",
-	"GWoUoAUn26vTRzEnA82eMGOY+omX81vGgOEUqY7khsvnoFEYdRDNtXPfWsKXpQnMumqUB5uLyOjVQynS",
-	"UtklLRsfH97fZgnPmVE8JtqeMyd9OKuSWqqqSy+YjonPzzogPyD1cKT+tlkztrks7u3OSAAFpF0XuFst",
-	"HhLT9cP//mC/9MnqDcLoxPUK/hooie3sdQdvduUXwEuPKgq/ZcXBDryXw8hWa6QZNXQwtsewCt0zYLNS",
-	"pfgFWhxZ/Zk9b1K6YFi8CHw9Xw7JCwxWSJdBXxkgwZc+cV1YQx8jbEYS6uVCf8VZFHxb681QxSIVSo+c",
-	"i3PUXTVBFTmirlJjrFmu48pOwDPckDnNvGaA4+GiNysIXtJ/SmO5sy8tPP0rTouvdR+/M6v9NPYc1bSu",
-	"pb4FjG5R1pKgZCEtojEHN+LD8i+z7MTsqOA5MrATbKnSScVnXND8qTcCV+c6NVU9hbWgOhAWCQNQV5Df",
-	"HO5n86XLIW+CfwyWEmf6Dbua01JDeqsjkk7p2agsWvk+XogACwdMrCEf7+68Ce0EM3WSzyu0SWslde00",
-	"IAaGG1MyWhNXuEhq7uwgtLb8DERjt/TEs+6WZedJakAuCSsiKP7hj1WUoZBASVcc01ikaCAh6znmmFZ2",
-	"mlT2Lyu/PF8fu4p1eK3CQkSswYirOIS9hUYGupO8FxYdAJYfdVUwXrskJqWxAhatMUjp1sfEpYoTmitG",
-	"s6U3ZFypQoD8tk7bSWM1YWGCGgdBASdAICXxLSB1SM01cyXL2Rx1c3hpsJnyglx/B7FVinLksomeblix",
-	"/morp3lFNP15gx5dhmiQ67eg5ywaCHHERvqKWSgNLJFVFNsvaKmjx2RFTxHzIoToBjCu8c/Ce59wbeSN",
-	"mTNaCrEaXbinyZTPSsU0+sir3O+5LFWj1kHTRZGzDD3k6JqFMOQFzZ0q10wmT6CXw0olRD0e1kMMyUlF",
-	"x/Yg9qvJOHYeQV4nE2YumRXpl9KtRBPo4IBVu5IL402lxdgZTKL5GbykyVzmGKIjjKqcM4UPAkCUwvDc",
-	"QcIEzw1fsKTyPAKUcGKuq7crQEW8gk1oxWut5NS4gysAugb5h+WCAUPXRVW4td08h47MIJwdSxjYvnYo",
-	"kCDtPVZLazODJ/INTICr2z1KjXAL/H01emOMXTd46nCGVf1WJks4JgJiZmJmKa0q78n5eS25NVGyNHZ2",
-	"+OCFfamioP2F1X5S7dqdKH1MRo1sOkh5tp8MtlQNwxY9W9a7QDRsdecglINIPOjIDhpbLibUVrZcTNWz",
-	"Zcv3ufgYfLgf4QEc2YY7mb23r9XS6PZrCQPXJcu3HRe14OxaJU1tTd1JD8cAVh019JwJ0n8l+FXD9NiO",
-	"qNo5OaFPM/B3IhmtYiSpuStEb4tUaxC0yKZDbKBY6JIdtfP/LqMKtWCpwvhWOBgoYBDycnuFNLCy3QCk",
-	"z67MXq2IrKqPky6Kr0J16MLHGEfzZK5LEA9dDeL2p0btsG4WqNwfrZ4gbhmnjiTAh7XWRzBZvvBhhB1S",
-	"HekF5Tmd5BHI/hSbMSbkknIDGjmmBGwX04CEg9ix8KkTH67XI+obrt0W9unqo/umIvjB5tl4AKYWWbIc",
-	"Dp6tFw7mi0vFaclDF3JBf0bf2TdJy2SVqm7vdozFU4qjFeKKGAbbLMKo5c8Q7luAkGLU1UNw0/htlbui",
-	"gRptrSUEEA4gFOsM0HEkQkwZAtVg/HNFJjLjHcfhVo3SIpM8buQ8BKcJaK19H84Zht397mnsUWOlzhaI",
-	"QVFwMmOdiujJrAo1OLlR+xbdwQlBcUc+VfM5IQW7RkuANZpm0qv1ph2F+cNyUeYUTDrQr3TLALmnV1S3",
-	"St8iEzbjQntlzJBRQiq9bkVtg8MgzTkTtcIOVtIUivkN00NyMvEFJqqhNmbStayzCA7w3aeYsDixHIGt",
-	"6sBzPNhFfT0JtFZISs2uQasbdcpNQrSpBbb0JpBDLjFo1RVeB2nA2gJ+vsYWGmplu72ie4Sudh9U7mOX",
-	"RXS9Da4zpZefkSmVLAqriEY2R/pCrsLhOgtwvBmLgqHwrzykXo1RvoMhlDux69BKoMi2kumt6l3mLHN5",
-	"gFhK7ZWenWdacbjcQMUMcVWDbfVc6DZ6I2qw12Qi0nZVL+p0vAWKbJeue0uJ3I1si3va+Td3zemq88Cp",
-	"IEFeNAg37prI+PAFWpfHVkmFvHrFRMawb6r3cwJNWJl9zg0QKGSKqIFr5ofpKZDMXdmoMOguIa4D70Vu",
-	"hoET8gN4AnJAsZBS1wegfY50SxIHwLAA9yHmICO1ztbZMXHMmmTa0EXRZRSe1M1TE/Lq5UMCpuBqLOrY",
-	"HjmTnBGaKql1vW0f896eI4Ev2gtzwAlCGm2CX5PHHT7/JhLGcq6D/rpdp+41Mrr6Pu0+AE0d5NWM6a29",
-	"PZ1E/aiO2WpJplRt1gotap4pZnWMDqNSZkvwolk2Qc9QYEc+GCSOFxuLt+/F4mx2sJeqFCmNKi5+Psvl",
-	"uRQzOCexzQ4pcJFxszhr5AVstGaDWFl3rpx2mTARBxmYA1zUUme9bFgpCV9jtry5DOyWN9M1hku9UmdM",
-	"7RyDhkwFbHPBDVnQJZmw2na9jpvIhZNaLLK6wkZ4U2Nmia9BDymyTTEdgmNtJp175xbaTG0UHkXzYA18",
-	"RJUnpvIoY+edG7bUWQHCNjXwO1anrwCxC9Cr7RJuu9IAenh8+cVzbPAAsWVqoB5NzfCODd/hI2gLknFX",
-	"MGDfUayQymjvCjkOvvCPjDQ0R3Fdefg6k3Z8dzpnSw4S4l0sVoFw6SPYfBPLeZxLxZXbcGdNYldKfc7B",
-	"QujnbBrYjEtCFRuDYzlwB0E3FBhGSIJ1KmGih/N3E0PVjBnIHBIRIxJWuNlD58C1+UW3hc0vApQ3vdbO",
-	"31ylsC5afOZKpVw10zX05LeRYTRhAqy1jusCvvyi0UPoD7/+u3bJ1mBMmLj4XNAFe01mzGUfuHbCvpTL",
-	"535WfbCzjvsJVvEZawRwtLlxVEcv5XiyEJLZ9VMMXaeBaqC2rGnjrgvHTgzcTYmfG/yYvPjJCwJ+KCcC",
-	"n8oL9pLq88EY2Ju05QSNSIkJTc8J1dDdoIqmOdZ0xX4gSIBLE2/jrODc18bShe9v2yyVmkmoV8VqWFlC",
-	"kzKQQ+5B4GeKpXWhPtDHdP1IOuRxkAjpZ7CCjWsvuSLyhV75GNkzptAWjut9oFBWgETJWYBmbL8hfVcx",
-	"TA5GGLsIM3E3pgcHoN6NbhuE2SK4CF3WH+/axK/ueQ/loOgo8SzSwDwkCIDAsCSQkCm/YplP9nx1+qjL",
-	"fP/6t7/6+m9++4df/fqrv/6Xf/zNF/Y/v/3dP//H//yHX//dH//+X3/1+/9xTDrFWvVJPQh8O6jrJYOG",
-	"Qp6AoWgA6wFWKaPVR2kn47clUMKhAmFSIyOKqVqM7YSosP9EhR8KSbLQD3vYulaj6ppTN4R1/RnDewkq",
-	"mY/s+XG8MfW1en4ZOovaN8EdHCvPZkwE3dy6fXRRZuvoypNURSnXuBgjvJNjdVyA57Wu26AdnTGudRFH",
-	"xNIDjOEh5px9rp0W/ga9y1wp0qbuXx1m6o27gpVhfyTft7u+PaSCvANKgMYK8rXxFhCOI72teolV3LiG",
-	"U++8G061iD/ZRmINUEVA+cKrmNd3HzNXWiuntcLa98d26AmubjYEwFDMZQs6fQyStrcYOwUEv/yUs8uE",
-	"HAyHob/0GN3GLwBpJKVCSOPbOYZ3htjNu2J/RlzpLnY+0LDIdZX+2J/bNR0K2xl098ZoFYHh3n/Z2N8v",
-	"23uLNcLYpdpnQ5OMFWx3UMRnsGp9jdpwvDNCE6pmpaeKzjYVfez+4L7588FNrKhbQt4NgR8C2gMxAuNX",
-	"IPJu6XqvrZKlx4SSaZnn2B0hrTm2YCnpW91RTltqSm1/DKL90r71a63at1jFoRoBf4OYbvU2p+gFVv5y",
-	"IwWWFxMXZLKsOyuiKkiLglFFuCBULIm/fjQhuZwlYUNbVV9q2UaJm2bTmRZcMhRS7BqYbILgDUpiI/Da",
-	"st1z48vBkGC6DN6gy4NWlkOyoFxgu2J3MZO1UOXUt+8+9k2/63umsItyzHT1I13jIjg33da6h5tot66P",
-	"URfV6mH0GVZhkwWjQpPPXw/JiYvfPDg6doBAIGANHNeGi9SgOwDu7Kpvu9K7pQ22XTkb766x0+1C0zcv",
-	"eA0KXSt81/h73cEz8SpVuKIgLRU3S9BPnIoA3Sur+24hdIU/VQPMjSnwflvuYpyrh21oeLoCjdZFeV6h",
-	"fOnuugqNScIXhW+QwM3wTKz0M3RGe6Ek9DwURtHUHPtboqBZEtckY1MuoAYrhRCYB7ClkTMReCyBesCF",
-	"3deMIV/XRSlDgs0TgQO7mj6eiX7X7cGDumHVmtaPCYAk6OanE98N8kycCavPQp4+1Fm5zlLglM9kigpN",
-	"7Mo4p3Oyq0IxbTXdRZkbvqfZzH5yJgpq5qS6RHxMTj79/7cpcILG8Pvv7NfD4fA93EpybmXUmWjdZAJv",
-	"1jlLkc6UrqM+vghbHAzPRHAPYEUiIVX1Q3rR5UQzk5CGfB70gg7zvcPhaDjag4/s9MMDMMYLJmjBe+Pe",
-	"B8PR8APsjTkHRtifwyVPv4CmuCyS8foxhHB0WTB1wbW0e82tSmLBbLHPhuTUuVmqyyDrU/WScqOP6yIa",
-	"COULewKQXMoCnLBQsw2ORLAN2FUBbT/8NZEknUuO/rY9/NzKu+pK8NOsN+79iBl3WVXr5vDD0ejW7gp3",
-	"M3RcFF4omVqYgAeJX7BhQ/T0xp+/Tnq6XCyoWvbGvScOhENyOBqRyznPmed0GAVvDSSfvHz57JiUgpZm",
-	"zoThEHHFkfehvnET3nJJMzKhORVpZc1Jlc6ZNooawKYdh9foxKoqL7YePjltJWxjF7GgZuxVc3UuO9PT",
-	"VRRXz/2U3x66XDM0glWiRiLEG91sh2gLAmV2TVat3kvCtViv9o1olz4HFpJKcTWpxBRIX5jUzIs9JvdH",
-	"H/hrykExKMGo1fPSZPJSONK4ONxPaUEnPOdVw+sYjfwML+TwV1VWF3VM2FK6+UHw3COpVCypitfh4JFT",
-	"MmXUlIrpxmxDRMDQYgsLQxMSPk+8lGy2qxhgp7Aw1UyVQvgLDiE64gK7HLsuCOjMGYxsl+Tun42S3cMQ",
-	"JjekvLaWESWyxuL8+bVeMLysU6KjX1ec2crJqzHvhP3Qr9lhfgUa7vj8RgAxKS3Gs+rI3h4W7S9cn0jL",
-	"rArCZc67WVX3ezBULb91JxCecG2e1a/doSxqduaOAAmNp2rNFatBkiUQBPJTfa/ZDaRTBeBowLWptdTw",
-	"GYzDfP0avKR/+igBkyVxFxQce5PaXVJg9T2jScZnTGMG99WeoecSZ3LVYT2aLbjAClodQRY2Zw9vBnBq",
-	"5UfO23e7iGo21n/ftFDcvT4tcjm4q1Vk3TpHuys/APz2SWPsbpMAT6KfE7T96JUU3F0FgI0+MebYD6rN",
-	"oVY8uA1gcAziXapzaIYM5yI0xoW0fFcIotcTTuMZeoDrtv97uPw93yMW0LEqKfbfVf9/73yRDGNHTVp8",
-	"zqwZ0KTFu5Ycm2kAGiFZkahgedldkAEOHZLBcU13FrOFBjyCFYCYdA2QqTYEMBWs2FltE1YveZNs8Cac",
-	"7o0/f7cOHPc03KHiZA+0IoX8TUsWFAwFjIk27oZosngS4GgnX9P71460WuZlRUXdKll4p5Vi2LcBmyBQ",
-	"ktFlXamydBXTdfNk7h0QcJ3mHMtzG3cvW6UCejhotDxXj8N6+t4KsAF2b0vsPuKA52OMNaBu+Yql98kK",
-	"hKw0MfMgndDlAoL+jPZ7herWcls3LHVid+MiquwYjClWiaauNtAnxvia3shSoCN4exGut96m5Jn4ehrx",
-	"0KqRvGIXXJYY4zz2Lem9EokZ5D7OGVtmFRrthNfo8CjCAHcoEptXM0XE4mdB2m9NJM3LY49b4KqjxBgf",
-	"vg3hadfXYD7HmgHh9rFUxjQE+YIuwehZve8WtwX5tYajRIuJS/txRFrG9lC/gsKqt1l27b/j2fsNlkWV",
-	"b7BWYPsO8kaCk6EiyzrcYqQTc6Q/Gg4fdLOT/T7OTZvaXH4ztNp1fFcvDMkJEVLsGaYWUJNlZUpKFVSO",
-	"PGdGLfdOrOy3AHDXT9jJgydRu6ze5vubEzQ0BKPB/Y7ukg8L/ASqQ/YKmefuwEJLPYNgD+IVkMxEpu+E",
-	"cJN3sePddXDrOtd3PrmB+vdTa3dDnta3uNROUwkWF3Lht0ffCChn+ztKvyvLdTVVeDB2CwhqCkBNnlMs",
-	"9a66zpATdykB+GN9HKNac+IuAMVHFbjf1NsDo0VIMi0V3k3ssnKhe10XvUPhQWWIdAUj1jownldvbaWw",
-	"1Ulk3YR1XW3HpwHvqO7c/9NXd1YWOKGap61rleprTar7hFavuYZL8fFWa8jlhm2dCQS8r2CBaDm6grxx",
-	"MzjG7BIu0rzMwLyGG2p+9Pilh02VGQvX0oABEAOBK/Ja1ehhT1ZzL/M8pqnf5TnayKLboPKFe201wvuW",
-	"tL56LQWmZ+Rgl1k++liqxTel2K13rQX5nrsN37oxGOng9l1zzVXu5Jk73IzLCiK+UcctUMJD7zOrzNLg",
-	"lDmMnDJ4NqGvSrsWx93HRszjVfm5cMK4w2t90Hud4+sR/H5rlJJs/mL6FC4tWZWwmzSAh1L4ZCh3c/kg",
-	"iZTv4NVvCi6umZYa5fOZcHedA4ogmP5GSPOGZzkjR6MPg4Bt2BKoLsWReE1G1SaqU9jy6WmWs9hpXHc0",
-	"ff1doWfEfvMscd21uCAp1SnN2GATkW/QhZJOszIguzs/Z7rU2dDBFFhhj19iQUe3TnVr1ldQ4OJ8/uBa",
-	"rS/7wFIAZ1N+ipdDg/+80ePlLqyvDS+WPMNDqIzgt5k6+k1Kljs6ruK5sN/l4+o5JiY3+PueJpdzmWOu",
-	"2M04O3ZcYeXJjY6rqgn1Oo9Uu3f2ncmP5kQdQqTZYPLOzeEt+70fY6v3RqFiUnc7vqe/i2LjRQy3t8/M",
-	"0abhW/Hyt0pa2Pv07skLuqOSvuvaDvnm0Mgde7pXDyyEBh2dz6uziTyCmyXrNg7utshjUsn4a+jFQMJ7",
-	"fpJryZl53Qs+Grn7KVwmY+261WtjY42oh+THzabsjatfISzgkr/qNumwjeRMYPvEOgsvwasRXXl23WyC",
-	"C2ydATU5yDmQ83cBVVxCGtAnUqkyyOL0OZv5eTBdLFToRWrdOvxuyd7P00H1rtNj09a/C8LfvpP/hKbn",
-	"ucRU2HSl/eVqf/+kauofkgEmeh+MyLcrfLdjEC4uZLohvF0zSZg/7RgElFk5W8sYYCEr7D+1SEibEcDl",
-	"diZc2Oz+CPgBywkGia94XOkais1cNrJIR8wc93Aa7H6LPIXAnXrDaPGmi9ju1C9X77rLM2c3G1BGM6T5",
-	"jfEoaaXru0hs82bLzmUmlbLLFdx8DM4aqNkrTSrvyF93u9yZy5lepyIjaJ7YtzaQ73NomgBtdzhzNZ2a",
-	"vSUz8D1V7eG4HsLPXKSKUc00JpBjFzlfLeNa7TG4LjI5E67dIbC6z/uCe6wWdEl+Xi4KO8glVZm/lc3K",
-	"2UFVUwzi1E4Kd/BA9YD9Ce6BK5WWqtsTA4k1DQ7bsQ3qu10Zd3OTlFWvl4+Yu2h4I3JOhWuFVHezxU1X",
-	"/WUxyVxIwciSGczndDl6loq1xYqWUpwJqn0bmVzOZlbBkMpdGF81q62iuaTv4iuY3jcvjSaZvBSDIfkY",
-	"3OpQiDCDRlkaU8NmlIszUZmQDbx14+g7GuR/Imdd0u+JnHlGuX3txDmEWqLNQlobxeiikoWuu0lCSpHS",
-	"cjY3lcjzFViV3cAu7NSDRmAfYyNr/NHfITEXtnPvjJmG7fN2Pa27gp+H1zq8D/6UYp/QBOibjPqttDlc",
-	"E/n7JkJ7m+zgRr/JqFmwofekUzRoZc5B646gzeq36X9xscNW4ULGjeyweqFerCgnOddzpjBVnAi68O2n",
-	"XXt9e7KA7Hnb6Khm1+eKgqqmFWcCeAmrn1OZMT3GCMsbI+WbnKoZI/2RnRgwD5rIwWhUgX2QNLpPkL49",
-	"M+FUw0YYFAEORgaclOZMQD9LO6d99FikEtpna7rUCTSWq9tVVPWqo+EQulUMEj9zuD43CdiAYRcVa6Dk",
-	"+Zk4Go38zUhQTWnZ+BgUHSayN6WoOtVCMVh1HGMRmUupru7bq7q3Zc6t0g+HHQzPxIkgp7X3fO/HbAlf",
-	"a38NSO3ohVZnsHanNARyBbEMSdea9KsBzR54lZcswyjb4ExYgXR4BEavqwyFcc+Zm8k3WvNdawLX/ptz",
-	"tnyjWKkZOTo8PCYUuvfZLwvaDLqfCYt2C9pztmRZRYUaDEI/Peg3lqDesCtMTCZHhx8izTkXES7D9eEt",
-	"C6twHR6Rp/wj0j8Yjc4E3jtiiTZEJTQihhbMg5jV+AxX030CfTci7m6Z35K/s5pdW4ndWTPlQ67ck/iy",
-	"kqnHzmKzJMmFqzmHiqpW+C5CrncezdvcWRe2PxhjN9KD4TAUZNiRcDWejQ1taZ4vwdvR2fgHm5pm0p5E",
-	"UGlTMbSDl69NhUa3Xnh0nUCOu+I1OPis6XJtvLigV+7lw/sHD+7/8PBoS48stA++SQ7mHZ18XoAs5AXN",
-	"oY9BR6vhIHZ2T3tfwnGN5Kq98Jnw99jibRAWJ+CaCq7VsC9yAw4wrohmxri2YM6BbukBS7g9y6jq+hGe",
-	"s/qGMiuyao7wQrl9SDifHZ7csKu4pFMzBMrtCLnvQpx0q57Yg7EDb6sfbFwzRGYVYZ+hKTnnIsMW2TdM",
-	"qdiOm1x+7HeSnx5D3mOYURvt4N2vtGkuXPNV7DKbVLQOLVDMnOszgcGUFTYsXB9r5x22ej26mnIoZXe3",
-	"yZV4rNX+erg1PsIBLhP5FnngjsKbrU663+VMhVtrFB1pDN24RDLSIzqBa8T2QG1kWTfjNtLNfR/7irbA",
-	"fqHCKpVVCvntp1dg1NOt5FpBT4hXbsyseAFv3bUjILiCqavYAKJryTcV9l5v4nv5EVxFCrZBbfrPvuW4",
-	"QbP1Qt0U6/PXVtAE64J4NS6h7lO/bfukDel+1xmy7si0w+A/evyS7PvgUK/ZdaL7zfaLr9//vwAAAP//",
+	"1L1bjyTJdRj8VwL1EZgqMru6undmxK1+EHpnZrktzu6O5kLi8/ZoEJUZVRXsrIjaiMjuLg4HEG0TtmgI",
+	"erBfDOnFgO2VAUMCbMAwDAgG+FeoJaV/YcQ5EZGRWZF16eneXT5NT2VmXE6cOPfL214uF0spmDC6N37b",
+	"W1JFF8wwBf/jBVsspWEiX/2YrewvBdO54kvDpeiNe0fD4fGDB+SSaz4pGTl98ejsjORzqmhuh8jIhCpG",
+	"pCJUE0q0UVVuKsWKgylnZWF/4GJG+ue94XB43hsMe1mP23HnjBZM9bKeoAvWG/fO6nUc2IVkPZ3P2YLa",
+	"FZnV0r6CY/Xevct6fPopNfkcNpAcbXqAL2weRi9pzsIgS2rm9RD4LOsp9mXFFSt6Y6MqFo+3oNdPmZiZ",
+	"eW/88IOst+DC//cos4MZpuywf/YFPfj56ODD1333x8Hr7/ufBn/8vV6WWFjFi45l2SebFtUe6519WS+l",
+	"0AzOWy6ZovZsT/OcLQ2DeXIpDBPG/kmXy5Ln8Mbhz7RFgbfR6N9TbNob9/6/wxqlDvGpPvzcj4yzNtHo",
+	"5ZyR8AK5ssji5id9qYhiy5KuWJGRK27mJCCDOXjunhC7UUAfPGvYTOK95nrXIftU4ubs0z2g+C7rLZWc",
+	"lGyxAV7ujR/sB7dnbtwE1E4Fef7xI/Lh/Qd/RNzgQ0Rc/NYOfWqeMqrN5yJnf1qxin0+0UxdIiBoUXA7",
+	"FC2fKXvwhlskmNJSs/ZU0n1G5JS0hySj4fFwRPq/+eqf/uv//N3//u+//fNffv1v/s/Xv/5r+8e//W+/",
+	"/w9/+/Vf/f0//at/+P2v/9fvfvXvBmPy9h2ZsKlUjJg5I1OutCE4AQDqhCzYYsKUJlKUKzKVilzNqYGX",
+	"51Ibkksx5WrBCnvey2jpb3sLpjWdsUeyQvi3ALZcKnnNF9QwkttX7HbcJxHKUVEQIQ1ZMUNofiHkVcmK",
+	"mUW/guucqsLCQRF2vbToYRex4IIvqkVvPArXlQvDZkz13mW9Ly2UnlxzjRTWvTCRsmRUwIEZbkr7W+dp",
+	"hWHl5GcsN3bU9rsvlizf81T1kuWbT/TrX/2Xr3/914MhOcPtaGLpuWCXTNljuGTKAmyq5MLRcm0hM7Xk",
+	"n0uh1w+oYCW/ZGr1mJV09YLlUhR6/aAesymtSkMK+5ZdIaP5vD4gd2QnZESu5kwQueDGsGJITolmorin",
+	"ibwS+LGbglxxoYfkVJBqWcDxz6mwhw4oVlLDFHwKK17QazzN+x8cj0bbTtct5jmzd55L0bmpp9LOaIjh",
+	"C0ao3wThmlywpckQIz00ufEICe/HSweawjQxssZdj64OvKw4sT/NLXN1aGrnUUwb6VHWb/LoePThw8Y2",
+	"Hyb2+S7mKl90bvp1Ny4Dfibw+JFi1LDnTMtK5ew5+7Ji2uyJyB/JAtDk2ecvXpLDy+NDYM/68C38++5Q",
+	"udH1kADO2xu+VPySGnYmlpVBtL6kJbcQLgidUS40kpyPpVoQy14LMgFqtHilStJfWAGCFYRd09yUq4wY",
+	"RXlpAa5LqueEi7ysClYM1u+AG6MlJByP7v+wLSa0GI1n83cnXGQ9OZ0y+Ls5y9Hx9sU1IBpROnfWWe/6",
+	"YCYP3I+WCw6f06tPEZN6IG8hBdvrsxZiAoCyAGI3aISWaXRL4OWTxdKsboFdfiqLqmQ/leqCKTIafjAc",
+	"AfrhDz9hSluRZzR8MByNAd8UmzLFRN5kdjrcZ1kZzQsGFMKSOcVyqQoNfNLMmUaM1RnRknBjrz0tr+hK",
+	"k7fvLCp6ODS317X/Z+0j3QMIzQsmp4TiXTKWmc+p3ZFgpJ9mPhmB/zySQlcLD7gsAczBGGk4nWhmGbqy",
+	"4gWvufnanptbSm1cXL5AXta94eYNfPDgg4eJ+9AExyVVwBw1yxXzAGlgwRjIDNKiP6GX9AV8TXhhaeyU",
+	"W+7b/7MvTg/+BT34+ZvvvXZ/jQ4+fPO9129H2cMP3n0vI/mc5RdIqyw2OZomFZmwnFYa5Gxx+uyMWETE",
+	"UyCOPK0+s9MPAD0vaVkx7Zn6kHzERcHFLCOXVMELuA23Yj0HNU8w/L8luo7HxEB7eD86ihrIiSP4uKaQ",
+	"64rCq+dPG9jENd4UQGWdkRZlJv0OypzZrQupFrTkGiRPoNVMWB74RW9uzFKPDw+t6De09EQPDb2Q9q9h",
+	"LheH8NNhG3sPAXsPrSKy0/cNLD8EjN794/g27PttA/MOgf4cAp1sYLElvhYgB5dUwdFayFi4t/fdw0Nr",
+	"bMf9Fq/S/dSY3M4ak/j6Av1IUbGvKHBqGbvI+ZKW9zRRsmSEC0BNQEvSP+99/7w3JlaEXeFvg4zIJQ5f",
+	"roigSskrq1JKpKRDcsnZFbNqKC10RljBjXT/g6twpbhh+oQsq0nJ9Zwp0rdc53DJmNLDRUF+89UzfDRA",
+	"WuVf1LUAZyRc1zViGCQXcjWXmpFXZ481AYVCk9JqFKSPO4Hf7L2ww+BWQTbmxr1nqS3ebXfrETWS0gna",
+	"fgxbtEndg6PjrWLAgl6f4adw4fExVYqugjLUOf7xg4fvOb49cTuov8Z4dvZew7HZ7fpjWkf32OizUcRa",
+	"txzEQkgwDtm1RLIH4nOC3n3CaGnAXtU8C22oqXS8HXmRWHV7evzqdWKiM3EZWTj2uFafWArLrg0TIK/0",
+	"cym0LNnh8yenjz99MlwUwIetNi8sbAuHj3MqipIpwsO8pE/JxFLoARLxmDqsI2PuSMkrtHitM4OmlIB3",
+	"BIa3iH9FAb/XGXOFlqZPeVnyhKb2ibwipRQzuEvNjSgqhk6+pKY37hWympQsbQIQ1WKCOiJC5SVfsK4p",
+	"X718RNhS5nOygDe82uqusAdrY24uzMP7vQ06aWKeTz3B4QJ2B7DabsKQlcklqh4tE0KV54wVrEDhNYCJ",
+	"mUoJq4ZOKS/tU261KcWuMqKYxUbLf5dUcBBWJACWLKk2INeCilzyBTcxRw5zWSDAsMkbDAfmEGbzRYmx",
+	"K/ougt8ariTOsoZOdNWji7bxGj7leyu7u1zF5r26p8nCfqRYbmXkrqupSR/QgelBRgS7YtqgdS4jVNfm",
+	"N5Df7XGZOVuQC8aWGv/kgizYQlq2yq3+wg3RhoKFqE8NLuHBKKEQB04Q/thkEY1A+65N/1sHjOMljwUA",
+	"nziap3L2RBi12noozS2U7JKVMaEu2KSy8lMpZ+DUmMpe1ruiyuIDU0qmuY9DvATqZj3NvvT8ecv1Nw1C",
+	"s8MHlyiJ7XRp7DIaU2Ru8/XqGwNG0A+wTcP9BnfhlFx5DHfXwOrHy8qAoFOJnFazuQm4DoDXGZFlEZB7",
+	"SJ5RjehdUlAjvgRv1dQwZcUyK+cRKd4Xa8Pe98ZZD5kE0PCS7wmzzwUjT16QBXybUEOHoMQRUKuuiDRW",
+	"oMWXNeGLpVSWRoPP7tC+eN6z5Pu8h38Pkjzcu0Mimer+0Yf3Pxjd383GlbA+xUauWhGOleLhwevvp/1n",
+	"CYORX2QEdwfcTrAj0N7D7J6wDPWVZfzoJ7UcEvQIVQl73Q7ohKM2EX84GHrs1qRgeUkV6ArOX4K3wyr4",
+	"l7ywOoq7mESzkuXGoT2/ZE0UyMjVnFtZpAJWA2eOaoabovCTrh+3X03jZniqOGXodgUWlKaAQbpHTcP9",
+	"56h1a7JeJfiXFXOPjapYTce23cXn3sS2hg1h8Wt4EJ12AiNq7+b+dzEHi2TmzftSkYKVzLir6RXADLzo",
+	"wIEPauZfO02lINRx9qb2ORiTZaVmzApeheKXbGi5smFAIdl0ynJDlpQrZ0bTiHMwD106hAvTaELLUl7p",
+	"MVkyMAgdWrXyhKhKCP+/XyypMpyWv6jEhZBX4gRMlCIHG8xh+DFIc4fo0Ch+gUOhZNcYKUFTAGZWCGtw",
+	"OAvAA3tXUlI/7jXGRjuHHRpnAZyCxfWynltTEkWRfe/qt816Sa6aJWIr1l654KKIF4zbtgsFXLHiKaAK",
+	"aLVqhgEJcMjJhS+VnCmmt/Iq9D36M3/mv8JgAcDGVx17AsyKV+zQxC4MUaSXpeR4O3LAkeTaccf7nHib",
+	"r9pZAKDNbfhFBwTJYuxqTBwRhfrCb6IGO0k07yNVRFEV66YQwa7NMzpjL+UFE+uq2zPFwGQOOuZCKiuw",
+	"s4UmU2mv+NhqY9pyeqrJ0o/ivQzEjg0/O91xZ9vImnjTBFYCms+8PW9f2VA407lZebuYpWpj0DD5YlEZ",
+	"OikZOXucwS8g9FiaaP8zU1QYPSRnlkXCxrl2bm89l1cCPYROSER0WSdSOMjOZ4nWocQ5dtw1LyftgPZO",
+	"yHELioBfw3YT4L3PbDfX7O0AoWnl6xYEdnWK7iQFbgBQEwbbobWvy/AlXKqr2nodcHHCqAJV5IKJzKEf",
+	"eD2kyNm41stREwcubj978cnpwfGDh+touYzv02YW5l+0SOmJyGZALmOEgk+6gVlsBOOd087m9vZSyZqL",
+	"TO4iRIPtgQPtaC5SMEN5qTHszR402H5On52Ry+PIBOTjpXJZgJgHOHqGgUyo8qa0siJhznuBNFELesHe",
+	"5FQzGNNJlE2Z8AkMjPpeM+Dg9RdeG/t+MsQAd5WkabjaPY4Q4ARLSVJOoQ0VedqeEuDUKclU3j2BltEH",
+	"H34Y2Unvj0Zp24sp0/PhD9suEDz1w4RlZHheDRREDOtGvideTN1TH+FiWRnEmzGh5E9efP4ZeSbtFhXh",
+	"wjmqHPDIRBYrwDNKrDBhlapU0FfngS9x4B0Ii3sxoM86LHDDKYCgx+fT2ri2J0h8rBZoZM5/NMS9c9Sh",
+	"3Rv3NJmsDNNjvLL2jScil1YEJsaKTH37coHhbQP48tXLjw9+iF8F9x2AIMOgaed5v6chQK2PzwYYrQZ2",
+	"1xM3F9Xs4X006sNgOBIVBVWFf8r8YvqW1tx/eP+H5Ddf3c/IkhYFK8AlA7sqmMU3K/ukV3Fqb9hH1XTK",
+	"VLyUITkl3qgO1mZ+6Rbi9ifK1ThEVWky45dxKJyQxNlhiD1Dq/G6cN5hI5pvTEbDIQTnnaD06oI/grvm",
+	"niapQEPirCLgXnCwdqfpo+rWkdfCI4m68eHGKo89517WQ4gndZmiFfy4JdgOVhCjexOduxH+ZsF0bf9C",
+	"ly97HCO+3h57d/i24sW7w/CBQxtJqFjze2eEGrngOS3LlcPApZJFlTPVQsWPwNlXSKaH5OXceY0whsYu",
+	"r34ZiJRi7QAZEJ0Cf61fR/xHh8gbI+WbkqoZA/1nZBFzgfHLVJCj0ShAISNcQMjNG7hG9m0qCFsszQou",
+	"VkYoXjBwonAM3ARrnV10uJ2arjTaexpBrD70y2N/5udtLdDNIa26cnT8R6PRCO/fAILCQHbUc7pkpGTU",
+	"XdCFHXxIHpVSs2JsF+1sIU64sGv1W3O0vzP6eg/+3cTkbXJYGH/9MmwSzP0buirv9i6cPY7cZFzrCqNI",
+	"IjJTBy8DqjheK1XBVAbyvDOzRsHBRaXopFzVAW3kNBAtnxhhkdkiUCtNhlChr6xg6BfnaJ5z6nUlU4wh",
+	"m6LzeM+KWwrfOHJRx12aXfr0z4r0+cPpJo4f6MmpMfYS3vLpu1HJnGsj1cqFQHjOg9KCP0kIvJFXhBvC",
+	"RGGP8QVqctKFF4XTcZE8wlI+NDlYGulM+UPykl17+qb4YmGPC2S1z+iC2TePjp00keHv7nLZRw+Ojt2P",
+	"LwzNL+xPFmswA+NDUnLBkE4ejY7v4yDrWEBrUK5rsLUYFKCAiRZAdNynkODTPwq2JJh/sD0IodiYM/AS",
+	"BKuSruLkEjBThaXYX/wa4BDgCuww8T7xIt7XOKdFzCDHpBKGl+AUZ8aUzCr3lsaDNaoOj0HkSIV5bF5j",
+	"fNbdqtVnaZuRewpYkXxsKVoa5HVIQMg9IBi2sR5a3hVEophRPBFCYn8EX2N88oMTYuZKXonm6xBcAoEk",
+	"LryE9MOOmzchvgJ2ML5gb0BqaM3vA1I8Rb8Xx6WcEE1FMZHXb+DA8NOlkjnT2ntDGsMhvvUbVxLY/NV8",
+	"NYD0jjjVKKCpYgtpWbTFkpiUONHhgi0bITIOaBb6ACPnqcf9WXUyXnQ6/g0jNk7NTSKV4g3bS27l+1ac",
+	"0Q7RCFexK7Iz8qsZQI+RX8lYrc16pSdn6ztPxP4kAn0a7KWL/Xzk01H3NAhiJBtt78srVv1EjDz5zVf/",
+	"/Ku//Mf/+59++8u/PbMa85Tm7Hf//i//8R/+ZjAmR8Phgl7Dcl7wnzOUPBpCCRXk7LFlRZDa+zBK5gW8",
+	"Mz7mLjgm76HpHKVvJG0Lq4wtmJlLq3PVaJ3BpbZCcP3baYmWTngC/1GMTGQlCmRPjus2feCpGKLiJrLI",
+	"vgIrbD0SV3cXZrzP+/3s1HWgWhyl1kbHj1xy8wZkPBNTecvS0Jmwv0AcPQpCiL0gBSECc0GmJZ/NzW0H",
+	"evJ0nKelNTcNugxECwiZHWnn6MsOf82tB2UGZ2tztILrpR2Aixn6uoL8wzWZMMuYMGeIFcFxP06FulZC",
+	"n5C8lDq80A7vRM9ZfelRLsU5rhQ3homYO0UraziE3RzbI5sB/ZtRm1GoZuu4PYCSt+MMA/LSN8Sj2S1k",
+	"f6Uo9O6Z0jB8nQZN69RnNHnl7IRUov7ROwIgG8clxXZetVNjaD5nRSoneWvSsufSO6U1p4G6DfrvEVnV",
+	"AfWQzYyIDrkbGCBlAVa7hL1iUvJpsBNSgBZwtldnj1M2blo8ZcYw9aeezu8YggRcJLDkhsfhqJGXe5QM",
+	"9XbfWsSXlYnUozDKw+05zPT6kRR5peySVo2Pjx/ssoTnIHcmSNtz5qgPZyGmMiT9e8J0Qnx48BH5AamH",
+	"I/W3zZTl7VnZX+59CCCAtNPS90sFR2S6efSZZ+xXPleqgRidZ712fo0jSe3sdcfd7Apvg5ceBwy/ZcHB",
+	"DnxQwshWaqQFNXQwtmxYxd4BUDKpUvwSDV5F/ZnlNzldMMydh3s9X3VbWKIvN1tb0F3T8FVE39ZyMyRR",
+	"SoXUo+QimFZQRB50WlG67Rj+znADlgQnGeB4uOjtAoKn9F7rb09ETfDWOCm+ln38zqz009hzUtK6kfgW",
+	"XXR7ZC0KSqzi22lLqF++ga7q0MBOsKNIJxWfcUHLT70Ncn2us0hDP3vcdWAJLzR19WCaw/10vnIpTE3w",
+	"j51hRL9h13NaabB0OCTppJ6DdRtB9H3aDgALh5PYgD7e2/Y+uBPN1Ik+r1AnrYXUjdMAGdiu+rcmDmeR",
+	"1bezA9Ha9DMijdup54+UrJZ3SEJndnztXBJJcgU3wGpoHpbUuLBbxFk4TLoakikXM6aWigtwVh09JHN2",
+	"TQo+4z6BfU713J8M5JeP60wKB8V74LjKpQuvAwsYIEzWsGqBNwJT5nRGXr06e6wztKraOe2XX1bSYrsv",
+	"NAPOjxx5Afw1l2UBSfJuyEEWYqiMXIKFEDzi+QWZKshbt3PKypCl1NxlQOGTZBqDqym0WRjaYma9potl",
+	"Gbsjtlob/Lv11xuIkIsiY9rEMQv2RAArLKXQgTpxl0k8SCvP9dljXbg6xmd08CE9mL5+e/Tw3ffSnypt",
+	"XjAmbkaXYan3NGFUlZyBnBhz+h1JNh5kw7LTEZJTm2jAkTNTdJGGrF9YuEZLpsikyi8YVJLCv3DPIcfI",
+	"PXYut3A3MCzayr1MFPjJiQ9jADqK32l77UZQFi+42zay/PaO7GQ3OwmLKSU1ztG7e9JpB1JinYWfM08A",
+	"3Nv7OQpedpOWfnxZhu7XwQk57533QKELh4aERgYTu/PeJVcSornWY4JKjuUuvKEfqF9G2HA2JOe9l6sl",
+	"e4IhVGBjJefVaPRBLuAf5lPw80obuWDqvLedW8X3sY4P86DKHH1av3xrOJCgI938DJnVjkxNfxNcjUYh",
+	"PkneBm8iW3BnApER2jgaiFl/63E+0e1NY94VL8w8VCMLtMJd1Rv47GrZQm90p+q27LNREeobkK4dGHbw",
+	"qwYKtI+F1DlY4Ta2QUEgsqffDrXCaITBjuRkFjBqd8t8G2+3BZS4OZonkTVRIYbPlnuiN1wUtHTcdgBC",
+	"bkArtVKOoPgfb1RBDRqyN+laVBxWSDKQDfYcE1yDlV4q+z9L/r1Wd+LK5cFrAQ8TSi2MuI5FsLfYxIyx",
+	"LD4EDN0/6Of01epqh9SkMpZUoi0efHT6hLg8dUJLxWixCh5XTM6PiGnbotmpYdRqBWbHcbh0gMORjoxv",
+	"AYOGvGAzV7KazdEyCy8NtlPyqNCAg9g6Xjl02YZP71ku79VOEXsBafrzBj669NQo0XBBL1gyCtMhG+kr",
+	"ZqE0gMAHj7H9pSXTg034lDAuN5y4m8G4ITgM3vsEJYC7qMOwHtp4T5Mpn1XKUvVLZw5FKior1Si0oIFL",
+	"Fxieh3FhEAN9SUtnyGtmsmcQDrBWhqEeDx3cQ3Ia8NgyCr+agmPZU7zrZMLMFbMK/ZV0K9EEykdiyTBp",
+	"dUJnKF84pc9KRPFn8JImVi/DbaFEr/BBBAgMjUFImOi55R5Z8DsDlHBirsPbAVAJn3ATWunAHTk1PnKh",
+	"BjoGXGCtouhC1xVdcGv7cSeHZhBLn5LVdy9cElGQ9h7D0tqXwSP5lkuAq9s/RB7hFnl76+NNXey6unSH",
+	"KzQUe52sgE1EyMzEzGJaqC1S8ouacmuiZGXs7PDBC/tSwKDDBTOK59rVWlX6hIwaqXyQb20/2VVKiYN2",
+	"diy2AXF16zsHohylAYCF1EFjx8XEtqodFxOCtnZ8n4uPwYP/ETLgxDYcZ/a+3lY95dsvZBQ5rlm567g+",
+	"Tuom9VTadlpHPdwFuLIUnF4wQfqvBL9uyM27IVU7ISj2aEfebkSj9RPJ6tsVH28LVbMoVKyBNh1kA8lC",
+	"F+2oQz/uMqakJixBL7LEwUD1BCGvdhdIIx+LG4D02bU5qAWRdfFx0oXxIVALAzgwwqXJmev6R8euANLu",
+	"XKMOV2hWx3gwWucgbhlnDiW2m4smqxc+iGSPPEt6SXlJJynLyE+wE0RGrig3IJFjPsJuES0Q55liC585",
+	"8uEaTaC84Wp9Y9BvH513AeF30Ht5BKYWWrISGM/OCwf1xeUBteihC7hBb1bf6TdZy3ghVV1b/gQrtyiO",
+	"WoiroDDYZRFGrX6KcN8BhBRj7jwEt43fFrkDDtTH1lpCBOEIQqmyhB0sESIKIUwRDAhckYkseAc73KlK",
+	"e2KSJ42Ei4ibgNTa98E8w7i1wD2NBXIt1dnhYJAUnM5YpyB6WhvqHd2oPcuOcUJIpEOfUPleSMFuUI9w",
+	"g6SZ9Wq5aU9i/qhaVCUFlQ7kK91SQO7pNdEtyFtkwmZcaC+MGTLKSJDr1sQ2YAZ5yZmoBXbQkqZQSdAw",
+	"PSSnwZiuGmJjIV29fHvA0Xn3KWZLTuyNwDr5EDcw2Ed8PY2kVsiIvUko/1aZclerYlLABjrkspLWAyHq",
+	"EB3QtuA+38iyGYmV7d4OPk0AAi18SGEfWzygTX5wkyk9/UxMqeRyaQXRxOZIX8h1ONxkAe5upmKgkPgH",
+	"/7gXY5RvnwC1Vm6U9hEJsq1Mfit6VyUrXBIi1nHzQs/eM60ZXN5DxIzPqgbbOl/oVnoTYrCXZBLUdl0u",
+	"6jS8RYJsl6x7S1nkjVjbe9rZN/eN6K+T0KkgUVI2EDfvmfLBK6hdnlghFZL6FRMFQ1+6t3MCTliafcEN",
+	"ICjECauB6ySAwcmQSR501M1pYgled+StyM0gwIz8AJ4AHVAsxtTNHnefoN2ixBEwLMB9gGGUDlvHau+Z",
+	"NmBVMm3oYtmlFJ7WnVsy8urlIwKq4Loj5cSynEnJCM2V1Lreto943P1Gwr1oL8wBJwpoaSP8hiTy+Pk3",
+	"kS5Qch019+niujeI5w+OqAg0dYifZkzvbO1BMEb24k0pkLGnWocEUMBvyL/q0hEfDJqhALxulzEkj6jC",
+	"tDjRycNDNrsPcNtd2YyCTdq6ZfeFflxHK2pJplRtl4gtWj5TzMpXHQq1LFb3fGoqWsUiHfrhIHN0qHFw",
+	"9r2UF98O9lJVIqdJoc3PZylcKcUMZASsb0yWuMi0SaBoRMTu4Z1sfhwCwprL+tgVAEg4uceOftbRWS5g",
+	"w0X57OBIT4Y7dGoEP2cdBktQz7ioucBmWr1WH3CDGvnmKtIj30w3KJL1Sp1yu3dEKMQNY81TbsgCkohr",
+	"W8JNzHbOvdciWesrbAQbaozz9gUJ41vSxuIOQr4xr8W9cws1x7cS82VT0IlsdoHqBQt/R0DGftW81oCw",
+	"S0HEPUsVrgGxC9DrtTNvu+wEFHT9zVfPsdon+PqpgeJEaoYNV32516hGbMFd9Qj7jmJLqYz2pqmT6Av/",
+	"yEhDS2Sf7UiUBNdxrMrp9oOMeJOXZXgumBs7sWBtF2fictyKO+0eW5ToCw4aW79k00iHXxGq2BgM/ZF5",
+	"Dkrj+qguLFoSh107/wMxVM2YwZzkQbxdFwyLtNPlZFtK0IdfXGM+K0xH4apYy8hFmFJSKIhBIP1CrZ5X",
+	"YkAwmsH37MIIBwTqlazK4lPHmVs5RPBxQpz0S72n/UzjMDZANs2fZmnGctreedFmD2NXFyLwlyS3gJm3",
+	"25gdgm1/0R36DkGOFi+3vxYgnQJBgGMDu2ukgI+DBLVFEG8QiPXL30UmnrmSRq7q0A1Uyi8Tw2jCBBg2",
+	"Otp6/uarRur8b3/5d+3SSoMxYeLyC0EX7DWZMReo49p++ZJLPkku9KsrOvqIruN5qmDn/e0F3jt6nqWz",
+	"KpAC3DwXy1UEDQO12UD77LrO2FHouynF5QY/IS/+9AUBk63jThbrX1J9MRgDCpM2CacJAj6h+QWxega7",
+	"qh3Pjmq6olxA44GAZt4csHbmvoYdXfg+VM2SRjMJdeVOQvA9N6gTuQeRSTaV/4KiWh/zmhN5YydRxpif",
+	"wdI4rj1T2Z3uWih6OouEoualrog11JSDwk3AgIAL16SD9H3J7WEgRgOXnxZenLB4ZTtT8RsFz8KiIJ94",
+	"c3II8OMoZSBiBQP0T4E9UVtuvwql1SB6CLvYtsuCbksZWNBr79F/xhRa7jr0a1l7R7STK5agx9tvSN8V",
+	"VyRHI/S0xlmjW1NZI2zfj3Q0aEPrzidIQ/3xvv1O6vagUDkPzbqeSjUuH4QzAc22tzAjU37NCp+Y+Ors",
+	"cZex8Xd/8ee/+5u/+O2f//Lrv/qXv//VV/aPv/j1P//H//zbX/7d7//+X3/91//jhHRylvBJPQh8O6hL",
+	"y0W11z0NAYTE3PX1y9kqOb+Xqa5F0+OhInpeH0bypGpOstdBxaV6w/lQSOiE1oHDVgfiUGC87p3lWtnE",
+	"LVwD20UK+XG6h9+N2iMYOktq/1G74rVnMyaixhfdHoXkZRNdWVIyqruwZw/huH1xKq9kWZkbdSamHUWE",
+	"b9SzOGEHgRNDOcK5JlznAfwN2jy4shnbGiV0GHHeu4FCFZeS9y0O60bLAfIOKNExBsjXpo0IcRzq7dR2",
+	"IdzGDTf1zguHh0X8wfZcaIAqAcoXXsq/ubOLuTJQclrrDD4xU8d+K5fPSfoAGIqRt1FRZNCxG74tLKoa",
+	"/fITzq4ycjQcxt6dE3RyvYBDIzkVVjpxnW/i9sp2864uKiOuzBQWidWwyE1FUbHWnEspiyu/dpcRbhUs",
+	"wb3/orG/X7T3lip+uE9lii31hNdOuwMjPodV6xvUMcP2uppQNas8VnRW9O1joVz3zR8P3keRvaXDe0/g",
+	"x4D2QEzA+BWQvHZr+rtM7RgTSqZVWfpc6nBjlywnfSs7ymlLTKlVwEGytUSzXfzefPYG3HSt+W6z4X8a",
+	"qgnwN5DpVhvfJ3v9+z7wyjkEL8lkVTehQVGQLpeMKsIFoWJlpcilFJDQKGdZ3PtL+Y4R60fiptnG06J+",
+	"7DHGboDJNgi+R/mmBLx27IzX+HIwJBjcN+WsBGUjlHgakgXlAju7uR72UoD65Dodnvj+iHVLfmw4lyiL",
+	"HEba3rUwYUOF6XaWPdxE+zXISVoJE1nNWDGMLBgVmnzxekhOncf14f0TBwgEAtZr4dpwkRu0yFxSVyHS",
+	"Idx+fue2NW1rm2873T44/f7FmaKiTOG86/N73XFn0hWVoJtrXiluViCfOBEBGv3ApYUfe2P/Uxhgbsyy",
+	"9+7dO9dRNmkgiRVPl05WGw3AKOAFypf0QloBPlYmCV8sfTE/bobnYq31i1Pal0pCexhhFM3NiW+oD3Xl",
+	"uSYFm3IBGaM5OIg9gC2OnIvIaAzYAw6evmYM73WdQjck2GcGbmBXf5xz0Yf2DVhC+dA9/YHlFIMoGqK7",
+	"S04GIIkan/ji2Xp4Ls6FlWchqwiyQl0RfjCRFTJHgWbCINfcEmVhYf/BcORlTna9VExbSXdRlYYfaDaz",
+	"n5yLJTVzsqSKLphhakxOP/v/d0nHhB6ah2/t18Ph8B0Uj76wNOpctJo+w5t1hGWiiY9rPoovwhYHw3PR",
+	"q5E5oEiMVf0YX3Q10cxkpEGfB72oGWfveDgajg7gIzv98AiU8SUTdMl7494Hw9HwA7QXzuEiHM6hH/7P",
+	"oX8YM12hEbpaMnXJtbR7La1IYsFsT58NyZkzszR8cMhVryg3+qRO+YPAI2E5ACmlXIIdHNLqwZAIugG7",
+	"XkKJShcHR0k+lxztbQf4uaV30nPks6I37v2IGdfXH9wIwLphe8ejUasvboy9P3PloPDCbKNXbgYgCeuk",
+	"wBekBgsSv2TDBunpjb94nfV0tVhQteqNe08dCIfkeDQiV3NeskZZa9DmNfnk5ctnJ6QStDJzJgyHeAQc",
+	"+RCysbedWylpQSa0pCIP2pxU+Zxpo6iB07Tj8Po40c3qydajp2et9BJsuBBluL5qrs7Fknu8Sp7Vcz/l",
+	"t3dcrm8EwZx2IxHijcZfQ9QFATO7Jgur95Rw46mHfeOxSx+xDyHwuJpcYsC2T6NsRvGfkAejD3zRfRAM",
+	"KlBq9bwyhbwSDjUujw9zuqQTXvLQGzCFIz/F3sXQfhrCQ11P4wlbSTc/EJ57JJeKZaHQGjAeOSVTRk2l",
+	"mG7MNsQDGNrTwjT2jMTPM08lm6UVB1jVOg6MVZUQoDxa2sLrCD3uq50L2RjZR2YBIBJo9yiGyXtiXlvK",
+	"SCJZY3Gef20mDC/rBI7k1+FmtiKI65N3xH7o1+xOfg0ajn1+I4CYVPbEi8Cyd4dF+wvXUsdeVlf3Hq2b",
+	"oRKdB0Pojqg7gfCUa/Osfu0OaVGziWECSKg8hTWHq4YFjYCTw33CxpPQ/+vm1CkAOOnXbEotNXwG4zi7",
+	"qAYv6Z89zlyROWzqeeJVatfP1XXeKPiMueYj1weGXkicyeWy9mix4ALz/XXisLCPZdxE1YmVHzlr3+0e",
+	"VLMH6bumhuJaoLfQ5eiuVlF0yxztBqYA8NtHjbFrvAuWRD8nSPvJ7r2+5B1WIUKfYz+qjQGVLaLGqYMT",
+	"IO9SXdQ+fnB0QxKRS1vTmxGn8QwtwHWH1ANc/oFvpwXHsU4pDt+Gv985WyRD31ETF58zqwY0cfGuKcd2",
+	"HIBaVZYkKlhecRdogEPHaHBS45092aWGc3QF9+xJul5xEKBvTypasdPaJqxe8jba4FU43Rt/8XYTOO5p",
+	"aDftaA+0zYDoZosWFBQF9Ik22ug2r3gWndFetqZ3rx1qtdTLgEXdIlnc/l8xrDKDJVsoKeiqzqtbufoO",
+	"dZ857g0QueWTrtReCFOwK7BCBVSc0ah5rrPDevreGrABdl9WWCvJAc/7GGtA3XI3+nfZekFAF1ITgcqH",
+	"0Xj9PRx1a7mtZvSdp7t1ESE6Bn2KIQzbZTL7wBhfgSCxlNAmKF6EqwO/LXgmvZ6GPzT03FTskssKfZwh",
+	"16XRDiz4OVPLDK7RTniNju8nLsAdksRmF/sEWfw8CoqvkSTz1Vph0yctcNVeYvQP3wbxtOtrXD53NSPE",
+	"dQUETYOQL+gKlJ5Bc8mZJbvQlMpY0YojRUuRS/txglqm9lC/gsSqt512Hb7lxbstmkWIN9hIsH2zTSPB",
+	"yBDQsna3GOnIHOmPhsOH3dfJfp++TdtaMnwzuNrFvsMLQ3JKhBQHhqkFZJBampJDBpomz5lRq4NTS/st",
+	"AFynXjt59CSpl9XbfPf+CA3lC6moF+36IVvgYwHpg6Usy7r9HphtBSRJQKENii0Z9Z0gbvY2xd5dtfEu",
+	"vr435wbsP8yt3l1iseZvbamdqhIsLr6F3x5+I6Cc7u8w/a401/Vo7cHYLSDKNgAxGZM8oxpZ5NT1bwV7",
+	"rPdjhDVnvmg7PArgflNvD5QWIcm0UhAn6gOjITulC98hLScoIl3OiI0GjOfhrZ0EtjqIrBuxbirt+DDg",
+	"PcWdB3/44s7aAidU87zVgb7uAB1ar0NsTsOJeU97tziBcHrY1rlAwPv8LvCWoynIKzeDE4wu4SIvqwLU",
+	"a2jm/aMnLz1sQmQsdPAGBSAFApcCuS7Rw56s5F6VZUpSv0s+2oii2yLyxXttle38lqS+ei1LDM8oVz4f",
+	"7GOpFt+UYLfZtBbFe+43PK87Yf+YrXqIB7dvmmuuci/L3PH2swwQ8WWFbgETHnmbWVBLIy5znOAyyJvQ",
+	"VqVdO55utpGyeAU7F06YNnhtdnpvMnw9ht9vDVOy7V9MP4UGm+sUdpsE8EgKHwxFcDuDLJFBJcoV9mAn",
+	"ik0rjfT5XOAXeETgTH8jpHnDi5KR+6MPI4dtXMCszoaS2NIxFLXrJLZ8elaULMWN6/rLr78r+Iyn3+Ql",
+	"rhYgFySnOqcFG2xD8i2yUNapVkZod+d8pkucjQ1MkRb25CUmdHTLVLemfUUJLs7mD6bVujElpgI4nfIz",
+	"OB20nzcqUt2F9rXlxYoXyISqxPk2Q0e/ScpyR+wqHQv7XWZXzzEwuXG/72lyNZclxoq9381OsSvMPHkv",
+	"dnVYMFpgYqU+rBtZJI3rP4HehFb0ajOCqAKip+ElxFzOsGmDbmXWxk1CIOAdDwQCaqwADZK9ZSOtzN8M",
+	"tE7qQtyMJGAvAblvzmdzKKjYZZtPdMDYaF37pNUqBHsouUxTr7Md3z8hI1CQhBSsU31zI6QVuKOHP9wW",
+	"l7+xxwv1vUy4IKGQlF/gBw83aJX4XV18LrG4Hz6839AvH37TJsB095IO/oIIXLfRcfVa7t5gku7/k2yp",
+	"sGMvINKnwjWgalVPwvqyccmuQYbkBGuZZk5RtwwO3tKMCUhNct2UXCWQuhcOdne4K8VpV9a2K72q+9N0",
+	"iTrtziR3jZxuog6kbJbvvnNs3LGbzgk20mkkVmd1L4l7+rso5rxIne3tCx/Jliw7yR7fKmphZfm7R6+l",
+	"o0/YEwfyY6BNDnbMCQ8shAadRNDJ0uRxpaCupI9OxKAXfUKCTHoDPR5Q+MBPciO5aF5XTry5MBS1+RiS",
+	"Hzdb3kxWdVw3trdxwap1ExqUec4FFqeuo4YzMpGVKFw5ibp0FBdYCCslUgXRCQqlQtS5jzEvL6LpUuKT",
+	"J6l1Y5a7RXs/TwfWuzraTdvkXSD+7n2SJjS/KCWG7udrxcXXuydloWVSjAYoJB+NiP4DYMRcXMp8SzhO",
+	"fUnifA93QUD5lrONFwMsegorXC4y0r4I4CI4F87N/2AE9wHTnwaZz9Beq8mOpdm2XpEOPQL3cBbtfoe4",
+	"qsj9857RLQ+2eXvuUhivd93lSbCbjTCjGYLxjd1R0kovcpEjjUrW3cvMgnLOFSkqZ1yGHGPsYfoHcDtL",
+	"OdObRGQEzVP71hb0fQ5FXqBSG/c9aTX7kszAVh4K0HI9hJ+5yBWjmmlMeME6tT67zxUyZtdcG52dC1dM",
+	"Gq66j1OFHvELuiI/qxZLO8gVVUXmmJWls4NQA8FpN19ih0PIdrI/cTEjeaW0VN2WYwgEbNywPYvMv933",
+	"4m4v6rSu5/sIHxe904j0ocJVz6t7BeCmQ/V+TIoRUjCyYmYcdTYlFou1PRUtpTgXVPvKY6WczaDesyJW",
+	"s1zVrQBC9AnpO38whiPPK6NJIa/EYEg+BjcgJE7NoOylxlDWGeXiXASTV+Pcus/oOxqU9FTOuqjfUznz",
+	"F+X2pRNnwG6RNgtpbRSji0ALXTWmjFQip9VsbgLJ8xmjQW9gl3bqQSMQCX25G/xn3yEyFzfL6YzxiIvh",
+	"7sutu4I1jm/EvI/+kGI1oGjZNxmlsFa0eEOkwjcRirBND25Uj06qBVsqSTtBgwZ1DkoNRYXcv037i4t1",
+	"aCVaFdzIDq0X8luX1aTkeg5mUCpM3HbeNS+ynAVoz5eNIpx2fS6JMRTZORdwl7BaQy4LpsfoEX5jpHwD",
+	"Rl7SH9mJ4eRBEjkajQLYB1mjWg6aVIGrYeEeigAHJQM4pTkXUO7SzmkfPRG5hOYkmq50BrVI6/I6Ib9+",
+	"NBxCdZ1B5meO1+cmAR0wrvpkFZSyPBf3RyPfdxKyv+01PgFBh4niTSVC3XlIXg3sGJNeXQpI6GYczMmF",
+	"M6v042EHw3NxKshZ7e07+DFbwdfaN1mrHVNQmhHW7oSGiK7gKUOSiCb9MKA5AC/YihUYFTA4F5YgHd8H",
+	"pddlssO4F8zN5AtD+ipbkSvyzQVbvVGs0ozcPz4+IRQKvtovl7QZJHQu7LFb0F6wFSsCFqLPxk8P8o1F",
+	"qDfsGhMpyP3jDxHnnIkIl+Gq6ldLK3Ad3yef8o9I/2g0OhfY1c0ibXyU0FYAmjwMUlrjM1xNNwf6bkQI",
+	"uWV+S/bOMLu2FLszx9N7ELlH8VWgqSdOY7MoyYWrkQEZoK1wgwS63nn0wfY6+bD9wRgLWB8NhzEhwwqq",
+	"6/E3WJ6eluUKrB2dhcqwDnYhLScC50+40A5ePpceytZ74tHFgdztSucM4rOmybXx4oJeu5ePHxw9fPDD",
+	"4/s7WmShGcD7xIzfEefzBGQhL2kJdVc6GgdEvv572tsSTupDDs0CzoVL+nK9tnzF4rhpmX2RGzCAcUU0",
+	"M8aVMXQGdIsPWHLCXxkVmrvxktX9Xy3Jqm+EJ8ptJuFsdsi5YVdpSqdmCJTbIXLfhbiOnTpcDMYOvOuB",
+	"Dol7i5dVxHXRpuSCiwIbXrxnCNhut8nF838n79MTiNOOMwCS/Tj6QZqGFlOQSAtVsbOA61Cyycy5Phcu",
+	"gKR9DX3Zc18OfDB2pqYSSm+4Xr0VsrXaXg/tFhI3wGVO3OIduCP3Zqvy93c5surWegskegk0WnQn2gpk",
+	"EFN0AGIjK7ovbiM9xjdQCbgF+gsVVqgMKS+3Hw6GXk+3khs5PcFfuTWy4gW8ddeGgKjBZVdylAt3+Ybc",
+	"3ptVfE8/okbvoBvUqv/sW/YbNEvF1EX8vnhtCU20LvBX4xLqxgi7lnvbEp58kyHrCnJ7DP6jJy/JoXcO",
+	"9ZpVcrrfbL/4+t3/CwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -182,3 +182,12 @@ func (c *counters) outcomeMap() map[string]uint64 {
 	}
 	return out
 }
+
+// settledDelay is the retry delay a retry settlement asks for: its own,
+// or the consumer's retryDelaySeconds.
+func settledDelay(s abi.Settlement, cfg ConsumerConfig) int {
+	if s.Delay != nil {
+		return *s.Delay
+	}
+	return cfg.RetryDelaySeconds
+}

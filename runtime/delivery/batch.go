@@ -629,11 +629,7 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 	if s.Kind == abi.Acknowledge || s.Kind == abi.AcknowledgeAll {
 		p.attempt = e.attemptOf(b, store.OutcomeAcknowledged, 0)
 	} else {
-		delay := cfg.RetryDelaySeconds
-		if s.Delay != nil {
-			delay = *s.Delay
-		}
-		p.attempt = e.attemptOf(b, store.OutcomeRetried, delay)
+		p.attempt = e.attemptOf(b, store.OutcomeRetried, settledDelay(s, cfg))
 	}
 	b.pending++
 	q.mu.Unlock()

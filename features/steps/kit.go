@@ -330,6 +330,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerQueueOpSteps(sc)
 	registerCoverageSteps(sc)
 	registerPublishSteps(sc)
+	registerForensicsSteps(sc)
 }
 
 // AloneTags is the godog tag expression of the scenarios that must run

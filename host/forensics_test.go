@@ -23,6 +23,39 @@ export default {
 };
 `
 
+// startWith starts a host on cfg (listening on a free loopback port,
+// quiet), shut down when the test ends.
+func startWith(t *testing.T, cfg Config) *Host {
+	t.Helper()
+	cfg.Listen, cfg.Logger, cfg.ShutdownGrace = "127.0.0.1:0", quietLogger(), 2*time.Second
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	return h
+}
+
+// queueWorker creates a ModuleWorker with a queue handler and its version
+// (module main.js, source src) and selects it; it returns both UIDs.
+func (c *client) queueWorker(name, src string) (worker, version string) {
+	c.t.Helper()
+	w := c.create(name, schemas.FormModuleWorker, map[string]any{"handlers": []string{"queue"}})
+	v := c.create(name+"-v1", schemas.FormWorkerVersion, map[string]any{
+		"worker": map[string]any{"resourceUid": w}, "mainModule": "main.js",
+		"modules": []any{map[string]any{"name": "main.js", "content": src}},
+	})
+	st, op, raw := c.do("PUT", "/v2/spaces/demo/resources/"+w, map[string]any{"spec": map[string]any{"handlers": []string{"queue"}, "version": map[string]any{"resourceUid": v}}})
+	if st != 202 {
+		c.t.Fatalf("select: %d %s", st, raw)
+	}
+	c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
+	return w, v
+}
+
 // A poison message, end to end through a sandboxed JavaScript worker (spec/
 // peers.md §Attempt history, §Dead-letter groups): its attempts appear in
 // the dead-letter queue's listing with the thrown error's name, message and
@@ -31,27 +64,14 @@ export default {
 // it would, and is in the Operations list with its group; /metrics counts
 // the attempts by outcome and the dead letters by cause.
 func TestPoisonMessageForensics(t *testing.T) {
-	h, err := New(context.Background(), Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Logger: quietLogger(), ShutdownGrace: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer h.Shutdown(context.Background())
+	h := startWith(t, Config{DataDir: t.TempDir(), MetricsListen: "127.0.0.1:0"})
 	c := newClient(t, h.URL(), h.AdminToken())
 	q := c.create("tasks", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
 	dlq := c.create("tasks-dead", schemas.FormAtLeastOnceQueue, map[string]any{"messageRetentionSeconds": 3600})
-	w := c.create("w", schemas.FormModuleWorker, map[string]any{"handlers": []string{"queue"}})
-	v := c.create("w-v1", schemas.FormWorkerVersion, map[string]any{
-		"worker": map[string]any{"resourceUid": w}, "mainModule": "main.js",
-		"modules": []any{map[string]any{"name": "main.js", "content": poisonWorker}},
-	})
-	st, op, raw := c.do("PUT", "/v2/spaces/demo/resources/"+w, map[string]any{"spec": map[string]any{"handlers": []string{"queue"}, "version": map[string]any{"resourceUid": v}}})
-	if st != 202 {
-		t.Fatalf("select: %d %s", st, raw)
-	}
-	c.do("GET", "/v2/spaces/demo/operations/"+op["id"].(string)+"?wait=10", nil)
+	w, v := c.queueWorker("w", poisonWorker)
+	var st int
+	var op map[string]any
+	var raw []byte
 	c.create("tasks-consumer", schemas.FormQueueConsumer, map[string]any{
 		"queue": map[string]any{"resourceUid": q}, "worker": map[string]any{"resourceUid": w}, "deadLetterQueue": map[string]any{"resourceUid": dlq},
 		"maxBatchSize": 1, "maxBatchTimeoutSeconds": 0, "maxConcurrency": 1, "maxRetries": 2, "retryDelaySeconds": 0,

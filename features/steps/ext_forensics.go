@@ -92,6 +92,15 @@ func (w *world) groups(ctx context.Context, a string) ([]groupItem, int, error) 
 	return doc.Groups, *doc.DeadLetters, nil
 }
 
+// finishedQueueOp waits for the scenario's purge or redrive to finish.
+func (w *world) finishedQueueOp(ctx context.Context) (*Operation, error) {
+	id, err := w.queueOp()
+	if err != nil {
+		return nil, err
+	}
+	return WaitOperation(ctx, w.admin(), w.space, id, opTimeout)
+}
+
 func registerForensicsSteps(sc *godog.ScenarioContext) {
 	W := func(ctx context.Context) *world { return get(ctx) }
 	sc.Step(`^the listed message of "([^"]*)" tagged "([^"]*)" has (\d+) attempts?: (.+)$`, func(ctx context.Context, a, tag string, n int, specs string) error {
@@ -210,11 +219,7 @@ func registerForensicsSteps(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^the redrive records the group(, as a dry run)?$`, func(ctx context.Context, dry string) error {
 		w := W(ctx)
-		id, err := w.queueOp()
-		if err != nil {
-			return err
-		}
-		op, err := WaitOperation(ctx, w.admin(), w.space, id, opTimeout)
+		op, err := w.finishedQueueOp(ctx)
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,10 @@ type MessageView struct {
 	delivery.MessageInfo
 	Preview   []byte
 	Truncated bool
+	// History is the message's attempt history and Group, for a dead
+	// letter, its group's fingerprint (ext_forensics.go).
+	History []store.Attempt
+	Group   string
 }
 
 func (c *Controller) queueToInspect(ctx context.Context, p *auth.Principal, space, uid string) (Engine, error) {
@@ -139,6 +143,9 @@ func (c *Controller) QueueMessages(ctx context.Context, p *auth.Principal, space
 			v.Preview, v.Truncated = b[:PreviewBytes], true
 		}
 		out = append(out, v)
+	}
+	if err := c.withHistory(ctx, uid, out); err != nil {
+		return nil, "", err
 	}
 	tok := ""
 	if more {

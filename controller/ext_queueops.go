@@ -44,6 +44,11 @@ type QueueOpRequest struct {
 	Target string
 	// Rate (redrive) is the most messages moved per second; 0: default.
 	Rate int
+	// Group (redrive) moves only the dead letters of that group (a
+	// fingerprint, ext_forensics.go); DryRun moves nothing and records
+	// what would move.
+	Group  string
+	DryRun bool
 }
 
 // queueOpIntent is what a purge or a redrive journals before it acts. It
@@ -56,6 +61,7 @@ type queueOpIntent struct {
 	Target     string `json:"target,omitempty"`
 	Rate       int    `json:"rate,omitempty"`
 	AcceptedBy int64  `json:"acceptedBy,omitempty"`
+	Group      string `json:"group,omitempty"`
 }
 
 // QueueOpProgress is Operation.Progress of a purge (Removed) or a redrive
@@ -65,12 +71,20 @@ type QueueOpProgress struct {
 	Total   *int `json:"total,omitempty"`
 	Moved   *int `json:"moved,omitempty"`
 	Skipped *int `json:"skipped,omitempty"`
+	// Group, DryRun and WouldMove: a redrive of one dead-letter group,
+	// and a dry run (ext_forensics.go).
+	Group     string `json:"group,omitempty"`
+	DryRun    bool   `json:"dryRun,omitempty"`
+	WouldMove *int   `json:"wouldMove,omitempty"`
 }
 
-type redriveProgress struct{ total, moved, skipped int }
+type redriveProgress struct {
+	total, moved, skipped int
+	group                 string
+}
 
 func (p redriveProgress) encode() json.RawMessage {
-	b, _ := json.Marshal(QueueOpProgress{Total: &p.total, Moved: &p.moved, Skipped: &p.skipped})
+	b, _ := json.Marshal(QueueOpProgress{Total: &p.total, Moved: &p.moved, Skipped: &p.skipped, Group: p.group})
 	return b
 }
 
@@ -87,6 +101,7 @@ func decodeRedriveProgress(raw json.RawMessage) redriveProgress {
 	if q.Skipped != nil {
 		p.skipped = *q.Skipped
 	}
+	p.group = q.Group
 	return p
 }
 
@@ -232,6 +247,9 @@ func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Ope
 	if err := c.checkRedriveTarget(ctx, req); err != nil {
 		return store.Operation{}, false, err
 	}
+	if req.Group != "" && !validGroup(req.Group) {
+		return store.Operation{}, false, problem.InvalidRequest("group must be a dead-letter group's fingerprint: 16 lowercase hex digits, as GET …/deadletters/groups lists them")
+	}
 	unlock, prior, err := c.admitQueueOp(ctx, req)
 	if err != nil || prior != nil {
 		return deref(prior), prior != nil, err
@@ -246,8 +264,22 @@ func (c *Controller) Redrive(ctx context.Context, req QueueOpRequest) (store.Ope
 		unlock()
 		return store.Operation{}, false, engineQueueErr(err)
 	}
-	op := c.newQueueOp(req, q, KindRedrive, queueOpIntent{Target: req.Target, Rate: req.Rate, AcceptedBy: c.now().UTC().UnixMilli()})
-	op.Progress = redriveProgress{total: st.Messages}.encode()
+	op := c.newQueueOp(req, q, KindRedrive, queueOpIntent{Target: req.Target, Rate: req.Rate, AcceptedBy: c.now().UTC().UnixMilli(), Group: req.Group})
+	op.Progress = redriveProgress{total: st.Messages, group: req.Group}.encode()
+	if req.Group != "" || req.DryRun {
+		members, err := c.redriveSelection(ctx, req)
+		if err != nil {
+			unlock()
+			return store.Operation{}, false, err
+		}
+		if req.Group != "" {
+			op.Progress = redriveProgress{total: len(members), group: req.Group}.encode()
+		}
+		if req.DryRun {
+			op, err = c.dryRunRedrive(ctx, op, req, members, unlock)
+			return op, false, err
+		}
+	}
 	id := op.ID
 	c.task(id)
 	op, err = c.acceptQueueOp(ctx, op, req.Idempotency, unlock)
@@ -462,6 +494,16 @@ func (c *Controller) driveRedrive(ctx context.Context, op store.Operation, in qu
 		}
 		return dl.SourceQueue
 	}
+	var selected func(id string) bool
+	if in.Group != "" {
+		members, err := c.groupMembers(ctx, op.ResourceUID, in.Group)
+		if err != nil {
+			c.log.Warn("redrive: reading the group's messages failed; will retry", "operation", op.ID, "err", err)
+			c.scheduleRetry(op.ID)
+			return
+		}
+		selected = func(id string) bool { return members[id] }
+	}
 	interval := time.Second / time.Duration(max(in.Rate, 1))
 	next := time.Now()
 	var after delivery.Cursor
@@ -486,7 +528,7 @@ func (c *Controller) driveRedrive(ctx context.Context, op store.Operation, in qu
 		}
 		now := c.now().UTC()
 		res, err := c.env.Engine.MoveNext(ctx, delivery.MoveRequest{
-			From: op.ResourceUID, After: after, AcceptedBy: in.AcceptedBy, Target: target,
+			From: op.ResourceUID, After: after, AcceptedBy: in.AcceptedBy, Target: target, Select: selected,
 			Extra: func(string, string) []store.Mutation {
 				o := op
 				p := prog

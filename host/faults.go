@@ -360,7 +360,7 @@ func (s faultyStore) CountResources(ctx context.Context, space string) (int, err
 // a handler time limit; only one with the test-only fault hook implements
 // the fault vocabulary.
 func capabilities(cfg Config) map[string]any {
-	caps := []string{"restart", "handler-limit", "ext-pause", "ext-inspect", "ext-delete-if-idle", "ext-serialized", "ext-purge", "ext-redrive", "ext-publish", "ext-pull"}
+	caps := []string{"restart", "handler-limit", "ext-pause", "ext-inspect", "ext-delete-if-idle", "ext-serialized", "ext-purge", "ext-redrive", "ext-publish", "ext-pull", "ext-forensics"}
 	if cfg.Faults != nil {
 		caps = append(caps, "store-faults", "observation-control")
 	}

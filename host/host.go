@@ -281,6 +281,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if h.tracing != nil {
 		engOpts.Tracer = h.tracing
 	}
+	engOpts.HostID = attemptHostID(cfg)
 	engStore := h.st
 	var ctlEngine controller.Engine
 	if h.cluster != nil {

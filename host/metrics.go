@@ -169,6 +169,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, q := range queueDescs {
 		ch <- q.d
 	}
+	ch <- attemptsDesc
+	ch <- causesDesc
 	for _, d := range []*prometheus.Desc{journalCommits, journalFrames, journalSync, journalWrite, journalBytes, journalLive, journalSegs, sandboxesLive, sandboxKills, sandboxContain, sandboxCgFails, logWriteErrors} {
 		ch <- d
 	}
@@ -186,6 +188,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, q := range queueDescs {
 				ch <- prometheus.MustNewConstMetric(q.d, q.kind, q.get(&qc), space, name)
 			}
+			collectForensics(ch, &qc, space, name)
 		}
 	}
 	if j := journaled(h.st); j != nil {

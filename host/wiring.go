@@ -96,7 +96,12 @@ func (r resolver) Resolve(ctx context.Context, workerUID string) (abi.Handler, e
 	if err != nil {
 		return nil, err
 	}
-	return r.h.rt.QueueHandler(v)
+	h, err := r.h.rt.QueueHandler(v)
+	if err != nil {
+		return nil, err
+	}
+	// The version is recorded with each attempt (attempt history).
+	return abi.Versioned(h, v.UID), nil
 }
 
 // workers adapts the runtime to controller.Workers and server.Workers.

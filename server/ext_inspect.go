@@ -65,7 +65,7 @@ func (s *Server) ListQueueMessages(ctx context.Context, req api.ListQueueMessage
 		out.Items[i] = api.QueueMessageInfo{
 			Id: m.ID, AcceptTimeMillis: m.AcceptedAt, VisibleAtMillis: m.VisibleAt, Attempts: m.Attempts, Size: m.Size,
 			State: api.QueueMessageInfoState(m.State), BodyPreview: m.Preview, BodyTruncated: m.Truncated,
-			DeadLetter: deadLetterView(m.DeadLetter),
+			DeadLetter: deadLetterView(m.DeadLetter), AttemptHistory: attemptViews(m.History), DeadLetterGroup: optString(m.Group),
 		}
 	}
 	if next != "" {

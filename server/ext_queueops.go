@@ -40,6 +40,12 @@ func (s *Server) RedriveQueue(ctx context.Context, req api.RedriveQueueRequestOb
 		if b.MaxMessagesPerSecond != nil {
 			r.Rate = *b.MaxMessagesPerSecond
 		}
+		if b.Group != nil {
+			r.Group = *b.Group
+		}
+		if b.DryRun != nil {
+			r.DryRun = *b.DryRun
+		}
 	}
 	op, replayed, err := s.ctl.Redrive(ctx, r)
 	if err != nil {

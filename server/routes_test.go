@@ -44,6 +44,7 @@ func TestRoutesComeFromTheOpenAPIDocument(t *testing.T) {
 		"POST /v2/spaces/{space}/operations/{id}/cancel":                  {action: auth.Write},
 		"GET /v2/spaces/{space}/resources/{uid}/invocations":              {action: auth.Read},
 		"GET /v2/spaces/{space}/resources/{uid}/history":                  {action: auth.Read},
+		"GET /v2/spaces/{space}/resources/{uid}/deadletters/groups":       {action: auth.Read},
 		"GET /console/":                     {public: true},
 		"GET /console":                      {public: true},
 		"GET /v2/principals":                {admin: true, action: auth.Write},

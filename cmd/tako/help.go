@@ -64,14 +64,16 @@ var commands = []command{
 		summary:  "call a worker's fetch handler (POST with -data)",
 		desc:     "fetch sends one request to the worker's fetch handler through the host, a GET, or a POST with -data as its body, and prints the response body.",
 		examples: []string{"tako fetch -data world hello", "tako fetch hello /status"}},
-	{name: "queues", args: "[list | stats Q | peek Q | pause Q | resume Q | purge Q | redrive DLQ [-to Q] [-rate N] | cancel ID]", common: true,
-		subs:    []string{"list", "stats", "peek", "pause", "resume", "purge", "redrive", "cancel"},
+	{name: "queues", args: "[list | stats Q | peek Q | deadletters DLQ | pause Q | resume Q | purge Q | redrive DLQ [-to Q] [-rate N] [-group G] [-dry-run] | cancel ID]", common: true,
+		subs:    []string{"list", "stats", "peek", "deadletters", "pause", "resume", "purge", "redrive", "cancel"},
 		summary: "list queues; counts, oldest messages, pause, resume, purge, redrive",
 		desc: "queues lists the space's queues with their message counts and delivery state. stats counts one queue's messages by state; " +
-			"peek shows its oldest messages (with, for a dead-letter queue, where each came from and why); pause and resume stop and " +
+			"peek shows its oldest messages (with, for a dead-letter queue, where each came from and why, and each message's last attempts " +
+			"and how they ended); deadletters groups a dead-letter queue's messages by cause; pause and resume stop and " +
 			"restart delivery; purge removes every message (asking first on a terminal; -yes skips the question); redrive moves a " +
-			"dead-letter queue's messages back to the queue each came from (or -to Q), at most -rate a second; cancel stops a redrive.",
-		examples: []string{"tako queues", "tako queues peek tasks-dead", "tako queues redrive tasks-dead -rate 10", "tako queues purge tasks -yes"}},
+			"dead-letter queue's messages back to the queue each came from (or -to Q), at most -rate a second, only one group's with " +
+			"-group G, and with -dry-run says how many would move and moves nothing; cancel stops a redrive.",
+		examples: []string{"tako queues", "tako queues peek tasks-dead", "tako queues deadletters tasks-dead", "tako queues redrive tasks-dead -group 3f2a9c0d1e4b5a67 -dry-run", "tako queues redrive tasks-dead -rate 10", "tako queues purge tasks -yes"}},
 	{name: "send", args: "[-delay S] [-key K] QUEUE BODY|-", common: true,
 		summary: "publish one message to a queue (creates nothing)",
 		desc: "send publishes one message of 1 to 127000 bytes to a queue through the Host API's publish route (POST …/resources/{uid}/messages), " +

@@ -25,24 +25,28 @@ import (
 
 // queueFlags are the flags of `tako queues`.
 type queueFlags struct {
-	to   string
-	rate int
+	to     string
+	rate   int
+	group  string
+	dryRun bool
 }
 
 func (q *queueFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&q.to, "to", "", "redrive: the queue every message goes to (default: the queue each was dead-lettered from)")
 	fs.IntVar(&q.rate, "rate", 0, "redrive: the most messages moved per second (default: the host's, 100)")
+	fs.StringVar(&q.group, "group", "", "redrive: only the dead letters of this group (a fingerprint `tako queues deadletters` lists)")
+	fs.BoolVar(&q.dryRun, "dry-run", false, "redrive: say how many would move, and move nothing")
 }
 
 func runQueueOp(ctx context.Context, c *common, cl *client, verb string, args []string, qf queueFlags, yes bool, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
-		return usageError{fmt.Errorf("queues %s %s", verb, map[string]string{"purge": "QUEUE", "redrive": "DLQ [-to QUEUE] [-rate N]", "cancel": "OPERATION"}[verb])}
+		return usageError{fmt.Errorf("queues %s %s", verb, map[string]string{"purge": "QUEUE", "redrive": "DLQ [-to QUEUE] [-rate N] [-group G] [-dry-run]", "cancel": "OPERATION"}[verb])}
 	}
 	if verb != "purge" && yes {
 		return usageError{fmt.Errorf("queues %s takes no -yes", verb)}
 	}
-	if verb != "redrive" && (qf.to != "" || qf.rate != 0) {
-		return usageError{fmt.Errorf("queues %s takes neither -to nor -rate", verb)}
+	if verb != "redrive" && (qf.to != "" || qf.rate != 0 || qf.group != "" || qf.dryRun) {
+		return usageError{fmt.Errorf("queues %s takes none of -to, -rate, -group, -dry-run", verb)}
 	}
 	if verb == "cancel" {
 		r, err := cl.api.CancelOperationWithResponse(ctx, cl.space, args[0])
@@ -91,6 +95,12 @@ func runQueueOp(ctx context.Context, c *common, cl *client, verb string, args []
 		if qf.rate != 0 {
 			body.MaxMessagesPerSecond = &qf.rate
 		}
+		if qf.group != "" {
+			body.Group = &qf.group
+		}
+		if qf.dryRun {
+			body.DryRun = &qf.dryRun
+		}
 		r, err := cl.api.RedriveQueueWithResponse(ctx, cl.space, q.Uid, &api.RedriveQueueParams{}, body)
 		if err != nil {
 			return err
@@ -127,6 +137,8 @@ func progressLine(verb, name string, op api.Operation) string {
 	switch {
 	case p == nil:
 		return fmt.Sprintf("%s %s: %s", verb, name, state)
+	case p.DryRun != nil && *p.DryRun:
+		return dryRunLine(name, p)
 	case verb == "purge":
 		return fmt.Sprintf("purge %s: %s, %d messages removed", name, state, n(p.Removed))
 	}

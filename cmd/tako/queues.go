@@ -126,7 +126,13 @@ func runQueues(ctx context.Context, c *common, args []string, qf queueFlags, yes
 		if c.output == "json" {
 			return enc.Encode(page.JSON200)
 		}
-		return printMessages(stdout, args[1], page.JSON200.Items)
+		if err := printMessages(stdout, args[1], page.JSON200.Items); err != nil {
+			return err
+		}
+		printAttempts(stdout, page.JSON200.Items)
+		return nil
+	case "deadletters":
+		return runDeadLetters(ctx, c, cl, args[1:], stdout)
 	case "purge", "redrive", "cancel":
 		return runQueueOp(ctx, c, cl, verb, args[1:], qf, yes, stdout, stderr)
 	case "pause", "resume":

@@ -261,6 +261,42 @@ describe("console", { skip: reason ?? false }, () => {
     await page.context().close();
   });
 
+  test("why a message failed: its attempts with the thrown error; the dead letters by cause, charted; a group's dry run moves nothing", async (t) => {
+    const routes = Object.keys((await host.api("GET", "/v2/openapi.json")).paths ?? {});
+    if (!routes.includes("/v2/spaces/{space}/resources/{uid}/deadletters/groups")) {
+      t.skip("attempt history and dead-letter groups: this host has no such route");
+      return;
+    }
+    await host.fetchWorker("x", "fail: order 41 has no customer");
+    await host.fetchWorker("x", "fail: order 42 has no customer");
+    const dlq = await host.byName("tasks-dead");
+    await until("two dead letters", async () => (await host.api("GET", `/v2/spaces/demo/resources/${dlq.uid}/messages?limit=100`)).items
+      .filter((m) => atob(m.bodyPreview).includes("has no customer")).length >= 2);
+    const page = await signIn(browser, host, host.adminToken);
+    await queuePage(page, "tasks-dead");
+    // The message: its attempts, the thrown error and its stack.
+    await page.locator("tr[data-message-id]", { hasText: "order 41 has no customer" }).getByRole("button").click();
+    const attempts = page.locator("#attempts");
+    await attempts.waitFor();
+    const row = attempts.locator("tr[data-outcome=thrown]").first();
+    assert.match(await row.textContent(), /Error: cannot handle fail: order 41 has no customer/);
+    await row.getByText("stack").click();
+    assert.match(await row.locator("pre.stack").textContent(), /at /);
+    assert.match(await page.locator("#dead-letter").textContent(), /Group\s*[0-9a-f]{16}/);
+    // The dead letters by cause: one group of (at least) the two, charted.
+    const group = page.locator("#dead-letter-groups tbody tr", { hasText: "Error: cannot handle fail: order <n> has no customer" });
+    await group.waitFor();
+    assert.ok(Number((await group.locator("td.num").textContent()).trim()) >= 2);
+    assert.ok(await group.locator("svg.group-chart rect.bar").count() >= 1, "the group's chart has a bar");
+    const before = (await host.api("GET", `/v2/spaces/demo/resources/${dlq.uid}/messages?limit=100`)).items.length;
+    await group.getByRole("button", { name: /^Dry run/ }).click();
+    const out = page.locator("[data-operation][data-state=succeeded]");
+    await out.waitFor();
+    assert.match(await out.textContent(), /dry run: \d+ of \d+ would move.*nothing moved/);
+    assert.equal((await host.api("GET", `/v2/spaces/demo/resources/${dlq.uid}/messages?limit=100`)).items.length, before, "a dry run moves nothing");
+    await page.context().close();
+  });
+
   test("a worker's live log, followed and filtered", async () => {
     const page = await signIn(browser, host, host.adminToken);
     await page.getByRole("button", { name: "Workers" }).click();

@@ -2,6 +2,7 @@ package hostapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -22,8 +23,51 @@ type Operation struct {
 	IdempotencyKey string   `json:"idempotencyKey"`
 	CreateTime     string   `json:"createTime"`
 	UpdateTime     string   `json:"updateTime"`
-	// Progress is a host extension's report (@ext-purge, @ext-redrive).
-	Progress map[string]int `json:"progress"`
+	// Progress is a host extension's report (@ext-purge, @ext-redrive,
+	// @ext-forensics): its counts, a true flag as 1; ProgressGroup its
+	// dead-letter group.
+	Progress      Progress `json:"progress"`
+	ProgressGroup string   `json:"-"`
+}
+
+// Progress is an Operation's progress: the numbers (and true flags, as 1)
+// it reports; text members are dropped (Operation.ProgressGroup).
+type Progress map[string]int
+
+func (p *Progress) UnmarshalJSON(b []byte) error {
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*p = Progress{}
+	for k, v := range raw {
+		switch v := v.(type) {
+		case float64:
+			(*p)[k] = int(v)
+		case bool:
+			if v {
+				(*p)[k] = 1
+			}
+		}
+	}
+	return nil
+}
+
+func (o *Operation) UnmarshalJSON(b []byte) error {
+	type plain Operation
+	var raw struct {
+		plain
+		Progress struct {
+			Group string `json:"group"`
+		} `json:"progress"`
+	}
+	if err := json.Unmarshal(b, &raw.plain); err != nil {
+		return err
+	}
+	_ = json.Unmarshal(b, &raw)
+	*o = Operation(raw.plain)
+	o.ProgressGroup = raw.Progress.Group
+	return nil
 }
 
 // Terminal reports whether the Operation is done: succeeded or failed. A

@@ -337,11 +337,7 @@ func registerCoverageSteps(sc *godog.ScenarioContext) {
 
 	sc.Step(`^"([^"]*)" holds as many messages tagged "([^"]*)" as the redrive left unmoved$`, func(ctx context.Context, a, tag string) error {
 		w := W(ctx)
-		id, err := w.queueOp()
-		if err != nil {
-			return err
-		}
-		op, err := WaitOperation(ctx, w.admin(), w.space, id, opTimeout)
+		op, err := w.finishedQueueOp(ctx)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 // Steps of the purge and redrive extensions (@ext-purge, @ext-redrive;
 // spec/peers.md §Purge, §Redrive).
 
-var progressRE = regexp.MustCompile(`^(removed|moved|skipped|total) (\d+)$`)
+var progressRE = regexp.MustCompile(`^(removed|moved|skipped|total|wouldMove) (\d+)$`)
 
 // parseProgress reads "moved 2, skipped 1, total 3".
 func parseProgress(s string) (map[string]int, error) {

@@ -335,6 +335,7 @@ func (k *Kit) InitializeScenario(sc *godog.ScenarioContext) {
 	registerCoverageSteps(sc)
 	registerPublishSteps(sc)
 	registerPullSteps(sc)
+	registerForensicsSteps(sc)
 }
 
 // AloneTags is the godog tag expression of the scenarios that must run

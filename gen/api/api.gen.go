@@ -240,6 +240,30 @@ func (e PulledMessageBodyEncoding) Valid() bool {
 	}
 }
 
+// Defines values for QueueAttemptOutcome.
+const (
+	Retried      QueueAttemptOutcome = "retried"
+	SandboxEnded QueueAttemptOutcome = "sandbox_ended"
+	Thrown       QueueAttemptOutcome = "thrown"
+	TimeLimit    QueueAttemptOutcome = "time_limit"
+)
+
+// Valid indicates whether the value is a known member of the QueueAttemptOutcome enum.
+func (e QueueAttemptOutcome) Valid() bool {
+	switch e {
+	case Retried:
+		return true
+	case SandboxEnded:
+		return true
+	case Thrown:
+		return true
+	case TimeLimit:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for QueueBatchInfoState.
 const (
 	QueueBatchInfoStateClosing     QueueBatchInfoState = "closing"
@@ -503,7 +527,7 @@ type Operation struct {
 	IdempotencyKey *string       `json:"idempotencyKey,omitempty"`
 	Kind           OperationKind `json:"kind"`
 
-	// Progress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+	// Progress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given); a redrive of one group says which (group, counting its messages only), and a dry run (dryRun) moves nothing and reports wouldMove.
 	Progress    *QueueOperationProgress `json:"progress,omitempty"`
 	ResourceUid string                  `json:"resourceUid"`
 	State       OperationState          `json:"state"`
@@ -664,6 +688,36 @@ type PulledMessage struct {
 // PulledMessageBodyEncoding defines model for PulledMessage.BodyEncoding.
 type PulledMessageBodyEncoding string
 
+// QueueAttempt Host extension (spec/peers.md §Attempt history): one delivery of a message and how it ended. Shown to viewers of the queue only, never to a worker. Texts are trimmed: errorName to 128 bytes, errorMessage to 512, errorStack to its first 9 lines and 1024 bytes.
+type QueueAttempt struct {
+	// Attempt The message's delivery count this attempt was (1 for the first).
+	Attempt int `json:"attempt"`
+
+	// DelaySeconds The delay before the next delivery the attempt ended with.
+	DelaySeconds *int `json:"delaySeconds,omitempty"`
+
+	// DurationMillis How long the handler had the message: until it settled it or its invocation ended.
+	DurationMillis int64   `json:"durationMillis"`
+	ErrorMessage   *string `json:"errorMessage,omitempty"`
+	ErrorName      *string `json:"errorName,omitempty"`
+	ErrorStack     *string `json:"errorStack,omitempty"`
+
+	// Host The host that delivered it.
+	Host *string `json:"host,omitempty"`
+
+	// Outcome retried: the handler retried it (delaySeconds); thrown: the handler threw or rejected (errorName, errorMessage, errorStack); time_limit: the handler ran past the host's time limit; sandbox_ended: the process running the handler ended (errorMessage says why). An acknowledged attempt removes its message and is not kept.
+	Outcome QueueAttemptOutcome `json:"outcome"`
+
+	// StartedAtMillis UTC epoch milliseconds when the handler was given the batch.
+	StartedAtMillis int64 `json:"startedAtMillis"`
+
+	// WorkerVersionUid The WorkerVersion whose queue handler ran.
+	WorkerVersionUid *string `json:"workerVersionUid,omitempty"`
+}
+
+// QueueAttemptOutcome retried: the handler retried it (delaySeconds); thrown: the handler threw or rejected (errorName, errorMessage, errorStack); time_limit: the handler ran past the host's time limit; sandbox_ended: the process running the handler ended (errorMessage says why). An acknowledged attempt removes its message and is not kept.
+type QueueAttemptOutcome string
+
 // QueueBatch The batch a queue handler receives (QueueConsumer 0.3.0 §配信とInterface操作): 1..maxBatchSize ordered messages, an ID of 1..256 characters and the Queue resource's name. The settlement methods acknowledge, retry, acknowledgeAll and retryAll are bound to it (spec/runtime-abi.md).
 type QueueBatch struct {
 	Id       string         `json:"id"`
@@ -745,6 +799,51 @@ type QueueDeadLetter struct {
 
 // QueueDeadLetterReason Why it was dead-lettered: retries_exhausted (it had 1 + maxRetries deliveries).
 type QueueDeadLetterReason string
+
+// QueueDeadLetterGroup Host extension (spec/peers.md §Dead-letter groups): the dead-lettered messages of one queue that failed the same way. fingerprint is 16 hex digits of a hash of the cause: the last attempt's outcome and error name, its message with numbers, UUIDs, long hex and quoted strings replaced by placeholders (message), and its top three stack frames without positions (frames).
+type QueueDeadLetterGroup struct {
+	Count     int     `json:"count"`
+	ErrorName *string `json:"errorName,omitempty"`
+
+	// ExampleAttempt Host extension (spec/peers.md §Attempt history): one delivery of a message and how it ended. Shown to viewers of the queue only, never to a worker. Texts are trimmed: errorName to 128 bytes, errorMessage to 512, errorStack to its first 9 lines and 1024 bytes.
+	ExampleAttempt *QueueAttempt `json:"exampleAttempt,omitempty"`
+
+	// ExampleMessageId The newest message of the group (its ID in this queue).
+	ExampleMessageId string `json:"exampleMessageId"`
+	Fingerprint      string `json:"fingerprint"`
+
+	// FirstSeenMillis UTC epoch milliseconds of the group's earliest dead-lettering.
+	FirstSeenMillis int64     `json:"firstSeenMillis"`
+	Frames          *[]string `json:"frames,omitempty"`
+
+	// Histogram The group's messages per bucket of bucketMillis, oldest bucket first, the last ending at endMillis; absent when buckets is 0.
+	Histogram *[]int `json:"histogram,omitempty"`
+
+	// LastSeenMillis UTC epoch milliseconds of its latest.
+	LastSeenMillis int64 `json:"lastSeenMillis"`
+
+	// Message The normalized error message.
+	Message *string `json:"message,omitempty"`
+
+	// Outcome The last attempt's outcome (QueueAttempt.outcome); "" for messages with no attempt history.
+	Outcome string `json:"outcome"`
+
+	// Title One line naming the cause, e.g. "TypeError: order <n> has no customer".
+	Title string `json:"title"`
+}
+
+// QueueDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): a queue's dead-lettered messages grouped by cause, largest group first.
+type QueueDeadLetterGroups struct {
+	// BucketMillis The width of each histogram bucket.
+	BucketMillis int64 `json:"bucketMillis"`
+
+	// DeadLetters The messages of the queue that arrived by dead-lettering (those grouped).
+	DeadLetters int `json:"deadLetters"`
+
+	// EndMillis UTC epoch milliseconds where the last histogram bucket ends (the time of the answer).
+	EndMillis int64                  `json:"endMillis"`
+	Groups    []QueueDeadLetterGroup `json:"groups"`
+}
 
 // QueueDelivery Host extension (spec/peers.md §Active and inactive delivery): whether a queue's delivery is active. Read on a queue or on its consumer; changed on the queue.
 type QueueDelivery struct {
@@ -866,6 +965,9 @@ type QueueMessageInfo struct {
 	// AcceptTimeMillis UTC epoch milliseconds (the timestampMillis a worker sees).
 	AcceptTimeMillis int64 `json:"acceptTimeMillis"`
 
+	// AttemptHistory The message's last attempts and how each ended, oldest first (at most 5); absent when it has none. Carried into the dead-letter queue with the move.
+	AttemptHistory *[]QueueAttempt `json:"attemptHistory,omitempty"`
+
 	// Attempts Deliveries so far.
 	Attempts int `json:"attempts"`
 
@@ -877,7 +979,10 @@ type QueueMessageInfo struct {
 
 	// DeadLetter Host extension (spec/peers.md §Dead-letter metadata): where a message that arrived by dead-lettering came from and why. Shown to viewers of the dead-letter queue only, never to a worker (the Forms give a dead-lettered message no portable link to its source).
 	DeadLetter *QueueDeadLetter `json:"deadLetter,omitempty"`
-	Id         string           `json:"id"`
+
+	// DeadLetterGroup For a dead-lettered message: the fingerprint of its group (spec/peers.md §Dead-letter groups).
+	DeadLetterGroup *string `json:"deadLetterGroup,omitempty"`
+	Id              string  `json:"id"`
 
 	// Size Body size in bytes.
 	Size  int                   `json:"size"`
@@ -896,12 +1001,20 @@ type QueueMessageList struct {
 	NextPageToken *string            `json:"nextPageToken,omitempty"`
 }
 
-// QueueOperationProgress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+// QueueOperationProgress Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given); a redrive of one group says which (group, counting its messages only), and a dry run (dryRun) moves nothing and reports wouldMove.
 type QueueOperationProgress struct {
-	Moved   *int `json:"moved,omitempty"`
-	Removed *int `json:"removed,omitempty"`
-	Skipped *int `json:"skipped,omitempty"`
-	Total   *int `json:"total,omitempty"`
+	// DryRun A redrive's dry run: nothing moved.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Group A redrive of one dead-letter group: its fingerprint.
+	Group   *string `json:"group,omitempty"`
+	Moved   *int    `json:"moved,omitempty"`
+	Removed *int    `json:"removed,omitempty"`
+	Skipped *int    `json:"skipped,omitempty"`
+	Total   *int    `json:"total,omitempty"`
+
+	// WouldMove A dry run: the messages a redrive would move.
+	WouldMove *int `json:"wouldMove,omitempty"`
 }
 
 // QueueProducerBinding One queueProducerBindings entry (AtLeastOnceQueue 0.2.0 §WorkerVersionのproducer Binding): env[name] gets send and sendBatch for the referenced AtLeastOnceQueue 0.2.0.
@@ -914,6 +1027,12 @@ type QueueProducerBinding struct {
 
 // QueueRedriveRequest Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move the messages of a dead-letter queue back as new messages. targetQueue, when given, is the AtLeastOnceQueue of the same space every message goes to; without it each goes to the queue it was dead-lettered from (its dead-letter metadata); a message without one is skipped.
 type QueueRedriveRequest struct {
+	// DryRun Move nothing: the Operation succeeds at once with what would move (progress.wouldMove) and what would be skipped.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Group Host extension (spec/peers.md §Dead-letter groups): move only the dead-lettered messages of this group (its fingerprint); the others stay and are not counted.
+	Group *string `json:"group,omitempty"`
+
 	// MaxMessagesPerSecond The most messages moved per second (default 100).
 	MaxMessagesPerSecond *int `json:"maxMessagesPerSecond,omitempty"`
 
@@ -1074,6 +1193,15 @@ type UpdateResourceParams struct {
 	// IdempotencyKey 1..255 visible ASCII characters, bare or as a structured-field string ("...").
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 	IfMatch        *IfMatch        `json:"If-Match,omitempty"`
+}
+
+// ListDeadLetterGroupsParams defines parameters for ListDeadLetterGroups.
+type ListDeadLetterGroupsParams struct {
+	// Buckets Histogram buckets per group (default 24; 0 for none).
+	Buckets *int `form:"buckets,omitempty" json:"buckets,omitempty"`
+
+	// BucketSeconds The width of a bucket in seconds (default 3600).
+	BucketSeconds *int `form:"bucketSeconds,omitempty" json:"bucketSeconds,omitempty"`
 }
 
 // ListWorkerInvocationsParams defines parameters for ListWorkerInvocations.
@@ -1332,6 +1460,14 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 	UpdateResource(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	//
+	// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+	// dead-letter queue, not a route to poll at a high rate.
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+	ListDeadLetterGroups(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	//
@@ -1801,6 +1937,24 @@ func (c *Client) UpdateResourceWithBody(ctx context.Context, space Space, uid Ui
 // Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 func (c *Client) UpdateResource(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateResourceRequest(c.Server, space, uid, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+//
+// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+// dead-letter queue, not a route to poll at a high rate.
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+func (c *Client) ListDeadLetterGroups(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDeadLetterGroupsRequest(c.Server, space, uid, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2977,6 +3131,86 @@ func NewUpdateResourceRequestWithBody(server string, space Space, uid Uid, param
 	return req, nil
 }
 
+// NewListDeadLetterGroupsRequest constructs an http.Request for the ListDeadLetterGroups method
+func NewListDeadLetterGroupsRequest(server string, space Space, uid Uid, params *ListDeadLetterGroupsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "space", space, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "uid", uid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/spaces/%s/resources/%s/deadletters/groups", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Buckets != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "buckets", *params.Buckets, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BucketSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bucketSeconds", *params.BucketSeconds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetQueueDeliveryRequest constructs an http.Request for the GetQueueDelivery method
 func NewGetQueueDeliveryRequest(server string, space Space, uid Uid) (*http.Request, error) {
 	var err error
@@ -3942,6 +4176,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v2/spaces/{space}/resources/{uid} (the `UpdateResource` operationId).
 	UpdateResourceWithResponse(ctx context.Context, space Space, uid Uid, params *UpdateResourceParams, body UpdateResourceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateResourceResponse, error)
 
+	// ListDeadLetterGroupsWithResponse Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	//
+	// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+	// dead-letter queue, not a route to poll at a high rate.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+	ListDeadLetterGroupsWithResponse(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*ListDeadLetterGroupsResponse, error)
+
 	// GetQueueDeliveryWithResponse Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4881,6 +5125,54 @@ func (r UpdateResourceResponse) ContentType() string {
 	return ""
 }
 
+type ListDeadLetterGroupsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QueueDeadLetterGroups
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDeadLetterGroupsResponse) GetJSON200() *QueueDeadLetterGroups {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListDeadLetterGroupsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDeadLetterGroupsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDeadLetterGroupsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDeadLetterGroupsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDeadLetterGroupsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetQueueDeliveryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5770,6 +6062,22 @@ func (c *ClientWithResponses) UpdateResourceWithResponse(ctx context.Context, sp
 	return ParseUpdateResourceResponse(rsp)
 }
 
+// ListDeadLetterGroupsWithResponse Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+//
+// Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+// dead-letter queue, not a route to poll at a high rate.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v2/spaces/{space}/resources/{uid}/deadletters/groups (the `ListDeadLetterGroups` operationId).
+func (c *ClientWithResponses) ListDeadLetterGroupsWithResponse(ctx context.Context, space Space, uid Uid, params *ListDeadLetterGroupsParams, reqEditors ...RequestEditorFn) (*ListDeadLetterGroupsResponse, error) {
+	rsp, err := c.ListDeadLetterGroups(ctx, space, uid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDeadLetterGroupsResponse(rsp)
+}
+
 // GetQueueDeliveryWithResponse Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6645,6 +6953,39 @@ func ParseUpdateResourceResponse(rsp *http.Response) (*UpdateResourceResponse, e
 	return response, nil
 }
 
+// ParseListDeadLetterGroupsResponse parses an HTTP response from a ListDeadLetterGroupsWithResponse call
+func ParseListDeadLetterGroupsResponse(rsp *http.Response) (*ListDeadLetterGroupsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDeadLetterGroupsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QueueDeadLetterGroups
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetQueueDeliveryResponse parses an HTTP response from a GetQueueDeliveryWithResponse call
 func ParseGetQueueDeliveryResponse(rsp *http.Response) (*GetQueueDeliveryResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7174,6 +7515,9 @@ type ServerInterface interface {
 	// UpdateResource Replace the resource's whole spec. Answers 202 with the Operation.
 	// (PUT /v2/spaces/{space}/resources/{uid})
 	UpdateResource(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params UpdateResourceParams)
+	// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	// (GET /v2/spaces/{space}/resources/{uid}/deadletters/groups)
+	ListDeadLetterGroups(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListDeadLetterGroupsParams)
 	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	// (GET /v2/spaces/{space}/resources/{uid}/delivery)
 	GetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid)
@@ -7827,6 +8171,70 @@ func (siw *ServerInterfaceWrapper) UpdateResource(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.UpdateResource(w, r, space, uid, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListDeadLetterGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListDeadLetterGroups(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "space" -------------
+	var space Space
+
+	err = runtime.BindStyledParameterWithOptions("simple", "space", r.PathValue("space"), &space, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "space", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "uid" -------------
+	var uid Uid
+
+	err = runtime.BindStyledParameterWithOptions("simple", "uid", r.PathValue("uid"), &uid, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "uid", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListDeadLetterGroupsParams
+
+	// ------------- Optional query parameter "buckets" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "buckets", r.URL.Query(), &params.Buckets, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "buckets"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "buckets", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "bucketSeconds" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "bucketSeconds", r.URL.Query(), &params.BucketSeconds, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "bucketSeconds"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "bucketSeconds", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListDeadLetterGroups(w, r, space, uid, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -8603,6 +9011,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.DeleteResource)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.GetResource)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}", wrapper.UpdateResource)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/deadletters/groups", wrapper.ListDeadLetterGroups)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.GetQueueDelivery)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/delivery", wrapper.SetQueueDelivery)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/spaces/{space}/resources/{uid}/history", wrapper.GetQueueHistory)
@@ -9195,6 +9604,47 @@ type UpdateResourcedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response UpdateResourcedefaultApplicationProblemPlusJSONResponse) VisitUpdateResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDeadLetterGroupsRequestObject struct {
+	Space  Space `json:"space"`
+	Uid    Uid   `json:"uid"`
+	Params ListDeadLetterGroupsParams
+}
+
+type ListDeadLetterGroupsResponseObject interface {
+	VisitListDeadLetterGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListDeadLetterGroups200JSONResponse QueueDeadLetterGroups
+
+func (response ListDeadLetterGroups200JSONResponse) VisitListDeadLetterGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDeadLetterGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListDeadLetterGroupsdefaultApplicationProblemPlusJSONResponse) VisitListDeadLetterGroupsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -9805,6 +10255,9 @@ type StrictServerInterface interface {
 	// UpdateResource Replace the resource's whole spec. Answers 202 with the Operation.
 	// (PUT /v2/spaces/{space}/resources/{uid})
 	UpdateResource(ctx context.Context, request UpdateResourceRequestObject) (UpdateResourceResponseObject, error)
+	// ListDeadLetterGroups Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+	// (GET /v2/spaces/{space}/resources/{uid}/deadletters/groups)
+	ListDeadLetterGroups(ctx context.Context, request ListDeadLetterGroupsRequestObject) (ListDeadLetterGroupsResponseObject, error)
 	// GetQueueDelivery Host extension (spec/peers.md): whether a queue's delivery is active; on a QueueConsumer, its queue's.
 	// (GET /v2/spaces/{space}/resources/{uid}/delivery)
 	GetQueueDelivery(ctx context.Context, request GetQueueDeliveryRequestObject) (GetQueueDeliveryResponseObject, error)
@@ -10295,6 +10748,34 @@ func (sh *strictHandler) UpdateResource(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
+// ListDeadLetterGroups operation middleware
+func (sh *strictHandler) ListDeadLetterGroups(w http.ResponseWriter, r *http.Request, space Space, uid Uid, params ListDeadLetterGroupsParams) {
+	var request ListDeadLetterGroupsRequestObject
+
+	request.Space = space
+	request.Uid = uid
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListDeadLetterGroups(ctx, request.(ListDeadLetterGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListDeadLetterGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListDeadLetterGroupsResponseObject); ok {
+		if err := validResponse.VisitListDeadLetterGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetQueueDelivery operation middleware
 func (sh *strictHandler) GetQueueDelivery(w http.ResponseWriter, r *http.Request, space Space, uid Uid) {
 	var request GetQueueDeliveryRequestObject
@@ -10701,225 +11182,252 @@ func (sh *strictHandler) GetQueueStats(w http.ResponseWriter, r *http.Request, s
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tjyO5mdhfIRQDI9nVanXvzJxX+nDonZn19nl2d25ebCTbcw2qipLoLpGaIqs18riBcxIjOQeH+5B8",
-	"CXxfAiTZCxDcAQkQBAEOAfav+Na++xcBn4dksUosvfTLzBrIp91pVbHIh8/767tOKucLKZjQqjN811nQ",
-	"gs6ZZgX8i2dsvpCaiXT1Y7Yyf8mYSgu+0FyKzrBz1O8fP3hALrni45yRkxePTk9JOqMFTc0SCRnTghFZ",
-	"EKoIJUoXZarLgmUHE87yzPyBiynpnnX6/f5Zp9fvJB1u1p0xmrGik3QEnbPOsHNa7ePAbCTpqHTG5tTs",
-	"SK8W5hFcq3N1lXT45HOq0xkcILra5AAf2LxMzqhip9n6qU8I/HRPkdPHiTnaoszzz5lSdMoUoUItWcEy",
-	"wrU/z4LqWfV9t3DSKdibkhcs6wx1UbJwO3P69ikTUz3rDI8fPEwi21MLmjJ/xvoX8Lcd13/4UdKZc+H+",
-	"eZSYxTQrzLJ/9hU9+Png4OPXXfs/B6+/7/7U++PvdWIbK3nWsi3zy6ZNNde6Mg+rhRSKATrKBSuouYST",
-	"NGULzeA7qRSaCW3+ly4WOU/hicOfKXNX74LVv1ewSWfY+WeHFcYf4q/q8Eu3Mn61ft8vZ4z4B8jS4LL9",
-	"PunKghRskdMVyxKy5HpGPK7qg+f2F2IOCtiNqAiHiTxX3+86ZJ9KPJz5dQ8oXiWdRSHHOZtvgJd94gf7",
-	"we2ZXTcCtRNBnn/6iHx8/8EfEbt4HxEX3zVLn+injCr9pUjZn5asZF+OFSsuERA0y7hZiubPCnPxmhsk",
-	"mNBcseanpH2NyAlpLkkG/eP+gHS/+fof/+v//N3//u+//fNffvtv/s+3v/6N+Z9/+99+/x/+5tu/+rt/",
-	"/Fd///tf/6/f/erf9Ybk3RUZs4ksGNEzRia8UJrgBwBQIzJn8zErFJEiX5GJLMhyRjU8PJNKk1SKCS/m",
-	"LDP3vQi2/q4zRx7xSJYI/wbAFotCvuVzqhlJzSPmOHPPVhzKUZERITVZMU1oeiHkMmfZ1KBfxlVKi8zA",
-	"oSDs7cKgh9nEnAs+L+ed4cCTKxeaTVnRuUo6bwyUnrzlCgWAfWAsZc6ogAvTXOfmb6235ZeV45+xVJtV",
-	"m8++WLB0z1tVC5ZuvtFvf/Vfvv31b3p9corHUcSIG8EuWWGu4ZIVBmCTQs6tqFEGMhMjnbgUav2CMpbz",
-	"S1asHrOcrl6wVIpMrV/UYzahZa5JZp4yO2Q0nVUXZK9sRAZkOWOCyDnXmmV9ckIUE9k9ReRS4Mv2E2TJ",
-	"heqTE0HKRQbXP6PCXDqgWE41K+BV2PGcvsXbvP/R8WCw7XbtZp4zQ/NcitZDPZXmi5poPmeEukMQrsgF",
-	"W+gEMdJBk2uHkPB8uHXgKUwRLSvcdehqwcuykfnTzMh+i6bmOwVTWjqUdYc8Oh58/LB2zIeRc16FUuWr",
-	"1kO/bsdlwM8IHj8qGNXsOVOyLFL2nL0pmdJ7IvInMgM0efbli5fk8PL4EMSzOnwH/706LOzqqk8A5w2F",
-	"Lwp+STU7FYtSI1pf0pwbCGeETikXClnOp7KYEyNeMzIGbjR/VeSkOzf6DcsIe0tTna8SogvKcwNwlVM1",
-	"I1ykeZmxrLdOA3aNphIyuP/DpprQEDROzN+dcpF05GTC4P/rXzk63r65GkQDTmfvOum8PZjKA/tHIwX7",
-	"z+nSanUd0LeQg+31WgMxAUCJB7FdNEDLOLpF8PLJfKFXtyAuP5dZmbOfyuKCFWTQ/6g/APTDP/yEFcqo",
-	"PIP+g/5gCPhWsAkrmEjrwk55epalVjxjwCEMmytYKotMgZzUM6YQY1VClCRcG7Kn+ZKuFHl3ZVDRwaF+",
-	"vLbzP2te6R5AqBOYnBCKtKSNMJ9RcyLBSDcufBIC/3gkhSrnDnBJBJi9IfJwOlbMCPTCqBe8kuZrZ64f",
-	"KXZwcfkCZVn7gesU+ODBRw8j9FAHxyUtQDgqlhbMAaSGBUNgM8iL/oRe0hfwNuGZ4bETbqRv98++Ojn4",
-	"F/Tg5+ffe23/b3Dw8fn3Xr8bJA8/uvpeQtIZSy+QVxlssjxNFmTMUloq0LPFybNTYhARb4FY9rT6wny+",
-	"B+h5SfOSKSfU++QTLjIupgm5pAU8gMewO1YzsEIFw38bpmtlTAi0h/eDq6iAHLmCTysOuW4ovHr+tIZN",
-	"XCGlACqrhDQ4M+m2cObEHF3IYk5zrkDzBF7NhJGBX3VmWi/U8PDQqH59w09UX9MLaf6vn8r5IfzpsIm9",
-	"h4C9h8YQ2en9GpYfAkbv/nJIDfu+W8O8Q+A/4cugsxqwxt59VuZ5sOcj8+rrJgEYvm1geXBJC8AKA1Rz",
-	"ZU2QdfC+a5CwfwsPaP9U27f9W7gfs5FQYFTk+KOCin0VixOjJoiUL2h+T5FC5oxwAYgOSE66Z53vn3WG",
-	"xCjEK/xbLyFygcvnKyJoUcilMVAl8uU+ueRsyYxRSzOVEJZxLe2/gLCWBddMjciiHOdczVhBukaGHS4Y",
-	"K1R/npFvvn6GP/WQ87kHVaUOagnEv8ZavR5EljOpGHl1+lgRuGpFcmOfkC6eBP5mqMwsg0cFTZtr+5zh",
-	"3cgpLA8BzBgZcYUMO7LpPPc/K7t3cNQYWcW0zhkCgL3VRhMnelbIcjqDLYQ3HJzCbtCe4FbOlNircOK2",
-	"ecS4Ooe+PM3mTdnw4Oh4q940p29P8VXgkPgzLQq68tZj6/rgurrR+gapzaKO7yF6GkYImGmO6zCxk3TS",
-	"gMzWPuQdZhvV03WvS6jAecea2VagtyH1RmTFZ4zmGlyR9WtRmupShSeTF5FdNz+Pb72OfOhUXAbeoT2Y",
-	"yGdGOgFWg67XNTCUOTt8/uTk8edP+vMMdBhGJlwYMGcWU2dUZDkrCPffJV1Kxka69VAAhuxxHS/dVb3i",
-	"WVyQ1jUspB5Y3pDEkgKqrys1JXrpPud5ziNW7mdySXIpphVh+oMUVPStbk51Z9jJZDnOWdx9Isr5GO1r",
-	"hMpLPmdtn3z18hFhC5nOyByecCa/JW4H1tq3udAP73c22POR73gHNBdwOoDVdvePLHUq0WxruF/KNGUs",
-	"Yxkq/h5MTJeFMCb8hPLc/MqNJVqwpeFNBhuN7rKggoOiJwGwZEGVBpsA3As5n6Nz3OG+/5YBAiwbpWC4",
-	"MIswmwklxK7gvQB+a7gSucsKOgGpB4S2kQyf8r0dBbuQYp2u7ikyNy8VLDX2RRtpKtIFdGCqlxDBlkxp",
-	"9GxC+MK7LsH2MdelZ2xOLhhbKPxfLsiczaVRIrix/bgmSlPwrnWpxi08GEScCV4o+P/Z5E0OQHvVFAWN",
-	"C8b1otcCgI9czVM5fSJ0sdp6KfUj5OyS5SGjzti4NApkLqcQ35nITtJZ0sLgAysKGZc+FvEiqJt0FHvj",
-	"RPUW8tc1RrPDC5eoiu5ENGYbtU8k9vDV7msLBtD3sI3D/Rq0cEKWDsMtGRBZ6kWpQecpRUrL6Ux7XAfA",
-	"q4TIPPPI3SfPqEL0zimYYG8gEDnRrDBKqFGliBQ3xVp/9r1x1kEmAjQk8j1h9qVg5MkLMod3IyZ8Hwxg",
-	"Aibpkkht1Hd8WBE+X8jC8GgIxx6aB886hn2fdfD/e1EZ7kJJgU51/+jj+x8N7u/mH4x47kIHYeVECB0K",
-	"/YPX34/HHiPONrfJAO4WuK1gR6DdIGQR8ap1CyP4MQRuJCQYIEUpDLkd0DFHMyR8sdd32K1IxtKcFmBF",
-	"2FgTUgdZFPKSZ8Yis4RJFMtZqi3a80tWR4GELGfc6CIliBq4czRA7Ccy99H163a7qVGG44oThhF1EEFx",
-	"DugVfTQ67D+OGlSTdErB35TM/qyLklV8bBstPnfuyTVs8Jtfw4PgtiMYUUWG96fFFLy5iQuNyIJkLGfa",
-	"kqYzFBNIkAAJfFAJ/yrgLAWhVrLXzdbekCzKYsqM4pUV/JL1jVTWDO3UyYSlmiwoL6wLUiHOwXfowiKc",
-	"/4wiNM/lUg3JgoEz7dAYnCNSlEK4f/1iQQvNaf6LUlwIuRQjcO+KFPxXh/6PXps7xGBQ9gtcCjW72koR",
-	"ngIwM0pYTcIZAB4YWolp/XjWEBvNN8zS+BXAKdhcJ+nYPUVRFMX3rjHvpBOVqkkkbWbtkQsusnDDeGyz",
-	"UcAVo54CqoCBW0wxmQMuObrxRSGnBVNbZRXGbd2dP3NvYaIFYOOrljMBZoU7tmhiNoYo0klierxZ2eNI",
-	"dO944n1uvClXzVcAoPVjuE17BElC7Kp9OGAKFcFv4gY7aTQ30SqCjJR1r4hgb/UzOmUv5QUT66bbs4JB",
-	"uAFszLksjMLO5opMpCHxobHGlJH0VJGFW8VFaIhZG/5sbcedfSNr6k0dWBFoPnPey311Q2HDDnrlPGaG",
-	"qw3BwuTzeanpOGeQnWX+AkqP4YnmH9OCCq365NSISDg4VzZlQM3kUmB01SqJiC7rTAoX2fku0TsUuccW",
-	"WnN60g5ob5Ucu6EA+BVsNwHexRt3C2vfDhDqDr92RWDXgPJOWuAGANVhsB1a+4ZbXwJRLStfvcfFMaMF",
-	"mCIXTCQW/SBiJEXKhpVdjpY4SHHz2ovPTg6OHzxcR8tFSE+bRZh70CClYyKbAbkIEQpeaQdmthGMd847",
-	"68fbyySrbzJ6Cp9JtwcONDPhSMY05bnClEFz0eD7OXl2Si6PAxeQyzVLZQZqHuDoKSaBockbs8qyiDvv",
-	"BfJEJegFO0+pYrCm1SjrOuETWBjtvXqyxuuvnDX2/Wh6Bp4qytNwt3tcIcAJthLlnEJpKtK4P8XDqVWT",
-	"KV2kAj2jDz7+OPCT3h8M4r4Xnce/h3/YRkDwq1vGbyPB+6qhIGJYO/I9cWrqnvYIF4tSI94MCSV/8uLL",
-	"L8gzaY5YEC5sWM4Cj4xltgI8o8QoE8aoiiXMtV74AhfegbHYBz36rMMCDxwDCAZ/Pq+ca3uCxOW5gUVm",
-	"Q0l9PDtHG9o+cU+R8UozNUSSNU88Eak0KjDRRmXqmoczTA3swZuvXn568EN8ywf2AAQJ5sPbrIV7CpL7",
-	"uvhbDzP9wO86st+iij28j059WAxXoiKjReZ+ZW4zXcNr7j+8/0Pyzdf3E7KgWcYyCMnAqTJm8M3oPvFd",
-	"nBgK+6ScTFgRbqVPTqroacFSxi/tRuz5RL4a+ow0Rab8MkwjFJJYPwwxd2gsXpsK3a9lQg7JoN+HxMYR",
-	"aq82ccaHa+4pEkvSJNYrAuEFC2t7my4jcR15DTyiqBtebmjymHvuJB2EeNSWyRqJo1sSFWEHIbrX0bkd",
-	"4a+XiNiML7RF7och4qvteYuH70qeXR36FyzaSELFWpQ/IVTLOU9pnq8sBi4KmZUpKxqo+AkE+zLJVJ+8",
-	"nNmoEeYfme1VDwOTKlgzuQhUJy9fq8cR/zEgcq6lPM9pMWVg/wwMYs4x95sKcjQYeCgkhAtIVzoHMjJP",
-	"U0HYfKFXQFgJoUhgEEThmPQK3jqzaU+diq4U+ntqCcAubc5hf+K+29ig/YY05srR8R8NBgOkvx4k1IHu",
-	"qGZ0wUjOqCXQuVm8Tx7lUrFsaDZtfSFWuTB7dUezvL81c30P+V3H5G16mF9/nRg2KebuCVXmd0sLp4+D",
-	"MBlXqsScmYDNVInfgCpW1soiY0UC+rx1swaJ1VlZ0HG+qpIByYlnWq6oxCCzQaBGBZStMlJ+c5bn2aBe",
-	"WyHKECpRWq/3NLulTI4jm7HdZtnFb/80i98/3G70+qu0m1tIha1l8UDe2NDIIIiSmCtAFyyDSgnMhbI/",
-	"ouBHoUSYmHJhECVHyeml5ojADqqyEVqViqCYS1lCSlH90Sn/kL1oiwha8yhOtKbpjGWxGo59ijyiQN0C",
-	"/BtESjxRQbrk+hVszdQaBqkcXLkfMmSRn718+cxQUFDopJBBQ2oXXGtItUpDSHAC79QzUO4pF3LpUh9n",
-	"V5AZ4/UiOSGMA0pccJH1+mRO34IUe8F/zrw+aU7rRaV5H/ei6YURS9T+c05XhKoLwJQJW7Kil2CdJc+5",
-	"Xr3kcyZL7cTHzKW1uLdn3Mi48HikFDlzbr8LhdG/JVdsZHb5nOmCGxgUTDc1K5GRjNHsKTOmIGbqORnc",
-	"gFC/ugfvhYvZDLXF9gjpAIvxAK1ZcEe1GpGjaOqMP+a6dfycWQLmzAeIffWXo+0RcbkOR+QHAdRI9W69",
-	"dmV7ec6bvSGwdkE1MOxUE9SGRhtXOtpadfPGpsvW7qgG9tjuN2zndZwrtUXqzDNPIDvzrrTjBuMxRIZh",
-	"VlsOXArMFK1UASDfVrLtHll1r4dlVUIu18nljm5rV6jXIboF7Heih0XYvQO4YEusIFuRbpBnZ9RhVK4i",
-	"7AcrztSJjtlntarvvdSfBnirGu/qey2Q3aTeGNuJvQ+IeoSFjWcJsP0Q1KePbfpzBNpoqhuBgqKBilWf",
-	"PGmquzOeZUwgpmPuCeZXk1JonttqIEdANhiF0syCcISFllCJiJLTceb3dsvJdSyhPGdZYAg11ORr2EUO",
-	"L1qQ5j2xP7ybcgGlnvStzz81XM2czDnDrJUUvH1P1TSjxMtVrnu+mcSeLLT+uepLvYQsKdfG9satmn/5",
-	"twf9/nHwqmHEsgDU0pKMWSrnzG0oYjVVh95XF7ktpp50guPUXj7eogY0VP4tDP4FkOV7QizkAYGOPKnU",
-	"5MRVuFj+jgUpw7ASnnQLNpeXrBcax8HvVsklGlLK5cT+E7W+mlemWzkj0Q85bCDXurrcM0Z8wPSwNNfh",
-	"txQpG2H61kzmzJ50zoTGAuhJCbwXyr8Nxtoyj8QWkgvmHEs2xxtJUBbQlMKyznU8Dc5+i+b9WqUGs7m1",
-	"fv094nvZjRRafmNxzbNoUcU2Vh1SUJ1EttDR+1KU6ghmaWYE9uKcilVFY7zeTAJkfQFqe2ZsUiQRCJI4",
-	"5LaFslm7MQRm40EOph44PW2DCvM1VDCsKKfKfau3EXvxmjeigl1n24ON6699o1rkdfyGNylslaTfPxaF",
-	"qpcDMGazQIehqtNCXfFKfMxDaTpfYNY2oc5RoRg4hoMLUZJMaGFrTCFyhdkGDK9jLDMbxMHQFcS1rJMG",
-	"wzwtsS+n/62qTgW4REJYrsBI4kUVssKYlItcra9pf+haZ+iBhUj/Z0qKe5UzXcWwRWs2X6CXa7PgvIPo",
-	"D7+OQtm4vh2iRpD403wtqY5uz9Y4SQOZK0SNYDI4Zj5xTbT2zHXBIi3aLK9yMcNupHSefPP1P/3qL//h",
-	"//6n3/7yb06FZsWEpux3//4v/+Hv/7o3JEf9fs2RBk71mr+dCmOfyAmBhmQPgxZk3o6pl5jeQ8mMgaWA",
-	"Sc6ZnslMRdSFJPzbSZ57DrmCfxSMjGUpICrAteXO9fTuWHnMe7FA4OjtBsjGDCzvoLpBClZVgxUWYAX4",
-	"GKDbRmQ8FRN5y1LzVJi/QHk9ljki9oKks85MQSY5n870bdcw8ngJ40QW8+vWE/q6P1AIzUo7Fxa2pCLe",
-	"er2hzyOur5ZxtTALcDFFwecDKlyRMTNSAVuJsMznpA9jVZylUCOS5lL5B5qVi5gUWhE9BljwG8aa0EyE",
-	"tYnBzmq5zvYb24t2Af3rBYlBFWLjuh2AotRxirVmcQq5xUhYjEPv3kBte5hr9IHCXEkHNaOdAmFxoG6D",
-	"/g1CYS1Q903OENEh8Ij6nQFYle3s8rdzPvEpMBSgBZLt1enj71QoBt7d4Px4uL21GX37SIq0LMyWVnXn",
-	"x4P/Hw3a1XhGZLp+YZUT7EvXB2U9/hO767X72xopet1Cm23xIHjoscfwW1YcHle2rdEaaUY17UHCQMGa",
-	"VjItCn6JuRyBSWzkTUrnDD3imFCw6pMXmAYubScWn9oRvOmahYh8ldjaBS0ru6+7loYXvFvpzdBbSRbI",
-	"PXIuLlB3NVaiUZG3GFfryk5AMxw9A1YzwPVw09sVBMfpv6CxrgQvDTwDBxzUdnjdx53MaD+1M0c1rWup",
-	"bwGhxyLjc3npW/9GsgPdwyw70XsqeBYNzAd2VOlkwadcUNeaONbK+LTKEDAWVMuFRRKsqW0TW1/up7OV",
-	"7c5RB//Q+nfUOXs7o6WCxgF8i/uo1u9q7f14ixfYONzEBvRxiaQ3wZ3gS63o8wpt0kpJ3fgZYAP9rcVu",
-	"jQ/7u6jZ/1FEa/LPgDW2c0+UdbfMO09SDXxJGBZB8R9OrPaqpCu6lvKLrfM0lLo+x+p9b6dB3Ab4V5Vx",
-	"hX1U4TF/CzEPo1lx/Q7hbKGRgY44l9+KDgBDj8q3Ma1cEuNSGwaL1hg0y1AjYptwEJoXjGYrZ8jYJjDB",
-	"5Td12lYcqxALS385MIpuI0yBTwGqQ9MD17yK+od62zEv6KJiIbaOURZdtuHTDfuovtopHdkjTXdWw0db",
-	"ex9UUc/pBYummFtkI92CGSj1DJJ5jO0uaKmiYtLjU8S8qLudN4JxQywBnvuMKy1vTJzRJjPredv3FJnw",
-	"aVkwhal1vqvGTJZFrYuMovNFzjLMPcakVyjwuKS5VeXqbToS6DC81mOmWg87zfTJicdjI4jdbjKO/bCR",
-	"1smY6SUzLH0p7U4Ugb7C2EtScqGdqTS3ySRc1F+Dh1SQwslokXNW4A8BIDBxASGhg981n7Mgg8JACT/M",
-	"lX/aAyriFaxDK97FSk60FVwB0FWVqBo6l6p2VXi0/TyHFs2gUChWirV7V6aAgzTP6LfWJAaH5FuIAHe3",
-	"f8wF4Rb4+6rrjRF2NXagxRnmu4CPVyAmAmS2mcG+cVLOLyrOrUghS22+Di+8MA95DDqcG+0nVbYJd6FG",
-	"ZFCrU4ZmEuaV3o6qYTOotsMrEABaPzkw5aDGCXRkC40dNxNqKztuxncS3/F5Lj4FH+4nKIAjx7CS2Xn7",
-	"Go32b79LW+C6ZPmu6wbRzb2bRTU1dcs9LAEYdVTTCyZI95Xgb2umx25I1ax2DH2agb8T0Wj9RpKKusLr",
-	"Tdpisw20aWEbyBbaeEfl/L/LqELFWHy03TAHDa1hoimfbQrpy7DQAPW9LnurDypFZF19HLdhvA/VoQsf",
-	"Yxx1yVw1dzu23d12lxqVw7re+udBJHXEbuPUosT2KP949cKFEfZIMqGXlOd0nEcg+xPM8apyxWyx1W4x",
-	"DcheiYmFLyz7sClkLicDhkDg9Iguum88wve2f40HYGqgJcszLF3YceNgvtgwd4Mf2pAL+jO61r5JGiZr",
-	"ldPBMpvXVHC0Qmx7mN4um9DF6qcI9x1AaJNRHAS3rd9UuT0OVNfW2EIA4QBCsfSgFpEIMWUIVE9s5sNY",
-	"ZrxFHO40viPykXp6bSBNQGvtunBOP5w5c09h53TDdXa4GGQFJ1PWqoieTH2owfKNyrdoBScExS36+JEo",
-	"Qgp2jWarGzTNpFPpTXsy80flvMwpmHQ2H6lugEDGSV118/oWGbMpF8opY5oMEuL1ujW1DYRBmnMmKoUd",
-	"rKQJtEnVTPXJydi17ilqamMm7SAVc8HBfXcp5tWMDUXgABXwHPf2UV9PAq0Vyv2za+DqVp1yGxOta4EN",
-	"vQn4kC25XHeFV0EasLaAnq9xhJpa2Rz6Y39CV7sLKndx9g+63nrX+aTjn5FPFnKxMIpo5HCkK+Q6HK6z",
-	"AUubsSgYMn/vIXVqTOHm6kAjKXYdXAkU2UabEqN6lznLbIU1FgqEef57fWnN4XIDFTO8qwps63Kh3eiN",
-	"qMFOk4lw23W9qNXxFiiybbruLbXIqGVb3FPWv7lvTlfVYYMKEnScAObGbXtuF75A63JklFToWFIwkTGc",
-	"5uX8nIAThmdfcA0ICpkiRc8WlWB6CuQUehsVFt0nxHXkvMj1MHBCfgC/AB8oWIipu+UfNjhxAAwDcBdi",
-	"Dmr9bzPTMCYGrPvq1ctHBEzB9VjUyIiccc4ITQupVHVsF/PenSJbchltAqO/jSbCb8tddCGv95AwlnMV",
-	"TH1rk7rXyOjqbk/u3dXb04rUj5u5wdu1QnM1zwpmdIwWo1JmK/CiGTJBz1BgRz7sJZYWa5s3z8XibGax",
-	"l0UpUhpVXNz3DJXnUkxBTmIDc7LATcbN4qyWF7DVmg1iZe25cspmwkQcZGAOcFFxnc28Ya3Z5gaz5XwZ",
-	"2C3nkw2GS7VTa0ztHYOGTAVsIMw1lKiPWWW7XsdNZMNJDRJZ32EtvKkws8R19wwxsokxLYxjYyadfeYW",
-	"GvhvZR6LumC9F7YjsBaV9yhjT/MbNitfA8Iu3UX37Pu5BsQ2QK83or3tkhjojvzN18+xdS7ElqmGTl/F",
-	"FAdTu97JQcPljNtWLOaZgi1koZVzhYyCN9xPWmqaI7sOa9biloqb+2FtyV5CnIvFKBA2fQRrvbBRknWp",
-	"2EZG3FqTON1IXXCwELo5mwQ2I5RhDMGxHLiDoM80LCMkwQ5AYaKH9XcTTYsp05A5JCJGJOxwlzqcHR+0",
-	"R9j+IEB5h7qeGhauY1gbLj6zTahsn6hr6MlvIssowgRYay1DbL/5utad/be//NtmM6zekDBx+ZWgc/aa",
-	"TJnNPrBD7lyTLJf76aczZi1Tc9fvM9Zi9f72lvwtE/7iyUKIZtdPMbQ9XP1CTV7TvLu2O7Zs4G7KWO3i",
-	"I/LiT18Q8ENZFvi5vGQvqbroDYG8SZNP0AiXGNP0glBscOCjaZY0bRs1YCRApYmzcdbu3HUdpHM3U6ze",
-	"hGoqoRMg9hmUJYx/AD5kfwh76+iWlCXSxXT9SDrkKEiEdF+wRayW7DcWVT9jBdrCcb2v3kgHOecCNGPz",
-	"Dum6ou6jAcYuwkzcrenBAaj3w9saYjYQLoKX1cv7jkepJrFCoz10lDgSqd08JAgAwzAokJAJf8syl+z5",
-	"6vRxm/n+u7/489/99V/89s9/+e1f/cvf/+pr8z9/8et/+o//+be//Nvf/92//vY3/2NEWtmaf6VaBN7t",
-	"VZ3oglbtDoGhaADrAdYxo9Gh/iblvuFSATOpLiN6UxUb2+uiws6+/n4oJMnCML9+Y9iz70dejdqyk2/C",
-	"abme5yN5fhqf/netaQqaTqP2TTAZeu23KRPBnIx2H12U2Fr6nSe+KOUa45rDSdHr6wI8rzUEmrb0HL7W",
-	"eOiIpQc3hkLMOvvsoAL8G0yFsKVI2+YqtJipN563UIad591ExGqmtYe8BUpwjR7ylfEWII5FvZ2mNHhq",
-	"3ECpd95n3G/iD3ZEQw1UEVC+cCrm9d3HzJbWykmlsHad2A49wbY5MukCYCjmsgU9lHtJ01uMPViDv/yE",
-	"s2VCjvr90F86QrfxC7g0klIhpHaDcsJJ1ubwto0qI7Z0F3vKKtjkph6qOPnQ1seHjWLbuw43isDw7L+o",
-	"ne8XzbPFWgzvU+2zpf3w2m23YMSXsGt1jdpwnD2sCC2mpcOK1gbAXeyra9/5495NrKhburwbAj8EtANi",
-	"BMavgOU52nwfydJDQsmkzHPsO5tWFLtgKeka3VFOGmpKZX/0opMo6pP595az15Cma7N6WRpidxyqEfDX",
-	"kOlZ8yR73EEdYHJSH8VGYKz50I/cL8DyYuKSjFfVzBpUBeliwaBxB6FiZbTIhRSKJSSX0yQcFVa4ARPr",
-	"V2I/s02mBaPvQ4zdAJNtELxBSWwEXjsO0qu92XPd6Cac5Vm9PSmZUy5wEBwAHRvLyYkbjDhy4xTxR1ow",
-	"gvPpYqarW2n7kMP1Qnv83M66h/3QfvN0oi6qdWH0JVZhkzmjQpGvXvfJiY3fPLw/soBAIGANHFeai1Sj",
-	"O+CS2q4bFuH2SxtsunK2Dgg3n9sHp29e8BoUuvr7ru7vdQvNxKtUYfhrWhZcr0A/sSoCzAUCooU/dobu",
-	"T36BmdaLztXVlR1AG3WQhIanLdConAbgFHAK5Ut6IY0CHxqThM8XrkEC1/0zsTYpxhrti0LCNBmhC5rq",
-	"kXUxYRt6rkjGJlxADVYKITAHYIMjZyLwWAL2gAu7qxhDuq6KUvoEx9IABbaN0zkT3aDV86H99QdGUvSq",
-	"UQAbhuokAJJgTopK3JydM3EmjD4LefpQZ2V79oNTPpMpKjRjltJSQThBGNh/1B84nZO9XRRMGU13Xuaa",
-	"Hyg2Na+ciQXVM7KgBZ0zzYohOfnin+9S4AQjNw/fmbf7/f4VzHu+MDzqTDRmRMOTVc5SZOaPnVWKD8IR",
-	"e/0z0amQ2aNIiFXdEF9UOVZMJ6TGn3udYHZn57g/6A8O4CXz+f4RGOMLJuiCd4adj/qD/kc4dWgGhHA4",
-	"g/H5P4dxYyyS8fophHBUuWDFJVfSnDU3KokBs7l91ien1s3imukFUnVJuVajqogGQvnCSACSS7kAJyzU",
-	"bIMjEWwD9nYBbT9sZgkl6Uxy9Lcd4OuG30knkU+zzrDzI6Y/g3OgDxtENxzveDBojNENsfdntsQWCWYb",
-	"v7JfAJawzgoWhUyh+7ci1ACoX2M9neFXr5OOKudzWqw6w85TC8I+OR4MyHLGc+YoHVYBa15Bd/URKQUt",
-	"9YwJzSHiiisfQn3jtnvLJc3ImOZUpN6ak0U6Y0oXVEtssEgzXl0nVlU5tvXo6WkjYRvnMwQ1Y6/qu7PZ",
-	"mQ6vonf13H3yw12XHTNBsEpUS4R4bU5YH21BwMy2j/ndO0648db9ufHapcuBhaRS3E0qMQXSFSbV82JH",
-	"5MHgIzJmE1lYxaAEo1bNSp3JpbCocXl8mNIFhfanbpRgDEd+iqOOYVo1JFzZEchjtpL2+8B47pFUFtgY",
-	"FLYLgkdOyIRRXRZM1b7WxwuAVnJYGJqQ8PfEccl6u4oedgoLU82KUggwHik0NPSBXY5dFwTMPApWNlvi",
-	"xgxYxlnEoxAmN8S8ppYRRbLa5pz82swYXlYp0dG3PWU2cvKqm7fMvu/2bG9+DRpWfL4XQIxLc+OZF9m7",
-	"w6L5hp3AY4gVe7Ja76av7ndg8MMUVSsQnnKln1WP3SEvqs88jAAJjSe/Z09qkGQJCIH0hHMqYVzY9bmT",
-	"B3A04FrXWir49IZhvn4FXtI9fZyAyZLY0a8jZ1Lb8a8Sp7tkfMoUZnC/PdD0QuKXbHVYh2ZzLrCCVkUu",
-	"C8dehjNXrVr5ifX23e5F1UeWXtUtFDsxvYEuR3e1i6xd52jOOwWA3z5qDO2cXvAkum+Cth8d9svtkFUc",
-	"oYQxx25QbQ614sGc1d4I2LssLmDMHMhFGDkGafm2EERtRpzab+gBrgaqHuD2D9z0LbiOdU5x+M7//5X1",
-	"RTKMHdVx8TkzZkAdF++ac2zHAWiEtIROv2Z72V2gAS4dosGowjtzswsc4gNWAN6kHS1HlSZwU8GOrdU2",
-	"ZtWWt/EGZ8KpzvCrd5vAcQ87+1reA61IIX/ToAUFQwFjorWpu3UST4I72svXdPXaolbDvPRY1K6SeU8j",
-	"muHQtwGbIFCS0VVVqbKyFdPVWDruHBCpkZMzLM/1aQpmB0apgB4OCi3PdXFYfb6zBmyA3ZsSu49Y4LkY",
-	"YwWoWx5ef5WsQchwEz0L0gltLiDoz2i/+6tubLcxu771drduwmfHYEzRJ5ra2kCXGONqeiNbgVmLzU24",
-	"wQJbB828i07ADuKhfkRnwS65LDHG6ZrseyUSM8hdnDO2TR8abYXX4Ph+hADukCXWh95H2OKXQdpvhSQJ",
-	"EWzpC69HDXBVUWKMD98G8zT7qxGfJc0AcbtYKqNrjHxOV2D09OpbTgzbNceC/FrNkaPF2KV5OcItY2eo",
-	"HkFm1dnOuw7f8exqi2Xh8w02Mmw3BcLODPFoWYVbtLRsDiZFPGwnJ/N+nJq2tbl8P7jaJr79A31yQoQU",
-	"B5oVc6jJgrl3tIDKkedMF6uDE8P7DQDsYF/z8eCXqF1WHfPq5ggNDcGoqDZtxycb4CdQHXKwkHleGzeU",
-	"QbAH7xUumYlM3QniJu9i4t12cGuT63tLbsD+w9TY3ZCn9QG32moqweZCKvxw+I2Asra/xfS7slzXU4V7",
-	"Q7uBoKbATtXAUm/fdYac2HGv4I91cQy/54SgvoI/eXCfV8cDo0VIMikLyBN1WbnQva4N36HwwBsibcGI",
-	"jQ6M5/6pnRS2KomsHbGuq+24NOA91Z0Hf/jqztoGx1TxtDGwvhoY7Se1Q25OLYh5T7mwOIFcbjjWmUDA",
-	"uwoWiJajK8gZN70RZpfg4BFmB8Ao8qMnLx1sfGYsDPwGAyAGAlvkta7Rw5mM5l7meUxTv0s5Wsui26Ly",
-	"hWdtNML7QFpftZcFpmfkKzdy61NZzN+XYrfZtRbke+63PK8GZ/+YrTqIB7fvmqvvci/P3PH2u/QQcY06",
-	"bgETHjmfmTdLAylzHJEyKJvQV6Vsi+N2sRHzeHk/F34w7vDaHPTe5Ph6DH+/NUxJtr8x+RyGlqxz2G0a",
-	"wCMpXDIUweP0kkj5jshXOLLdzoZTyG/xDbwiCKafC6nPeZYzcn/wcRCwDVsCVaU4Esdk+DZRrcyWT06z",
-	"nMWkcdXR9PV3BZ/x9uuyxHbX4oKkVKU0Y71tSL5FF0pazcoA7e5czrSps6GDKbDCnrzEgo52nerWrK+g",
-	"wMX6/MG1Wg37wFIAa1N+AbeD/vNaj5e7sL62PFjyDIVQGbnfeuro++QsdySu4rmw32Vx9RwTk2v0fU+5",
-	"OZoLlt6MsmPiCitPbiSufBPqTR6pZu/sO+Mf9Q+1MJF6g8k7N4d37Pc+wlbvtULFpOp2fE99F9nGi9jd",
-	"3j4xR5uG70TLHxS1sPfp3aMXdEclXdu1HfLNoZE79nT3PxgI9Vo6n3vZRB67scM22weDyGpEPI+/hl4M",
-	"KHzgPnItPjOresFHI3c/gWEyxq5rHi9oWBg0ou6TH9ebso9XVZ4kNmC3yV9Vm3Q4RnImsH1ilYWX4GhE",
-	"W55dNZvgAltnQE0OUg7k/F1CFZeQGvSJVBYZZHG6nM38IvhcLFToWGrVOvxu0d59pwXrbafHuq1/F4i/",
-	"eyf/MU0vcompsOla+8v1/v6Jb+ofogEmeh8NyIdlvrsRCBeXMt0S3q6IJMyftgQCyqycbiQMsJAL7D81",
-	"T0iTEMDldiZs2OzBAOgBywl6iat4XOsais1ctpJIS8wcz3AanH6HPIXAnXrDaPG2QWx36perTt3mmTOH",
-	"DTCjHtJ8bzRKGun6NhJbn2zZus3EK7u8gBHf4KyBmr1Sp/KO/HW3S50w+lrdJGK1q55mfYyNBMeMawmE",
-	"/6zM80q/dOMrsS8GZJMRQeeuQ+XahJ2uLCxXfFPrv2J22euTJzSdnYn6mG/PdAULekripPZV4rKpYZgj",
-	"qBojG7mc8SxjAotmsPcHwjAMb54JnHKauRAnPGK7MWODQeEaa2ML4yTIbNtprjusfSZ8Z9Ren3wh/dnc",
-	"2gZBuYAIq42qD6tQFhWEzRd6BeUXrgsV7PQ06xsed45NpO8P7tumsGfCVfC+On08gkfo+aLM83N/V/7h",
-	"yiMBzJkryzXDiybdhmUR9GE7E1PpeqVYVj3yRcJWUyP3BwP4WtC8htCxa/YToEk4G3EUROq4OF/YDlVn",
-	"ou7D80fyg3DRjYrd18HplY1AojORnZfCtwqEbHzfvBez+G1OG4oM70y0Y5JcgQwiaC8mUQzUPq+62N5J",
-	"kmuZ5x/IiDGfNrpSq4MN6aeL6Go7mSPMxgxGOVqE772PKLLZrccOhX2nnuOUdXtFCXmUyzKb5LSwwwzV",
-	"PY/Yh4ZgekN7pnJhkDzEX0e79VZVIdk4thckVxhQ4FIBrbfJH7v3eHJsmefXMoSQCx6+swzk6hAgmN21",
-	"aNn+mN3QBilUYVgqMwQ48m/StfzuHH5O8KlzP5QB/2l5fUKWhRTT82qyW4SOnwBQENfvjozxKx+QmN0G",
-	"lCHDFpoWbIkSEbxNKHjZh6LfR5AAa2kQhpLwnOtVb2jkPSMUr/qekfJOtHv6NALo0r9Sr1+yYWSjLAi5",
-	"9PrFtSkTiep2CBQP8odCoNXceFJgIsTEBdKG2DvPKT+u5zGmmT+HAF5mrDyKXusE050Ny7RSZOgVGyR0",
-	"0GK6QhJVpjPLGlwysVcLlsZuVKqEXqI1xgDBQOjOV6EFBPBlCYluLBueCaMbRJDJSIyaZthrsBlcvN5O",
-	"ECrcoLsfPtNLzkSdGeFblSpabT7sYrcIKaOXuH4t5+47sAgV5PQxKHNYjWQVa2NI43TNcKdJVGVza9C5",
-	"+f6SpyzKLF/AOnfNLPErH5BZug1sYpYB9n94ZokR34iuE6jvhzS9MCZ2NeEBXb/QlBXND5wj1GsoOlbS",
-	"2la8mXP7Flyza3NNhN71uKacqk0xJPQdPDVPbfHvPIeugtCX1thyAAPF3pApWBW+fzpXffgzF8bcUFa+",
-	"UGyz7tpJ2F707C1XWiVnws4DAF+YK4yCQc9zuiI/K+cLs8iSFpkbW27Mlp5vugX+RvNRGFIL5fXmT2Dz",
-	"lIWSRXuqApisNRfUnnNC3u3r2dreRXQ9LcRJY5suXkstp8L2Cq7GveChvQ2HVdjC4OOK6WHgFCCphOY0",
-	"iigpxZmgyvVZzeV0anRCWZDAaqmlO4PXoqp/m5VakUwuRa9PPoW8M6jUn0InaYW1U0YgnAkfY63dW/sd",
-	"fUez4J/KaZt78KmcOkK5ffe9zZho+P4MpJUuGJ17Z6Ft/2nkYErL6Ux7n6BrUeJteHZpPt2rZb5j8uCG",
-	"hK3vkB8wnHfWmlQc9pff153dlh18fC3v9tEfUnIwdMl9n2mxa3MANqTGvo/c122B4tpAhmjcbMtwBuuJ",
-	"pz7eCb0tgzkkHzJBYYvjez0sDN7TRTnOuZrFvN87ubwNuvuujmcCaAnbg4GPY4iW07mW8jynxZSR7sB8",
-	"eI5ObyrI0WDgwd5Lau0ZQX9HqYadIikCPHD0ngkY+GC+aX56IlIJ86UUXanEqX5OKruGToN+H9o59hL3",
-	"5XB/9iMQJA3bjILhkZ8JY1jY0cHgGTRkvK9/1g+k9zqpU0C74bLGWjkR5LRKLzv4MVvB28rNyawyoaAX",
-	"OOzdKg0BX8FbhqpkRbp+QX0AaVcrlmEaau9MGIZ0fB+iwrZ1Eqx7wVbOm482nGvrGuS+nV+w1XnBSmPY",
-	"Hh+PCAXfi3lzQetZ6WfCXLsB7QVbscxjoYKIqfs86DcGoc7ZW6zcJfePP0acc2YebMMOqkHH5PF98jn/",
-	"hHSPBoMzgYM5DdKGVwmTemBGUYsTHHbTLoG+GynpdpsfzKK0X28zJ+sDTL01ufI8dWRDmgYlubBN2aDl",
-	"SCO/NYKud57uut1eheP3hjiu46jfDxkZOjvWE75x4gvN81WCjqKWzrg49SOTRhJBwM4TtIWXa94Ek2Aq",
-	"Oz0ugSx1tdit8FvdZq09OKdv7cPHD44ePvjh8f0dTVqYr/MdCPk2b8ExkLm8pDk0+muZxRMkl95TLtg+",
-	"qi7Zz985E7bLgB2XaO4EopDB3EnzINfgG+NF6GexGWYGHzCg6Uim8PM5ec6qEd6GZVUU4UOsDSFhk1pQ",
-	"cqNXI8rpiikC5XaY3HchkXinoVG9oQUvWfNwRugWiVWEjXgn5IKLDGdI3bDmYDdqsgWk30l6ehK6xaHk",
-	"NDriquu1aS5sxB3HsCQe1yGCoWdcnQkbemySoQuj2/Qpo9ejqymHXm923HqJYq1KaDPLxyjAlureIg3c",
-	"Uf5vY9TMdzmV/9YmKUUmJwVGWnSIUgJztg9AbWRZO+HW6rHdoDePW2C/UGGUSl9jffv1B5gWbHdyLa8x",
-	"JPRuLT14AU/dtSMgmFHcVo0PmVDJ+8oL32ziO/5hGASkqydoG1Sm//QDJ9bVexNWXaO/em0YTbAvSOjG",
-	"LVSD3HbtL7ylHu46S1Yti/dY/EdPXpJDlz3ZqbdlbH+y+eDrq/8XAAD//w==",
+	"7L1bbxxJlhj8VwL1NcCqmWSxyKa03cWHBVtST3NH3a0VpRl8X1NLRGVGVcUwK6KUEclitUbAzmcP7B1j",
+	"sQ/2i7H7YsD2rAFjF7ABwzCwMDB/ZbZndv+FEedEREZmRdaFIqUewE+iKjPjcuLEuV/edFI5m0vBhFad",
+	"4ZvOnBZ0xjQr4H88Y7O51Eykyx+zpfklYyot+FxzKTrDzmG/f/TgAbnmio9yRk7PH52dkXRKC5qaIRIy",
+	"ogUjsiBUEUqULspUlwXL9sec5Zn5gYsJ6V50+v3+RafX7yQdbsadMpqxopN0BJ2xzrBzVq1j3ywk6ah0",
+	"ymbUrEgv5+YVHKvz9m3S4eMvqU6nsIHoaON9fGH9MDmjip1lq7s+JfBoT5Gzx4nZ2rzM8y+ZUnTCFKFC",
+	"LVjBMsK138+c6mk1vxs46RTsdckLlnWGuihZuJwZvXnKxERPO8OjBw+TyPLUnKbM77E+Az7bcvyHHyed",
+	"GRfuv4eJGUyzwgz7Z9/Q/W8H+5++6to/9l/9wP3U++OPOrGFlTxrWZZ5sm5RzbHempfVXArFAB3lnBXU",
+	"HMJpmrK5ZjBPKoVmQps/6Xye8xTeOPiZMmf1Jhj9o4KNO8PO/3NQYfwBPlUHX7uRcdb6eb+YMuJfIAuD",
+	"y3Z+0pUFKdg8p0uWJWTB9ZR4XNX7z+0TYjYK2I2oCJuJvFdf7ypkn0rcnHm6AxTfJp15IUc5m62Bl33j",
+	"h7vB7ZkdNwK1U0Gef/6IfHr84I+IHbyPiIvfmqFP9VNGlf5apOxPS1ayr0eKFdcICJpl3AxF82eFOXjN",
+	"DRKMaa5YcyppPyNyTJpDkkH/qD8g3d/8+p/+83//3f/8r7/9819896/+13e/+mvzx7/+L7//d3/73V/9",
+	"/T/9i3/4/a/+x+9++W96Q/LmLRmxsSwY0VNGxrxQmuAEAKgTMmOzESsUkSJfkrEsyGJKNbw8lUqTVIox",
+	"L2YsM+c9D5b+pjNDGvFIlgj/BsDm80Le8BnVjKTmFbOdmScrDuWoyIiQmiyZJjS9EnKRs2xi0C/jKqVF",
+	"ZuBQEHYzN+hhFjHjgs/KWWc48NeVC80mrOi8TTqvDZSe3HCFDMC+MJIyZ1TAgWmuc/Nb62n5YeXoZyzV",
+	"ZtTmu+dzlu54qmrO0vUn+t0v/9N3v/rrXp+c4XYUMexGsGtWmGO4ZoUB2LiQM8tqlIHM2HAnLoVaPaCM",
+	"5fyaFcvHLKfLc5ZKkanVg3rMxrTMNcnMW2aFjKbT6oDskZ2QAVlMmSByxrVmWZ+cEsVEtqeIXAj82E5B",
+	"FlyoPjkVpJxncPxTKsyhA4rlVLMCPoUVz+gNnubxx0eDwabTtYt5zsyd51K0buqpNDNqovmMEeo2Qbgi",
+	"V2yuE8RIB02uHULC++HSgaYwRbSscNehqwUvy07MT1PD+y2amnkKprR0KOs2eXg0+PRhbZsPI/t8G3KV",
+	"b1o3/aodlwE/I3j8qGBUs+dMybJI2XP2umRK74jIn8kM0OTZ1+cvyMH10QGwZ3XwBv59e1DY0VWfAM6b",
+	"Gz4v+DXV7EzMS41ofU1zbiCcETqhXCgkOZ/LYkYMe83ICKjR7GWRk+7MyDcsI+yGpjpfJkQXlOcG4Cqn",
+	"akq4SPMyY1lv9Q7YMZpCyOD4k6aY0GA0js3fn3CRdOR4zODv+iyHR5sXV4NoQOnsWSedm/2J3Lc/Gi7Y",
+	"f04XVqrrgLyFFGynzxqICQBKPIjtoAFaxtEtgpdPZnO9vAN2+aXMypz9VBZXrCCD/sf9AaAf/vATVigj",
+	"8gz6D/qDIeBbwcasYCKtMzvl77MsteIZAwphyFzBUllkCviknjKFGKsSoiTh2lx7mi/oUpE3bw0qOjjU",
+	"t9e2/2fNI90BCPULJseE4l3ShplPqdmRYKQbZz4Jgf88kkKVMwe4JALM3hBpOB0pZhh6YcQLXnHzlT3X",
+	"txTbuLg+R17WvuH6DXzw4OOHkftQB8c1LYA5KpYWzAGkhgVDIDNIi/6EXtNz+JrwzNDYMTfct/tn35zu",
+	"/390/9vLj17Zvwb7n15+9OrNIHn48duPEpJOWXqFtMpgk6VpsiAjltJSgZwtTp+dEYOIeArEkqflV2b6",
+	"HqDnNc1LphxT75PPuMi4mCTkmhbwAm7DrlhNQQsVDP9viK7lMSHQHh4HR1EBOXIEn1cUclVRePn8aQ2b",
+	"uMKbAqisEtKgzKTbQpkTs3UhixnNuQLJE2g1E4YHftOZaj1Xw4MDI/r1DT1RfU2vpPmrn8rZAfx00MTe",
+	"A8DeA6OIbPV9DcsPAKO3/zi8Dbt+W8O8A6A/4ccgsxqwxr59VuZ5sOZD8+mr5gUwdNvAcv+aFoAVBqjm",
+	"yJog6+B51yBhfws3aH+qrdv+Fq7HLCRkGNV1/FFBxa6CxakRE0TK5zTfU6SQOSNcAKIDkpPuRecHF50h",
+	"MQLxEn/rJUTOcfh8SQQtCrkwCqpEutwn15wtmFFqaaYSwjKupf0fXKxFwTVTJ2RejnKupqwgXcPDDuaM",
+	"Fao/y8hvfv0MH/WQ8rkXVSUOagmXf4W0ejmILKZSMfLy7LEicNSK5EY/IV3cCfxmbpkZBrcKkjbX9j1D",
+	"u5FSWBoCmHFi2BUS7Mii89w/VnbtYKgxvIppnTMEALvRRhInelrIcjKFJYQnHOzCLtDu4E72lNijcOy2",
+	"ucW4OIe2PM1mTd7w4PBoo9w0ozdn+ClQSHxMi4IuvfbYOj6Yrt5pfIPUZlBH9xA9DSEEzDTbdZjYSTpp",
+	"cM1WJvIGs7Xi6arVJRTgvGHNLCuQ2/D2RnjFF4zmGkyR9WNRmupShTuTV5FVN6fHr15FJjoT14F1aAci",
+	"8oXhToDVIOt1DQxlzg6ePzl9/OWT/iwDGYaRMRcGzJnF1CkVWc4Kwv28pEvJyHC3HjLAkDyu4qU7qpc8",
+	"izPSuoSFtweGN1diQQHVV4WaEq10X/I85xEt9wu5ILkUk+pi+o0UVPStbE51Z9jJZDnKWdx8IsrZCPVr",
+	"hMoLPmNtU7588YiwuUynZAZvOJXfXm4H1trcXOiHx501+nxkHm+A5gJ2B7DabP6RpU4lqm0N80uZpoxl",
+	"LEPB34OJ6bIQRoUfU56bp9xoogVbGNpksNHILnMqOAh6EgBL5lRp0AnAvJDzGRrHHe77uQwQYNjoDYYD",
+	"swiz/qKE2BV8F8BvBVciZ1lBJ7jqwUVbew2f8p0NBdtcxfq92lNkZj4qWGr0i7arqUgX0IGpXkIEWzCl",
+	"0bIJ7gtvugTdxxyXnrIZuWJsrvBPLsiMzaQRIrjR/bgmSlOwrnWpxiU8GESMCZ4p+D/WWZMD0L5tsoLG",
+	"AeN40WMBwEeO5qmcPBG6WG48lPoWcnbN8pBQZ2xUGgEylxPw74xlJ+ksaGHwgRWFjHMfi3gR1E06ir12",
+	"rHrD9dc1QrPFB9coim51acwyalMkdvPV6msDBtD3sI3D/RZ34ZQsHIbba0BkqeelBpmnFCktJ1PtcR0A",
+	"rxIi88wjd588owrRO6eggr0GR+RYs8IIoUaUIlK8K9b6ve+Msw4yEaDhJd8RZl8LRp6ckxl8G1Hh+6AA",
+	"E1BJF0RqI77jy4rw2VwWhkaDO/bAvHjRMeT7ooN/96I83LmSApnq+PDT448Hx9vZByOWu9BAWBkRQoNC",
+	"f//VD+K+x4ixzS0ygLsFbivYEWjv4LKIWNW6hWH86AI3HBIUkKIU5rrt0xFHNST8sNd32K1IxtKcFqBF",
+	"WF8T3g4yL+Q1z4xGZi8mUSxnqbZoz69ZHQUSsphyI4uUwGrgzFEBsVNkbtLV43arqd0MRxXHDD3qwILi",
+	"FNAL+qh02P8cNm5N0ikFf10y+1gXJavo2Ka7+NyZJ1ewwS9+BQ+C045gROUZ3v0upmDNTZxrRBYkYznT",
+	"9mo6RTGBAAngwPsV868czlIQajl7XW3tDcm8LCbMCF5Zwa9Z33BlzVBPHY9Zqsmc8sKaIBXiHMxD5xbh",
+	"/DSK0DyXCzUkcwbGtAOjcJ6QohTC/e/nc1poTvOfl+JKyIU4AfOuSMF+deB/9NLcATqDsp/jUCjZ1UaK",
+	"0BSAmRHCahzOAHDf3JWY1I97DbHRzGGGxlkAp2BxnaRj1xRFUWTf2/q8k06UqyaRsJmVV664yMIF47bN",
+	"QgFXjHgKqAIKbjHBYA445OjC54WcFExt5FXot3Vn/sx9hYEWgI0vW/YEmBWu2KKJWRiiSCeJyfFmZI8j",
+	"0bXjjnc58SZfNbMAQOvbcIv2CJKE2FWbOCAK1YVfRw22kmjeRaoIIlJWrSKC3ehndMJeyCsmVlW3ZwUD",
+	"dwPomDNZGIGdzRQZS3PFh0YbU4bTU0XmbhTnoSFmbPjZ6o5b20ZWxJs6sCLQfOasl7vKhsK6HfTSWcwM",
+	"VRuChslns1LTUc4gOsv8AkKPoYnmP5OCCq365MywSNg4VzZkQE3lQqB31QqJiC6rRAoH2fos0ToUOceW",
+	"u+bkpC3Q3go5dkEB8CvYrgO88zdu59a+GyDUDX7tgsC2DuWtpMA1AKrDYDO0dnW3voBLtahs9R4XR4wW",
+	"oIpcMZFY9AOPkRQpG1Z6OWriwMXNZ+dfnO4fPXi4ipbz8D6tZ2HuRYOUjoisB+Q8RCj4pB2Y2Vow3jvt",
+	"rG9vJ5WsvsjoLnwk3Q440IyEIxnTlOcKQwbNQYPt5/TZGbk+CkxALtYslRmIeYCjZxgEhipvTCvLIua8",
+	"c6SJStArdplSxWBMK1HWZcInMDDqe/VgjVffOG3sB9HwDNxVlKbhanc4QoATLCVKOYXSVKRxe4qHU6sk",
+	"UzpPBVpGH3z6aWAnPR4M4rYXncfnwx82XSB46obxy0jwvGooiBjWjnxPnJi6oz7CxbzUiDdDQsmfnH/9",
+	"FXkmzRYLwoV1y1ngkZHMloBnlBhhwihVsYC51gOf48BbEBb7okefVVjghmMAQefPl5VxbUeQuDg30Mis",
+	"K6mPe+eoQ9s39hQZLTVTQ7yy5o0nIpVGBCbaiExd83KGoYE9+PLli8/3P8GvvGMPQJBgPLyNWthTENzX",
+	"xWc9jPQDu+uJnYsq9vAYjfowGI5ERUaLzD1lbjFdQ2uOHx5/Qn7z6+OEzGmWsQxcMrCrjBl8M7JPfBWn",
+	"5oZ9Vo7HrAiX0ienlfe0YCnj13Yhdn8iXw59RJoiE34dhhEKSawdhpgzNBqvDYXu1yIhh2TQ70Ng4wlK",
+	"rzZwxrtr9hSJBWkSaxUB94KFtT1NF5G4irwGHlHUDQ83VHnMOXeSDkI8qstkjcDRDYGKsIIQ3evo3I7w",
+	"twtEbPoX2jz3wxDx1ea4xYM3Jc/eHvgPLNpIQsWKlz8hVMsZT2meLy0GzguZlSkrGqj4GTj7MslUn7yY",
+	"Wq8Rxh+Z5VUvA5EqWDO4CEQnz1+r1xH/0SFyqaW8zGkxYaD/DAxizjD2mwpyOBh4KCSECwhXuoRrZN6m",
+	"grDZXC/hYiWE4gUDJwrHoFew1plF+9up6FKhvacWAOzC5hz2J27exgLtHNKoK4dHfzQYDPD+9SCgDmRH",
+	"NaVzRnJG7QWdmcH75FEuFcuGZtHWFmKFC7NWtzVL+1sj13fg33VM3iSH+fFXL8M6wdy9ocr8fu/C2ePA",
+	"TcaVKjFmJiAzVeA3oIrltbLIWJGAPG/NrEFgdVYWdJQvq2BAcuqJlksqMchsEKiRAWWzjJRfnKV51qnX",
+	"logyhEyU1uM9y+4okuPQRmy3aXbx0z/L4ucPpxs9/irs5g5CYWtRPBA3NjQ8CLwk5gjQBMsgUwJjoexD",
+	"ZPzIlAgTEy4MouTIOT3XPCGwgipthFapIsjmUpaQUlQ/OuEfohdtEkFrHMWp1jSdsiyWw7FLkkcUqBuA",
+	"/w6eEn+pIFxy9Qg2RmoNg1AOrtyDDEnkFy9ePDM3KEh0UkigIbQLjjW8tUqDS3AM39QjUPaUc7l0qfez",
+	"K4iM8XKRHBPGASWuuMh6fTKjN8DFzvm3zMuTZreeVZrvcS2aXhm2RO1/Z3RJqLoCTBmzBSt6CeZZ8pzr",
+	"5Qs+Y7LUjn1MXViL+3rKDY8Lt0dKkTNn9rtS6P1bcMVOzCqfM11wA4OC6aZkJTKSMZo9ZUYVxEg9x4Mb",
+	"EOpX5+CtcDGdoTbYDi4dIDEeoDUN7rCWI3IYDZ3x21zVjp8ze4E58w5in/3l7vYJcbEOh+SHAdRI9W09",
+	"d2Vzes7rnSGwckA1MGyVE9SGRmtHOtyYdfPahsvWzqgG9tjq1yznVZwqtXnqzDtPIDrzvqTjBuExlwzd",
+	"rDYduBQYKVqJAnB9W69t99CKez1MqxJysXpd7um0toV6HaIbwH4vcliE3DuAC7bADLIl6QZxdkYcRuEq",
+	"Qn4w40yd6ph+Vsv63kn8aYC3yvGu5muB7DrxxuhO7H1A1CMsLDxLgOyHoD57bMOfI9BGVd0wFGQNVCz7",
+	"5ElT3J3yLGMCMR1jTzC+mpRC89xmA7kLZJ1RyM0sCE8w0RIyEZFzOsr83k45uY0mlOcsCxShhph8C73I",
+	"4UUL0rwn8odnU84h1ZPe+PhTQ9XMzpwxzGpJwdd7qiYZJZ6vct3zxSR2JKH16aqZeglZUK6N7o1LNf/z",
+	"Xw/6/aPgU0OIZQGopSUZsVTOmFtQRGuqNr2rLHJXRD3pBNupfXy0QQxoiPwbCPw5XMv3hFhIAwIZeVyJ",
+	"yYnLcLH0HRNShmEmPOkWbCavWS9UjoPnVsglGkLK5dj+F6W+mlWmWxkj0Q45bCDXqrjcM0p8QPQwNdfh",
+	"txQpO8HwranMmd3pjAmNCdDjEmgvpH8bjLVpHolNJBfMGZZsjDdeQVlAUQpLOlfxNNj7Har3K5kazMbW",
+	"+vF38O9l7yTQ8ndm1zyLJlVsItXhDapfkQ336H0JSnUEs3fmBPTFGRXL6o7xejEJ4PUFiO2Z0UnxioCT",
+	"xCG3TZTN2pUhUBv3c1D1wOhpC1SY2VDAsKycKjdXby324jGvRQU7zqYXG8dfm6Ma5FX8hNcJbBWn390X",
+	"haKXAzBGs0CFoarSQl3wSrzPQ2k6m2PUNqHOUKEYGIaDA1GSjGlhc0zBc4XRBgyPYyQz68RB1xX4tayR",
+	"Bt08Lb4vJ/8tq0oFOERCWK5ASeJF5bJCn5TzXK2OaR90rTF030Kk/zMlxV5lTFcxbNGazeZo5VrPOO/B",
+	"+8NvI1A2jm8LrxEE/jQ/S6qt2701dtJA5gpRI5gMhplTHO+OyZQdlUy50rJY2uQybz6tkRjIbpQLQ5yY",
+	"yFjWJ+cYIyNtmmo9xxJMq4kN5tLSX4Q+ecFunOeo4LMZy4boBf+KzkDSOzyyftoEf//S0ThJHhwe2R/P",
+	"NU2vzE/mXqJl6FOSc2ETQw8HR8c4SCtWxhPdKgezhwKW/4HLaT8FDt899FF6MH9vc3pXtraSzQu0XNNl",
+	"WPIIAgD9Uswvbg1wCHBft5h4l0w8l8Vh2EmgjQ4r1dDphRyKKECcX5V4iMgRS6Bbv8bwrNuDVr6KR+PZ",
+	"p4AV0cdTqVpOvEq28hVxbLW41YInbel5lketJOcBx+aadMOT751AvvJC1F+HtD1I0bOJe6Trd1y/CeEV",
+	"MIPxGbsEf2xjfpfq58z6e2HG3wlRVGQjeXMJB4afzguZMqVcnHltOMS3bu1KggN1MV32oOhQXWaxaIri",
+	"f838jSF3KDtfsXkt+dBx+6SDMLLEFffXSTq1RcczizEX7lTfJgc03LC55BN+zRoZnFvkeS3CJI/WnNp6",
+	"WRfMqY1mwa6Xlh05W915JKsykkJZYy9t7OczV8Nxx1BLzBGmzX25kJVupHIL+c2v//mXf/mP//s//PYX",
+	"f3smNCvGNGW/+7d/+Y//8De9ITns92t+HPDp1ty9VJCzx4YVQT3Mh0EFTG9Gq1c42EPFEOMaAhl9xvRU",
+	"ZiqirSbhb6d57gX0JfynYGQkS5Ehe7Jct55dFMvOfC8GMNh6u/1rbQCw94+8QwRwlQIc5v820fEzWxF0",
+	"DTKeibG8Y2noTJhfoLoLCkKIvSAFWV+aIOOcT6b6rlPoeTyD3tCa26aze6IFhMyMtHVee0sk/J2nu/s0",
+	"lvpoGVdzMwAXE9S7vPzDFRkxw5iwkhXLfErUMFZEoBTqhKS5VP6FZuI85iRUlx7lUpxjUXCtmQi5U7Cy",
+	"WqqNnWNzzQhA/3o+fJAE3zhuB6Do7TjDVOf4DbnDQIwYhd6+fufmKIuTDxRl4bj0VnEYcaBugv47RGK0",
+	"QN3X2EREh7gXNC8YgFXJNk4xyfnYR2BSgBZwtpdnj79XkQDw7Rrb+8PNlTXpzSMp0rIwS1rWbe8P/m8w",
+	"wra2W0Sm2+f1Osa+cGW4VsMPYme9cn4bAxVetdzNtnAEeOmxx/A7FhweV6ZVIzXSjGrag3i1gjWNtLQo",
+	"+DWGEgYWWcNvUjpj6JDFeLZlu4Ul+HK9tQUD4WtR4MG3ldwMpf1kgdQj58KbVlBE3mDbi9ox3J3haJi2",
+	"kgGOh4veLCA4Su+0/uZEVIf+H0gt9LKP25mRfmp7jkpatxLfgoseC8wyim+rLaF6+Ra6qkUDM8GWIp0s",
+	"+IQL6irjxyrpnwUa+tnjtgOL5PdQW6W8PtxPp0tbHKoO/qE1jKhLdjOlpQJLB9/gveit2giC7+N2AFg4",
+	"nMQa9HF5DO+CO8FMrejzEnXSSkhdOw2Qgc2qf2NifxY183MU0Zr0MyCNm6nnjwpZzu+RhE7M+M5pFiVX",
+	"3g3tYEm1LWiAOAuHSZd9MuZiwop5wdHndviQTNkNyfiEu7KqU6qm7mSg6umwqlFjobgHKQEQfuBT/QBh",
+	"kppVC1wnWIxMJeTly7PHKkGrqpnTfPm6lAbbXflzCCtPkRfAX1OZZ1C61Q7ZS3x2qpZzsBBCrlF6RcYF",
+	"VFM1c8pSk7lU3NaWwifRAjG20v16YWiDmfWGzuZ56I7YaG1w71ZfryFCNj+XVWG57nAAKwylUJ46cRsH",
+	"3osrz9XZYzOVKntysP8p3R+/enP48O1H8U8Lpc8ZE7ejy7DUPUUYLXLOQE4MOf2WJBsPsmbZaUl2rEw0",
+	"4MiZFHQWh6xbmL9Gc1aQUZleMXAt4l+4Z1+9yT62yQz+bmDBCSP3MpHhJy4wA+kofqfMtRtA7xUf6bCW",
+	"5Td3ZCa73UkYTMmptik025fza0FKrP77LXMEwPlBd3IUvGgnLd3wsvTtr70TctG56IBC5w8NCY30Jnbr",
+	"vYuuxOfJRjzcHIswO0M/UL+EsP6kTy46L5Zz9gSTU8HGSi7KweDjVMA/zNU5TUul5YwVF53N3Cq8j1Xm",
+	"rQNVYunT6uVbwYEIHWnnZ8istmRq6n1wNRokT0Z5G7yJbMGeCeScKW1pINZTW82gDG5vHPMWPNNT3yPD",
+	"0wp7VW/hs6tkC7XWnaqass9aRaiLwWAWDFv4VT0F2sVCah2scBuboCCQM9ltJrFinldvS3Iy8Ri1vWW+",
+	"ibebUvXsHPWTSOqoEMJnwz1Ray4KWjruOgAh1aCVGilHUPyPM6r0qowvupJvjHX7NdTZeo6lA72VHoJG",
+	"gfxX6V7YxAVe83gYC28yI65iEewtNDFjFJBLrkX3D/o5XQ+VyiE1KrUhlWiLBx+dOiG2AiihecFotvQe",
+	"Vyx7GhDTpkWzVcOo1AqsO8bh0nUbMZL4FjBoqLjoKmdT/1JvMyUPSrhaiK3ilUWXTfj0jk1cXm6VC+2R",
+	"pjut4aMt/BeUcJvRKxbNb7fIRroFM1DqQeCDw9ju3JDp3jp8ihiX6zFva8G4JpAR3vsCJYD7qHC7mjS+",
+	"p8iYT8rCUPVraw5FKirLolbCVgGXzjDxGTNuobrENc2tIa9eIzSBcICVArfVeOjg7pNTj8eGUbjVZByb",
+	"ceFdJyOmF8wo9AtpV6IINDXCRhbS6ITWUD6zSp+RiMLP4CUV5I+iRF/ggwAQGBqDkNDBc8M9gvQNAyWc",
+	"mCv/tgdUxCdch1Y8cEeOtYtcqICuqizZ0LVY1crGre3GnSyaQZWSmKy+fUnogII09+iX1rwMDsk3XAJc",
+	"3e4Bnwi3wNtbHW/sYlc9D1tcob4F2WgJbCJAZpuW7Ks25/yqotyKFLLUZnb44Ny85DHoYMZ0wVNlO4AV",
+	"6oQMakXSoJKl+WRbKaUZ0bvFJxBXt7pzIMpBgRWwkFpobLmY0Fa15WJ80NaW73PxOXjwP0MGHNmG5czO",
+	"19vo8nf3JeIDxzXLtx03CK3euVJ1005rqYe9AAtDwekVE6T7UvCbmty8HVI1Sy2FHu3A241otHoiSXW7",
+	"wuNN2gLDG2jTQjaQLLTRjir04z5jSirC4vUiQxw01KWN5pu2CaQvwioHKO912Y3erwSRVfFx1IbxPlAL",
+	"AzgwwqXOmavK8ke2tPz2XKMKV6jXHX4QyVuxyzizKLHZXDRanrsgkh0yXOg15TkdxSwjP8EEsypRzVZ6",
+	"2S6iBeI8Y2zhK0s+bP6aSwiBDpQY9NtF551H+C30Xh6AqYGWLM+wbsKWCwf1xcbYN+ihDbhBb1bX6jdJ",
+	"w3hRJZSwzCZVFRy1EFubtrfNInSx/CnCfQsQ2kwYB8FN4zdFbo8D1bE1lhBAOIBQLDephSVCRCGEKY5t",
+	"2sVIZryFHW7VOzQyST23N+AmILV2XTBPP2x4u6ewbZuhOlscDJKC0wlrFURPK0O9pRuVZ9kyTgiJtOjj",
+	"+7EKKdgtOr2skTSTTiU37UjMH5WzMqeg0tlkqLoCAukuddHNy1tkxCZcKCeMaTJIiJfrVsQ2YAZpzpmo",
+	"BHbQksbQo0Uz1Sen3phe1MTGTNouruaAg/PuUkzqGZkbgd1bIW6gt4v4ehpIrVBr8Dah/Btlym2tilEB",
+	"G+iQrfe0GghRheiAtgX3+VaWzUCsbHYcdmkCEGjhQgq72HgYbfK920zp6GdkykLO50YQjWyOdIVchcNt",
+	"FmDvZiwGCom/9487MaZwTX2hivWt0j4CQbZRI9WI3mXOMlveDasUhEUGdpppxeDyDiJmeFYV2Fb5QrvS",
+	"GxGDnSQTobarclGr4S0QZNtk3Tuqz1mLtd1T1r65a0R/Vd6TChKUuwTi5jxTLngFtcsTI6RCudSCiYyh",
+	"L93ZOQEnDM2+4hoQFOKEi56taIHByZDQ6HXU9WliEV536KzI9SDAhPwQngAdKFiIqdslPzYocQAMA3AX",
+	"YBgUGrzLNMcYG7Dmq5cvHhFQBVcdKSeG5YxyRmhaSKWqbbuIx+1vZEsipc2e9KfRRPhNiZPOR/ge0gVy",
+	"roKW821c9xbx/N3NmcXbWnsQjIG9eF0KZOipVj4BFPAb8q/adMQHvXooAK+aOPfJI1pgWpxo5eG+TqgL",
+	"cNte2QyCTZq6ZfuFftxMyt4sERu0fFYwI1+1KNQyW+651FS0igU69MNeYulQ7eDMezEvvhnsRVGKlEaF",
+	"NjefoXC5FBOQEbBzHJnjIuMmgawWEbuDd7L+sQ8Iqy/rc1taNeLkHlr6WUVn2YANG+WzhSM9Gu7QqhF8",
+	"y1oMlqCecVFxgfW0eqXzyho18nIR6JGX4zWKZLVSq9zuHBEKccPYTYprqFc4YpUt4TZmO+vea5Cs1RXW",
+	"gg0Vxnm7Vi/hLWlicQshX5vXYt+5g26OG4n5vC7o7IW1KS3V8xb+loCM3fokrABhm1YzOzaBWQFiG6BX",
+	"uxLddX0UaJX1m18/xz5K4OunGsq+FxOGRZltj6Wg+1bGbV1e807B5rLQypmmToIv3CMtNc2RfTYjUSJc",
+	"x7Iqq9v3EuJMXobh2WBuLPyDVbOtictyK261e2x1ra44aGzdnI0DHR5qcgzB0B+Y56DpmIvqwnLQYdi1",
+	"9T8QTYsJ05iT3Au3a4NhkXbanGxDCbrwS4LrMsJ0rQapFPnSRphSkhUQg0C6WbF8XooewWiGsLW1A+pC",
+	"lnn2peXMjRwi+DgiTrql7ik309CPDZCN86dJnLGcNneeNdnD0NaF8Pwlyi1g5m3K2Gz5oj30LYIcDV5u",
+	"fs1DOgYCD8cadldIAR97CWrL6mMtl7+NTDyzxeJtPfdbqJSvI8MowgQYNlaa0g/6R6BO1lLnf/uLv2sW",
+	"re8NCRPX3wg6Y6/IhNlAHbyYvpi9S5IrXDpTRuITruJ5rBXS8ebWmZcfhY0zP3r1ZpA8/DgegexCWG6f",
+	"i2V7LfmBmmygeXZtZ2wp9P2Um7ODn5DzPz0nYLK13Mlg/QuqrnpDQGHSJOE0QsBHNL0iFAuResezpZq2",
+	"3QHQeCCgiTMHrJy56w5CZ673f71Y/ERCx44TH3zPNepE9kFYA1u35HZgHHsWyxs7CTLG3Ay22JylL9vT",
+	"XQNFR2eRUFS81LYHhG4dUBIfGBBw4Yp0kK5rZtj3xKhn89P8iyMWrmxrKn6r4FlYFOQTr08OAX4cpAwE",
+	"rKCH/imwJyrD7Ze+aQVED4GJPms2XNqUMhDUn3zGCrTctejXtZrjKFfMQY8335Cuq395OEBPa5g1ujGV",
+	"NcD23UhHjTY07nyENFQf79pJ2pNb7EmCZl1HpWqXD8KZgGabW5iQMb9hmUtMfHn2uM3Y+Lu/+PPf/c1f",
+	"/PbPf/HdX/3/v//lr80ff/Grf/73//G3v/i73//9v/zur//bCWnlLP6TahD4tlc17Qi6WjoaAgiJueur",
+	"l7PRzPNdKiOGQwX0vDqM6ElVnGSngwqboPnzoZDQWTCaqT6ZF/yaanYm5iUmeqAL2xVXOHFNwrkiNF8Y",
+	"ufTNW892kUJCauodNZ7VdBLV/s3nL4t4Y6wJE0FL4XaPQvSyibYsKRnUXagfSNK52Z/Iffvjz5QU/ed0",
+	"ERRkkeMxmLTj4wI8bzEq3KC4acQWKdh1wKYdBE4M5QjrmrA9XfE3aKBry2ZsakHbYsR559a0ZdikEyFS",
+	"IUcAeQuU4Bg95CvTRoA4FvW2amjrb+Oam3rvLRn9Iv5gu9nWQBUB5bmT8m/v7GK2DJQcVzqDS8xUod/K",
+	"5nOSLgCGYuRt0G4OdOyabwvbVQW//ISzRUIO+/3Qu3OCTq5zODSSUmGkE9tTnPwJvabnsGLo4WY7TjFi",
+	"y0xh+y0Fi1zXbgprzdmUsrCnVnuDtkbBEtz7z2v7+3lzb7Hih7tUptjQqW3ltFsw4mtYtbpFHTM5t23Z",
+	"i0npsKK1V1oXW5DZb/649y6K7B0d3jsCPwS0A2IExi+B5Lm7+T5SO4aEknGZ5y6X2t/YOUtJ18iOctwQ",
+	"UyoVsBdt2lu9eis+ewtu2szqN2ME2B2HagT8NWR61tzJDmdQB5gcN0oVDvoP+oOh0VcKBvZXdAhek9Gy",
+	"au+NoiCdzxnUOCZULI0UOZcCEhrlJAl0UVm4XryrR2Kn2cTTnojrc8yrr2HsGphsguA7lG+KwIt0Qe5R",
+	"uihTzTKbelSvCtgkCD3XuGPMWZ7VOzmRGeXiS5mVOSTx2u5Vckxm8Js6sX/Yh0a7LQV/HW0450dq6CeH",
+	"R59srkCI020te9iJdms9HrUSRrKasWIYmTEqFPnmVZ+cWo/rw+MTCwgEAtZr4UpzkWq0yFxTWyHSItxu",
+	"fuemNW1lf80tmel2wel3L84UFGXy512d36uWOxOvqGRIHUvLguslyCdWRIAW6nBp4cfO0P3kB5hqPe+8",
+	"fQvByxiRscpsQ8XTppNVRgMwCjiB8gW9kkaAD5VJwmdzV8yP6/6FWGmqbZX2eSGh8bbQBU31ibXyYcdO",
+	"rkjGxlxAxmgKDmIHYIMjFyIwGgP2gIOnqxjDe12l0PUJdvCGG9jWefxCdIOueAf26Q8Np+gF0RDt/ccT",
+	"AEnQUtoVz1b9C3EhjDwLWUWQFWrbm4KJLJMpCjQjBrnmhigLA/uP+wMnc7KbecGUkXRnZa75vmIT88mF",
+	"mFM9JXNa0BnTrBiS06/+323SMcdMp9ODN+brfr//FopHXxkadWHREhFwTxF4s4qwjLRHx1fti7DFXv9C",
+	"dCpk9igSYlU3xBdVjhTTCanR514n6VzjDegMO0f9QX+wDx+Z6fuHoIzPmaBz3hl2Pu4P+h+jvXAKF+Fg",
+	"ymiup9+avydMt4VGqHLOimuupNlrbkQSA2Zz+qxPzqyZpeaDQ666oFyrkyrlDwKPhOEAJJdyDnZwSKsH",
+	"QyLoBuxmDiUqbRwcJelUcrS37ePnht5Jx5HPss6w8yOmv4B9oBsBWDds72gwsHUYNbO5dgH2/syWg8IL",
+	"s4le2RmAJKySAleQGixI/Jr1a6SnM/zmVdJR5WxGi2Vn2HlqQdgnR4MBWUx5zmplrUGbV9CI8oSUgpZ6",
+	"yoTmEI+AIx9ANvamc8slzciI5lSkXpuTRTplShdUS+xFQzNeHSe6WR3ZevT0rJFegq1sgwzXl/XV2Vhy",
+	"h1fRs3rupvxwx2U78hLMadcSIQ57dtevj7ogYGbbZH71jhKuPXW/bzx26SL2IQQeV5NKDNh2aZT1KP4T",
+	"8mDwsSu6D4JBCUqtmpY6kwthUeP66CClcwqdoqzkFMWRn06pbRcA4MhYmtOCKTJiS2nnB8KzR1JZYA8l",
+	"WC4wHjkmY0Z1WTBVm62PBwBdNzCNPSHh88RRyXppxR5WtQ4DY4tSCFAeKfR+8WEP3FU7F7I2sovMAkBE",
+	"0O5RCJN3xLymlBFFstriHP9aTxheVAkc0a/9zWxEEFcnb4l9363ZnvwKNCz7fC+AGJXmxDPPsreHRfML",
+	"26zcXFZb9x6tm74SnQPDvOAi5XOaq1YgPOVKP6teu0da5GcBK2AESKg8+TX7q4YFjYCTw326YmyO+Tfv",
+	"QJ08gKN+zbrUUsHHVrmzyFmBl3TPHie2yNykoMLwe6tSEw1GVdt5I+MTZpuP3OxreiVxJpvL2qHZjAvM",
+	"91eRw3oEFmu/nA5qDEzpz6y1724PCqdzJoy3dQ1FFyV7u4Iuh/e1iqxd5rDvBcX3rox8dNeoMSToMABL",
+	"opsTpH08cSMD2slB97cl77AKEfocu0FtDKhsYZZ7/sXp/tGDh70TIO+yuKp8/ODohiQim7am1iNO7Rla",
+	"gDt+rfu4/H2LMkgbVynFwRv/91tri2ToO6rj4nNm1IA6Lt435diMA1CragFN0czysvtAAxw6RIOTCu/M",
+	"yc6x37ktuGdOEvk6BuibkwpWbLW2EauWvIk2OBVOdYbfvFkHjj1sgmZpD7TNgOhmgxYUFAX0iVZI0mle",
+	"8SQ4o51sTW9fWdRqqJcei9pFMm9pRDUcqsxgyRZKMrqs8uqWtr6D9adw5YwFBUsNn7Sl9nyYglmBESqg",
+	"4oxCzXOVHVbTd1aADbB7XWKtJAs852OsAOW8rDaXutZ8wAbygJsSi6BudLK+TVYLAtqQmgBULozG6e/+",
+	"qBvLDaMS1p3uxkX46Bj0KfowbJvJ7AJjXAWCyFJ8m6BwEa4H68ae3PFipIE/1J07JFXIEn2cPtel1g7M",
+	"+zljy/Su0VZ4DY6OIxfgHkmiP/c2YerrICi+QpLEVWuFTZ80wFV5idE/fBfE06yvdvns1QwQ1xYQ1DVC",
+	"PqNLUHp69SUnhuxCUyptRCuOFC1GLs3HEWoZ20P1ChKrzmbadfCGZ283aBY+3mAtwXYNc217ZY+WlbtF",
+	"S0vmoKnuw/brZL6P36ZNLRneD662sW//Qp+cEiHFvmbFDDJIDU1JIQNNkedMF8v9U0P7DQCmjGa2kGXw",
+	"JKqXVdt8++4IDeULqagWfWJDMSnXWEB6fy7zvNaZPQNnD54rHDITmboXxE3exNi7rTbextd35tyA/Qep",
+	"0btzLNb8wZbaqirB4sJb+OHwGwFldX+L6felua5Ga/eGdgFBtoFtQIyFKXyNLHIKuopCe6zzY/g1J65o",
+	"Ozzy4L6stgdKi5BkXBYQJ+oCoyE7pQ3fIS3HKyJtzoi1Bozn/q2tBLYqiKwdsW4r7bgw4B3FnQd/+OLO",
+	"ygJHVPEUdV4LnR7JGb22RdTs3cPYnJoTc085tziBcHrY1oVAwLv8LvCWoynIKTe9E4wuwR7NzPbKVuRH",
+	"T1442PjI2Ew6BSAGApsCuSrRw56M5F7meUxSv08+Woui2yDyhXttlO38QFJftZY5hmfkS5cP9rksZu9L",
+	"sFtvWgviPXcbnmdsNpeaiXT5Y7bsIB7cvWmuvsqdLHNHm8/SQ8SVFboDTHjkbGZeLQ24zFGEyyBvQluV",
+	"su142tlGzOLl7Vw4Ydzgtd7pvc7w9Rh+vzNMSTZ/Mf4SGmyuUthNEsAjKVwwFMHt9JJIBpXIl0NisIYU",
+	"bFwqpM8XAr/AIwJn+qWQ+pJnOSPHg08Dh21YwKzKhpLY0tEXtWsltnx8luUsxo2r+suvvi/4jKdf5yW2",
+	"FiAXJKUqpRnrbULyDbJQ0qpWBmh373ymTZwNDUyBFvbkBSZ0tMtUd6Z9BQku1uYPptWqMSWmAlid8is4",
+	"HbSf1ypS3Yf2teHFkmfIhMrI+dZDR98nZbkndhWPhf0+s6vnGJhcu997iiymMsdYsXe72TF2hZkn78Su",
+	"DjJGM0ysVAdVI4uocf0n0JvQiF5NRhBUQHQ0PIeYywk2bVCNzNqwSQgEvOOBQECNEaBBsjdspJH5m4DW",
+	"SW2Im5YE7CUg9035ZAoFFdts85EOGGuta180WoVgDyWbaep0tqPjEzIABUlIwVrVNztCXIE7fPjJprj8",
+	"tT1eqOtlwgXxhaTcAj9+uEarxO+q4nORxX3y8LimXz583ybAePeSFv6CCFy10bH1Wu7fYBLv/xNtqbBl",
+	"LyDSpcI2oGpUT8L6smHJrl6C5ARrmSZWUTcMDt5SjAlITbLdlGwlkKoXDnZ3uC/FaVvWti29qvrTtIk6",
+	"zc4k942cdqIWpKyX7753bNyym84JNtKpJVYnVS+JPfV9FHPOY2d798JHtCXLVrLHB0UtrCx//+g1t/QJ",
+	"e+JAfgy0ycGOOf6BgVCvlQhaWZo8LguoK+miEzHoRZ0QL5PeQo8HFN53k9xKLppWlRNvLwwFbT765Mf1",
+	"ljejZRXXje1tbLBq1YQGZZ4LgcWpq6jhhIxkKTJbTqIqHcUFFsKKiVRedIJCqRB17mLM86tgupj45Ehq",
+	"1ZjlftHezdOC9baOdt02eR+Iv32fpBFNr3KJofvpSnHx1e5JiW+ZFKIBCsmHA6L+ABgxF9cy3RCOU12S",
+	"MN/DXhBQvuVk7cUAi16BFS5nCWleBHARXAjr5n8wgPuA6U+9xGVor9Rkx9JsG69Iix6BezgLdr9FXFXg",
+	"/nnH6JYHm7w99ymMV7tu8ySYzQaYUQ/BeG93lDTSi2zkSK2SdfsyE6+c84JkpTUuQ44x9jD9A7idOaP2",
+	"/O9bTrM+kUZAdsa1hIv/rMzzSr6EHBjXgBCjX2udaZv9C7uysFTxda1kl1llr0+e0HR6IWCvXpXyRFew",
+	"oGJ3BmLGMnHZH1WXzxMbaTHlWcYEJvlhrSKEYRiOcSEU0zrHNihA0M0rttcFlm8Wrm0JNohIgkjc1qb3",
+	"Ky1WLoSvO9/rk6+k35sb2yAoFxARYtX3YeV6N5rebK6XYINxNSVhpWdZ39C4S2zRcTw4tiX3L4SrOPDy",
+	"7PEJvEIv52WeX/qz8i9XFlQgzlxZqhkeNOk2NIugquqFmEhX28mS6hNf1MBKauR4gFaVoNgWoSNXHy5A",
+	"kxm9gYIQ5/xbo9L4yAIuLl1BswtR9zn4LXFFRtDzBt0+2NsGjPTZCXB0JrLLUvjCv5A95FsjYNaRjcFF",
+	"luGdH7YJpUvoQwTtxTiKgdqXVY+AewnKL/P8AykxZmojK7U6BPD+dBFdbZ8YhNmIpXTmEb73Pow4ZrUe",
+	"OxSWKnzOUsavXSndhDzKZZmNc1owRHC15xH7wFyY3tDuqZwbJA/x193denXD8No4shcEgxlQ4FDBXW/j",
+	"P3bt8WD+Ms9vpQghFTx4YwnI2wOAYHbfrGXza3ZBa7hQhWGpzBDgSL9J19K7S3ic4FuXvuUV/tfS+oQs",
+	"Cikml1Xf3Mg9fgJAQVy/v2uMs3zAy+wWoMw1bLnTgi2QI4K1CRkv+1D39xEE7Ns7CC3feM71sjc0/J4R",
+	"ike9Z7i8Y+3+fhoGdO0/qedb2rAXIywIufDyxa1vJl6qu7mguJE/lAuKq4XkxAIDt8bO8T/EcqtO+HFd",
+	"FTAt5jkEHGRGy6PoZUswPcOQTFcK1Qs2eNFBiukKSVSZTi1pcMkPXixYGL1RqRIqg9cIAwQvQJXRCi3A",
+	"bi5LjY0yhhfCyAYRZDIcoyYZ9hpkBgdf8ZOhcGrf6SUXok6M8KtKFK0WH1bdnIc3o5e4+lKXbh4YhApy",
+	"9hiEOcyetIK1UaSxd3m40iQqsrkx6MzMv+ApixLLcxjnvoklzvIBiaVbwDpiGWD/hyeWGKESkXUC8f2A",
+	"pldGxa76Z6HpF+p4o/qBXRp7DUHHclpbWD9zZt+Ca3ZrqonQux3VlBO1zoeEtoOn5q0N9p3nUAUVSpkb",
+	"XQ5goNhrMgGtwndo4aoPP3Nh1A1l+QvFRi6u/I3t9MNuuNIquRC22xLYwlwip6FAkOTys3I2N4MsaJEl",
+	"1ppr1JaeLxJo3X+vIR8Gy4GYn0DnKQsli/bQKlBZayaoHbuwvdnVsrW56vGqI9xxY5veUkuFocKWl6+a",
+	"6eGmvQ6HVSOEwccl08PAKEBSCcW0FFFSigtBlSvNncvJBBoiFSTQWmrpGWC1qPJ1p6VWJJML0euTzyFO",
+	"FiqLTKAvhMJcT8MQLoSPCamdW/sZfU+zdp7KSZt58KmcuIty9+Z7G+HVsP0ZSCtdMDrzxkJbrtjwwZSW",
+	"k6n2NkFXUsnr8OzaTN2rZepgsPOaANPvkR0w7CbbmgQRdovZ1Zzdls1wdCvr9uEfUjIDVPV+n2H8K119",
+	"1oTyv49Y/U2O4lp7pajfbEOrJWuJp97fCbV4g05nHzJAYYPhe9UtDNbTeTnKuZrGrN9bmbwNuvsqtBcC",
+	"7hKWMwQbxxA1p0st5SVEQZHuwEw8Q6M3FeRwMPBg7yW1crIYcwRcDSvbUgR4YOi9ENAPwsxpHj0RqYTu",
+	"nYouVeJEP8eVXQG6Qb8P5Wd7iZs5XJ+dBJykYVlkUDzyC2EUCzRio2XQXONd7bMzetVoLeIE0G44rNFW",
+	"TgU5q8Jh93/MlvC1cl3Iq8hN6F0Aa7dCQ0BX8JShioIiXT+g3ocw0SXLMGy+dyEMQTo6Bq+wLfUG416x",
+	"pbPmow7nylAHsbqXV2x5WbDSKLZHRyeEgu3FfDmn9SyaC2GO3YD2ii1Z5rEQgxrd9CDfGIS6ZDdYaYAc",
+	"H32KOOfUPFiGbTuHhsmjY/Il/4x0DweDC4Ftzw3ShkcJffegC2KLERxW086Bvh8pNHaZH0yjtLO3qZP1",
+	"9vBem1x6mnpiXZoGJbmwRSShRFIjHj+Crvcenr9ZX4Xt94bY4emw3w8JGRo7VhNUsH8bzfNlgoailkre",
+	"2Cgqk4YTgcPOX2gLL1dsDvq6VXp6nAPZ29Wit8Kzus5ae3FGb+zLRw8OHz745Oh4S5UWuuV9D1y+zVNw",
+	"BGQmr2kOhUlbOusFwfB7yjnbT6pD9t30LoStimKbUbuWPmFXb/Mi12Ab40VoZ7ERZgYf0KHprkzhu5/z",
+	"HCrBYidPQ7KqG+FdrA0mYYNakHOjVSNK6YoJAuVuiNz3IfFhqxaQvaEF72omQOTe4mUVYeHwMbniIsOO",
+	"kO+YI7XdbbIJ79/L+/QkNItjA8dYw8qul6ahBzNUmoK2UYnHdfBg6ClXF8K6HpvX0LnRXb+s3tCamnKo",
+	"TYl/ZyWytSqgDfoRRm6ALS1wh3fgnuJ/G62xvs+pR3fWfC/SbC9Q0qJ99xJIutkHsZFl7Re3Vj/CdRj1",
+	"uAX6CxVGqPQ1Ie4+XwrDgu1KbmU1hoDejakH5/DWfRsCqk7GrdVDbD7Ie4oLX6/iO/phCASEqyeoG1Sq",
+	"/+QDB9bVa6lWVe6/eWUITbAuCOjGJVSdA7eth74hf/c2Q1Yl1ncY/EdPXpADFz3ZqZeRbX+z+eKrt/8n",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -91,6 +91,14 @@ type batch struct {
 	pull      bool
 	expiresAt int64
 	extending bool
+
+	// For the attempt history (attempts.go): when the handler started
+	// and its invocation ended (UTC epoch ms), the WorkerVersion that ran
+	// it, and how it failed.
+	startedMs, endedMs            int64
+	version                       string
+	errName, errMessage, errStack string
+	failOutcome                   string
 }
 
 func (e *Engine) newBatch(q *queue, c *consumer, ms []*msg) *batch {
@@ -129,6 +137,10 @@ func (e *Engine) dispatchBatch(b *batch) {
 		e.log.Warn("delivery: cannot resolve the queue handler; delivering nothing, will retry", "queue", q.uid, "consumer", b.c.cfg.UID, "worker", workerUID, "err", err)
 		e.unlease(b, nil, true)
 		return
+	}
+	var version string
+	if vh, ok := h.(abi.VersionedHandler); ok {
+		version = vh.VersionUID()
 	}
 	ids := make([]string, len(b.items))
 	for i, bm := range b.items {
@@ -194,6 +206,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 		msgs[i] = abi.Message{ID: bm.m.id, TimestampMillis: bm.m.acceptedAt, Body: bodies[i], Attempts: bm.m.attempts}
 	}
 	b.state = bRunning
+	b.startedMs, b.version = e.nowMs(), version
 	base := context.Background()
 	if !leaseUntil.IsZero() {
 		// The handler's last chance to refuse a stale batch is where it
@@ -243,6 +256,9 @@ func (e *Engine) dispatchBatch(b *batch) {
 		e.log.Info("delivery: the queue handler failed; unsettled messages will be retried", "queue", q.uid, "batch", b.id, "err", herr)
 	}
 	q.mu.Lock()
+	if herr != nil && b.state == bRunning {
+		b.failed(herr)
+	}
 	fin := e.closeLocked(b, out)
 	// The freed slot may start the next batch now, so that its delivery
 	// and this batch's settlement share a group commit.
@@ -443,6 +459,7 @@ func (e *Engine) closeLocked(b *batch, out outcome) bool {
 	}
 	b.state = bClosing
 	b.outcome = out
+	b.endedMs = e.nowMs()
 	b.freeSlot()
 	if b.timer != nil {
 		b.timer.Stop()
@@ -484,6 +501,14 @@ func (e *Engine) finalize(b *batch) {
 	cfg := b.c.cfg
 	now := e.nowMs()
 	p := plan{q: q}
+	switch out {
+	case outSuccess:
+		p.attempt = e.attemptOf(b, store.OutcomeAcknowledged, 0)
+	case outFailure:
+		p.attempt = e.attemptOf(b, b.failOutcome, cfg.RetryDelaySeconds)
+	case outTimeout:
+		p.attempt = e.attemptOf(b, store.OutcomeTimeLimit, cfg.RetryDelaySeconds)
+	}
 	for _, bm := range b.items {
 		if bm.st != unsettled {
 			continue
@@ -622,6 +647,11 @@ func (e *Engine) Settle(ctx context.Context, batchID string, s abi.Settlement) e
 			}
 			p.retryOrExhaust(bm.m, now+int64(delay)*1000, now, cfg)
 		}
+	}
+	if s.Kind == abi.Acknowledge || s.Kind == abi.AcknowledgeAll {
+		p.attempt = e.attemptOf(b, store.OutcomeAcknowledged, 0)
+	} else {
+		p.attempt = e.attemptOf(b, store.OutcomeRetried, settledDelay(s, cfg))
 	}
 	b.pending++
 	q.mu.Unlock()

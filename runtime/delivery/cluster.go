@@ -335,21 +335,29 @@ func (e *Engine) remoteDead(ctx context.Context, q *queue, p *plan, delaySeconds
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	kept, err := e.histories(ctx, q.uid, p.dead)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
 	now := e.nowMs()
 	seqIDs := e.serialIDs(nil, e.serialSeqs(len(p.dead)), len(p.dead))
+	var deadHistory [][]store.Attempt
 	for i, m := range p.dead {
 		if bodies[i] == nil {
 			gone = append(gone, m)
 			continue
 		}
 		id := seqIDs[i]
+		h := p.movedHistory(m, kept[i])
+		deadHistory = append(deadHistory, h)
 		muts = append(muts, store.AcceptMessage{
 			Message: store.Message{Queue: p.dlqUID, ID: id, AcceptedAt: now, VisibleAt: now + int64(delaySeconds)*1000, Size: len(bodies[i]),
-				DeadLetter: p.deadLetter(q, m, now), TraceParent: m.traceParent()},
+				DeadLetter: p.deadLetter(q, m, now), TraceParent: m.traceParent(), History: h},
 			Body: bodies[i],
 		})
 		newIDs = append(newIDs, id)
 		dead = append(dead, m)
 	}
+	p.deadHistory = deadHistory
 	return muts, newIDs, dead, gone, nil
 }

@@ -11,6 +11,10 @@ import (
 // a scrape never takes the queue's lock for them.
 type counters struct {
 	accepted, delivered, acknowledged, retried, deadLettered, discarded, expired atomic.Uint64
+	// outcomes counts the attempts that ended, by outcome (outcomeNames);
+	// causes the messages dead-lettered away, by cause.
+	outcomes [len(outcomeNames)]atomic.Uint64
+	causes   causeCounts
 }
 
 // QueueCounters is a snapshot of one queue: cumulative counts since the
@@ -24,6 +28,12 @@ type QueueCounters struct {
 	// scheduled for a retry, dead-lettered away, discarded after their
 	// last retry, and removed as expired.
 	Accepted, Delivered, Acknowledged, Retried, DeadLettered, Discarded, Expired uint64
+	// Outcomes counts the messages' attempts that ended, by how
+	// (store.Outcome*), and DeadLetteredBy the messages dead-lettered
+	// away by cause (forensics.Fingerprint of their history; at most
+	// 50 causes, then OtherCause).
+	Outcomes       map[string]uint64
+	DeadLetteredBy []CauseCount
 	// Backlog is the messages the queue holds (not yet acknowledged or
 	// removed), BacklogBytes their bodies' size, OldestAge the age of the
 	// oldest of them (0 when empty), InFlightBatches the batches
@@ -59,7 +69,8 @@ func (e *Engine) Counters() []QueueCounters {
 		c := &q.count
 		qc := QueueCounters{UID: q.uid,
 			Accepted: c.accepted.Load(), Delivered: c.delivered.Load(), Acknowledged: c.acknowledged.Load(),
-			Retried: c.retried.Load(), DeadLettered: c.deadLettered.Load(), Discarded: c.discarded.Load(), Expired: c.expired.Load()}
+			Retried: c.retried.Load(), DeadLettered: c.deadLettered.Load(), Discarded: c.discarded.Load(), Expired: c.expired.Load(),
+			Outcomes: c.outcomeMap(), DeadLetteredBy: c.causes.snapshot()}
 		q.mu.Lock()
 		if q.removed {
 			q.mu.Unlock()

@@ -64,6 +64,8 @@ type Options struct {
 	// Tracer, when set, records spans of sends, deliveries and
 	// settlements (trace.go, package telemetry). nil: none, at no cost.
 	Tracer Tracer
+	// HostID names this host in the attempt history (store.Attempt.Host).
+	HostID string
 }
 
 // Engine is the delivery engine: it accepts messages, delivers them in
@@ -82,6 +84,7 @@ type Engine struct {
 	onEvent        func(Event)
 	remote         Remote
 	tracer         Tracer
+	hostID         string
 
 	ctx    context.Context // background work; cancelled when Stop returns
 	cancel context.CancelFunc
@@ -137,6 +140,7 @@ func New(st store.Store, res abi.Resolver, opts Options) *Engine {
 		onEvent:        opts.OnEvent,
 		remote:         opts.Remote,
 		tracer:         opts.Tracer,
+		hostID:         opts.HostID,
 		queues:         map[string]*queue{},
 		consumers:      map[string]*consumer{},
 		running:        map[string]*batch{},

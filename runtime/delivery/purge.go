@@ -116,6 +116,8 @@ const (
 	// MoveSkipped: the message was left where it is: held by a batch or
 	// being removed, or Target named no queue for it.
 	MoveSkipped
+	// MoveUnselected: MoveRequest.Select left the message out; it stays.
+	MoveUnselected
 )
 
 // MoveResult reports one step of MoveNext.
@@ -145,6 +147,9 @@ type MoveRequest struct {
 	// Extra returns the mutations written in the same Apply as the move
 	// (the Operation's progress), given the new message's ID and target.
 	Extra func(newID, target string) []store.Mutation
+	// Select, when set, says which messages (by ID) the redrive moves
+	// (one dead-letter group); the others are MoveUnselected.
+	Select func(id string) bool
 }
 
 // MoveNext moves the oldest message of From after the cursor (accepted by
@@ -174,6 +179,11 @@ func (e *Engine) MoveNext(ctx context.Context, req MoveRequest) (MoveResult, err
 	}
 	m := ms[0]
 	res := MoveResult{Next: Cursor{AcceptedAt: m.acceptedAt, Seq: m.seq}, ID: m.id}
+	if req.Select != nil && !req.Select(m.id) {
+		q.mu.Unlock()
+		res.Outcome = MoveUnselected
+		return res, nil
+	}
 	if m.state != stReady {
 		q.mu.Unlock()
 		res.Outcome, res.Why = MoveSkipped, "held by a batch or being removed"

@@ -593,6 +593,11 @@ type plan struct {
 	// dlqPending: the first accept sequence number commit reserved in a
 	// serialized DLQ for the moved messages; addMoved ends the mark.
 	dlqPending uint64
+	// attempt is the delivery these dispositions end (attempts.go), nil
+	// when they end none; deadHistory is the history each of dead
+	// carried into the DLQ, set by commit.
+	attempt     *store.Attempt
+	deadHistory [][]store.Attempt
 }
 
 func (p *plan) empty() bool {
@@ -713,6 +718,11 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 			if err != nil {
 				return nil, nil, err
 			}
+			kept, err := e.histories(ctx, q.uid, p.dead)
+			if err != nil {
+				return nil, nil, err
+			}
+			var deadHistory [][]store.Attempt
 			var newIDs []string
 			if dlq.serial {
 				newIDs = e.serialIDs(dlq, first, len(p.dead)) // mutate:serial-dlq-restart
@@ -732,8 +742,10 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 					id, seq = e.newMessageIDs(dlq, 1)[0], e.seq.Add(1)
 				}
 				dl := p.deadLetter(q, m, now)
+				h := p.movedHistory(m, kept[i])
+				deadHistory = append(deadHistory, h)
 				muts = append(muts, store.AcceptMessage{
-					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body), DeadLetter: dl, TraceParent: m.traceParent()},
+					Message: store.Message{Queue: dlq.uid, ID: id, AcceptedAt: now, VisibleAt: now + delay, Size: len(body), DeadLetter: dl, TraceParent: m.traceParent(), History: h},
 					Body:    body,
 				})
 				nm := newMsg(id, now, now+delay, 0, len(body), seq) // mutate:dlq-keeps-attempts
@@ -744,7 +756,7 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 			remove(dead, store.RemovedDeadLettered)
 			defer func() {
 				if err == nil {
-					p.dead, p.gone = dead, append(p.gone, gone...)
+					p.dead, p.gone, p.deadHistory = dead, append(p.gone, gone...), deadHistory
 				}
 			}()
 		}
@@ -753,7 +765,7 @@ func (e *Engine) commit(ctx context.Context, p *plan) (moved []*msg, dlq *queue,
 	remove(p.expire, store.RemovedExpired)
 	remove(p.discard, store.RemovedDiscarded)
 	for i, m := range p.retry {
-		muts = append(muts, store.RetryMessage{Queue: q.uid, ID: m.id, VisibleAt: p.retryAt[i]})
+		muts = append(muts, store.RetryMessage{Queue: q.uid, ID: m.id, VisibleAt: p.retryAt[i], Attempt: p.attemptFor(m)})
 	}
 	if len(muts) == 0 {
 		return nil, nil, nil
@@ -789,6 +801,7 @@ func (q *queue) applyPlan(p *plan, now int64) {
 	q.count.expired.Add(uint64(len(p.expire)))
 	q.count.discarded.Add(uint64(len(p.discard)))
 	q.count.deadLettered.Add(uint64(len(p.dead)))
+	q.countAttempts(p)
 	q.emit(EventDeadLettered, p.dead, p.dlqUID)
 	q.emit(EventDiscarded, p.discard, "")
 	q.emit(EventExpired, p.expire, "")

@@ -249,6 +249,9 @@ type ScriptError struct {
 	Stack   string // the error's stack as goja formats it (original module lines), may be empty
 }
 
+// Script reports the exception for the attempt history (abi.ScriptFailure).
+func (e *ScriptError) Script() (name, message, stack string) { return e.Name, e.Message, e.Stack }
+
 func (e *ScriptError) Error() string {
 	if e.Name == "" {
 		return "Uncaught " + e.Message

@@ -55,6 +55,9 @@ type endedError struct {
 func (e *endedError) Error() string { return e.err.Error() }
 func (e *endedError) Unwrap() error { return e.err }
 
+// SandboxEnded reports the end for the attempt history (abi.SandboxFailure).
+func (e *endedError) SandboxEnded() bool { return true }
+
 // maxQuarantine bounds the messages the pool remembers having ended
 // sandboxes (one of them is forgotten to make room).
 const maxQuarantine = 4096

@@ -294,6 +294,8 @@ func (e *encoder) fields(v any) {
 		e.str(4, v.File)
 		e.int(5, int64(v.Line))
 		e.int(6, int64(v.Column))
+		e.str(7, v.Name)
+		e.str(8, v.Stack)
 	default:
 		panic("sandbox: no codec for " + reflect.TypeOf(v).String())
 	}
@@ -620,6 +622,10 @@ func decodeFrame(b []byte, f *frame) error {
 					w.Line = s.intN()
 				case 6:
 					w.Column = s.intN()
+				case 7:
+					w.Name = s.str()
+				case 8:
+					w.Stack = s.str()
 				default:
 					s.skip()
 				}

@@ -484,6 +484,11 @@ func refAppendFrame(b []byte, f *frame) []byte {
 		e.str(4, w.File)
 		e.int(5, int64(w.Line))
 		e.int(6, int64(w.Column))
+		// Added after the replacement: a thrown exception's name and
+		// stack (the attempt history), new fields, the old ones as they
+		// were.
+		e.str(7, w.Name)
+		e.str(8, w.Stack)
 		e.end(at)
 	}
 	e.int(fStartBy, f.StartBy)

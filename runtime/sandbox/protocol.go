@@ -159,6 +159,10 @@ type wireErr struct {
 	File    string
 	Line    int
 	Column  int
+	// Name and Stack: for errKindScript, the exception's (Message is its
+	// message), so that the host can tell an operator what was thrown.
+	Name  string
+	Stack string
 }
 
 const (
@@ -172,6 +176,7 @@ const (
 	errKindNoVersion      = "no_version"
 	errKindOther          = "other"
 	errKindBudget         = "memory_budget"
+	errKindScript         = "script"
 )
 
 var codeErrs = map[string]error{
@@ -192,7 +197,10 @@ func toWire(err error) *wireErr {
 	}
 	w := &wireErr{Kind: errKindOther, Message: err.Error()}
 	var ce *abi.CompileError
+	var se *js.ScriptError
 	switch {
+	case errors.As(err, &se) && err == error(se):
+		w.Kind, w.Name, w.Message, w.Stack = errKindScript, se.Name, se.Message, se.Stack
 	case errors.As(err, &ce):
 		w.Kind, w.Message, w.File, w.Line, w.Column = errKindCompile, ce.Message, ce.File, ce.Line, ce.Column
 	case errors.Is(err, js.ErrNoQueueHandler):
@@ -253,6 +261,8 @@ func (w *wireErr) err() error {
 		sentinel = codeErrs[w.Code]
 	case errKindBudget:
 		sentinel = membudget.ErrBusy
+	case errKindScript:
+		return &js.ScriptError{Name: w.Name, Message: w.Message, Stack: w.Stack}
 	}
 	return &wireError{msg: w.Message, sentinel: sentinel}
 }

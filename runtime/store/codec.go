@@ -49,10 +49,14 @@ const (
 	recPutOperation3
 	// recAcceptMessage3 is recAcceptMessage with a byte of flags after
 	// Lease (1: dead-letter metadata follows, as in recAcceptMessage2;
-	// 2: then the message's TraceParent); written only for a message
-	// that has a TraceParent, so a host that does not trace writes the
-	// records it always did.
+	// 2: then the message's TraceParent; 4: then its attempt history,
+	// a uvarint count and the attempts); written only for a message that
+	// has a TraceParent or a history, so a host that does not trace
+	// writes the records it always did for a message never retried.
 	recAcceptMessage3
+	// recRetryMessage2 is recRetryMessage with the attempt that ended so
+	// after VisibleAt; written only when there is one.
+	recRetryMessage2
 	// recDeliverMessages2 is recDeliverMessages with VisibleAt (varint)
 	// after the IDs; written only for a delivery that sets it (a pull
 	// lease).
@@ -65,6 +69,7 @@ const (
 const (
 	acceptHasDeadLetter byte = 1 << iota
 	acceptHasTrace
+	acceptHasHistory
 )
 
 // recMeta is what the encoder learns about each record that the state
@@ -191,7 +196,7 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 				return nil, nil, fmt.Errorf("store: message body of %d bytes is too large", len(m.Body))
 			}
 			switch {
-			case msg.TraceParent != "":
+			case msg.TraceParent != "" || len(msg.History) > 0:
 				e.u8(recAcceptMessage3)
 			case msg.DeadLetter != nil:
 				e.u8(recAcceptMessage2)
@@ -204,8 +209,14 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.varint(msg.VisibleAt)
 			e.uvarint(uint64(max(msg.Attempts, 0)))
 			e.str(msg.Lease)
-			if msg.TraceParent != "" {
-				flags := acceptHasTrace
+			if msg.TraceParent != "" || len(msg.History) > 0 {
+				var flags byte
+				if msg.TraceParent != "" {
+					flags |= acceptHasTrace
+				}
+				if len(msg.History) > 0 {
+					flags |= acceptHasHistory
+				}
 				if msg.DeadLetter != nil {
 					flags |= acceptHasDeadLetter
 				}
@@ -223,6 +234,12 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			}
 			if msg.TraceParent != "" {
 				e.str(msg.TraceParent)
+			}
+			if len(msg.History) > 0 {
+				e.uvarint(uint64(len(msg.History)))
+				for _, a := range msg.History {
+					e.attempt(a)
+				}
 			}
 			meta[i].crc = journal.Checksum(m.Body)
 			e.b = binary.LittleEndian.AppendUint32(e.b, meta[i].crc)
@@ -248,10 +265,17 @@ func encodeGroup(dst []byte, muts []Mutation) ([]byte, []recMeta, error) {
 			e.ids(m.IDs)
 			e.varint(m.VisibleAt)
 		case RetryMessage:
-			e.u8(recRetryMessage)
+			if m.Attempt != nil {
+				e.u8(recRetryMessage2)
+			} else {
+				e.u8(recRetryMessage)
+			}
 			e.str(m.Queue)
 			e.str(m.ID)
 			e.varint(m.VisibleAt)
+			if m.Attempt != nil {
+				e.attempt(*m.Attempt)
+			}
 		case RemoveMessages:
 			e.u8(recRemoveMessages)
 			e.str(m.Queue)
@@ -483,7 +507,7 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 				flags = acceptHasDeadLetter
 			case recAcceptMessage3:
 				flags = d.u8()
-				if flags&^(acceptHasDeadLetter|acceptHasTrace) != 0 {
+				if flags&^(acceptHasDeadLetter|acceptHasTrace|acceptHasHistory) != 0 {
 					d.fail("unknown message flags %#x", flags)
 				}
 			}
@@ -505,6 +529,13 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			}
 			if flags&acceptHasTrace != 0 {
 				msg.TraceParent = d.str()
+			}
+			if flags&acceptHasHistory != 0 {
+				n := d.count(d.uvarint())
+				msg.History = make([]Attempt, 0, n)
+				for range n {
+					msg.History = append(msg.History, d.attempt())
+				}
 			}
 			crc := d.raw(4)
 			size := d.uvarint()
@@ -532,10 +563,13 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 			lease := d.str()
 			ids := d.ids()
 			muts = append(muts, ExtendLease{Queue: q, Lease: lease, IDs: ids, VisibleAt: d.varint()})
-		case recRetryMessage:
-			q := d.str()
-			id := d.str()
-			muts = append(muts, RetryMessage{Queue: q, ID: id, VisibleAt: d.varint()})
+		case recRetryMessage, recRetryMessage2:
+			r := RetryMessage{Queue: d.str(), ID: d.str(), VisibleAt: d.varint()}
+			if t == recRetryMessage2 {
+				a := d.attempt()
+				r.Attempt = &a
+			}
+			muts = append(muts, r)
 		case recRemoveMessages:
 			q := d.str()
 			ids := d.ids()
@@ -560,4 +594,40 @@ func decodeGroup(p []byte) ([]Mutation, []recMeta, error) {
 		return nil, nil, d.err
 	}
 	return muts, meta, nil
+}
+
+func (e *encoder) attempt(a Attempt) {
+	e.uvarint(uint64(max(a.Attempt, 0)))
+	e.varint(a.StartedAt)
+	e.varint(a.DurationMs)
+	e.str(a.Host)
+	e.str(a.WorkerVersion)
+	e.str(a.Outcome)
+	e.varint(int64(a.DelaySeconds))
+	e.str(a.ErrorName)
+	e.str(a.ErrorMessage)
+	e.str(a.ErrorStack)
+}
+
+func (d *decoder) attempt() Attempt {
+	var a Attempt
+	n := d.uvarint()
+	if n > 1<<31-1 {
+		d.fail("attempt %d out of range", n)
+	}
+	a.Attempt = int(n)
+	a.StartedAt = d.varint()
+	a.DurationMs = d.varint()
+	a.Host = d.str()
+	a.WorkerVersion = d.str()
+	a.Outcome = d.str()
+	delay := d.varint()
+	if delay < 0 || delay > 1<<31-1 {
+		d.fail("delay %d out of range", delay)
+	}
+	a.DelaySeconds = int(delay)
+	a.ErrorName = d.str()
+	a.ErrorMessage = d.str()
+	a.ErrorStack = d.str()
+	return a
 }

@@ -31,6 +31,13 @@ func allMutations() []Mutation {
 		AcceptMessage{Message{Queue: "q", ID: "traced", Size: 1, TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, []byte("x")},
 		AcceptMessage{Message{Queue: "q", ID: "traced-dead", Size: 1, TraceParent: "tp",
 			DeadLetter: &DeadLetter{SourceQueue: "s", Reason: ReasonRetriesExhausted, Attempts: 2, OriginalID: "o", DeadLetteredAt: 5}}, []byte("y")},
+		RetryMessage{Queue: "q", ID: "m", VisibleAt: 100, Attempt: &Attempt{Attempt: 2, StartedAt: 1 << 41, DurationMs: 12, Host: "h", WorkerVersion: "v",
+			Outcome: OutcomeThrown, DelaySeconds: 30, ErrorName: "TypeError", ErrorMessage: "x is undefined", ErrorStack: "TypeError: x\n  at main.js:1:2"}},
+		AcceptMessage{Message{Queue: "dlq", ID: "h1", Size: 1, History: []Attempt{{Attempt: 1, Outcome: OutcomeTimeLimit}}}, []byte("h")},
+		AcceptMessage{Message{Queue: "dlq", ID: "h2", Size: 1, DeadLetter: &DeadLetter{SourceQueue: "q", Reason: ReasonRetriesExhausted, Attempts: 2},
+			History: []Attempt{{Attempt: 1, Outcome: OutcomeRetried, DelaySeconds: 5}, {Attempt: 2, Outcome: OutcomeSandboxEnded, ErrorMessage: "memory"}}}, []byte("h")},
+		AcceptMessage{Message{Queue: "dlq", ID: "h3", Size: 1, TraceParent: "tp", DeadLetter: &DeadLetter{SourceQueue: "q", Reason: ReasonRetriesExhausted, Attempts: 1},
+			History: []Attempt{{Attempt: 1, Outcome: OutcomeThrown, ErrorName: "Error"}}}, []byte("h")},
 	}
 }
 

@@ -53,11 +53,13 @@ type ExtendLease struct {
 }
 
 // RetryMessage releases a message's lease and makes it visible again at
-// VisibleAt (UTC epoch milliseconds).
+// VisibleAt (UTC epoch milliseconds). Attempt, when set, is the delivery
+// that ended so, appended to the message's history (AppendAttempt).
 type RetryMessage struct {
 	Queue     string
 	ID        string
 	VisibleAt int64
+	Attempt   *Attempt
 }
 
 // Removal reasons, kept for logs and counters.

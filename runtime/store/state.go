@@ -40,6 +40,10 @@ type state struct {
 	// a host that traces sets it): a side map too, empty when tracing
 	// is off, so an untraced backlog costs nothing more.
 	traces map[msgKey]string
+	// history holds the attempt history of the messages that have one
+	// (Message.History): those retried or dead-lettered, a side map for
+	// the same reason.
+	history map[msgKey][]Attempt
 
 	// bodies holds message bodies when there is no journal to read them
 	// from (Memory); nil for Journaled.
@@ -505,6 +509,9 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 					s.leases.unref(e.lease)
 					e.lease = 0
 					e.visibleAt = m.VisibleAt
+					if m.Attempt != nil {
+						s.appendAttempt(msgKey{m.Queue, m.ID}, *m.Attempt)
+					}
 				}
 			}
 		case RemoveMessages:
@@ -523,6 +530,11 @@ func (s *state) apply(muts []Mutation, seg uint64, payloadOff int64, meta []recM
 			for k := range s.traces {
 				if k.queue == m.Queue {
 					delete(s.traces, k)
+				}
+			}
+			for k := range s.history {
+				if k.queue == m.Queue {
+					delete(s.history, k)
 				}
 			}
 			if q := s.queues[m.Queue]; q != nil {
@@ -589,6 +601,7 @@ func (s *state) accept(m *AcceptMessage, seg uint64, bodyOff int64, crc uint32) 
 	} else if ok && s.traces != nil {
 		delete(s.traces, msgKey{m.Message.Queue, id})
 	}
+	s.setHistory(msgKey{m.Message.Queue, id}, m.Message.History)
 }
 
 // forget drops what the state holds for a message that goes: its live
@@ -613,6 +626,9 @@ func (s *state) removeMessage(name string, q *queue, id string) {
 	}
 	if s.traces != nil {
 		delete(s.traces, msgKey{name, id})
+	}
+	if s.history != nil {
+		delete(s.history, msgKey{name, id})
 	}
 	*q.msgs.At(int(i)) = msgEntry{}
 	q.unindexKey(id, k, isHex, i)
@@ -707,7 +723,37 @@ func (s *state) messageOf(queue, id string, e *msgEntry) Message {
 		Size:        int(e.size),
 		DeadLetter:  s.deadLetter(queue, id),
 		TraceParent: s.traces[msgKey{queue, id}],
+		History:     cloneAttempts(s.history[msgKey{queue, id}]),
 	}
+}
+
+// setHistory replaces a message's attempt history (an accept: a new
+// message, or a compaction's rewrite of one).
+func (s *state) setHistory(k msgKey, h []Attempt) {
+	if len(h) == 0 {
+		if s.history != nil {
+			delete(s.history, k)
+		}
+		return
+	}
+	if s.history == nil {
+		s.history = map[msgKey][]Attempt{}
+	}
+	if len(h) > MaxAttempts {
+		h = h[len(h)-MaxAttempts:]
+	}
+	out := make([]Attempt, len(h))
+	for i, a := range h {
+		out[i] = TrimAttempt(a)
+	}
+	s.history[k] = out
+}
+
+func (s *state) appendAttempt(k msgKey, a Attempt) {
+	if s.history == nil {
+		s.history = map[msgKey][]Attempt{}
+	}
+	s.history[k] = AppendAttempt(s.history[k], a)
 }
 
 // deadLetter is a copy of a message's dead-letter metadata, nil when it

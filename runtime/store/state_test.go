@@ -60,7 +60,7 @@ func TestIndexIDsLeasesAndTidy(t *testing.T) {
 				if !reflect.DeepEqual(m, want[m.ID]) {
 					t.Fatalf("%s: %+v, want %+v", when, m, want[m.ID])
 				}
-				if e, ok := st.message("q", m.ID, nil); !ok || st.messageOf("q", m.ID, e) != m {
+				if e, ok := st.message("q", m.ID, nil); !ok || !reflect.DeepEqual(st.messageOf("q", m.ID, e), m) {
 					t.Fatalf("%s: lookup of %q", when, m.ID)
 				}
 			}
@@ -71,7 +71,7 @@ func TestIndexIDsLeasesAndTidy(t *testing.T) {
 				for _, id := range order {
 					e, ok := st.message("q", id, &hint)
 					m, present := want[id]
-					if ok != present || ok && st.messageOf("q", id, e) != m {
+					if ok != present || ok && !reflect.DeepEqual(st.messageOf("q", id, e), m) {
 						t.Fatalf("%s: hinted lookup of %q: found %v, want %v", when, id, ok, present)
 					}
 				}

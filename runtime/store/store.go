@@ -182,6 +182,10 @@ type Message struct {
 	// given; like DeadLetter it is host-side bookkeeping that never
 	// reaches a worker.
 	TraceParent string `json:"traceParent,omitempty"`
+	// History is the message's attempt history (attempts.go), oldest
+	// first, at most MaxAttempts; nil for a message never retried or
+	// moved. Operators only, like DeadLetter.
+	History []Attempt `json:"history,omitempty"`
 }
 
 // Dead-letter reasons.

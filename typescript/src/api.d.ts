@@ -223,6 +223,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/spaces/{space}/resources/{uid}/deadletters/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Host extension (spec/peers.md §Dead-letter groups): an AtLeastOnceQueue's dead-lettered messages grouped by cause (an error fingerprint of their last attempt), with counts, first and last seen, an example and a histogram over time.
+         * @description Viewer of AtLeastOnceQueue, like the message listing. Reads every message of the queue: an operator's view of a
+         *     dead-letter queue, not a route to poll at a high rate.
+         */
+        get: operations["listDeadLetterGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/spaces/{space}/resources/{uid}/delivery": {
         parameters: {
             query?: never;
@@ -820,6 +844,38 @@ export interface components {
             timestampMillis: number;
         };
         /**
+         * QueueAttempt
+         * @description Host extension (spec/peers.md §Attempt history): one delivery of a message and how it ended. Shown to viewers of the queue only, never to a worker. Texts are trimmed: errorName to 128 bytes, errorMessage to 512, errorStack to its first 9 lines and 1024 bytes.
+         */
+        QueueAttempt: {
+            /** @description The message's delivery count this attempt was (1 for the first). */
+            attempt: number;
+            /** @description The delay before the next delivery the attempt ended with. */
+            delaySeconds?: number;
+            /**
+             * Format: int64
+             * @description How long the handler had the message: until it settled it or its invocation ended.
+             */
+            durationMillis: number;
+            errorMessage?: string;
+            errorName?: string;
+            errorStack?: string;
+            /** @description The host that delivered it. */
+            host?: string;
+            /**
+             * @description retried: the handler retried it (delaySeconds); thrown: the handler threw or rejected (errorName, errorMessage, errorStack); time_limit: the handler ran past the host's time limit; sandbox_ended: the process running the handler ended (errorMessage says why). An acknowledged attempt removes its message and is not kept.
+             * @enum {string}
+             */
+            outcome: "retried" | "thrown" | "time_limit" | "sandbox_ended";
+            /**
+             * Format: int64
+             * @description UTC epoch milliseconds when the handler was given the batch.
+             */
+            startedAtMillis: number;
+            /** @description The WorkerVersion whose queue handler ran. */
+            workerVersionUid?: string;
+        };
+        /**
          * QueueBatch
          * @description The batch a queue handler receives (QueueConsumer 0.3.0 §配信とInterface操作): 1..maxBatchSize ordered messages, an ID of 1..256 characters and the Queue resource's name. The settlement methods acknowledge, retry, acknowledgeAll and retryAll are bound to it (spec/runtime-abi.md).
          */
@@ -900,6 +956,56 @@ export interface components {
             sourceQueueName?: string;
             /** @description The UID of the queue the message was dead-lettered from. */
             sourceQueueUid: string;
+        };
+        /**
+         * QueueDeadLetterGroup
+         * @description Host extension (spec/peers.md §Dead-letter groups): the dead-lettered messages of one queue that failed the same way. fingerprint is 16 hex digits of a hash of the cause: the last attempt's outcome and error name, its message with numbers, UUIDs, long hex and quoted strings replaced by placeholders (message), and its top three stack frames without positions (frames).
+         */
+        QueueDeadLetterGroup: {
+            count: number;
+            errorName?: string;
+            exampleAttempt?: components["schemas"]["QueueAttempt"];
+            /** @description The newest message of the group (its ID in this queue). */
+            exampleMessageId: string;
+            fingerprint: string;
+            /**
+             * Format: int64
+             * @description UTC epoch milliseconds of the group's earliest dead-lettering.
+             */
+            firstSeenMillis: number;
+            frames?: string[];
+            /** @description The group's messages per bucket of bucketMillis, oldest bucket first, the last ending at endMillis; absent when buckets is 0. */
+            histogram?: number[];
+            /**
+             * Format: int64
+             * @description UTC epoch milliseconds of its latest.
+             */
+            lastSeenMillis: number;
+            /** @description The normalized error message. */
+            message?: string;
+            /** @description The last attempt's outcome (QueueAttempt.outcome); "" for messages with no attempt history. */
+            outcome: string;
+            /** @description One line naming the cause, e.g. "TypeError: order <n> has no customer". */
+            title: string;
+        };
+        /**
+         * QueueDeadLetterGroups
+         * @description Host extension (spec/peers.md §Dead-letter groups): a queue's dead-lettered messages grouped by cause, largest group first.
+         */
+        QueueDeadLetterGroups: {
+            /**
+             * Format: int64
+             * @description The width of each histogram bucket.
+             */
+            bucketMillis: number;
+            /** @description The messages of the queue that arrived by dead-lettering (those grouped). */
+            deadLetters: number;
+            /**
+             * Format: int64
+             * @description UTC epoch milliseconds where the last histogram bucket ends (the time of the answer).
+             */
+            endMillis: number;
+            groups: components["schemas"]["QueueDeadLetterGroup"][];
         };
         /**
          * QueueDelivery
@@ -1061,6 +1167,8 @@ export interface components {
              * @description UTC epoch milliseconds (the timestampMillis a worker sees).
              */
             acceptTimeMillis: number;
+            /** @description The message's last attempts and how each ended, oldest first (at most 5); absent when it has none. Carried into the dead-letter queue with the move. */
+            attemptHistory?: components["schemas"]["QueueAttempt"][];
             /** @description Deliveries so far. */
             attempts: number;
             /**
@@ -1071,6 +1179,8 @@ export interface components {
             /** @description The body is longer than the preview. */
             bodyTruncated: boolean;
             deadLetter?: components["schemas"]["QueueDeadLetter"];
+            /** @description For a dead-lettered message: the fingerprint of its group (spec/peers.md §Dead-letter groups). */
+            deadLetterGroup?: string;
             id: string;
             /** @description Body size in bytes. */
             size: number;
@@ -1092,13 +1202,19 @@ export interface components {
         };
         /**
          * QueueOperationProgress
-         * @description Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given).
+         * @description Host extension (spec/peers.md §Purge, §Redrive): what a purge or a redrive Operation did. A purge reports removed; a redrive reports total (the messages of the dead-letter queue when it started), moved (each moved in one atomic write with this count) and skipped (left where they are: held by a batch, or with no known source queue and no target given); a redrive of one group says which (group, counting its messages only), and a dry run (dryRun) moves nothing and reports wouldMove.
          */
         QueueOperationProgress: {
+            /** @description A redrive's dry run: nothing moved. */
+            dryRun?: boolean;
+            /** @description A redrive of one dead-letter group: its fingerprint. */
+            group?: string;
             moved?: number;
             removed?: number;
             skipped?: number;
             total?: number;
+            /** @description A dry run: the messages a redrive would move. */
+            wouldMove?: number;
         };
         /**
          * QueueProducerBinding
@@ -1113,6 +1229,10 @@ export interface components {
          * @description Host extension (spec/peers.md §Redrive; SQS StartMessageMoveTask): move the messages of a dead-letter queue back as new messages. targetQueue, when given, is the AtLeastOnceQueue of the same space every message goes to; without it each goes to the queue it was dead-lettered from (its dead-letter metadata); a message without one is skipped.
          */
         QueueRedriveRequest: {
+            /** @description Move nothing: the Operation succeeds at once with what would move (progress.wouldMove) and what would be skipped. */
+            dryRun?: boolean;
+            /** @description Host extension (spec/peers.md §Dead-letter groups): move only the dead-lettered messages of this group (its fingerprint); the others stay and are not counted. */
+            group?: string;
             /** @description The most messages moved per second (default 100). */
             maxMessagesPerSecond?: number;
             targetQueue?: components["schemas"]["Reference"];
@@ -1596,6 +1716,35 @@ export interface operations {
         requestBody?: never;
         responses: {
             202: components["responses"]["operationAccepted"];
+            default: components["responses"]["problem"];
+        };
+    };
+    listDeadLetterGroups: {
+        parameters: {
+            query?: {
+                /** @description Histogram buckets per group (default 24; 0 for none). */
+                buckets?: number;
+                /** @description The width of a bucket in seconds (default 3600). */
+                bucketSeconds?: number;
+            };
+            header?: never;
+            path: {
+                space: components["parameters"]["space"];
+                uid: components["parameters"]["uid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The groups, largest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueDeadLetterGroups"];
+                };
+            };
             default: components["responses"]["problem"];
         };
     };

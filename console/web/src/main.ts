@@ -3,6 +3,7 @@ import { Child, ago, append, badge, bytes, dl, duration, h, replace } from "./do
 import { HistoryPoint, QueueCharts } from "./chart";
 import { highlight } from "./code";
 import { messageDetail, previewLine } from "./message";
+import { deadLetterGroups } from "./deadletters";
 
 // ---- routing: #/login, #/s/{space}, #/s/{space}/r/{uid}, #/s/{space}/ops
 
@@ -387,6 +388,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
   const actions = h("div", { class: "actions" });
   const actionOut = h("div", { "aria-live": "polite" });
   const sendBox = h("div", { id: "send-message" });
+  const groupsBox = h("div", { id: "dead-letter-causes" });
   const msgs = h("div");
   replace(root,
     h("section", { class: "delivery", "aria-label": "Delivery" }, actions, actionOut),
@@ -396,6 +398,7 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     h("div", { class: "cols charts" },
       h("div", null, h("h3", { id: "h-backlog" }, "Messages by state"), chartBox),
       h("div", null, h("h3", { id: "h-rates" }, "Messages per second"), ratesBox)),
+    isDLQ ? [h("h2", null, "Dead letters by cause"), groupsBox] : null,
     h("h2", null, "Send a message"), sendBox,
     h("details", { class: "fold", id: "consumer-fold" },
       h("summary", null, h("h2", null, consumers.length === 0 ? "Consumer: none" : "Consumer: " + consumers.map((c) => c.name).join(", "))),
@@ -507,6 +510,15 @@ async function queueView(root: HTMLElement, space: string, q: Resource, consumer
     } catch (e) { replace(actionOut, problemBox(e)); }
   };
   renderActions();
+  const loadGroups = async () => {
+    if (!isDLQ || !routes.has("GET " + base + "/deadletters/groups")) return;
+    await deadLetterGroups(groupsBox, space, q.uid, { ok: perm.ok && routes.has("POST " + base + "/redrive"), reason: perm.reason }, (g, dryRun) => {
+      const run = () => void runExtra("/redrive", { group: g.fingerprint, dryRun }, dryRun ? "Dry run of group " + g.fingerprint : "Redrive of group " + g.fingerprint).then(loadGroups);
+      if (dryRun) run();
+      else confirmThen("Move the " + g.count + " dead letters of " + q.name + " that failed with \u201c" + g.title + "\u201d back to the queues they came from (100 a second)?", run);
+    }, problemBox);
+  };
+  await loadGroups();
   sendForm(space, q, perm, routes.has("POST " + base + "/messages"), sendBox, async () => { await tick(); await loadPage(); });
   await tick();
 
@@ -611,11 +623,12 @@ function rememberOp(space: string, id: string) {
 }
 
 function progressText(p: any): string {
+  if (p.dryRun) return "dry run: " + (p.wouldMove ?? 0) + " of " + (p.total ?? 0) + " would move" + (p.skipped ? ", " + p.skipped + " would be skipped" : "") + (p.group ? " (group " + p.group + ")" : "") + "; nothing moved";
   return [
     p.removed !== undefined ? p.removed + " removed" : "",
     p.moved !== undefined ? p.moved + " moved" + (p.total !== undefined ? " of " + p.total : "") : "",
     p.skipped ? p.skipped + " skipped" : "",
-  ].filter(Boolean).join(", ");
+  ].filter(Boolean).join(", ") + (p.group ? " (group " + p.group + ")" : "");
 }
 
 // followOperation shows an Operation until it finishes: its state, effect,

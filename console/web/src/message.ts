@@ -1,6 +1,6 @@
 import { Child, dl, h } from "./dom";
 
-const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated", "deadLetter"]);
+const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated", "deadLetter", "attemptHistory", "deadLetterGroup"]);
 
 function decode(b64: string): Uint8Array {
   const s = atob(b64);
@@ -55,6 +55,7 @@ function deadLetterInfo(m: any, href: (uid: string) => string): [string, Child][
     if (d.attempts !== undefined) out.push(["Deliveries there", String(d.attempts)]);
     if (d.originalMessageId) out.push(["Original message ID", d.originalMessageId]);
     if (d.deadLetteredAtMillis) out.push(["Dead-lettered at", new Date(d.deadLetteredAtMillis).toISOString()]);
+    if (m.deadLetterGroup) out.push(["Group", h("code", null, String(m.deadLetterGroup))]);
     for (const [k, v] of Object.entries(d)) {
       if (!["sourceQueueUid", "sourceQueueName", "consumerUid", "consumerName", "reason", "attempts", "originalMessageId", "deadLetteredAtMillis"].includes(k)) out.push([k, JSON.stringify(v)]);
     }
@@ -90,6 +91,7 @@ export function messageDetail(m: any, href: (uid: string) => string): HTMLElemen
     dl([["State", m.state], ["Attempts", m.attempts], ["Accepted", new Date(m.acceptTimeMillis).toISOString()],
       ["Visible from", new Date(m.visibleAtMillis).toISOString()], ["Size", m.size + " bytes"]]),
     dead.length ? h("div", { class: "notice", id: "dead-letter" }, h("strong", null, "Dead-lettered"), dl(dead)) : null,
+    attempts(m.attemptHistory),
     h("div", { class: "tabs", role: "group", "aria-label": "Body view" }, buttons),
     m.bodyTruncated ? h("p", { class: "muted" }, "The preview holds the body's first " + b.length + " of " + m.size + " bytes.") : null,
     pre);
@@ -98,3 +100,28 @@ export function messageDetail(m: any, href: (uid: string) => string): HTMLElemen
 }
 
 
+
+const OUTCOMES: Record<string, string> = {
+  retried: "retried by the handler", thrown: "threw", time_limit: "ran past the time limit", sandbox_ended: "its sandbox ended",
+};
+
+// attempts is a message's attempt history (spec/peers.md §Attempt
+// history): its last attempts, oldest first, how each ended, and the
+// thrown error with its stack.
+function attempts(hist: any): HTMLElement | null {
+  if (!Array.isArray(hist) || hist.length === 0) return null;
+  return h("section", { id: "attempts", "aria-labelledby": "attempts-title" },
+    h("h4", { id: "attempts-title" }, "Last attempts"),
+    h("table", null, h("caption", { class: "visually-hidden" }, "Attempts, oldest first"),
+      h("thead", null, h("tr", null, ["#", "Started", "Outcome", "Ran", "Host", "Version", "Error"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", null, hist.map((a: any) => h("tr", { "data-outcome": String(a.outcome) },
+        h("td", { class: "num" }, a.attempt),
+        h("td", null, new Date(a.startedAtMillis).toISOString()),
+        h("td", null, (OUTCOMES[a.outcome] ?? String(a.outcome)) + (a.outcome === "retried" && a.delaySeconds !== undefined ? " (in " + a.delaySeconds + " s)" : "")),
+        h("td", { class: "num" }, a.durationMillis + " ms"),
+        h("td", null, a.host ?? ""),
+        h("td", null, a.workerVersionUid ? h("code", null, a.workerVersionUid) : ""),
+        h("td", { class: "error" },
+          a.errorName || a.errorMessage ? h("div", null, [a.errorName, a.errorMessage].filter(Boolean).join(": ")) : null,
+          a.errorStack ? h("details", null, h("summary", null, "stack"), h("pre", { class: "stack" }, a.errorStack)) : null))))));
+}

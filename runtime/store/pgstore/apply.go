@@ -502,8 +502,20 @@ func (w *writer) add(ctx context.Context, m store.Mutation) error {
 		b.Queue(`UPDATE store_messages SET visible_at = $4 WHERE queue = $1 AND id = ANY($2) AND lease = $3`,
 			m.Queue, m.IDs, m.Lease, m.VisibleAt)
 	case store.RetryMessage:
-		b.Queue(`UPDATE store_messages SET lease = '', visible_at = $3 WHERE queue = $1 AND id = $2`,
-			m.Queue, m.ID, m.VisibleAt)
+		if m.Attempt == nil {
+			b.Queue(`UPDATE store_messages SET lease = '', visible_at = $3 WHERE queue = $1 AND id = $2`,
+				m.Queue, m.ID, m.VisibleAt)
+			break
+		}
+		// The attempt is appended and the newest MaxAttempts kept, as
+		// store.AppendAttempt does.
+		a, _ := json.Marshal(store.TrimAttempt(*m.Attempt))
+		b.Queue(`UPDATE store_messages SET lease = '', visible_at = $3,
+			history = (SELECT jsonb_agg(x ORDER BY n) FROM (
+				SELECT x, n FROM jsonb_array_elements(coalesce(history, '[]'::jsonb) || jsonb_build_array($4::jsonb)) WITH ORDINALITY AS t(x, n)
+				ORDER BY n DESC LIMIT $5) AS newest)
+			WHERE queue = $1 AND id = $2`,
+			m.Queue, m.ID, m.VisibleAt, string(a), store.MaxAttempts)
 	case store.RemoveMessages:
 		b.Queue(`DELETE FROM store_messages WHERE queue = $1 AND id = ANY($2)`, m.Queue, m.IDs)
 	case store.DropQueue:
@@ -552,23 +564,23 @@ func (w *writer) flushAccepts(ctx context.Context) error {
 	acc, vis := make([]int64, n), make([]int64, n)
 	att, size := make([]int32, n), make([]int32, n)
 	bodies := make([][]byte, n)
-	dls, tps := make([]*string, n), make([]*string, n)
+	dls, tps, hist := make([]*string, n), make([]*string, n), make([]*string, n)
 	for i, a := range run {
 		m := &a.Message
 		queues[i], ids[i], lease[i] = m.Queue, m.ID, m.Lease
 		acc[i], vis[i], att[i], size[i], bodies[i] = m.AcceptedAt, m.VisibleAt, int32(m.Attempts), int32(len(a.Body)), a.Body
-		dls[i], tps[i] = deadLetterJSON(m.DeadLetter), traceParent(m.TraceParent)
+		dls[i], tps[i], hist[i] = deadLetterJSON(m.DeadLetter), traceParent(m.TraceParent), historyJSON(m.History)
 	}
-	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body, dead_letter, trace_parent)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[], $9::text[]::jsonb[], $10::text[])
+	w.b.Queue(`INSERT INTO store_messages (queue, id, accepted_at, visible_at, attempts, lease, size, body, dead_letter, trace_parent, history)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::integer[], $8::bytea[], $9::text[]::jsonb[], $10::text[], $11::text[]::jsonb[])
 		ON CONFLICT (queue, id) DO UPDATE SET accepted_at = EXCLUDED.accepted_at, visible_at = EXCLUDED.visible_at,
 			attempts = EXCLUDED.attempts, lease = EXCLUDED.lease, size = EXCLUDED.size, body = EXCLUDED.body,
-			dead_letter = EXCLUDED.dead_letter, trace_parent = EXCLUDED.trace_parent`,
-		queues, ids, acc, vis, att, lease, size, bodies, dls, tps)
+			dead_letter = EXCLUDED.dead_letter, trace_parent = EXCLUDED.trace_parent, history = EXCLUDED.history`,
+		queues, ids, acc, vis, att, lease, size, bodies, dls, tps, hist)
 	return nil
 }
 
-var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body", "dead_letter", "trace_parent"}
+var messageColumns = []string{"queue", "id", "accepted_at", "visible_at", "attempts", "lease", "size", "body", "dead_letter", "trace_parent", "history"}
 
 // traceParent is the trace_parent column of a message: NULL when it has
 // none (a host that does not trace).
@@ -577,6 +589,24 @@ func traceParent(tp string) *string {
 		return nil
 	}
 	return &tp
+}
+
+// historyJSON is the history column of a message: its attempt history,
+// bounded as the state machine bounds it, as JSON, or NULL.
+func historyJSON(h []store.Attempt) *string {
+	if len(h) == 0 {
+		return nil
+	}
+	if len(h) > store.MaxAttempts {
+		h = h[len(h)-store.MaxAttempts:]
+	}
+	out := make([]store.Attempt, len(h))
+	for i, a := range h {
+		out[i] = store.TrimAttempt(a)
+	}
+	b, _ := json.Marshal(out)
+	s := string(b)
+	return &s
 }
 
 // deadLetterJSON is the dead_letter column of a message: its metadata as
@@ -606,7 +636,7 @@ func (w *writer) copyRun(ctx context.Context, run []store.AcceptMessage) (ok boo
 		a := &run[i]
 		i++
 		m := &a.Message
-		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body, deadLetterJSON(m.DeadLetter), traceParent(m.TraceParent)}, nil
+		return []any{m.Queue, m.ID, m.AcceptedAt, m.VisibleAt, int32(m.Attempts), m.Lease, int32(len(a.Body)), a.Body, deadLetterJSON(m.DeadLetter), traceParent(m.TraceParent), historyJSON(m.History)}, nil
 	}))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation: a replacement

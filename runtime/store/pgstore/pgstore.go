@@ -461,14 +461,14 @@ func (s *Store) idempotencyOnce(ctx context.Context, scope, key string) (store.I
 	return r, nil
 }
 
-const messageCols = `queue, id, accepted_at, visible_at, attempts, lease, size, dead_letter, trace_parent`
+const messageCols = `queue, id, accepted_at, visible_at, attempts, lease, size, dead_letter, trace_parent, history`
 
 func scanMessage(row pgx.Row) (store.Message, error) {
 	var m store.Message
 	var attempts, size int32
-	var dl []byte
+	var dl, hist []byte
 	var tp *string
-	err := row.Scan(&m.Queue, &m.ID, &m.AcceptedAt, &m.VisibleAt, &attempts, &m.Lease, &size, &dl, &tp)
+	err := row.Scan(&m.Queue, &m.ID, &m.AcceptedAt, &m.VisibleAt, &attempts, &m.Lease, &size, &dl, &tp, &hist)
 	m.Attempts, m.Size = int(attempts), int(size)
 	if tp != nil {
 		m.TraceParent = *tp
@@ -477,6 +477,11 @@ func scanMessage(row pgx.Row) (store.Message, error) {
 		m.DeadLetter = new(store.DeadLetter)
 		if jerr := json.Unmarshal(dl, m.DeadLetter); jerr != nil {
 			return m, fmt.Errorf("pgstore: message %s of queue %s: dead_letter: %w", m.ID, m.Queue, jerr)
+		}
+	}
+	if err == nil && hist != nil {
+		if jerr := json.Unmarshal(hist, &m.History); jerr != nil {
+			return m, fmt.Errorf("pgstore: message %s of queue %s: history: %w", m.ID, m.Queue, jerr)
 		}
 	}
 	return m, err

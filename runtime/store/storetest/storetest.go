@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Store, opts ...
 	t.Run("DropQueue", h.wrap(testDropQueue))
 	t.Run("DeadLetterMetadata", h.wrap(testDeadLetterMetadata))
 	t.Run("TraceParent", h.wrap(testTraceParent))
+	t.Run("AttemptHistory", h.wrap(testAttemptHistory))
 	t.Run("UnknownReferencesAreNoOps", h.wrap(testNoOps))
 	t.Run("Copies", h.wrap(testCopies))
 	t.Run("AtomicVisibility", h.wrap(testAtomicVisibility))

@@ -114,6 +114,7 @@ func (c *Controller) withHistory(ctx context.Context, uid string, page []Message
 			continue
 		}
 		page[i].History = m.History
+		page[i].TraceParent = m.TraceParent
 		if m.DeadLetter != nil {
 			page[i].Group = forensics.Fingerprint(m.History)
 		}

@@ -35,6 +35,9 @@ type MessageView struct {
 	// letter, its group's fingerprint (ext_forensics.go).
 	History []store.Attempt
 	Group   string
+	// TraceParent is the W3C traceparent of the message's send when the
+	// host traced it (spec/peers.md §Tracing), "" otherwise.
+	TraceParent string
 }
 
 func (c *Controller) queueToInspect(ctx context.Context, p *auth.Principal, space, uid string) (Engine, error) {

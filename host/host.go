@@ -350,7 +350,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		}
 		h.parts.add("record expiry", &expiry{h: h})
 		h.parts.add("queue history", &historySampler{h: h})
-		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Principals: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest, BodyBudget: h.budget})
+		h.srv, err = server.New(server.Options{Controller: h.ctl, Auth: h.principals, Principals: h.principals, Workers: workers{h}, Logger: cfg.Logger, Capabilities: capabilities(cfg), Ready: h.ready, ObserveRequest: h.metrics.observeRequest, BodyBudget: h.budget, TraceURL: h.traceURL()})
 	}
 	if err != nil {
 		_ = h.rt.Stop(ctx)
@@ -639,4 +639,13 @@ func (h *Host) Lost() <-chan struct{} {
 		return nil
 	}
 	return h.active.lost
+}
+
+// traceURL is where a traced message's listing links to: the operator's
+// trace view, only while the host traces (Config.Tracing.ViewURL).
+func (h *Host) traceURL() string {
+	if h.tracing == nil {
+		return ""
+	}
+	return h.cfg.Tracing.ViewURL
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"github.com/takoform/queuehost/runtime/store"
+	"strings"
 
 	"github.com/takoform/queuehost/controller"
 	"github.com/takoform/queuehost/gen/api"
@@ -67,6 +68,13 @@ func (s *Server) ListQueueMessages(ctx context.Context, req api.ListQueueMessage
 			State: api.QueueMessageInfoState(m.State), BodyPreview: m.Preview, BodyTruncated: m.Truncated,
 			DeadLetter: deadLetterView(m.DeadLetter), AttemptHistory: attemptViews(m.History), DeadLetterGroup: optString(m.Group),
 		}
+		if id := traceID(m.TraceParent); id != "" {
+			out.Items[i].TraceId = &id
+			if s.traceURL != "" {
+				u := strings.ReplaceAll(s.traceURL, "{traceId}", id)
+				out.Items[i].TraceUrl = &u
+			}
+		}
 	}
 	if next != "" {
 		out.NextPageToken = &next
@@ -108,4 +116,19 @@ func (s *Server) GetQueueHistory(ctx context.Context, req api.GetQueueHistoryReq
 			Accepted: int64(p.Accepted), Delivered: int64(p.Delivered), Acknowledged: int64(p.Acknowledged), Retried: int64(p.Retried), DeadLettered: int64(p.DeadLettered)}
 	}
 	return out, nil
+}
+
+// traceID is the trace ID of a W3C traceparent ("00-TRACEID-SPANID-FLAGS"),
+// "" when tp is empty or not one (an all-zero ID is invalid).
+func traceID(tp string) string {
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 || parts[1] == strings.Repeat("0", 32) {
+		return ""
+	}
+	for _, c := range parts[1] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return ""
+		}
+	}
+	return parts[1]
 }

@@ -71,6 +71,10 @@ type Options struct {
 	// "unmatched"), the status and the duration (metrics; a bounded set of
 	// routes, never a path).
 	ObserveRequest func(route string, status int, d time.Duration)
+	// TraceURL, when set, is where the operator's trace backend shows a
+	// trace, with {traceId} standing for its ID (takohost -trace-url): a
+	// traced message's listing links to it (spec/peers.md §Tracing).
+	TraceURL string
 	// BodyBudget, when set, bounds the memory of the fetch route's request
 	// and response bodies in flight (runtime/membudget); nil: no bound.
 	BodyBudget *membudget.Budget
@@ -93,7 +97,9 @@ type Server struct {
 	ready   func() error
 	observe func(route string, status int, d time.Duration)
 	budget  *membudget.Budget
-	heavy   heavyReads
+	// traceURL: Options.TraceURL.
+	traceURL string
+	heavy    heavyReads
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -107,7 +113,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest, budget: opts.BodyBudget, heavy: newHeavyReads(DefaultHeavyReads())}
+	s := &Server{ctl: opts.Controller, authn: opts.Auth, principals: opts.Principals, workers: opts.Workers, log: opts.Logger, caps: opts.Capabilities, ready: opts.Ready, observe: opts.ObserveRequest, budget: opts.BodyBudget, traceURL: opts.TraceURL, heavy: newHeavyReads(DefaultHeavyReads())}
 
 	sw, err := api.GetSwagger()
 	if err != nil {

@@ -35,6 +35,11 @@ type Config struct {
 	// BatchTimeout is how long spans wait to be exported together (5 s,
 	// the SDK's default, when zero).
 	BatchTimeout time.Duration
+	// ViewURL is where the operator's trace backend shows a trace, with
+	// {traceId} standing for its ID (Jaeger:
+	// http://127.0.0.1:16686/trace/{traceId}); the Host API's message
+	// listing links each traced message to it. Empty: IDs only.
+	ViewURL string
 }
 
 // Environment variables that turn tracing on without a flag: the OTel
@@ -67,6 +72,15 @@ type Tracing struct {
 // sentence naming the setting: an endpoint that is not an http(s) URL, a
 // protocol other than OTLP/HTTP's. Tracing that is off is never wrong.
 func Check(cfg Config) error {
+	if cfg.ViewURL != "" {
+		u, err := url.Parse(strings.ReplaceAll(cfg.ViewURL, "{traceId}", "0af7651916cd43dd8448eb211c80319c"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(cfg.ViewURL, "{traceId}") {
+			return fmt.Errorf("trace URL %q: give an http(s) URL with {traceId} where the trace's ID goes, like http://127.0.0.1:16686/trace/{traceId}", cfg.ViewURL)
+		}
+		if !Enabled(cfg) {
+			return fmt.Errorf("trace URL %q: the host traces nothing to link to; give -otlp-endpoint too (or OTEL_EXPORTER_OTLP_ENDPOINT)", cfg.ViewURL)
+		}
+	}
 	_, err := exporterOptions(cfg)
 	return err
 }

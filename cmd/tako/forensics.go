@@ -80,6 +80,11 @@ func printAttempts(stdout io.Writer, items []api.QueueMessageInfo) {
 			group = " (group " + *m.DeadLetterGroup + ")"
 		}
 		fmt.Fprintf(stdout, "\nattempts of %s%s:\n", m.Id, group)
+		if m.TraceUrl != nil {
+			fmt.Fprintf(stdout, "  trace %s\n", escapeControl(*m.TraceUrl))
+		} else if m.TraceId != nil {
+			fmt.Fprintf(stdout, "  trace %s\n", *m.TraceId)
+		}
 		for _, a := range *m.AttemptHistory {
 			fmt.Fprintf(stdout, "  #%d %s %s, %s", a.Attempt, msTime(a.StartedAtMillis), a.Outcome, time.Duration(a.DurationMillis)*time.Millisecond)
 			if a.Host != nil {

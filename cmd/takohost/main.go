@@ -58,6 +58,7 @@ func run(args []string) int {
 	maxMemory := fs.String("max-memory", "", "memory the host process may use (e.g. 512MiB, 2GiB; sandboxes have caps of their own): half of it bounds request and response bodies in flight, a principal gets half of that and a worker a quarter (empty: half the memory cgroup's limit, else a quarter of RAM); also the Go runtime's soft memory limit unless GOMEMLIMIT is set")
 	logFormat := fs.String("log-format", "text", "the log on stderr: text (one line a person reads per event) or json (one JSON object per line, for a log collector); request logs and the host's events alike")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "OpenTelemetry collector to export traces of sends, deliveries and settlements to, over OTLP/HTTP (http://127.0.0.1:4318); empty: the OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable, and without either no tracing (spec/peers.md §Tracing)")
+	traceURL := fs.String("trace-url", "", "where your trace backend shows a trace, with {traceId} for its ID (Jaeger: http://127.0.0.1:16686/trace/{traceId}): the message listing and the console link each traced message to its trace; needs tracing on (-otlp-endpoint)")
 	var brokers []host.BrokerConfig
 	fs.Func("broker", "a message broker as NAME=URL (repeatable): an Offering NAME of AtLeastOnceQueue whose queues keep their messages on it; amqp[s]://user:password@host:5672/vhost (RabbitMQ), with optional query options prefetch, password_file, password_env, ca_file, min_backoff, max_backoff (spec/peers.md §Brokers)", func(v string) error {
 		b, err := host.ParseBroker(v)
@@ -81,7 +82,7 @@ func run(args []string) int {
 		Brokers: brokers, QueueOffering: *queueOffering,
 	}
 	cfg.MaxConns, cfg.MaxConnsPerClient = *maxConns, *maxConnsPerClient
-	cfg.Tracing.Endpoint = *otlpEndpoint
+	cfg.Tracing.Endpoint, cfg.Tracing.ViewURL = *otlpEndpoint, *traceURL
 	if err := telemetry.Check(cfg.Tracing); err != nil {
 		fmt.Fprintln(os.Stderr, "takohost: tracing:", err)
 		return 2

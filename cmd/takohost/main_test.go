@@ -28,3 +28,21 @@ func TestBadOTLPEndpointIsAUsageError(t *testing.T) {
 		}
 	}
 }
+
+// TestBadTraceURLIsAUsageError: a -trace-url with no {traceId}, not
+// http(s), or with nothing traced to link to stops the host before it
+// starts.
+func TestBadTraceURLIsAUsageError(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	for _, args := range [][]string{
+		{"-otlp-endpoint", "http://127.0.0.1:4318", "-trace-url", "http://127.0.0.1:16686/trace/"},
+		{"-otlp-endpoint", "http://127.0.0.1:4318", "-trace-url", "ftp://x/{traceId}"},
+		{"-trace-url", "http://127.0.0.1:16686/trace/{traceId}"},
+	} {
+		if code := run(append([]string{"-data", t.TempDir(), "-listen", "127.0.0.1:0"}, args...)); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

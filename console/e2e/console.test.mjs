@@ -283,6 +283,8 @@ describe("console", { skip: reason ?? false }, () => {
     await row.getByText("stack").click();
     assert.match(await row.locator("pre.stack").textContent(), /at /);
     assert.match(await page.locator("#dead-letter").textContent(), /Group\s*[0-9a-f]{16}/);
+    // Its trace: the send's trace ID, linked to the operator's trace view.
+    assert.match(await page.locator("a#message-trace").getAttribute("href"), /^http:\/\/traces\.example\/trace\/[0-9a-f]{32}$/);
     // The dead letters by cause: one group of (at least) the two, charted.
     const group = page.locator("#dead-letter-groups tbody tr", { hasText: "Error: cannot handle fail: order <n> has no customer" });
     await group.waitFor();

@@ -3,6 +3,7 @@
 // viewer token and the test project applied, and launch Debian's Chromium.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer as createHTTPServer } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -51,8 +52,14 @@ export async function startHost() {
   const data = join(tmp, "data");
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  // An OTLP/HTTP sink that takes every export, so that the host traces
+  // (and a message's page links to its trace) without a collector.
+  const sink = createHTTPServer((req, res) => { req.resume(); req.on("end", () => { res.writeHead(200, { "content-type": "application/x-protobuf" }); res.end(); }); });
+  await new Promise((ok) => sink.listen(0, "127.0.0.1", ok));
+  sink.unref();
+  const tracing = ["-otlp-endpoint", `http://127.0.0.1:${sink.address().port}`, "-trace-url", "http://traces.example/trace/{traceId}"];
   const run = async () => {
-    const proc = spawn(bin + "/takohost", ["-data", data, "-listen", `127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
+    const proc = spawn(bin + "/takohost", ["-data", data, "-listen", `127.0.0.1:${port}`, ...tracing], { stdio: ["ignore", "ignore", "pipe"] });
     let log = "";
     proc.stderr.on("data", (b) => { log = (log + b).slice(-20000); });
     proc.log = () => log;

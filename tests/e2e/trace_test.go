@@ -25,7 +25,8 @@ func TestTraceAcrossRetries(t *testing.T) {
 	}
 	t.Cleanup(func() { rcv.Close() })
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200") // export within 200 ms, not the default 5 s
-	e := startEnv(t, hostOpts{args: []string{"-otlp-endpoint", rcv.URL()}})
+	const view = "http://traces.example/trace/{traceId}"
+	e := startEnv(t, hostOpts{args: []string{"-otlp-endpoint", rcv.URL(), "-trace-url", view}})
 	ctx := ctxT(t, 90*time.Second)
 	topo := e.topology(harness.TopologyOptions{MaxBatchSize: 1})
 
@@ -151,6 +152,40 @@ func TestTraceAcrossRetries(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+	// The listing names a waiting traced message's trace and links to the
+	// operator's trace view.
+	r, err = e.admin.Do(ctx, "POST", "/v2/spaces/"+topo.Space+"/resources/"+topo.Queue+"/messages",
+		map[string]any{"messages": []map[string]any{{"body": body("waiting", "ack"), "delaySeconds": 3600}}},
+		http.Header{"Traceparent": {"00-" + callerTrace + "-" + pubSpan + "-01"}})
+	if err != nil || r.Status != 200 {
+		t.Fatalf("publish: %v %v", err, r)
+	}
+	var waiting struct{ MessageIDs []string }
+	if err := r.JSON(&waiting); err != nil || len(waiting.MessageIDs) != 1 {
+		t.Fatalf("publish answered %s: %v", r, err)
+	}
+	r, err = e.admin.Do(ctx, "GET", "/v2/spaces/"+topo.Space+"/resources/"+topo.Queue+"/messages", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("list messages: %v %v", err, r)
+	}
+	var list struct {
+		Items []struct{ ID, TraceID, TraceURL string }
+	}
+	if err := r.JSON(&list); err != nil {
+		t.Fatalf("list messages %s: %v", r, err)
+	}
+	found := false
+	for _, m := range list.Items {
+		if m.ID == waiting.MessageIDs[0] {
+			found = true
+			if want := strings.ReplaceAll(view, "{traceId}", callerTrace); m.TraceID != callerTrace || m.TraceURL != want {
+				t.Errorf("listed traced message: traceId %q traceUrl %q; want %q and %q", m.TraceID, m.TraceURL, callerTrace, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the waiting message %s is not listed: %s", waiting.MessageIDs[0], r)
 	}
 	if t.Failed() {
 		var b strings.Builder

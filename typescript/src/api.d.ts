@@ -1186,6 +1186,13 @@ export interface components {
             size: number;
             /** @enum {string} */
             state: "available" | "delayed" | "retry_waiting" | "in_flight" | "removing";
+            /** @description The W3C trace ID of the message's send (32 lowercase hex digits) when the host traced it (spec/peers.md §Tracing); absent otherwise. Kept through retries, restarts, dead-letter moves and redrives, so one message's attempts are found under it in the trace backend. */
+            traceId?: string;
+            /**
+             * Format: uri
+             * @description Where the host's operator said that trace can be read (takohost -trace-url, with {traceId} replaced); absent when not configured or not traced.
+             */
+            traceUrl?: string;
             /**
              * Format: int64
              * @description UTC epoch milliseconds from which it may be delivered.

@@ -1,6 +1,6 @@
 import { Child, dl, h } from "./dom";
 
-const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated", "deadLetter", "attemptHistory", "deadLetterGroup"]);
+const KNOWN = new Set(["id", "acceptTimeMillis", "visibleAtMillis", "attempts", "size", "state", "bodyPreview", "bodyTruncated", "deadLetter", "attemptHistory", "deadLetterGroup", "traceId", "traceUrl"]);
 
 function decode(b64: string): Uint8Array {
   const s = atob(b64);
@@ -68,6 +68,17 @@ function deadLetterInfo(m: any, href: (uid: string) => string): [string, Child][
   return out;
 }
 
+// trace is the row naming the trace of a traced message's send
+// (spec/peers.md §Tracing), a link when the host knows where traces are
+// read (takohost -trace-url); none for an untraced message.
+function trace(m: any): [string, Child][] {
+  if (typeof m.traceId !== "string") return [];
+  const id = h("code", null, m.traceId);
+  return [["Trace", typeof m.traceUrl === "string" && /^https?:\/\//.test(m.traceUrl)
+    ? h("a", { id: "message-trace", href: m.traceUrl, target: "_blank", rel: "noopener noreferrer" }, id)
+    : h("span", { id: "message-trace" }, id)]];
+}
+
 export function messageDetail(m: any, href: (uid: string) => string): HTMLElement {
   const b = decode(m.bodyPreview);
   const text = asText(b, m.bodyTruncated);
@@ -89,7 +100,7 @@ export function messageDetail(m: any, href: (uid: string) => string): HTMLElemen
   const box = h("section", { class: "message", "aria-labelledby": "message-title" },
     h("h3", { id: "message-title", tabindex: "-1" }, "Message " + m.id),
     dl([["State", m.state], ["Attempts", m.attempts], ["Accepted", new Date(m.acceptTimeMillis).toISOString()],
-      ["Visible from", new Date(m.visibleAtMillis).toISOString()], ["Size", m.size + " bytes"]]),
+      ["Visible from", new Date(m.visibleAtMillis).toISOString()], ["Size", m.size + " bytes"], ...trace(m)]),
     dead.length ? h("div", { class: "notice", id: "dead-letter" }, h("strong", null, "Dead-lettered"), dl(dead)) : null,
     attempts(m.attemptHistory),
     h("div", { class: "tabs", role: "group", "aria-label": "Body view" }, buttons),

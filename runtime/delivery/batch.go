@@ -152,13 +152,7 @@ func (e *Engine) dispatchBatch(b *batch) {
 		e.unlease(b, nil, true)
 		return
 	}
-	var gone []*bmsg
-	for i, bm := range b.items {
-		if bodies[i] == nil {
-			gone = append(gone, bm)
-		}
-	}
-	if len(gone) > 0 {
+	if gone := b.gone(bodies); len(gone) > 0 {
 		e.unlease(b, gone, false)
 		return
 	}
@@ -711,3 +705,15 @@ func (e *Engine) settleDone(b *batch, targets []*bmsg, p *plan, moved []*msg, dl
 }
 
 var _ abi.Settler = (*Engine)(nil)
+
+// gone is the batch's messages whose bodies (read in the batch's order)
+// came back nil: removed meanwhile (purged, expired).
+func (b *batch) gone(bodies [][]byte) []*bmsg {
+	var out []*bmsg
+	for i, bm := range b.items {
+		if bodies[i] == nil {
+			out = append(out, bm)
+		}
+	}
+	return out
+}

@@ -270,13 +270,7 @@ func (e *Engine) recordLease(b *batch, visibility time.Duration) (PullLease, err
 		e.unlease(b, nil, false)
 		return PullLease{}, backendErr(err)
 	}
-	var gone []*bmsg
-	for i, bm := range b.items {
-		if bodies[i] == nil {
-			gone = append(gone, bm)
-		}
-	}
-	if len(gone) > 0 {
+	if gone := b.gone(bodies); len(gone) > 0 {
 		// Removed meanwhile (purged, expired): lease nothing; the caller
 		// tries again with what remains.
 		e.unlease(b, gone, false)

@@ -38,7 +38,10 @@ type Envelope struct {
 	DeadLetter *store.DeadLetter
 	// TraceParent is the send's trace context (store.Message.TraceParent).
 	TraceParent string
-	Body        []byte
+	// History is the message's attempt history (store.Message.History),
+	// carried by every copy so that it survives a host restart.
+	History []store.Attempt
+	Body    []byte
 }
 
 // Delivery is one copy of a message received from the broker, with the

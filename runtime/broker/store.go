@@ -292,7 +292,7 @@ func (bq *bqueue) goneQueue() {
 
 func (e *entry) message(uid string) store.Message {
 	return store.Message{Queue: uid, ID: e.cur.ID, AcceptedAt: e.cur.AcceptedAt, VisibleAt: e.cur.VisibleAt,
-		Attempts: e.cur.Attempts, Lease: e.lease, Size: len(e.cur.Body), DeadLetter: e.cur.DeadLetter, TraceParent: e.cur.TraceParent}
+		Attempts: e.cur.Attempts, Lease: e.lease, Size: len(e.cur.Body), DeadLetter: e.cur.DeadLetter, TraceParent: e.cur.TraceParent, History: e.cur.History}
 }
 
 // change is the state one Apply leaves a broker message in.
@@ -397,7 +397,7 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 		case store.AcceptMessage:
 			c := get(bq, m.Message.ID)
 			c.env = Envelope{ID: m.Message.ID, AcceptedAt: m.Message.AcceptedAt, VisibleAt: m.Message.VisibleAt, Attempts: m.Message.Attempts,
-				DeadLetter: m.Message.DeadLetter, TraceParent: m.Message.TraceParent, Body: append([]byte(nil), m.Body...), Rev: c.env.Rev}
+				DeadLetter: m.Message.DeadLetter, TraceParent: m.Message.TraceParent, History: m.Message.History, Body: append([]byte(nil), m.Body...), Rev: c.env.Rev}
 			c.lease, c.removed, c.publish = m.Message.Lease, false, true
 		case store.DeliverMessages:
 			for _, id := range m.IDs {
@@ -411,6 +411,9 @@ func (s *Store) Apply(ctx context.Context, muts ...store.Mutation) error {
 				c.lease = ""
 				if c.env.VisibleAt != m.VisibleAt {
 					c.env.VisibleAt, c.publish = m.VisibleAt, true
+				}
+				if m.Attempt != nil {
+					c.env.History, c.publish = store.AppendAttempt(c.env.History, *m.Attempt), true
 				}
 			}
 		case store.RemoveMessages:

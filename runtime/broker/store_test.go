@@ -106,9 +106,11 @@ func TestStoreKeepsTheFormsStateOnTheBroker(t *testing.T) {
 	if len(got) != 2 || got["m1"].Attempts != 1 || got["m3"].Attempts != 0 || got["m3"].VisibleAt != msgs[2].VisibleAt || got["m1"].AcceptedAt != now {
 		t.Fatalf("after a restart the broker queue holds %+v", ms)
 	}
-	// A retry with a delay is kept too.
+	// A retry with a delay is kept too, with the attempt that ended so in
+	// the message's history.
+	ended := store.Attempt{Attempt: 2, StartedAt: now, DurationMs: 7, Host: "h1", Outcome: "thrown", ErrorName: "TypeError", ErrorMessage: "no customer"}
 	if err := s2.Apply(ctx, store.DeliverMessages{Queue: uid, Batch: "b2", IDs: []string{"m1"}},
-		store.RetryMessage{Queue: uid, ID: "m1", VisibleAt: now + 30_000}); err != nil {
+		store.RetryMessage{Queue: uid, ID: "m1", VisibleAt: now + 30_000, Attempt: &ended}); err != nil {
 		t.Fatal(err)
 	}
 	s2.Close()
@@ -119,7 +121,7 @@ func TestStoreKeepsTheFormsStateOnTheBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.ID == "m1" && (m.Attempts != 2 || m.VisibleAt != now+30_000) {
+		if m.ID == "m1" && (m.Attempts != 2 || m.VisibleAt != now+30_000 || len(m.History) != 1 || m.History[0] != ended) {
 			t.Fatalf("a retried message after a restart: %+v", m)
 		}
 	}

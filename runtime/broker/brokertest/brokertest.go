@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -116,6 +117,7 @@ func envs(n int) []broker.Envelope {
 		out[1].Body = append(out[1].Body, make([]byte, 127000-len(out[1].Body))...)
 	}
 	out[0].TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	out[0].History = []store.Attempt{{Attempt: 1, StartedAt: 1700000000002, DurationMs: 3, Host: "h", WorkerVersion: "v", Outcome: "thrown", ErrorName: "Error", ErrorMessage: "boom", ErrorStack: "Error: boom\n    at queue (w.js:1:1)"}}
 	out[0].DeadLetter = &store.DeadLetter{SourceQueue: "r-src", SourceQueueName: "src", Reason: store.ReasonRetriesExhausted, Attempts: 4, OriginalID: "orig", DeadLetteredAt: 1700000000001}
 	return out
 }
@@ -159,6 +161,9 @@ func publishDelivers(t *testing.T, h Harness) {
 		}
 		if g.Foreign || g.TraceParent != w.TraceParent || g.AcceptedAt != w.AcceptedAt || g.VisibleAt != w.VisibleAt || g.Attempts != w.Attempts || g.Rev != w.Rev || string(g.Body) != string(w.Body) {
 			t.Errorf("delivered %+v, published %+v", g.Envelope, w)
+		}
+		if !slices.Equal(g.History, w.History) {
+			t.Errorf("attempt history: delivered %+v, published %+v", g.History, w.History)
 		}
 		if (g.DeadLetter == nil) != (w.DeadLetter == nil) || (w.DeadLetter != nil && *g.DeadLetter != *w.DeadLetter) {
 			t.Errorf("dead-letter metadata: delivered %+v, published %+v", g.DeadLetter, w.DeadLetter)

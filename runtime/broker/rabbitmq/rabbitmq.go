@@ -57,6 +57,7 @@ const (
 	HeaderRev         = "x-tako-rev"
 	HeaderDeadLetter  = "x-tako-dead-letter"
 	HeaderTraceParent = "x-tako-traceparent"
+	HeaderHistory     = "x-tako-history"
 )
 
 // Driver is a connection to one RabbitMQ broker.
@@ -302,6 +303,10 @@ func encode(e broker.Envelope) amqp.Publishing {
 	if e.TraceParent != "" {
 		h[HeaderTraceParent] = e.TraceParent
 	}
+	if len(e.History) > 0 {
+		b, _ := json.Marshal(e.History)
+		h[HeaderHistory] = string(b)
+	}
 	return amqp.Publishing{MessageId: e.ID, Headers: h, DeliveryMode: amqp.Persistent, Timestamp: time.UnixMilli(e.AcceptedAt), Body: e.Body}
 }
 
@@ -331,6 +336,12 @@ func decode(m amqp.Delivery) (broker.Envelope, bool) {
 	}
 	e := broker.Envelope{ID: m.MessageId, AcceptedAt: acc, VisibleAt: vis, Attempts: int(att), Rev: rev, Body: m.Body}
 	e.TraceParent, _ = m.Headers[HeaderTraceParent].(string)
+	if s, ok := m.Headers[HeaderHistory].(string); ok {
+		var hist []store.Attempt
+		if json.Unmarshal([]byte(s), &hist) == nil {
+			e.History = hist
+		}
+	}
 	if s, ok := m.Headers[HeaderDeadLetter].(string); ok {
 		var dl store.DeadLetter
 		if json.Unmarshal([]byte(s), &dl) == nil {

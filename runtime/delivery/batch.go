@@ -435,11 +435,7 @@ func (e *Engine) handlerTimedOut(b *batch) {
 	q.mu.Unlock()
 	if fin {
 		e.log.Info("delivery: the queue handler exceeded its time limit; unsettled messages will be retried", "queue", q.uid, "batch", b.id)
-		e.track.add()
-		go func() {
-			defer e.track.done()
-			e.finalize(b)
-		}()
+		e.finalizeLater(b)
 	}
 }
 
@@ -690,11 +686,7 @@ func (e *Engine) settleDone(b *batch, targets []*bmsg, p *plan, moved []*msg, dl
 	q.pump()
 	q.mu.Unlock()
 	if fin {
-		e.track.add()
-		go func() {
-			defer e.track.done()
-			e.finalize(b)
-		}()
+		e.finalizeLater(b)
 	}
 	e.addMoved(dlq, moved, p.dlqPending)
 	e.notify()
@@ -716,4 +708,15 @@ func (b *batch) gone(bodies [][]byte) []*bmsg {
 		}
 	}
 	return out
+}
+
+// finalizeLater finalizes b on a goroutine the engine's Stop waits for:
+// for a batch closed from a timer or under a settlement's call, whose
+// caller must not wait for the final write.
+func (e *Engine) finalizeLater(b *batch) {
+	e.track.add()
+	go func() {
+		defer e.track.done()
+		e.finalize(b)
+	}()
 }

@@ -315,11 +315,7 @@ func (e *Engine) leaseExpired(b *batch) {
 	q.pump()
 	q.mu.Unlock()
 	if fin {
-		e.track.add()
-		go func() {
-			defer e.track.done()
-			e.finalize(b)
-		}()
+		e.finalizeLater(b)
 	}
 }
 
